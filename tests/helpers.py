@@ -1,0 +1,27 @@
+"""Small builders shared by the judge tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlflow_genai_metrics import Judge, JudgeRequest
+from mlflow_genai_metrics.testing import ScriptedJudgeServer
+
+from conftest import SECRET_KEY, Verdict
+
+
+def ask_about(text: str, *, version: str = "test:v1", answer_type: type = Verdict, **options: Any) -> JudgeRequest:
+    return JudgeRequest(
+        messages=[{"role": "system", "content": "You check claims."}, {"role": "user", "content": text}],
+        answer_type=answer_type,
+        prompt_version=version,
+        **options,
+    )
+
+
+def judge_for(server: ScriptedJudgeServer, **options: Any) -> Judge:
+    """A Judge on the scripted server with fast backoff, so retry tests take milliseconds."""
+    options.setdefault("cache_dir", None)
+    options.setdefault("backoff_initial_s", 0.01)
+    options.setdefault("backoff_max_s", 0.05)
+    return Judge(server.models[0], server.base_url, SECRET_KEY, **options)

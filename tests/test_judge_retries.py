@@ -1,0 +1,135 @@
+"""Faults: what is retried (429 honouring Retry-After, 5xx, timeouts, dropped connections), what is not
+(400, 401, 403, 404), and what the caller gets when retries run out: a typed error, never an exception."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlflow_genai_metrics import JudgeConfigError
+from mlflow_genai_metrics.testing import Fault, Reply
+
+from conftest import SECRET_KEY, verdict_json
+from helpers import ask_about, judge_for
+
+
+def first_attempt_fails(fault: Fault):
+    return lambda request: fault if request.attempt == 0 else Reply(verdict_json())
+
+
+def test_rate_limit_is_retried_after_the_servers_retry_after(scripted_server):
+    server = scripted_server(first_attempt_fails(Fault.rate_limit(retry_after_s=1)))
+    reply = judge_for(server).ask(ask_about("claim"))  # own backoff is ~10 ms: only Retry-After explains 1 s
+    assert reply.ok and reply.usage.retries == 1
+    first, second = server.requests
+    assert first.status == 429 and second.status == 200
+    assert second.arrived - first.arrived >= 0.95
+
+
+def test_server_error_is_retried(scripted_server):
+    server = scripted_server(first_attempt_fails(Fault.server_error(503)))
+    reply = judge_for(server).ask(ask_about("claim"))
+    assert reply.ok
+    assert [r.status for r in server.requests] == [503, 200]
+    assert reply.usage.calls == 2 and reply.usage.failed_calls == 1
+
+
+def test_backoff_grows_exponentially_between_retries(scripted_server):
+    server = scripted_server(lambda r: Fault.server_error(503) if r.attempt < 3 else Reply(verdict_json()))
+    reply = judge_for(server, backoff_initial_s=0.2, backoff_max_s=10).ask(ask_about("claim"))
+    assert reply.ok
+    gaps = [b.arrived - a.arrived for a, b in zip(server.requests, server.requests[1:])]
+    # Full jitter keeps each wait in [base/2, base] with base 0.2, 0.4, 0.8 s.
+    assert 0.1 <= gaps[0] <= 0.35 and 0.2 <= gaps[1] <= 0.6 and 0.4 <= gaps[2] <= 1.1
+
+
+def test_a_reply_slower_than_the_timeout_is_retried(scripted_server):
+    server = scripted_server(lambda r: Reply(verdict_json(), delay_s=3.0) if r.attempt == 0 else Reply(verdict_json()))
+    reply = judge_for(server, timeout_s=0.5).ask(ask_about("claim"))
+    assert reply.ok and reply.usage.retries == 1
+    assert server.request_count == 2
+
+
+def test_a_connection_closed_mid_reply_is_retried(scripted_server):
+    server = scripted_server(first_attempt_fails(Fault.disconnect()))
+    reply = judge_for(server).ask(ask_about("claim"))
+    assert reply.ok and reply.usage.retries == 1
+    assert server.request_count == 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        (Fault.rate_limit(retry_after_s=0), "rate_limited"),
+        (Fault.server_error(502), "server_error"),
+        (Fault.disconnect(), "connection"),
+    ],
+)
+def test_when_retries_run_out_the_caller_gets_a_typed_error_not_an_exception(scripted_server, fault, kind):
+    server = scripted_server(lambda r: fault)
+    reply = judge_for(server, max_retries=2).ask(ask_about("claim"))
+    assert not reply.ok and reply.error.kind == kind
+    assert reply.error.attempts == 3
+    assert server.request_count == 3
+
+
+def test_timeouts_that_never_end_give_a_timeout_error(scripted_server):
+    server = scripted_server(lambda r: Reply(verdict_json(), delay_s=2.0))
+    reply = judge_for(server, timeout_s=0.3, max_retries=1).ask(ask_about("claim"))
+    assert reply.error.kind == "timeout"
+    assert server.request_count == 2
+
+
+def test_bad_request_is_not_retried_and_is_recorded_for_that_row(scripted_server):
+    too_long = Fault.http(400, "This model's maximum context length is 8192 tokens")
+    server = scripted_server(lambda r: too_long if "long" in r.last_user_message else Reply(verdict_json()))
+    judge = judge_for(server)
+    judge.ask(ask_about("short"))  # the endpoint's mode is known before the failing row
+    replies = judge.ask_many([ask_about("short one"), ask_about("a very long article"), ask_about("short two")])
+    assert [r.ok for r in replies] == [True, False, True]
+    assert replies[1].error.kind == "bad_request" and replies[1].error.status_code == 400
+    assert "maximum context length" in replies[1].error.message
+    assert server.count(status=400) == 1
+
+
+def test_wrong_api_key_raises_an_error_that_says_to_set_openai_api_key(scripted_server):
+    server = scripted_server(api_key="sk-the-right-key-000000000000")
+    with pytest.raises(JudgeConfigError, match="OPENAI_API_KEY") as caught:
+        judge_for(server).ask(ask_about("claim"))
+    assert caught.value.status_code == 401
+    assert server.request_count == 1  # not retried
+    assert SECRET_KEY[-4:] + "." not in str(caught.value)
+
+
+def test_unknown_model_raises_an_error_listing_the_models_the_endpoint_serves(scripted_server):
+    server = scripted_server(models=("llama-3-8b", "qwen2.5-7b"))
+    judge = judge_for(server)
+    judge.model = "gpt-4o-mini"
+    with pytest.raises(JudgeConfigError, match="llama-3-8b, qwen2.5-7b") as caught:
+        judge.ask(ask_about("claim"))
+    assert caught.value.status_code == 404
+    assert "MGM_JUDGE_MODEL" in str(caught.value)
+
+
+def test_wrong_base_url_is_named_in_the_404_error(scripted_server):
+    server = scripted_server()
+    judge = judge_for(server)
+    judge.base_url = server.base_url.removesuffix("/v1")  # a classic mistake: no /v1
+    with pytest.raises(JudgeConfigError, match="base URL"):
+        judge.ask(ask_about("claim"))
+
+
+def test_permission_denied_is_not_retried(scripted_server):
+    server = scripted_server(lambda r: Fault.http(403, "Project does not have access to model"))
+    with pytest.raises(JudgeConfigError, match="refused access"):
+        judge_for(server).ask(ask_about("claim"))
+    assert server.request_count == 1
+
+
+def test_a_configuration_error_in_a_batch_keeps_the_answers_already_cached(scripted_server, tmp_path):
+    server = scripted_server()
+    judge = judge_for(server, cache_dir=tmp_path)
+    judge.ask_many([ask_about(f"claim {i}") for i in range(5)])
+    server.api_key = "sk-rotated-key-000000000000"
+    with pytest.raises(JudgeConfigError):
+        judge.ask_many([ask_about(f"claim {i}") for i in range(8)])
+    assert len(judge.cache) == 5

