@@ -133,3 +133,17 @@ def test_a_configuration_error_in_a_batch_keeps_the_answers_already_cached(scrip
     with pytest.raises(JudgeConfigError):
         judge.ask_many([ask_about(f"claim {i}") for i in range(8)])
     assert len(judge.cache) == 5
+
+
+def test_http_500_is_retried_once_the_endpoints_mode_is_known(scripted_server):
+    def script(request):
+        if "flaky" in request.last_user_message and request.attempt == 0:
+            return Fault.server_error(500)
+        return Reply(verdict_json())
+
+    server = scripted_server(script)
+    judge = judge_for(server)
+    assert judge.ask(ask_about("warm up")).mode == "json_schema"
+    reply = judge.ask(ask_about("flaky row"))
+    assert reply.ok and reply.mode == "json_schema" and reply.usage.retries == 1
+    assert [r.status for r in server.requests[1:]] == [500, 200]

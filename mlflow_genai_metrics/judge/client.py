@@ -463,20 +463,28 @@ class Judge:
                     return self._finish(self._run_sync(request, state))
         return self._finish(self._run_sync(request, state))
 
+    @staticmethod
+    def _advance(
+        conversation: Generator[_Call, _CallResult, JudgeReply],
+        outcome: _CallResult | None,
+        failure: openai.APIError | None,
+    ) -> _Call | JudgeReply:
+        """Hand the conversation the last call's result (or failure); get its next call, or its reply."""
+        try:
+            return conversation.throw(failure) if failure is not None else conversation.send(outcome)  # type: ignore[arg-type]
+        except StopIteration as stop:
+            return stop.value
+
     def _run_sync(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
         conversation = self._conversation(request, state)
-        outcome: Any = None
-        failure: BaseException | None = None
-        while True:
+        step = self._advance(conversation, None, None)
+        while isinstance(step, _Call):
             try:
-                call = conversation.throw(failure) if failure is not None else conversation.send(outcome)
-            except StopIteration as stop:
-                return stop.value
-            outcome, failure = None, None
-            try:
-                outcome = self._send_sync(call, state)
+                outcome, failure = self._send_sync(step, state), None
             except openai.APIError as exc:
-                failure = exc
+                outcome, failure = None, exc
+            step = self._advance(conversation, outcome, failure)
+        return step
 
     async def aask(self, request: JudgeRequest) -> JudgeReply:
         """Ask one question on the running event loop (see ``ask``)."""
@@ -490,18 +498,14 @@ class Judge:
 
     async def _run_async(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
         conversation = self._conversation(request, state)
-        outcome: Any = None
-        failure: BaseException | None = None
-        while True:
+        step = self._advance(conversation, None, None)
+        while isinstance(step, _Call):
             try:
-                call = conversation.throw(failure) if failure is not None else conversation.send(outcome)
-            except StopIteration as stop:
-                return stop.value
-            outcome, failure = None, None
-            try:
-                outcome = await self._send_async(call, state)
+                outcome, failure = await self._send_async(step, state), None
             except openai.APIError as exc:
-                failure = exc
+                outcome, failure = None, exc
+            step = self._advance(conversation, outcome, failure)
+        return step
 
     async def aask_many(
         self, requests: Iterable[JudgeRequest], *, progress: bool | None = None, desc: str = "judging"
