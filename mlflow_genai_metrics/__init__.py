@@ -1,8 +1,12 @@
 """mlflow_genai_metrics: LLM-as-a-judge summarization metrics, trustworthy and cheap, as first-class MLflow evaluations.
 
-The core (``judge``, scoring) imports nothing from MLflow; everything MLflow-specific lives in one subpackage.
+The core (``judge``, ``summarization``, ``traditional``, ``stats``) imports nothing from MLflow; everything
+MLflow-specific lives in one subpackage.
 """
 
+__version__ = "0.1.0"
+
+from .generate import summarize
 from .judge import (
     Judge,
     JudgeConfigError,
@@ -11,12 +15,21 @@ from .judge import (
     JudgeRequest,
     Message,
     Prices,
+    TextAnswer,
     Usage,
 )
-
-__version__ = "0.1.0"
+from .summarization import (
+    Comparison,
+    SignatureMismatchError,
+    SummarizationResult,
+    compare_results,
+    judge_summaries,
+    judge_summaries_frame,
+)
+from .traditional import TraditionalResult, traditional_metrics
 
 __all__ = [
+    "Comparison",
     "Judge",
     "JudgeConfigError",
     "JudgeError",
@@ -24,6 +37,15 @@ __all__ = [
     "JudgeRequest",
     "Message",
     "Prices",
+    "SignatureMismatchError",
+    "SummarizationResult",
+    "TextAnswer",
+    "TraditionalResult",
     "Usage",
     "__version__",
+    "compare_results",
+    "judge_summaries",
+    "judge_summaries_frame",
+    "summarize",
+    "traditional_metrics",
 ]

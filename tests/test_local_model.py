@@ -97,3 +97,31 @@ def test_a_missing_llama_cpp_says_which_pip_install_fixes_it(monkeypatch):
     )
     with pytest.raises(LocalModelServerError, match="llama-cpp-python is not installed"):
         LocalModelServer("smollm2-135m").start()
+
+
+ARTICLES = [
+    "The city council approved a new budget on Monday. It raises spending on schools by 5% and cuts road repairs. "
+    "The mayor said the plan protects children's education.",
+    "A local football club won the regional cup on Saturday, beating their rivals 2-1 after extra time. "
+    "The winning goal came from a penalty in the 110th minute.",
+]
+
+
+def test_the_whole_method_runs_end_to_end_on_real_local_models(tmp_path):
+    """SmolLM2 writes the summaries and judges them: every row is judged or carries its error, none is lost."""
+    from mlflow_genai_metrics import judge_summaries, summarize
+
+    with LocalModelServer("smollm2-135m") as server:
+        judge = Judge(server.model_id, server.base_url, cache_dir=tmp_path, context_window=8192, max_concurrency=2)
+        generated = summarize(ARTICLES, client=judge, max_tokens=120)
+        assert generated["error"].eq("").all(), generated["error"].tolist()
+        result = judge_summaries(ARTICLES, list(generated["summary"]), judge=judge)
+    assert len(result.rows) == 2
+    for _, row in result.rows.iterrows():
+        # 135M parameters: verdicts are noise, but each row is either fully scored or names its error.
+        if row["error"]:
+            assert row["error"].split(" failed: ")[0] in {"claim extraction", "claim verification", "coverage check", "key-point extraction (for this row's source)"}
+        else:
+            assert row["claim_count"] == row["supported_claims"] + row["contradicted_claims"] + row["unverifiable_claims"]
+    assert result.metrics["judge/calls"] > 0
+    assert result.signature.startswith("judge:smollm2-135m|base:localhost|claims:v1-")

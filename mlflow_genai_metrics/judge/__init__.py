@@ -5,7 +5,7 @@ from .answers import AnswerParseError, ResponseMode, parse_answer
 from .cache import JudgeCache, cache_key, default_cache_dir
 from .client import DEFAULT_BASE_URL, Judge
 from .errors import JudgeConfigError, redact
-from .records import ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, Usage
+from .records import ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -20,6 +20,7 @@ __all__ = [
     "Message",
     "Prices",
     "ResponseMode",
+    "TextAnswer",
     "Usage",
     "cache_key",
     "default_cache_dir",

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS answers (
     prompt_version TEXT NOT NULL,
     answer_json TEXT NOT NULL,
     raw TEXT,
+    finish_reason TEXT,
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
     created_at REAL NOT NULL
@@ -76,6 +77,7 @@ def cache_key(
 class CachedAnswer(BaseModel):
     answer_json: str
     raw: str | None
+    finish_reason: str | None = None
     prompt_tokens: int
     completion_tokens: int
 
@@ -105,22 +107,26 @@ class JudgeCache:
     def get(self, key: str) -> CachedAnswer | None:
         with self._lock:
             row = self._connection().execute(
-                "SELECT answer_json, raw, prompt_tokens, completion_tokens FROM answers WHERE key = ?", (key,)
+                "SELECT answer_json, raw, finish_reason, prompt_tokens, completion_tokens FROM answers WHERE key = ?",
+                (key,),
             ).fetchone()
         if row is None:
             return None
-        return CachedAnswer(answer_json=row[0], raw=row[1], prompt_tokens=row[2], completion_tokens=row[3])
+        return CachedAnswer(
+            answer_json=row[0], raw=row[1], finish_reason=row[2], prompt_tokens=row[3], completion_tokens=row[4]
+        )
 
     def put(self, key: str, *, model: str, prompt_version: str, answer: CachedAnswer) -> None:
         with self._lock:
             self._connection().execute(
-                "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     key,
                     model,
                     prompt_version,
                     answer.answer_json,
                     answer.raw,
+                    answer.finish_reason,
                     answer.prompt_tokens,
                     answer.completion_tokens,
                     time.time(),

@@ -45,7 +45,7 @@ from .errors import (
     retry_after_seconds,
     row_error_kind,
 )
-from .records import JudgeError, JudgeReply, JudgeRequest, Prices, Usage
+from .records import JudgeError, JudgeReply, JudgeRequest, Prices, TextAnswer, Usage
 
 __all__ = ["DEFAULT_BASE_URL", "Judge"]
 
@@ -107,7 +107,8 @@ class Judge:
     Arguments left out come from the environment: ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else
     ``OPENAI_BASE_URL``, else OpenAI), ``OPENAI_API_KEY`` (a loopback server needs none). ``cache_dir=None`` turns
     the cache off; by default it is ``$MGM_CACHE_DIR`` or the user cache dir. ``prices`` (USD per million tokens,
-    ``{"input": 0.15, "output": 0.6}``) turns tokens into cost.
+    ``{"input": 0.15, "output": 0.6}``) turns tokens into cost. ``context_window`` (the model's, in tokens), when
+    given, lets the metrics split sources too long for it.
     """
 
     def __init__(
@@ -124,6 +125,7 @@ class Judge:
         cache_dir: str | os.PathLike[str] | None | object = _DEFAULT_CACHE,
         prices: Prices | dict[str, float] | tuple[float, float] | None = None,
         max_tokens: int | None = None,
+        context_window: int | None = None,
         backoff_initial_s: float = 1.0,
         backoff_max_s: float = 60.0,
         max_retry_after_s: float = 300.0,
@@ -158,6 +160,7 @@ class Judge:
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.max_tokens = max_tokens
+        self.context_window = context_window
         self.backoff_initial_s = float(backoff_initial_s)
         self.backoff_max_s = float(backoff_max_s)
         self.max_retry_after_s = float(max_retry_after_s)
@@ -248,7 +251,10 @@ class Judge:
             if hit is not None:
                 state.usage.cache_hits += 1
                 answer = request.answer_type.model_validate_json(hit.answer_json)
-                return JudgeReply(answer=answer, raw=hit.raw, cached=True, usage=state.usage)
+                return JudgeReply(answer=answer, raw=hit.raw, cached=True, finish_reason=hit.finish_reason, usage=state.usage)
+
+        if request.answer_type is TextAnswer:
+            return (yield from self._text_conversation(messages, max_tokens, request, key, state))
 
         known = self.response_mode
         modes: Sequence[ResponseMode] = (known,) if known else MODES
@@ -296,20 +302,39 @@ class Judge:
                 except openai.APIError as exc2:
                     return self._failed(exc2, state)
                 continue
-            if self.cache is not None and key is not None:
-                self.cache.put(
-                    key,
-                    model=self.model,
-                    prompt_version=request.prompt_version,
-                    answer=CachedAnswer(
-                        answer_json=answer.model_dump_json(),
-                        raw=result.content,
-                        prompt_tokens=state.usage.prompt_tokens,
-                        completion_tokens=state.usage.completion_tokens,
-                    ),
-                )
-            return JudgeReply(answer=answer, raw=result.content, mode=mode, usage=state.usage)
+            self._store(key, request, answer, result, state)
+            return JudgeReply(answer=answer, raw=result.content, mode=mode, finish_reason=result.finish_reason, usage=state.usage)
         raise AssertionError("unreachable")
+
+    def _text_conversation(
+        self, messages: list[dict[str, str]], max_tokens: int | None, request: JudgeRequest, key: str | None, state: _RequestState
+    ) -> Generator[_Call, _CallResult, JudgeReply]:
+        try:
+            result = yield _Call(messages=messages, response_format=None, max_tokens=max_tokens, probing=False)
+        except openai.APIError as exc:
+            return self._failed(exc, state)
+        if result.refusal or result.finish_reason == "content_filter":
+            return JudgeReply(error=self._reply_problem(result), raw=result.content, usage=state.usage)
+        # A text cut off by max_tokens is still the model's output: kept, and flagged by finish_reason.
+        answer = TextAnswer(text=(result.content or "").strip())
+        self._store(key, request, answer, result, state)
+        return JudgeReply(answer=answer, raw=result.content, finish_reason=result.finish_reason, usage=state.usage)
+
+    def _store(self, key: str | None, request: JudgeRequest, answer: Any, result: _CallResult, state: _RequestState) -> None:
+        if self.cache is None or key is None:
+            return
+        self.cache.put(
+            key,
+            model=self.model,
+            prompt_version=request.prompt_version,
+            answer=CachedAnswer(
+                answer_json=answer.model_dump_json(),
+                raw=result.content,
+                finish_reason=result.finish_reason,
+                prompt_tokens=state.usage.prompt_tokens,
+                completion_tokens=state.usage.completion_tokens,
+            ),
+        )
 
     @staticmethod
     def _reply_problem(result: _CallResult) -> JudgeError | None:

@@ -15,6 +15,7 @@ __all__ = [
     "JudgeRequest",
     "Message",
     "Prices",
+    "TextAnswer",
     "Usage",
 ]
 
@@ -139,6 +140,13 @@ class Usage(BaseModel):
         return self.cache_hits / self.requests if self.requests else None
 
 
+class TextAnswer(BaseModel):
+    """Ask for free text instead of JSON (e.g. a candidate model writing a summary): no response format, no
+    schema; the reply's text is the answer, and ``JudgeReply.finish_reason`` says if it was cut off."""
+
+    text: str
+
+
 class JudgeError(BaseModel):
     """Why a request has no answer. Returned in place of an answer, never raised, never scored as 0."""
 
@@ -165,6 +173,7 @@ class JudgeReply(BaseModel, Generic[AnswerT]):
     raw: str | None = None
     cached: bool = False
     mode: str | None = None
+    finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
 
     @model_validator(mode="after")

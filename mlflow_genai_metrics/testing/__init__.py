@@ -1,6 +1,18 @@
 """Test support that ships with the package: a scripted OpenAI-compatible judge server for deterministic
-verdicts and fault injection (used by this project's tests and benchmarks, and usable in yours)."""
+verdicts and fault injection, and a deterministic summarization judge to run behind it (used by this project's
+tests and benchmarks, and usable in yours)."""
 
 from .scripted_server import Fault, LoggedRequest, Reply, ScriptedJudgeServer, ScriptedRequest, count_tokens
+from .summarization_judge import SummarizationJudgeScript, marked_sections, pass_of
 
-__all__ = ["Fault", "LoggedRequest", "Reply", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
+__all__ = [
+    "Fault",
+    "LoggedRequest",
+    "Reply",
+    "ScriptedJudgeServer",
+    "ScriptedRequest",
+    "SummarizationJudgeScript",
+    "count_tokens",
+    "marked_sections",
+    "pass_of",
+]

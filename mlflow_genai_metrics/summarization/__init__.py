@@ -1,0 +1,21 @@
+"""The summarization judgement: claims, yes/no/idk verification against the source, key-point coverage, and the
+metrics of ``docs/metrics.md``. Imports nothing from MLflow."""
+
+from .api import judge_summaries, judge_summaries_frame
+from .chunking import combine_verdicts, split_source
+from .records import CheckedClaim, CoveredKeyPoint, RowJudgement
+from .result import Comparison, SignatureMismatchError, SummarizationResult, compare_results
+
+__all__ = [
+    "CheckedClaim",
+    "Comparison",
+    "CoveredKeyPoint",
+    "RowJudgement",
+    "SignatureMismatchError",
+    "SummarizationResult",
+    "combine_verdicts",
+    "compare_results",
+    "judge_summaries",
+    "judge_summaries_frame",
+    "split_source",
+]

@@ -1,0 +1,102 @@
+"""``judge_summaries``: the public entry point of the summarization judgement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..judge import Judge, Usage
+from ..signature import summarization_signature
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..traditional import traditional_metrics
+from .judging import judge_rows, prepare_rows
+from .result import SummarizationResult
+from .scoring import aggregate_metrics, claims_table, key_points_table, rows_table
+
+__all__ = ["judge_summaries", "judge_summaries_frame", "source_token_budget"]
+
+# Room the verification prompt needs besides the source: instructions, up to 60 numbered claims, and the answer.
+PROMPT_RESERVE_TOKENS = 3072
+
+
+def source_token_budget(judge: Judge) -> int | None:
+    """How many tokens of source fit in one verification call of this judge (None: no limit known)."""
+    if judge.context_window is None:
+        return None
+    return max(judge.context_window - PROMPT_RESERVE_TOKENS, 256)
+
+
+def judge_summaries(
+    sources: Sequence[str],
+    summaries: Sequence[str],
+    *,
+    judge: Judge,
+    ids: Sequence[Any] | None = None,
+    references: Sequence[str | Sequence[str]] | None = None,
+    coverage: bool = True,
+    max_source_tokens: int | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+    progress: bool | None = None,
+) -> SummarizationResult:
+    """Judge each summary against its source: claims, yes/no/idk verification, key-point coverage.
+
+    >>> result = judge_summaries(articles, summaries, judge=Judge("gpt-4o-mini"))
+    >>> result.metrics["alignment"], result.metrics["alignment/ci_low"], result.metrics["richness"]
+    >>> result.rows[["id", "claim_count", "aligned", "reasoning"]]
+
+    ``references`` adds ROUGE, BLEU and chrF (``traditional_metrics``) to the rows and the metrics. Sources longer
+    than ``max_source_tokens`` (default: what ``judge.context_window`` leaves room for; no limit when unknown) are
+    verified chunk by chunk, and the verdicts combined (see ``chunking``). Confidence intervals are percentile
+    bootstrap intervals over rows (``resamples``, fixed ``seed``). Bad input raises before any call is made,
+    naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
+    """
+    rows = prepare_rows(sources, summaries, ids)
+    if max_source_tokens is None:
+        max_source_tokens = source_token_budget(judge)
+    judgements = judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+    usage = Usage.total([j.usage for j in judgements])
+    table = rows_table(judgements, coverage=coverage)
+    metrics = aggregate_metrics(table, usage, prices=judge.prices, resamples=resamples, seed=seed, confidence=confidence)
+    if references is not None:
+        traditional = traditional_metrics(
+            [row.summary for row in rows], references, [row.source for row in rows]
+        )
+        table = pd.concat([table, traditional.rows], axis=1)
+        metrics.update(traditional.metrics)
+    return SummarizationResult(
+        rows=table,
+        claims=claims_table(judgements),
+        key_points=key_points_table(judgements),
+        metrics=metrics,
+        signature=summarization_signature(judge, coverage=coverage, max_source_tokens=max_source_tokens),
+        judgements=judgements,
+        usage=usage,
+    )
+
+
+def judge_summaries_frame(
+    frame: pd.DataFrame,
+    *,
+    judge: Judge,
+    source_col: str = "source",
+    summary_col: str = "summary",
+    id_col: str | None = None,
+    reference_col: str | None = None,
+    **options: Any,
+) -> SummarizationResult:
+    """``judge_summaries`` over the columns of a DataFrame."""
+    missing = [c for c in (source_col, summary_col, id_col, reference_col) if c is not None and c not in frame.columns]
+    if missing:
+        raise KeyError(f"the DataFrame has no column {missing}; it has {list(frame.columns)}")
+    return judge_summaries(
+        frame[source_col],
+        frame[summary_col],
+        judge=judge,
+        ids=frame[id_col] if id_col else None,
+        references=frame[reference_col] if reference_col else None,
+        **options,
+    )

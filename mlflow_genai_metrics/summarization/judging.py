@@ -1,0 +1,202 @@
+"""Rows in -> judge requests -> one ``RowJudgement`` per row.
+
+Two rounds of concurrent requests: (1) claim extraction for every summary and key points for every distinct source
+text; (2) verification of each summary's claims and coverage of its source's key points. So one model on N
+articles costs at most 4N calls (more only when a source is split into chunks), each further model on the same
+articles at most 3N, and an identical rerun none (the judge's cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..judge import Judge, JudgeReply, JudgeRequest, Usage
+from .chunking import combine_verdicts, split_source
+from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
+from .records import CheckedClaim, CoveredKeyPoint, RowInput, RowJudgement
+
+__all__ = ["judge_rows", "prepare_rows", "source_key"]
+
+
+def source_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _as_list(values: Any, name: str) -> list[Any]:
+    if values is None:
+        raise ValueError(f"{name} is required")
+    if isinstance(values, str):
+        raise TypeError(f"{name} must be a sequence of texts (a list or a pandas Series), not one string")
+    return list(values)
+
+
+def _is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def prepare_rows(sources: Sequence[str], summaries: Sequence[str], ids: Sequence[Any] | None) -> list[RowInput]:
+    """Validate the inputs before anything is judged; every problem names its row."""
+    source_list = _as_list(sources, "sources")
+    summary_list = _as_list(summaries, "summaries")
+    if len(source_list) != len(summary_list):
+        raise ValueError(f"sources has {len(source_list)} rows but summaries has {len(summary_list)}")
+    if ids is None:
+        id_list: list[Any] = list(range(len(source_list)))
+    else:
+        id_list = _as_list(ids, "ids")
+        if len(id_list) != len(source_list):
+            raise ValueError(f"ids has {len(id_list)} rows but sources has {len(source_list)}")
+    problems: list[str] = []
+    seen: dict[Any, int] = {}
+    for position, (row_id, source, summary) in enumerate(zip(id_list, source_list, summary_list)):
+        label = f"row {position} (id {row_id!r})"
+        if _is_missing(row_id):
+            problems.append(f"row {position}: the id is missing")
+        elif row_id in seen:
+            problems.append(f"{label}: the id repeats row {seen[row_id]}; ids must be unique")
+        else:
+            seen[row_id] = position
+        if _is_missing(source) or not isinstance(source, str) or not source.strip():
+            problems.append(f"{label}: the source is {'missing' if _is_missing(source) else 'empty or not text'} ({type(source).__name__})")
+        if _is_missing(summary) or not isinstance(summary, str):
+            problems.append(f"{label}: the summary is missing or not text ({type(summary).__name__}); use \"\" for an empty summary")
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ValueError(f"cannot judge these rows:\n  {shown}{more}")
+    return [
+        RowInput(id=_plain(row_id), source=source, summary=summary, source_key=source_key(source))
+        for row_id, source, summary in zip(id_list, source_list, summary_list)
+    ]
+
+
+def _plain(value: Any) -> str | int:
+    """numpy integers and other id types become int or str, so records serialise."""
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return value
+    try:
+        as_int = int(value)
+        if as_int == value:
+            return as_int
+    except (TypeError, ValueError):
+        pass
+    return str(value)
+
+
+@dataclass
+class _RowState:
+    claims: list[str] | None = None
+    verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
+    key_points: list[CoveredKeyPoint] | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+    def fail(self, stage: str, reply: JudgeReply) -> None:
+        if self.error is None:
+            self.error = f"{stage} failed: {reply.error}"
+
+
+def judge_rows(
+    rows: list[RowInput],
+    judge: Judge,
+    *,
+    coverage: bool = True,
+    max_source_tokens: int | None = None,
+    progress: bool | None = None,
+) -> list[RowJudgement]:
+    """Judge every row; a row whose judging failed carries the error and is never given a score."""
+    chunks_of: dict[str, list[str]] = {}
+    first_row_of: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        if row.source_key not in chunks_of:
+            chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
+            first_row_of[row.source_key] = index
+    states = [_RowState() for _ in rows]
+
+    # Round 1: key points per distinct source (chunk), claims per non-empty summary.
+    requests: list[JudgeRequest] = []
+    owners: list[tuple[str, Any]] = []
+    if coverage:
+        for key, chunks in chunks_of.items():
+            for chunk in chunks:
+                requests.append(extract_key_points_request(chunk))
+                owners.append(("keypoints", key))
+    for index, row in enumerate(rows):
+        if row.summary.strip():
+            requests.append(extract_claims_request(row.summary))
+            owners.append(("claims", index))
+        else:
+            states[index].claims = []  # an empty summary makes no claim: no call needed
+    replies = judge.ask_many(requests, progress=progress, desc="claims and key points")
+
+    key_points_of: dict[str, list[str]] = defaultdict(list)
+    key_point_errors: dict[str, JudgeReply] = {}
+    for (kind, owner), reply in zip(owners, replies):
+        if kind == "keypoints":
+            states[first_row_of[owner]].usage += reply.usage  # a source's key points are paid for once
+            if reply.ok:
+                key_points_of[owner].extend(p for p in reply.answer.key_points if p not in key_points_of[owner])
+            else:
+                key_point_errors.setdefault(owner, reply)
+        else:
+            state = states[owner]
+            state.usage += reply.usage
+            if reply.ok:
+                state.claims = list(reply.answer.claims)
+            else:
+                state.fail("claim extraction", reply)
+    for index, row in enumerate(rows):
+        if row.source_key in key_point_errors:
+            states[index].fail("key-point extraction (for this row's source)", key_point_errors[row.source_key])
+
+    # Round 2: verify each summary's claims against every chunk of its source; check coverage.
+    requests, owners = [], []
+    for index, row in enumerate(rows):
+        state = states[index]
+        if state.error is not None:
+            continue
+        if state.claims:
+            state.verdicts = [[] for _ in state.claims]
+            for chunk in chunks_of[row.source_key]:
+                requests.append(verify_claims_request(chunk, state.claims))
+                owners.append(("verify", index))
+        if coverage:
+            points = key_points_of[row.source_key]
+            if row.summary.strip():
+                requests.append(check_coverage_request(points, row.summary))
+                owners.append(("coverage", index))
+            else:
+                state.key_points = [CoveredKeyPoint(key_point=p, covered=False, reason="The summary is empty.") for p in points]
+    replies = judge.ask_many(requests, progress=progress, desc="verification and coverage")
+
+    for (kind, index), reply in zip(owners, replies):
+        state = states[index]
+        state.usage += reply.usage
+        if not reply.ok:
+            state.fail("claim verification" if kind == "verify" else "coverage check", reply)
+        elif kind == "verify":
+            for claim_verdicts, check in zip(state.verdicts, reply.answer.verdicts):
+                claim_verdicts.append((check.verdict, check.reason))
+        else:
+            points = key_points_of[rows[index].source_key]
+            state.key_points = [
+                CoveredKeyPoint(key_point=point, covered=check.covered == "yes", reason=check.reason)
+                for point, check in zip(points, reply.answer.covered)
+            ]
+
+    return [_record(row, state) for row, state in zip(rows, states)]
+
+
+def _record(row: RowInput, state: _RowState) -> RowJudgement:
+    if state.error is not None:
+        return RowJudgement(id=row.id, source_key=row.source_key, usage=state.usage, error=state.error)
+    claims = []
+    for claim, per_chunk in zip(state.claims or [], state.verdicts):
+        verdict, reason = combine_verdicts(per_chunk)
+        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason))
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, usage=state.usage)

@@ -1,0 +1,160 @@
+"""The four judge passes: each a prompt, an answer schema and a builder of the ``JudgeRequest``.
+
+- claim extraction: one call per summary (the summary only);
+- verification: one call per summary for all its claims, against the whole source (or each chunk of it);
+- key points: one call per distinct source text (or chunk), reused for every summary of that source;
+- coverage: one call per summary, the key points before the summary.
+
+The verification and coverage answers are lists whose length the schema fixes to the number of claims (key
+points), numbered 1..n: a reply with another count or order fails validation, and the judge is asked again with
+the error shown. With ``json_schema`` or llama.cpp's grammar the count is enforced while decoding.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, Field, create_model, model_validator
+
+from ..judge import JudgeRequest
+from ..prompts import load_prompt, marker
+
+__all__ = [
+    "MAX_CLAIMS",
+    "MAX_KEY_POINTS",
+    "ExtractedClaims",
+    "ExtractedKeyPoints",
+    "Verdict",
+    "check_coverage_request",
+    "coverage_answer",
+    "extract_claims_request",
+    "extract_key_points_request",
+    "verification_answer",
+    "verify_claims_request",
+]
+
+MAX_CLAIMS = 60
+MAX_KEY_POINTS = 10
+Verdict = Literal["yes", "no", "idk"]
+
+
+class ExtractedClaims(BaseModel):
+    claims: list[Annotated[str, Field(min_length=1)]] = Field(
+        max_length=MAX_CLAIMS, description="the summary's claims, one fact each, in order"
+    )
+
+
+class ExtractedKeyPoints(BaseModel):
+    key_points: list[Annotated[str, Field(min_length=1)]] = Field(
+        min_length=1, max_length=MAX_KEY_POINTS, description="the article's key points, most important first"
+    )
+
+
+class ClaimCheck(BaseModel):
+    claim: int = Field(description="the claim's number")
+    reason: str = Field(description="one sentence: what the article says about the claim")
+    verdict: Verdict
+
+
+class KeyPointCheck(BaseModel):
+    key_point: int = Field(description="the key point's number")
+    reason: str = Field(description="one sentence: where the summary covers it, or that it does not")
+    covered: Literal["yes", "no"]
+
+
+class _NumberedAnswer(BaseModel):
+    """Checks that item i is numbered i (1-based); the list's length is fixed by the schema itself."""
+
+    items_field: ClassVar[str]
+    number_field: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _numbered_in_order(self) -> _NumberedAnswer:
+        for position, item in enumerate(getattr(self, self.items_field), start=1):
+            number = getattr(item, self.number_field)
+            if number != position:
+                raise ValueError(f"item {position} is numbered {number}: answer for every one, in order, numbered 1 to n")
+        return self
+
+
+def _numbered_list_answer(name: str, items_field: str, item_type: type[BaseModel], number_field: str, count: int):
+    model = create_model(
+        name,
+        __base__=_NumberedAnswer,
+        **{items_field: (Annotated[list[item_type], Field(min_length=count, max_length=count)], ...)},
+    )
+    model.items_field, model.number_field = items_field, number_field
+    return model
+
+
+@cache
+def verification_answer(claim_count: int) -> type[_NumberedAnswer]:
+    """The answer type for verifying exactly ``claim_count`` claims."""
+    return _numbered_list_answer("ClaimVerdicts", "verdicts", ClaimCheck, "claim", claim_count)
+
+
+@cache
+def coverage_answer(key_point_count: int) -> type[_NumberedAnswer]:
+    """The answer type for checking exactly ``key_point_count`` key points."""
+    return _numbered_list_answer("KeyPointCoverage", "covered", KeyPointCheck, "key_point", key_point_count)
+
+
+def _numbered(items: list[str]) -> str:
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, start=1))
+
+
+def _user(text: str) -> list[dict[str, str]]:
+    # One user message, no system message: Gemma's chat format drops system messages, and a single message
+    # keeps instructions + source as one prefix that providers' prompt caches can reuse.
+    return [{"role": "user", "content": text}]
+
+
+def extract_claims_request(summary: str) -> JudgeRequest:
+    prompt = load_prompt("claims")
+    text = prompt.render(summary=summary, summary_marker=marker("SUMMARY", summary))
+    return JudgeRequest(
+        messages=_user(text), answer_type=ExtractedClaims, prompt_version=prompt.tag, purpose="claims",
+        max_tokens=64 + 48 * MAX_CLAIMS // 2,
+    )
+
+
+def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:
+    prompt = load_prompt("verify")
+    listed = _numbered(claims)
+    text = prompt.render(
+        source=source,
+        source_marker=marker("ARTICLE", source),
+        claims=listed,
+        claims_marker=marker("CLAIMS", listed),
+        claim_count=len(claims),
+    )
+    return JudgeRequest(
+        messages=_user(text), answer_type=verification_answer(len(claims)), prompt_version=prompt.tag,
+        purpose="verify", max_tokens=64 + 80 * len(claims),
+    )
+
+
+def extract_key_points_request(source: str) -> JudgeRequest:
+    prompt = load_prompt("keypoints")
+    text = prompt.render(source=source, source_marker=marker("ARTICLE", source))
+    return JudgeRequest(
+        messages=_user(text), answer_type=ExtractedKeyPoints, prompt_version=prompt.tag, purpose="keypoints",
+        max_tokens=64 + 64 * MAX_KEY_POINTS,
+    )
+
+
+def check_coverage_request(key_points: list[str], summary: str) -> JudgeRequest:
+    prompt = load_prompt("coverage")
+    listed = _numbered(key_points)
+    text = prompt.render(
+        key_points=listed,
+        key_points_marker=marker("KEY POINTS", listed),
+        summary=summary,
+        summary_marker=marker("SUMMARY", summary),
+        key_point_count=len(key_points),
+    )
+    return JudgeRequest(
+        messages=_user(text), answer_type=coverage_answer(len(key_points)), prompt_version=prompt.tag,
+        purpose="coverage", max_tokens=64 + 80 * len(key_points),
+    )

@@ -1,0 +1,47 @@
+"""The one judgement record per row that every metric reads."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..judge import Usage
+
+__all__ = ["CheckedClaim", "CoveredKeyPoint", "RowJudgement", "RowInput"]
+
+
+class RowInput(BaseModel):
+    """One row to judge, validated: the id, the source text and the summary."""
+
+    id: str | int
+    source: str
+    summary: str
+    source_key: str  # hash of the source text: rows with the same text share key points
+
+
+class CheckedClaim(BaseModel):
+    claim: str
+    verdict: Literal["yes", "no", "idk"]
+    reason: str
+
+
+class CoveredKeyPoint(BaseModel):
+    key_point: str
+    covered: bool
+    reason: str
+
+
+class RowJudgement(BaseModel):
+    """Claims with verdicts, key points with coverage, what judging the row cost, and any error.
+
+    ``key_points`` is None when coverage was not asked for. When ``error`` is set the row was not judged: its
+    claims and key points are empty and no metric counts it (``judge_error_rate`` does).
+    """
+
+    id: str | int
+    source_key: str
+    claims: list[CheckedClaim] = Field(default_factory=list)
+    key_points: list[CoveredKeyPoint] | None = None
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = None

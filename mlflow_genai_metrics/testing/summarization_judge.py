@@ -1,0 +1,125 @@
+"""A deterministic judge for the summarization passes, to run behind ``ScriptedJudgeServer``.
+
+It reads what the package's prompts put between their markers (summary, article, claims, key points) and answers
+from tables you give it, or by simple rules when a table has no entry:
+
+- claims: the summary's sentences;
+- verdict: ``yes`` when every word of the claim (lower-cased, 4+ letters) appears in the article, else ``idk``;
+- key points: the article's first three sentences;
+- coverage: ``yes`` when at least half the key point's 4+-letter words appear in the summary.
+
+    script = SummarizationJudgeScript(verdicts={"Everton are second in the Premiership.": "no"})
+    with ScriptedJudgeServer(script) as server: ...
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..traditional import split_sentences
+from .scripted_server import Reply, ScriptedRequest
+
+__all__ = ["SummarizationJudgeScript", "marked_sections", "pass_of"]
+
+# A section is a marker line, the text, and the same marker line again (markers quoted inside sentences don't count).
+_SECTION = re.compile(
+    r"^=====(?P<label>[A-Z ]+) (?P<hash>[0-9a-f]{12})=====\n(?P<body>.*?)\n=====(?P=label) (?P=hash)=====$",
+    re.DOTALL | re.MULTILINE,
+)
+_NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
+_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def marked_sections(prompt: str) -> dict[str, str]:
+    """``{"ARTICLE": ..., "CLAIMS": ...}``: the texts between the prompt's markers."""
+    return {m["label"]: m["body"] for m in _SECTION.finditer(prompt)}
+
+
+def pass_of(sections: Mapping[str, str]) -> str:
+    """Which pass a prompt belongs to, from the sections it carries."""
+    if "CLAIMS" in sections:
+        return "verify"
+    if "KEY POINTS" in sections:
+        return "coverage"
+    if "ARTICLE" in sections:
+        return "keypoints"
+    if "SUMMARY" in sections:
+        return "claims"
+    return "unknown"
+
+
+def _numbered_items(text: str) -> list[str]:
+    return [item.strip() for item in _NUMBERED.split(text) if item.strip()]
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+@dataclass
+class SummarizationJudgeScript:
+    """Callable script: ``ScriptedRequest`` -> ``Reply`` with the JSON answer the pass asks for.
+
+    ``verdicts`` maps a claim to ``yes``/``no``/``idk``, or to a function ``(article, claim) -> verdict`` (useful for
+    chunked articles). ``fault`` may return a ``Reply``/``Fault`` to send instead of the answer (or None).
+    """
+
+    claims: Mapping[str, list[str]] = field(default_factory=dict)
+    verdicts: Mapping[str, str | Callable[[str, str], str]] = field(default_factory=dict)
+    key_points: Mapping[str, list[str]] = field(default_factory=dict)
+    covered: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    fault: Callable[[ScriptedRequest, str], object] | None = None
+
+    def __call__(self, request: ScriptedRequest):
+        prompt = request.messages[0]["content"] if request.messages else ""
+        sections = marked_sections(prompt)
+        kind = pass_of(sections)
+        if self.fault is not None:
+            injected = self.fault(request, kind)
+            if injected is not None:
+                return injected
+        return Reply(json.dumps(self.answer(kind, sections)))
+
+    def answer(self, kind: str, sections: Mapping[str, str]) -> dict:
+        if kind == "claims":
+            summary = sections["SUMMARY"]
+            return {"claims": list(self.claims.get(summary, split_sentences(summary)))}
+        if kind == "keypoints":
+            article = sections["ARTICLE"]
+            return {"key_points": list(self.key_points.get(article, split_sentences(article)[:3]))}
+        if kind == "verify":
+            article = sections["ARTICLE"]
+            claims = _numbered_items(sections["CLAIMS"])
+            return {
+                "verdicts": [
+                    {"claim": number, "reason": f"rule for claim {number}", "verdict": self.verdict(article, claim)}
+                    for number, claim in enumerate(claims, start=1)
+                ]
+            }
+        if kind == "coverage":
+            summary = sections["SUMMARY"]
+            points = _numbered_items(sections["KEY POINTS"])
+            return {
+                "covered": [
+                    {"key_point": number, "reason": f"rule for key point {number}", "covered": "yes" if self.is_covered(point, summary) else "no"}
+                    for number, point in enumerate(points, start=1)
+                ]
+            }
+        raise ValueError("the scripted summarization judge did not recognise this prompt")
+
+    def verdict(self, article: str, claim: str) -> str:
+        rule = self.verdicts.get(claim)
+        if callable(rule):
+            return rule(article, claim)
+        if rule is not None:
+            return rule
+        return "yes" if _words(claim) <= _words(article) else "idk"
+
+    def is_covered(self, point: str, summary: str) -> bool:
+        if (point, summary) in self.covered:
+            return self.covered[(point, summary)]
+        words = _words(point)
+        return bool(words) and len(words & _words(summary)) >= len(words) / 2

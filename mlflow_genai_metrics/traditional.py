@@ -1,0 +1,279 @@
+"""Traditional reference-based metrics: ROUGE (rouge-score), BLEU, chrF and TER (sacreBLEU), lengths.
+
+Nothing here downloads anything: rouge-score's Porter stemmer is NLTK code that needs no NLTK data, and sentences
+are split by a rule, not by NLTK's punkt model (which would need a download).
+
+Per row: ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` (F1, Porter-stemmed; for Lsum one sentence a line),
+``bleu``, ``chrf`` (``sentence_score``), ``ter`` (only when asked: it is slow), ``summary_words`` and, with sources,
+``compression_ratio``. Aggregates: ROUGE and lengths are means over rows; BLEU, chrF and TER come from
+``corpus_score`` over all rows (a corpus BLEU is not the mean of sentence BLEUs).
+
+Speed: the same numbers as calling rouge-score row by row, faster. Stems are memoised (stemming was ~40% of
+rouge-score's time), the rougeL LCS length is computed bit-parallel instead of with rouge-score's Python table
+(~30%), and rows are split across processes (joblib) when there are many.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["TRADITIONAL_COLUMNS", "TraditionalResult", "lcs_length", "split_sentences", "traditional_metrics"]
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+TRADITIONAL_COLUMNS = (*ROUGE_TYPES, "bleu", "chrf", "ter", "summary_words", "compression_ratio")
+PARALLEL_MIN_ROWS = 400  # below this, starting worker processes costs more than it saves
+_SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences by rule: existing line breaks, then ``.``, ``!`` or ``?`` (and closing quotes) before a space."""
+    sentences = []
+    for line in text.split("\n"):
+        sentences.extend(s.strip() for s in _SENTENCE_BREAK.split(line) if s.strip())
+    return sentences
+
+
+def _lcs_columns(a: Sequence[str], b: Sequence[str]) -> list[int]:
+    """The LCS table of a and b, bit-parallel (Allison-Dix / Hyyro): column j is an integer whose zero bits among
+    the lowest i count LCS(a[:i], b[:j]). One big-integer step per token of b instead of len(a) Python steps."""
+    positions: dict[str, int] = {}
+    for index, token in enumerate(a):
+        positions[token] = positions.get(token, 0) | (1 << index)
+    full = (1 << len(a)) - 1
+    column = full
+    columns = [column]
+    for token in b:
+        matches = column & positions.get(token, 0)
+        column = ((column + matches) | (column - matches)) & full
+        columns.append(column)
+    return columns
+
+
+def _table_value(columns: list[int], i: int, j: int) -> int:
+    return i - (columns[j] & ((1 << i) - 1)).bit_count()
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token lists."""
+    if not a or not b:
+        return 0
+    return _table_value(_lcs_columns(a, b), len(a), len(b))
+
+
+def _lcs_indices(ref: Sequence[str], can: Sequence[str]) -> list[int]:
+    """Positions in ``ref`` of one LCS, read back exactly as rouge-score's ``_backtrack_norec`` reads its table."""
+    if not ref or not can:
+        return []
+    columns = _lcs_columns(ref, can)
+    i, j, found = len(ref), len(can), []
+    while i > 0 and j > 0:
+        if ref[i - 1] == can[j - 1]:
+            found.append(i - 1)
+            i, j = i - 1, j - 1
+        elif _table_value(columns, i, j - 1) > _table_value(columns, i - 1, j):
+            j -= 1
+        else:
+            i -= 1
+    found.reverse()
+    return found
+
+
+def _summary_level_lcs_f1(ref_sentences: list[list[str]], can_sentences: list[list[str]]) -> float:
+    """rougeLsum's F1: rouge-score's summary-level union LCS (ROUGE paper 3.2, as in ROUGE-1.5.5), same counting."""
+    ref_total, can_total = sum(map(len, ref_sentences)), sum(map(len, can_sentences))
+    if not ref_sentences or not can_sentences or not ref_total or not can_total:
+        return 0.0
+    ref_counts = Counter(token for sentence in ref_sentences for token in sentence)
+    can_counts = Counter(token for sentence in can_sentences for token in sentence)
+    hits = 0
+    for ref in ref_sentences:
+        union = sorted(set().union(*(_lcs_indices(ref, can) for can in can_sentences)))
+        for token in (ref[i] for i in union):
+            if can_counts[token] > 0 and ref_counts[token] > 0:
+                hits += 1
+                can_counts[token] -= 1
+                ref_counts[token] -= 1
+    return _f1(hits, can_total, ref_total)
+
+
+@lru_cache(maxsize=1)
+def _scorers() -> tuple[Any, Any, dict[str, Any]]:
+    """Built once per process: the memoising tokenizer, rouge-score's n-gram scorer, sacreBLEU's metrics."""
+    from nltk.stem import porter
+    from rouge_score import rouge_scorer, tokenize, tokenizers
+    from sacrebleu.metrics import BLEU, CHRF, TER
+
+    stem = lru_cache(maxsize=500_000)(porter.PorterStemmer().stem)
+
+    class _Stemmer:  # what rouge-score's tokenize() calls: .stem(word)
+        def stem(self, word: str) -> str:
+            return stem(word)
+
+    class MemoTokenizer(tokenizers.Tokenizer):
+        """rouge-score's own tokenization, with the Porter stems memoised."""
+
+        def __init__(self) -> None:
+            self._stemmer = _Stemmer()
+
+        def tokenize(self, text: str) -> list[str]:
+            return tokenize.tokenize(text, self._stemmer)
+
+    tokenizer = MemoTokenizer()
+    ngram_scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=tokenizer)
+    # Sentence-level BLEU uses effective order (as sacreBLEU recommends); corpus BLEU does not. Both read the same
+    # per-segment statistics, which are extracted once and summed for the corpus score.
+    metrics = {
+        "bleu": (BLEU(effective_order=True), BLEU()),
+        "chrf": (CHRF(), CHRF()),
+        "ter": (TER(), TER()),
+    }
+    return tokenizer, ngram_scorer, metrics
+
+
+def _f1(overlap: int, predicted: int, target: int) -> float:
+    if not predicted or not target:
+        return 0.0
+    precision, recall = overlap / predicted, overlap / target
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+@dataclass(frozen=True)
+class _Row:
+    prediction: str
+    reference: str  # sentences joined by spaces
+    reference_lines: str  # one sentence a line, for rougeLsum
+
+
+def _score_rows(rows: list[_Row], with_ter: bool) -> tuple[list[dict[str, float]], dict[str, list[Any]]]:
+    """Per-row values, and sacreBLEU's per-row statistics for the corpus scores."""
+    tokenizer, ngram_scorer, metrics = _scorers()
+    scored = []
+    for row in rows:
+        rouge = ngram_scorer.score(row.reference, row.prediction)
+        target_tokens, predicted_tokens = tokenizer.tokenize(row.reference), tokenizer.tokenize(row.prediction)
+        ref_sentences = [tokenizer.tokenize(s) for s in row.reference_lines.split("\n") if s]
+        can_sentences = [tokenizer.tokenize(s) for s in split_sentences(row.prediction)]
+        scored.append(
+            {
+                "rouge1": rouge["rouge1"].fmeasure,
+                "rouge2": rouge["rouge2"].fmeasure,
+                "rougeL": _f1(lcs_length(target_tokens, predicted_tokens), len(predicted_tokens), len(target_tokens)),
+                "rougeLsum": _summary_level_lcs_f1(ref_sentences, can_sentences),
+            }
+        )
+    hypotheses, references = [r.prediction for r in rows], [[r.reference for r in rows]]
+    statistics: dict[str, list[Any]] = {}
+    for name in ("bleu", "chrf", *(("ter",) if with_ter else ())):
+        sentence_metric, _ = metrics[name]
+        statistics[name] = sentence_metric._extract_corpus_statistics(hypotheses, references)
+        for values, segment in zip(scored, statistics[name]):
+            values[name] = sentence_metric._aggregate_and_compute([segment]).score
+    return scored, statistics
+
+
+@dataclass(frozen=True)
+class TraditionalResult:
+    """``rows``: one row per prediction, in order; ``metrics``: the aggregates."""
+
+    rows: pd.DataFrame
+    metrics: dict[str, float]
+
+
+def _texts(values: Any, name: str, allow_sentence_lists: bool = False) -> list[Any]:
+    if isinstance(values, str):
+        raise TypeError(f"{name} must be a sequence of texts, not one string")
+    items = list(values)
+    problems = []
+    for position, item in enumerate(items):
+        ok = isinstance(item, str) or (allow_sentence_lists and isinstance(item, (list, tuple)) and all(isinstance(s, str) for s in item))
+        if not ok:
+            problems.append(f"row {position}: {name} is {type(item).__name__}, not text")
+    if problems:
+        raise ValueError(f"cannot score these rows:\n  " + "\n  ".join(problems[:20]))
+    return items
+
+
+def traditional_metrics(
+    predictions: Sequence[str],
+    references: Sequence[str | Sequence[str]] | None = None,
+    sources: Sequence[str] | None = None,
+    *,
+    ter: bool = False,
+    n_jobs: int | None = None,
+) -> TraditionalResult:
+    """ROUGE, BLEU, chrF (and TER when ``ter=True``) against ``references``; lengths and compression vs ``sources``.
+
+    A reference may be a text or a list of its sentences (then rougeLsum uses those sentence boundaries, e.g. the
+    BBC set's ``reference_summary_sentences``). ``n_jobs`` processes score the rows (default: every core when
+    there are at least 400 rows, else 1). TER costs about 0.8 s per BBC-length summary on one core here.
+    """
+    predictions = _texts(predictions, "prediction")
+    count = len(predictions)
+    rows: dict[str, list[float]] = {"summary_words": [len(p.split()) for p in predictions]}
+    metrics: dict[str, float] = {}
+    if sources is not None:
+        sources = _texts(sources, "source")
+        if len(sources) != count:
+            raise ValueError(f"{count} predictions but {len(sources)} sources")
+        rows["compression_ratio"] = [
+            words / len(s.split()) if s.split() else math.nan for words, s in zip(rows["summary_words"], sources)
+        ]
+    if references is not None:
+        references = _texts(references, "reference", allow_sentence_lists=True)
+        if len(references) != count:
+            raise ValueError(f"{count} predictions but {len(references)} references")
+        prepared = []
+        for prediction, reference in zip(predictions, references):
+            sentences = list(reference) if not isinstance(reference, str) else split_sentences(reference)
+            joined = " ".join(sentences) if not isinstance(reference, str) else reference
+            prepared.append(_Row(prediction, joined, "\n".join(sentences)))
+        scored, statistics = _score_in_parallel(prepared, ter, n_jobs)
+        for name in [*ROUGE_TYPES, "bleu", "chrf", *(["ter"] if ter else [])]:
+            rows[name] = [values[name] for values in scored]
+        for name in ROUGE_TYPES:
+            metrics[name] = _mean(rows[name])
+        _, _, sacrebleu_metrics = _scorers()
+        for name, segments in statistics.items():
+            corpus_metric = sacrebleu_metrics[name][1]
+            metrics[name] = corpus_metric._aggregate_and_compute(segments).score
+    metrics["summary_words"] = _mean(rows["summary_words"])
+    if "compression_ratio" in rows:
+        metrics["compression_ratio"] = _mean(rows["compression_ratio"])
+    order = [name for name in TRADITIONAL_COLUMNS if name in rows]
+    return TraditionalResult(rows=pd.DataFrame({name: rows[name] for name in order}), metrics=metrics)
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
+def _score_in_parallel(
+    rows: list[_Row], with_ter: bool, n_jobs: int | None
+) -> tuple[list[dict[str, float]], dict[str, list[Any]]]:
+    if n_jobs is None:
+        n_jobs = (os.cpu_count() or 1) if len(rows) >= PARALLEL_MIN_ROWS or with_ter else 1
+    n_jobs = max(1, min(n_jobs, len(rows)))
+    if n_jobs == 1:
+        return _score_rows(rows, with_ter)
+    # joblib's loky workers: no __main__ guard needed in the caller's script, and reused across calls.
+    from joblib import Parallel, delayed
+
+    slices = [rows[start::n_jobs] for start in range(n_jobs)]  # interleaved: long and short rows balance
+    parts = Parallel(n_jobs=n_jobs, backend="loky")(delayed(_score_rows)(part, with_ter) for part in slices)
+    scored: list[dict[str, float]] = [{}] * len(rows)
+    statistics: dict[str, list[Any]] = {name: [None] * len(rows) for name in parts[0][1]}
+    for start, (part_scores, part_statistics) in enumerate(parts):
+        scored[start::n_jobs] = part_scores
+        for name, segments in part_statistics.items():
+            statistics[name][start::n_jobs] = segments
+    return scored, statistics

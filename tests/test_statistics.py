@@ -1,0 +1,154 @@
+"""Bootstrap intervals and the paired bootstrap comparison, on cases whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlflow_genai_metrics import SignatureMismatchError, compare_results, judge_summaries
+from mlflow_genai_metrics.stats import RatioStatistic, bootstrap_interval, paired_bootstrap
+from mlflow_genai_metrics.testing import SummarizationJudgeScript
+
+from helpers import judge_for
+
+
+def test_a_constant_has_a_zero_width_interval():
+    assert bootstrap_interval(RatioStatistic.mean_of(np.ones(50))) == (1.0, 1.0)
+
+
+def test_the_interval_of_a_proportion_matches_the_normal_approximation():
+    values = np.array([1.0, 0.0] * 500)
+    low, high = bootstrap_interval(RatioStatistic.mean_of(values), resamples=2000)
+    half_width = 1.96 * math.sqrt(0.25 / 1000)
+    assert low == pytest.approx(0.5 - half_width, abs=0.01) and high == pytest.approx(0.5 + half_width, abs=0.01)
+
+
+def test_the_same_seed_gives_the_same_interval_and_another_seed_another():
+    statistic = RatioStatistic.mean_of(np.random.default_rng(0).random(200))
+    assert bootstrap_interval(statistic, seed=1) == bootstrap_interval(statistic, seed=1)
+    assert bootstrap_interval(statistic, seed=1) != bootstrap_interval(statistic, seed=2)
+
+
+def test_a_ratio_statistic_resamples_rows_with_their_denominators():
+    supported, claims = np.array([4.0, 0.0, 2.0]), np.array([4.0, 2.0, 2.0])
+    statistic = RatioStatistic(supported, claims)
+    assert statistic.value == 6 / 8  # micro average, not the mean of row rates (2/3)
+    low, high = bootstrap_interval(statistic)
+    assert 0 <= low <= 0.75 <= high <= 1
+
+
+def test_rows_without_a_value_do_not_count():
+    statistic = RatioStatistic.mean_of(np.array([1.0, np.nan, 0.0]), np.array([1.0, 1.0, 0.0]))
+    assert statistic.value == 1.0
+
+
+def test_identical_inputs_give_zero_difference_and_p_equal_to_one():
+    statistic = RatioStatistic.mean_of(np.random.default_rng(3).integers(0, 2, 300).astype(float))
+    paired = paired_bootstrap(statistic, statistic)
+    assert (paired.difference, paired.ci_low, paired.ci_high, paired.p_value) == (0.0, 0.0, 0.0, 1.0)
+
+
+def test_a_large_constant_shift_is_significant():
+    base = np.random.default_rng(4).random(300)
+    paired = paired_bootstrap(RatioStatistic.mean_of(base), RatioStatistic.mean_of(base + 0.3))
+    assert paired.difference == pytest.approx(0.3)
+    assert paired.ci_low == pytest.approx(0.3) and paired.ci_high == pytest.approx(0.3)
+    assert paired.p_value < 0.01
+
+
+def test_noise_without_a_shift_is_not_significant():
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 2, 400).astype(float), rng.integers(0, 2, 400).astype(float)
+    paired = paired_bootstrap(RatioStatistic.mean_of(a), RatioStatistic.mean_of(b))
+    assert paired.ci_low < 0 < paired.ci_high or paired.p_value > 0.05
+
+
+ARTICLE = "The council approved the budget. The mayor welcomed the decision. Critics objected to the cuts."
+
+
+def _judge_two_models(server, judge=None, **options):
+    good = ["The council approved the budget."] * 30
+    bad = ["The council rejected the budget."] * 30
+    script_verdicts = {"The council approved the budget.": "yes", "The council rejected the budget.": "no"}
+    server.script = SummarizationJudgeScript(verdicts=script_verdicts)
+    ids = [f"r{i}" for i in range(30)]
+    judge = judge or judge_for(server)
+    a = judge_summaries([ARTICLE] * 30, bad, judge=judge, ids=ids, coverage=False, **options)
+    b = judge_summaries([ARTICLE] * 30, good, judge=judge, ids=ids, coverage=False, **options)
+    return a, b
+
+
+def test_compare_results_reports_b_minus_a_with_interval_and_p_value(scripted_server):
+    a, b = _judge_two_models(scripted_server())
+    comparison = compare_results(a, b)
+    alignment = comparison.difference("alignment")
+    assert (alignment["a"], alignment["b"], alignment["difference"]) == (0.0, 1.0, 1.0)
+    assert alignment["p_value"] < 0.01 and alignment["significant"]
+    assert comparison.signatures_match and comparison.shared_rows == 30
+    same = compare_results(a, a).difference("alignment")
+    assert (same["difference"], same["p_value"]) == (0.0, 1.0)
+
+
+def test_compare_results_pairs_rows_by_id_whatever_their_order(scripted_server):
+    a, b = _judge_two_models(scripted_server())
+    shuffled = b.rows.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    b_shuffled = type(b)(shuffled, b.claims, b.key_points, b.metrics, b.signature, b.judgements, b.usage)
+    assert compare_results(a, b_shuffled).table.equals(compare_results(a, b).table)
+
+
+def test_results_from_different_judges_are_not_compared_unless_asked(scripted_server):
+    server = scripted_server()
+    a, _ = _judge_two_models(server)
+    _, b = _judge_two_models(server, judge=judge_for(server, temperature=0.7))
+    with pytest.raises(SignatureMismatchError, match="temp: 0 != 0.7"):
+        compare_results(a, b)
+    forced = compare_results(a, b, allow_signature_mismatch=True)
+    assert not forced.signatures_match
+    assert forced.label.startswith("NOT COMPARABLE AS IS: signatures differ (temp: 0 != 0.7)")
+
+
+def test_the_signature_pins_judge_prompts_settings_and_version(scripted_server):
+    a, _ = _judge_two_models(scripted_server())
+    fields = a.signature.split("|")
+    assert fields[0] == "judge:scripted-judge" and fields[1] == "base:localhost"
+    assert [f.split(":")[0] for f in fields[2:]] == ["claims", "verify", "temp", "seed", "mgm"]
+    assert all(f.split(":")[1].startswith("v1-") for f in fields[2:4])
+
+
+def test_a_prompt_edit_changes_its_tag():
+    from mlflow_genai_metrics.prompts import Prompt
+
+    original = Prompt("verify", "v1", "Check the claims.", "# verify v1\nCheck the claims.")
+    edited = Prompt("verify", "v1", "Check the claims!", "# verify v1\nCheck the claims!")
+    assert original.tag != edited.tag and original.tag.startswith("verify:v1-")
+
+
+def test_the_core_does_not_import_mlflow():
+    import subprocess
+    import sys
+
+    code = "import sys, mlflow_genai_metrics, mlflow_genai_metrics.summarization, mlflow_genai_metrics.traditional; print('mlflow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_compare_needs_shared_ids(scripted_server):
+    a, b = _judge_two_models(scripted_server())
+    renamed = b.rows.assign(id=[f"x{i}" for i in range(30)])
+    b2 = type(b)(renamed, b.claims, b.key_points, b.metrics, b.signature, b.judgements, b.usage)
+    with pytest.raises(ValueError, match="share no row id"):
+        compare_results(a, b2)
+    assert isinstance(a.rows, pd.DataFrame)
+
+
+def test_docs_metrics_shows_every_prompt_as_it_is_in_the_package():
+    from pathlib import Path
+
+    from mlflow_genai_metrics.prompts import PROMPT_NAMES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    package = Path(__file__).resolve().parents[1] / "mlflow_genai_metrics" / "prompts"
+    for name in PROMPT_NAMES:
+        assert (package / f"{name}.txt").read_text() in doc, f"docs/metrics.md is out of date for the {name} prompt"
