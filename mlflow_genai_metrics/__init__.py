@@ -28,8 +28,29 @@ from .summarization import (
 )
 from .traditional import TraditionalResult, traditional_metrics
 
+# The MLflow layer loads on first use, so that judging without MLflow never pays for importing it.
+_TRACKING_NAMES = {
+    "summarization_metrics",
+    "summarization_scorers",
+    "compare_runs",
+    "SummarizerModel",
+    "register_if_passing",
+    "GateResult",
+    "log_result",
+}
+
+
+def __getattr__(name: str):
+    if name in _TRACKING_NAMES:
+        from . import tracking
+
+        return getattr(tracking, name)
+    raise AttributeError(f"module 'mlflow_genai_metrics' has no attribute {name!r}")
+
 __all__ = [
     "Comparison",
+    "GateResult",
+    "SummarizerModel",
     "Judge",
     "JudgeConfigError",
     "JudgeError",
@@ -44,8 +65,13 @@ __all__ = [
     "Usage",
     "__version__",
     "compare_results",
+    "compare_runs",
+    "log_result",
+    "register_if_passing",
     "judge_summaries",
     "judge_summaries_frame",
     "summarize",
+    "summarization_metrics",
+    "summarization_scorers",
     "traditional_metrics",
 ]

@@ -1,4 +1,14 @@
-"""The ``mgm`` command line."""
+"""The ``mgm`` command line.
+
+    mgm evaluate data.csv --source-col text --summary-col summary [--reference-col reference]
+    mgm evaluate data.jsonl --source-col text --model gpt-4o-mini      # generate the summaries first
+    mgm compare RUN_ID RUN_ID ...
+    mgm gate RUN_ID --model-uri models:/... --name summarizer --rule "alignment>=0.9" --rule "rougeL>=0.3"
+    mgm serve smollm2-135m
+
+Exit codes a CI pipeline can use: 0 done (gate passed), 1 gate failed, 2 bad input or configuration.
+The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +16,12 @@ import argparse
 import signal
 import sys
 import threading
+from pathlib import Path
 
 __all__ = ["main"]
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -22,18 +36,162 @@ def _serve(args: argparse.Namespace) -> int:
             stop.wait()
         except KeyboardInterrupt:
             pass
-    return 0
+    return EXIT_OK
 
 
-def main(argv: list[str] | None = None) -> int:
+def _tracking(args: argparse.Namespace) -> None:
+    import os
+
+    import mlflow
+
+    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+
+
+def read_table(path: str):
+    """A CSV, JSONL/JSON or Parquet file as a DataFrame, chosen by extension."""
+    import pandas as pd
+
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return pd.read_csv(path)
+    if suffix in (".jsonl", ".ndjson"):
+        return pd.read_json(path, lines=True)
+    if suffix == ".json":
+        return pd.read_json(path)
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    raise ValueError(f"cannot read {path}: use a .csv, .jsonl, .json or .parquet file")
+
+
+def _judge(args: argparse.Namespace):
+    from .judge import Judge
+
+    return Judge(args.judge_model, args.judge_base_url, max_concurrency=args.concurrency, context_window=args.judge_context)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    import mlflow
+
+    from .tracking import summarization_metrics
+
+    data = read_table(args.data)
+    missing = [c for c in (args.source_col, args.summary_col if not args.model else None, args.reference_col, args.id_col, args.category_col) if c and c not in data.columns]
+    if missing:
+        raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
+    if args.limit:
+        data = data.head(args.limit)
+    _tracking(args)
+    mlflow.set_experiment(args.experiment)
+    judge = _judge(args)
+    with mlflow.start_run(run_name=args.run_name) as run:
+        if args.model:
+            from .tracking import SummarizerModel
+
+            candidate = SummarizerModel(args.model, args.model_base_url, input_col=args.source_col)
+            info = candidate.log(name="summarizer")
+            mlflow.set_tag("mgm.candidate", args.model)
+            print(f"logged candidate {args.model} as {info.model_uri}")
+            data = data.assign(**{args.summary_col: candidate.predict(None, data)})
+        metrics = summarization_metrics(
+            judge, coverage=not args.no_coverage, source_col=args.source_col, id_col=args.id_col, category_col=args.category_col, progress=True,
+        )
+        evaluation = mlflow.models.evaluate(
+            data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
+        )
+    shown = ["alignment", "richness", "coverage", "defect_rate/contradiction", "judge_error_rate", "rougeL", "judge/calls"]
+    print(f"run {run.info.run_id} ({len(data)} rows)")
+    for name in shown:
+        if name in evaluation.metrics:
+            low, high = evaluation.metrics.get(f"{name}/ci_low"), evaluation.metrics.get(f"{name}/ci_high")
+            interval = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+            print(f"  {name:<28} {evaluation.metrics[name]:.4g}{interval}")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .tracking import compare_runs
+
+    _tracking(args)
+    table = compare_runs(args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges)
+    with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
+        print(table[["run_name", "metric", "value", "ci_low", "ci_high", "difference_vs_first", "p_value"]].to_string(index=False))
+    print(f"comparison logged as run {table.attrs.get('comparison_run_id')}")
+    return EXIT_OK
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from .tracking import register_if_passing
+
+    _tracking(args)
+    result = register_if_passing(
+        args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion
+    )
+    print(result)
+    return EXIT_OK if result.passed else EXIT_GATE_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mgm", description="LLM-as-a-judge summarization metrics for MLflow.")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve a local model (llama.cpp) on 127.0.0.1 as an OpenAI-compatible judge")
+
+    def tracking_option(command: argparse.ArgumentParser) -> None:
+        command.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})")
+
+    serve = commands.add_parser("serve", help="serve a local model (llama.cpp) on 127.0.0.1 as an OpenAI-compatible endpoint")
     serve.add_argument("model", nargs="?", default="smollm2-135m", help="smollm2-135m, gemma3-270m or a path to a .gguf file")
     serve.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens (default 8192)")
     serve.set_defaults(run=_serve)
-    args = parser.parse_args(argv)
-    return args.run(args)
+
+    evaluate = commands.add_parser("evaluate", help="judge summaries in a file and log an MLflow evaluation run")
+    evaluate.add_argument("data", help="a .csv, .jsonl, .json or .parquet file")
+    evaluate.add_argument("--source-col", default="text", help="column with the source articles (default: text)")
+    evaluate.add_argument("--summary-col", default="summary", help="column with the summaries (default: summary)")
+    evaluate.add_argument("--reference-col", default=None, help="column with reference summaries (adds ROUGE, BLEU, chrF)")
+    evaluate.add_argument("--id-col", default=None, help="column with row ids (to compare runs row by row)")
+    evaluate.add_argument("--category-col", default=None, help="column with a category (per-category plots)")
+    evaluate.add_argument("--model", default=None, help="generate the summaries first with this OpenAI-compatible model")
+    evaluate.add_argument("--model-base-url", default=None, help="base URL of the candidate model's endpoint")
+    evaluate.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
+    evaluate.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
+    evaluate.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens (long sources are chunked)")
+    evaluate.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
+    evaluate.add_argument("--no-coverage", action="store_true", help="skip key points and coverage")
+    evaluate.add_argument("--limit", type=int, default=None, help="first N rows only")
+    evaluate.add_argument("--experiment", default="mgm", help="MLflow experiment name (default: mgm)")
+    evaluate.add_argument("--run-name", default=None)
+    tracking_option(evaluate)
+    evaluate.set_defaults(run=_evaluate)
+
+    compare = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
+    compare.add_argument("run_ids", nargs="+")
+    compare.add_argument("--metric", action="append", help="a metric to show (repeatable; default: the main ones)")
+    compare.add_argument("--allow-mixed-judges", action="store_true", help="compare runs judged with different signatures")
+    tracking_option(compare)
+    compare.set_defaults(run=_compare)
+
+    gate = commands.add_parser("gate", help="register a model only if its evaluation run passes every rule")
+    gate.add_argument("run_id")
+    gate.add_argument("--model-uri", required=True)
+    gate.add_argument("--name", required=True, help="registered model name")
+    gate.add_argument("--rule", action="append", required=True, help='e.g. "alignment>=0.9" (repeatable)')
+    gate.add_argument("--alias", default="champion")
+    gate.add_argument("--beat-champion", action="store_true", help="also require a significant alignment gain over the alias holder")
+    tracking_option(gate)
+    gate.set_defaults(run=_gate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from .judge import JudgeConfigError
+
+    try:
+        return args.run(args)
+    except (ValueError, KeyError, FileNotFoundError, JudgeConfigError) as exc:
+        print(f"mgm {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -84,3 +84,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(f"\nAPI KEY LEAK: the test API key was written to: {', '.join(map(str, leaks))}")
     if os.environ.get("MGM_PRINT_BASETEMP"):
         print(f"\nbasetemp: {base}")
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch):
+    """A real MLflow tracking store and model registry: SQLite and an artifact folder in a temp dir."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    experiment_id = mlflow.create_experiment("mgm-tests", artifact_location=(tmp_path / "artifacts").as_uri())
+    mlflow.set_experiment(experiment_id=experiment_id)
+    yield uri
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow.set_tracking_uri("")

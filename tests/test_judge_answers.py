@@ -109,3 +109,16 @@ def test_a_content_filter_stop_is_named_refused(scripted_server):
     server = scripted_server(lambda r: Reply("", finish_reason="content_filter"))
     reply = judge_for(server).ask(ask_about("claim"))
     assert reply.error.kind == "refused"
+
+
+def test_threads_with_their_own_event_loops_also_pay_the_fallback_once(scripted_server):
+    import threading
+
+    server = scripted_server(reject_response_formats=("json_schema",), latency_s=0.02)
+    judge = judge_for(server)
+    threads = [threading.Thread(target=judge.ask_many, args=([ask_about(f"t{t} r{i}") for i in range(3)],)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert server.count(status=500) == 1 and server.count(status=200) == 12

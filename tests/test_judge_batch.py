@@ -138,3 +138,20 @@ def test_progress_bar_is_quiet_when_not_on_a_terminal(scripted_server, capsys):
     assert capsys.readouterr().err == ""
     judge_for(server, progress=True).ask_many([ask_about(f"row {i}") for i in range(5)], desc="verifying")
     assert "verifying" in capsys.readouterr().err
+
+
+def test_the_bound_holds_across_threads_each_running_its_own_event_loop(scripted_server):
+    import threading
+
+    server = scripted_server(latency_s=0.05)
+    judge = judge_for(server, max_concurrency=3)
+    threads = [
+        threading.Thread(target=judge.ask_many, args=([ask_about(f"thread {t} row {i}") for i in range(6)],))
+        for t in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert server.request_count == 24
+    assert server.max_in_flight == 3

@@ -175,9 +175,11 @@ class Judge:
         self._usage = Usage()
         self._usage_lock = threading.Lock()
         self._sync_client: openai.OpenAI | None = None
-        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[openai.AsyncOpenAI, asyncio.Semaphore, asyncio.Lock]] = weakref.WeakKeyDictionary()
-        self._sync_slots = threading.BoundedSemaphore(self.max_concurrency)
-        self._sync_probe_lock = threading.Lock()
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = weakref.WeakKeyDictionary()
+        # One bound for every caller of this Judge: sync calls, and async calls on any thread's event loop
+        # (MLflow's scorer threads each run their own loop).
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._probe_lock = threading.Lock()  # while an endpoint's response mode is unknown, one request finds it
 
     # -- pickling: settings travel, connections and the API key read from the environment do not --------
 
@@ -430,21 +432,26 @@ class Judge:
             )
         return self._sync_client
 
-    def _loop_resources(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore, asyncio.Lock]:
+    def _async_client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
-        resources = self._async_clients.get(loop)
-        if resources is None:
+        client = self._async_clients.get(loop)
+        if client is None:  # an async client belongs to the event loop it was made on
             client = openai.AsyncOpenAI(
                 api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
             )
-            resources = (client, asyncio.Semaphore(self.max_concurrency), asyncio.Lock())
-            self._async_clients[loop] = resources
-        return resources
+            self._async_clients[loop] = client
+        return client
+
+    @staticmethod
+    async def _acquire(lock: threading.Semaphore | threading.Lock) -> None:
+        # Threading primitives, so they hold across event loops; polled, so no loop is ever blocked.
+        while not lock.acquire(blocking=False):
+            await asyncio.sleep(0.002)
 
     def _send_sync(self, call: _Call, state: _RequestState) -> _CallResult:
         for attempt in Retrying(**self._retry_settings(call, state)):
             with attempt:
-                with self._sync_slots:
+                with self._slots:
                     started = time.perf_counter()
                     try:
                         response = self._client().chat.completions.create(**self._completion_kwargs(call))
@@ -455,16 +462,19 @@ class Judge:
         raise AssertionError("unreachable")
 
     async def _send_async(self, call: _Call, state: _RequestState) -> _CallResult:
-        client, slots, _ = self._loop_resources()
+        client = self._async_client()
         async for attempt in AsyncRetrying(**self._retry_settings(call, state)):
             with attempt:
-                async with slots:
+                await self._acquire(self._slots)
+                try:
                     started = time.perf_counter()
                     try:
                         response = await client.chat.completions.create(**self._completion_kwargs(call))
                     except BaseException:
                         self._account(state, started, None)
                         raise
+                finally:
+                    self._slots.release()
                 return self._account(state, started, response)
         raise AssertionError("unreachable")
 
@@ -483,7 +493,7 @@ class Judge:
         error (HTTP 401/403/404) raises ``JudgeConfigError``."""
         state = _RequestState()
         if self.response_mode is None:
-            with self._sync_probe_lock:  # one request finds the endpoint's mode; the others then use it
+            with self._probe_lock:  # one request finds the endpoint's mode; the others then use it
                 if self.response_mode is None:
                     return self._finish(self._run_sync(request, state))
         return self._finish(self._run_sync(request, state))
@@ -515,10 +525,12 @@ class Judge:
         """Ask one question on the running event loop (see ``ask``)."""
         state = _RequestState()
         if self.response_mode is None:
-            _, _, probe_lock = self._loop_resources()
-            async with probe_lock:
+            await self._acquire(self._probe_lock)
+            try:
                 if self.response_mode is None:
                     return self._finish(await self._run_async(request, state))
+            finally:
+                self._probe_lock.release()
         return self._finish(await self._run_async(request, state))
 
     async def _run_async(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
@@ -573,8 +585,7 @@ class Judge:
             try:
                 return await self.aask_many(pending, progress=progress, desc=desc)
             finally:
-                client, _, _ = self._loop_resources()
-                await client.close()
+                await self._async_client().close()
 
         try:
             asyncio.get_running_loop()

@@ -12,10 +12,11 @@ from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..traditional import traditional_metrics
 from .judging import judge_rows, prepare_rows
+from .records import RowInput, RowJudgement
 from .result import SummarizationResult
 from .scoring import aggregate_metrics, claims_table, key_points_table, rows_table
 
-__all__ = ["judge_summaries", "judge_summaries_frame", "source_token_budget"]
+__all__ = ["build_result", "judge_summaries", "judge_summaries_frame", "source_token_budget"]
 
 # Room the verification prompt needs besides the source: instructions, up to 60 numbered claims, and the answer.
 PROMPT_RESERVE_TOKENS = 3072
@@ -58,13 +59,43 @@ def judge_summaries(
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
     judgements = judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+    return build_result(
+        rows,
+        judgements,
+        judge=judge,
+        coverage=coverage,
+        max_source_tokens=max_source_tokens,
+        references=references,
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
+
+
+def build_result(
+    rows: Sequence[RowInput],
+    judgements: Sequence[RowJudgement],
+    *,
+    judge: Judge,
+    coverage: bool,
+    max_source_tokens: int | None,
+    references: Sequence[str | Sequence[str]] | None = None,
+    extra_columns: dict[str, Sequence[Any]] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> SummarizationResult:
+    """Tables, aggregates and signature from one judgement per row (``rows[i]`` goes with ``judgements[i]``).
+
+    ``extra_columns`` (e.g. ``{"category": [...]}``) are carried into ``result.rows`` after ``id``.
+    """
     usage = Usage.total([j.usage for j in judgements])
     table = rows_table(judgements, coverage=coverage)
+    for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
+        table.insert(position, name, list(values))
     metrics = aggregate_metrics(table, usage, prices=judge.prices, resamples=resamples, seed=seed, confidence=confidence)
     if references is not None:
-        traditional = traditional_metrics(
-            [row.summary for row in rows], references, [row.source for row in rows]
-        )
+        traditional = traditional_metrics([row.summary for row in rows], references, [row.source for row in rows])
         table = pd.concat([table, traditional.rows], axis=1)
         metrics.update(traditional.metrics)
     return SummarizationResult(
@@ -73,7 +104,7 @@ def judge_summaries(
         key_points=key_points_table(judgements),
         metrics=metrics,
         signature=summarization_signature(judge, coverage=coverage, max_source_tokens=max_source_tokens),
-        judgements=judgements,
+        judgements=list(judgements),
         usage=usage,
     )
 

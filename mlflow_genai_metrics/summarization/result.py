@@ -11,11 +11,11 @@ import pandas as pd
 
 from ..judge import Usage
 from ..signature import signature_differences
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_bootstrap
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioStatistic, paired_bootstrap
 from .records import RowJudgement
 from .scoring import rate_statistics
 
-__all__ = ["Comparison", "SignatureMismatchError", "SummarizationResult", "compare_results"]
+__all__ = ["Comparison", "SignatureMismatchError", "SummarizationResult", "aligned_rows", "compare_results", "paired_table"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,45 @@ def _aligned_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     )
 
 
+def paired_table(
+    rows_a: pd.DataFrame,
+    rows_b: pd.DataFrame,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """B minus A for every aggregate both row tables support; row i of each table is the same id."""
+    stats_a, stats_b = rate_statistics(rows_a), rate_statistics(rows_b)
+    for column in ("rouge1", "rouge2", "rougeL", "rougeLsum", "summary_words"):
+        if column in rows_a and column in rows_b:  # reference metrics whose aggregate is the mean of rows
+            stats_a[column] = RatioStatistic.mean_of(rows_a[column].to_numpy(dtype=float, na_value=np.nan))
+            stats_b[column] = RatioStatistic.mean_of(rows_b[column].to_numpy(dtype=float, na_value=np.nan))
+    records = []
+    for name in stats_a:
+        if name not in stats_b:
+            continue
+        paired = paired_bootstrap(stats_a[name], stats_b[name], resamples=resamples, seed=seed, confidence=confidence)
+        records.append(
+            {
+                "metric": name,
+                "a": paired.a,
+                "b": paired.b,
+                "difference": paired.difference,
+                "ci_low": paired.ci_low,
+                "ci_high": paired.ci_high,
+                "p_value": paired.p_value,
+                "significant": bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence),
+            }
+        )
+    return pd.DataFrame.from_records(records)
+
+
+def aligned_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of both tables whose ids both have, in A's order."""
+    return _aligned_rows(a, b)
+
+
 def compare_results(
     a: SummarizationResult,
     b: SummarizationResult,
@@ -124,26 +163,9 @@ def compare_results(
             + ". Rejudge both with the same judge, or pass allow_signature_mismatch=True to compare anyway."
         )
     rows_a, rows_b = _aligned_rows(a.rows, b.rows)
-    stats_a, stats_b = rate_statistics(rows_a), rate_statistics(rows_b)
-    records = []
-    for name in stats_a:
-        if name not in stats_b:
-            continue
-        paired = paired_bootstrap(stats_a[name], stats_b[name], resamples=resamples, seed=seed, confidence=confidence)
-        records.append(
-            {
-                "metric": name,
-                "a": paired.a,
-                "b": paired.b,
-                "difference": paired.difference,
-                "ci_low": paired.ci_low,
-                "ci_high": paired.ci_high,
-                "p_value": paired.p_value,
-                "significant": bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence),
-            }
-        )
+    table = paired_table(rows_a, rows_b, resamples=resamples, seed=seed, confidence=confidence)
     return Comparison(
-        table=pd.DataFrame.from_records(records),
+        table=table,
         shared_rows=len(rows_a),
         signature_a=a.signature,
         signature_b=b.signature,

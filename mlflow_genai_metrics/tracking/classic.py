@@ -1,0 +1,182 @@
+"""Custom metrics for ``mlflow.models.evaluate`` (and its deprecated alias ``mlflow.evaluate``).
+
+    metrics = summarization_metrics(judge, source_col="article")
+    mlflow.models.evaluate(data=df, predictions="summary", targets="reference", extra_metrics=metrics)
+
+Per-row metrics appear in ``eval_results_table`` as ``<name>/score`` with the judge's reasoning in
+``<name>/justification``; a row the judge failed on has an empty score and the error as justification. The
+aggregates of ``docs/metrics.md`` are run metrics under exactly their names (``alignment``, ``alignment/ci_low``,
+``defect_rate/contradiction``, ``judge/calls``, ...). Every metric reads one shared judgement per row.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.metrics import MetricValue, make_metric
+from mlflow.models import EvaluationMetric
+
+from ..judge import Judge
+from ..summarization.judging import prepare_rows
+from ..summarization.result import SummarizationResult
+from ..summarization.scoring import AGGREGATE_RATES
+from ..traditional import ROUGE_TYPES
+from .run_logging import log_result
+from .shared import SharedJudgement
+
+__all__ = ["summarization_metrics"]
+
+# name -> (greater is better, the reasoning column shown as its justification)
+_JUDGE_ROW_METRICS: dict[str, tuple[bool, str]] = {
+    "claim_count": (True, "reasoning"),
+    "supported_claims": (True, "reasoning"),
+    "contradicted_claims": (False, "reasoning"),
+    "unverifiable_claims": (False, "reasoning"),
+    "support_rate": (True, "reasoning"),
+    "aligned": (True, "reasoning"),
+    "strictly_aligned": (True, "reasoning"),
+    "coverage": (True, "coverage_reasoning"),
+    "defect_contradiction": (False, "reasoning"),
+    "defect_unverifiable": (False, "reasoning"),
+    "defect_empty": (False, "reasoning"),
+}
+_TRADITIONAL_ROW_METRICS = {**{name: True for name in ROUGE_TYPES}, "bleu": True, "chrf": True}
+_LENGTH_ROW_METRICS = {"summary_words": False, "compression_ratio": False}
+# MLflow metric names cannot contain "/": grouped aggregates use the group as the metric name and the rest of
+# the name as the aggregate key, which MLflow logs as "<group>/<key>".
+_GROUPED = {"defect_rate", "judge"}
+
+
+def _cell(value: Any) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return float(value)
+
+
+class _ClassicAdapter:
+    """Turns MLflow's per-metric calls into one shared ``SummarizationResult`` per evaluated dataset."""
+
+    def __init__(self, shared: SharedJudgement, *, traditional: bool, id_col: str | None, category_col: str | None):
+        self.shared = shared
+        self.traditional = traditional
+        self.id_col = id_col
+        self.category_col = category_col
+        self._logged: set[tuple[str, str]] = set()
+
+    def result(self, predictions: pd.Series, targets: pd.Series | None, sources: pd.Series, ids: Any, categories: Any) -> SummarizationResult:
+        id_values = list(ids) if ids is not None else list(range(len(predictions)))
+        rows = prepare_rows(list(sources), list(predictions), id_values)
+        extra = {"category": list(categories)} if categories is not None else None
+        references = list(targets) if (self.traditional and targets is not None) else None
+        run = mlflow.active_run()
+        self.shared.begin_session(run.info.run_id if run else None)
+        result = self.shared.result(rows, references=references, extra_columns=extra)
+        if run is not None and (run.info.run_id, result.signature + str(len(rows))) not in self._logged:
+            log_result(result, run_id=run.info.run_id)
+            self._logged.add((run.info.run_id, result.signature + str(len(rows))))
+        return result
+
+    def eval_fn(self, compute: Callable[[SummarizationResult], MetricValue], source_col: str) -> Callable[..., MetricValue]:
+        """A function whose parameters MLflow maps to columns: predictions, targets, the source column, and the
+        id and category columns when named."""
+
+        names = ["predictions", source_col, *(c for c in (self.id_col, self.category_col) if c), "targets"]
+
+        def eval_fn(*args: Any, **kwargs: Any) -> MetricValue:
+            columns = {**dict(zip(names, args)), **kwargs}  # MLflow passes them positionally, in signature order
+            result = self.result(
+                columns["predictions"],
+                columns.get("targets"),
+                columns[source_col],
+                columns.get(self.id_col) if self.id_col else None,
+                columns.get(self.category_col) if self.category_col else None,
+            )
+            return compute(result)
+
+        parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names[:-1]]
+        parameters.append(inspect.Parameter("targets", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
+        eval_fn.__signature__ = inspect.Signature(parameters)  # MLflow reads this to pick the columns
+        return eval_fn
+
+
+def _row_metric(column: str, justification: str | None) -> Callable[[SummarizationResult], MetricValue]:
+    def compute(result: SummarizationResult) -> MetricValue:
+        rows = result.rows
+        justifications = None
+        if justification is not None:
+            justifications = [
+                (row["reasoning"] if row["error"] else (row[justification] or "")) for _, row in rows.iterrows()
+            ]
+        aggregates = _aggregates(result, column)  # e.g. coverage's mean and interval; {} for claim_count
+        return MetricValue(scores=[_cell(v) for v in rows[column]], justifications=justifications, aggregate_results=aggregates)
+
+    return compute
+
+
+def _aggregates(result: SummarizationResult, name: str) -> dict[str, float]:
+    """``alignment`` -> {alignment, ci_low, ci_high}; ``defect_rate`` -> {contradiction, contradiction/ci_low, ...}:
+    keys that MLflow logs as ``alignment``, ``alignment/ci_low``, ``defect_rate/contradiction``, ..."""
+    aggregates = {}
+    for key, value in result.metrics.items():
+        if name in _GROUPED and key.startswith(f"{name}/"):
+            aggregates[key.removeprefix(f"{name}/")] = value
+        elif key == name:
+            aggregates[name] = value
+        elif key.startswith(f"{name}/ci_"):
+            aggregates[key.removeprefix(f"{name}/")] = value
+    return {k: v for k, v in aggregates.items() if v is not None and math.isfinite(v)}
+
+
+def _aggregate_metric(name: str) -> Callable[[SummarizationResult], MetricValue]:
+    return lambda result: MetricValue(aggregate_results=_aggregates(result, name))
+
+
+def summarization_metrics(
+    judge: Judge,
+    *,
+    coverage: bool = True,
+    traditional: bool = True,
+    source_col: str = "inputs",
+    id_col: str | None = None,
+    category_col: str | None = None,
+    max_source_tokens: int | None = None,
+    progress: bool | None = None,
+) -> list[EvaluationMetric]:
+    """``EvaluationMetric``s for ``mlflow.models.evaluate(..., extra_metrics=...)``, all sharing one judgement per row.
+
+    ``source_col`` names the data column holding the source articles (or map it with
+    ``evaluator_config={"col_mapping": {"inputs": "article"}}``); ``id_col`` (row ids, for comparing runs row by
+    row; default: the row position) and ``category_col`` (for per-category plots) are optional columns.
+    With ``targets``, ``traditional=True`` adds ROUGE, BLEU and chrF per row and as run metrics. The run also gets
+    the tables, report, signature and plots described in ``run_logging``.
+    """
+    shared = SharedJudgement(judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+    adapter = _ClassicAdapter(shared, traditional=traditional, id_col=id_col, category_col=category_col)
+    metrics = []
+    for name, (greater_is_better, justification) in _JUDGE_ROW_METRICS.items():
+        if name == "coverage" and not coverage:
+            continue
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_row_metric(name, justification), source_col), greater_is_better=greater_is_better, name=name))
+    aggregate_names = [n for n in AGGREGATE_RATES if "/" not in n and (coverage or n != "coverage")]
+    for name in aggregate_names + sorted(_GROUPED):
+        if name == "coverage":
+            continue  # the per-row coverage metric carries the aggregate under the same name
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(name), source_col), greater_is_better=name not in ("defect_rate", "judge_error_rate", "judge"), name=name))
+    row_metrics = {**(_TRADITIONAL_ROW_METRICS if traditional else {}), **_LENGTH_ROW_METRICS}
+    for name, greater_is_better in row_metrics.items():
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_traditional_metric(name), source_col), greater_is_better=greater_is_better, name=name))
+    return metrics
+
+
+def _traditional_metric(column: str) -> Callable[[SummarizationResult], MetricValue]:
+    def compute(result: SummarizationResult) -> MetricValue:
+        if column not in result.rows:  # no targets given: reference metrics cannot be computed
+            return MetricValue(aggregate_results={})
+        return MetricValue(scores=[_cell(v) for v in result.rows[column]], aggregate_results=_aggregates(result, column))
+
+    return compute

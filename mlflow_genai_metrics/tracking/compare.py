@@ -1,0 +1,157 @@
+"""``compare_runs``: several evaluation runs side by side, each tested against the first, logged as a run."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import mlflow
+import pandas as pd
+from mlflow.tracking import MlflowClient
+
+from ..signature import signature_differences
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..summarization.result import SignatureMismatchError, aligned_rows, paired_table
+from . import plots
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
+
+__all__ = ["EvaluatedRun", "compare_runs", "load_run"]
+
+DEFAULT_METRICS = [
+    "alignment",
+    "richness",
+    "coverage",
+    "strict_alignment",
+    "claim_support_rate",
+    "defect_rate/contradiction",
+    "defect_rate/unverifiable",
+    "defect_rate/empty",
+    "judge_error_rate",
+    "rougeL",
+]
+
+
+@dataclass(frozen=True)
+class EvaluatedRun:
+    """What an evaluation run holds: its metrics, signature and per-row table (``mgm/rows.parquet``)."""
+
+    run_id: str
+    name: str
+    metrics: dict[str, float]
+    signature: str
+    rows: pd.DataFrame
+
+
+def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
+    """Read an evaluation run logged by this package; a clear error if it is not one."""
+    client = client or MlflowClient()
+    run = client.get_run(run_id)
+    signature = run.data.tags.get(SIGNATURE_TAG)
+    if signature is None:
+        raise ValueError(f"run {run_id} has no {SIGNATURE_TAG} tag: it was not evaluated with mlflow_genai_metrics")
+    with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp:
+        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{ARTIFACT_DIR}/rows.parquet", dst_path=tmp)
+        rows = pd.read_parquet(path)
+    return EvaluatedRun(run_id, run.info.run_name or run_id[:8], dict(run.data.metrics), signature, rows)
+
+
+def compare_runs(
+    run_ids: list[str],
+    *,
+    metrics: list[str] | None = None,
+    allow_mixed_judges: bool = False,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    log: bool = True,
+    run_name: str = "comparison",
+) -> pd.DataFrame:
+    """Compare evaluation runs: one row per (run, metric) with its value and 95% interval, and, for every run after
+    the first, the paired bootstrap difference against the first over the row ids both share (interval, p-value).
+
+    Runs whose judge signatures differ are refused (``SignatureMismatchError``) unless ``allow_mixed_judges=True``;
+    then the table's ``note`` column and the plots say so. With ``log=True`` (default) a comparison run is logged
+    in the first run's experiment: the table (JSON and Parquet) and the plots (alignment against richness, bars
+    with intervals, per-category bars when the rows have a category).
+    """
+    if len(run_ids) < 2:
+        raise ValueError("compare_runs needs at least two run ids")
+    client = MlflowClient()
+    runs = [load_run(run_id, client) for run_id in run_ids]
+    base = runs[0]
+    differences = {run.run_id: signature_differences(base.signature, run.signature) for run in runs[1:]}
+    mixed = {run_id: d for run_id, d in differences.items() if d}
+    if mixed and not allow_mixed_judges:
+        detail = "; ".join(f"{run_id[:8]}: {', '.join(d)}" for run_id, d in mixed.items())
+        raise SignatureMismatchError(
+            f"these runs were judged with different judges or prompts and are not comparable ({detail}). "
+            "Re-evaluate with one judge, or pass allow_mixed_judges=True to compare anyway."
+        )
+    note = f"MIXED JUDGES: signatures differ ({'; '.join(', '.join(d) for d in mixed.values())})" if mixed else ""
+    names = metrics or DEFAULT_METRICS
+    records = []
+    for position, run in enumerate(runs):
+        paired = pd.DataFrame()
+        if position > 0:
+            rows_a, rows_b = aligned_rows(base.rows, run.rows)
+            paired = paired_table(rows_a, rows_b, resamples=resamples, seed=seed).set_index("metric")
+        for name in names:
+            if name not in run.metrics:
+                continue
+            record = {
+                "run_id": run.run_id,
+                "run_name": run.name,
+                "metric": name,
+                "value": run.metrics[name],
+                "ci_low": run.metrics.get(f"{name}/ci_low", math.nan),
+                "ci_high": run.metrics.get(f"{name}/ci_high", math.nan),
+                "difference_vs_first": math.nan,
+                "difference_ci_low": math.nan,
+                "difference_ci_high": math.nan,
+                "p_value": math.nan,
+                "shared_rows": len(base.rows) if position == 0 else len(aligned_rows(base.rows, run.rows)[0]),
+                "note": note if run.run_id in mixed else "",
+            }
+            if name in paired.index:
+                record.update(
+                    difference_vs_first=paired.loc[name, "difference"],
+                    difference_ci_low=paired.loc[name, "ci_low"],
+                    difference_ci_high=paired.loc[name, "ci_high"],
+                    p_value=paired.loc[name, "p_value"],
+                )
+            records.append(record)
+    table = pd.DataFrame.from_records(records)
+    if log:
+        table.attrs["comparison_run_id"] = _log_comparison(runs, table, note, client, run_name)
+    return table
+
+
+def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, client: MlflowClient, run_name: str) -> str:
+    experiment_id = client.get_run(runs[0].run_id).info.experiment_id
+    labels = {run.run_id: f"{run.name} ({run.run_id[:6]})" for run in runs}
+    comparison = client.create_run(experiment_id, run_name=run_name, tags={"mgm.compared_runs": ",".join(r.run_id for r in runs)})
+    run_id = comparison.info.run_id
+    if note:
+        client.set_tag(run_id, "mgm.note", note)
+    with tempfile.TemporaryDirectory(prefix="mgm-compare-") as tmp:
+        folder = Path(tmp) / ARTIFACT_DIR
+        (folder / "plots").mkdir(parents=True)
+        table.to_json(folder / "comparison.json", orient="records", indent=1)
+        table.to_parquet(folder / "comparison.parquet", index=False)
+        (folder / "runs.json").write_text(json.dumps({labels[r.run_id]: {"run_id": r.run_id, "signature": r.signature} for r in runs}, indent=1))
+        by_run = {labels[r.run_id]: r.metrics for r in runs}
+        figures = {
+            "alignment_vs_richness": plots.alignment_vs_richness(by_run, note=note or None),
+            "metrics": plots.metric_bars(by_run, note=note or None),
+        }
+        if all("category" in r.rows and r.rows["category"].notna().any() for r in runs):
+            figures["categories"] = plots.category_bars({labels[r.run_id]: r.rows for r in runs}, note=note or None)
+        for name, figure in figures.items():
+            figure.savefig(folder / "plots" / f"{name}.png", dpi=110)
+            plt.close(figure)
+        client.log_artifacts(run_id, str(folder), artifact_path=ARTIFACT_DIR)
+    client.set_terminated(run_id)
+    return run_id

@@ -1,0 +1,178 @@
+"""``register_if_passing``: register a model version only when its evaluation run clears every rule."""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import mlflow
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from ..signature import signature_differences
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..summarization.result import aligned_rows, paired_table
+from .compare import load_run
+from .run_logging import SIGNATURE_TAG
+
+__all__ = ["GateResult", "Rule", "RuleOutcome", "parse_rules", "register_if_passing"]
+
+_OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+_CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
+EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
+
+
+@dataclass(frozen=True)
+class Rule:
+    metric: str
+    op: str
+    threshold: float
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.threshold:g}"
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    rule: Rule
+    actual: float | None
+    passed: bool
+    detail: str = ""
+
+    def __str__(self) -> str:
+        shown = "missing" if self.actual is None else f"{self.actual:.4g}"
+        return f"{'PASS' if self.passed else 'FAIL'} {self.rule}: actual {shown}{f' ({self.detail})' if self.detail else ''}"
+
+
+@dataclass
+class GateResult:
+    """What the gate decided. ``registered_version`` is None when nothing was registered."""
+
+    passed: bool
+    outcomes: list[RuleOutcome]
+    registered_version: str | None = None
+    alias: str | None = None
+    alias_moved: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RuleOutcome]:
+        return [o for o in self.outcomes if not o.passed]
+
+    def __str__(self) -> str:
+        head = (
+            f"gate passed: registered version {self.registered_version}"
+            + (f", alias {self.alias!r} moved to it" if self.alias_moved else "")
+            if self.passed
+            else "gate failed: nothing registered"
+        )
+        return "\n".join([head, *(f"  {o}" for o in self.outcomes), *(f"  {m}" for m in self.messages)])
+
+
+def parse_rules(rules: Mapping[str, str] | Sequence[str]) -> list[Rule]:
+    """``{"alignment": ">= 0.9"}`` or ``["alignment>=0.9"]`` -> rules; a malformed one is a ``ValueError``."""
+    pairs: list[tuple[str, str]] = []
+    if isinstance(rules, Mapping):
+        pairs = [(str(k), str(v)) for k, v in rules.items()]
+    else:
+        for text in rules:
+            match = _INLINE.match(str(text))
+            if not match:
+                raise ValueError(f"malformed rule {text!r}: write it as METRIC OP NUMBER, e.g. 'alignment>=0.9'")
+            pairs.append((match.group(1), match.group(2)))
+    if not pairs:
+        raise ValueError("no rules given: a gate needs at least one, e.g. {'alignment': '>= 0.9'}")
+    parsed = []
+    for metric, condition in pairs:
+        match = _CONDITION.match(condition)
+        if not match:
+            raise ValueError(
+                f"malformed rule for {metric!r}: {condition!r}; write OP NUMBER with OP one of {', '.join(_OPERATORS)}"
+            )
+        parsed.append(Rule(metric, match.group(1), float(match.group(2))))
+    return parsed
+
+
+def register_if_passing(
+    model_uri: str,
+    name: str,
+    *,
+    run_id: str,
+    rules: Mapping[str, str] | Sequence[str],
+    alias: str | None = "champion",
+    beat_champion: bool = False,
+    beat_metric: str = "alignment",
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> GateResult:
+    """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
+
+    Rules read the run's metrics, CI bounds included (``"alignment/ci_low": ">= 0.85"``). With
+    ``beat_champion=True`` the run must also beat the model version holding ``alias`` on ``beat_metric``: a
+    positive paired-bootstrap difference with p < 0.05 over shared rows, under the same judge signature (a
+    different signature fails the gate). On a pass the version is registered, tagged with the rule metrics, the
+    signature and the evaluation run, and ``alias`` is moved to it. On a fail nothing is registered and every
+    failed rule is reported with its actual and required values. Malformed rules and unknown metrics raise
+    ``ValueError`` before anything is registered.
+    """
+    parsed = parse_rules(rules)
+    client = MlflowClient()
+    run = client.get_run(run_id)
+    metrics = run.data.metrics
+    unknown = [r.metric for r in parsed if r.metric not in metrics]
+    if unknown:
+        known = ", ".join(sorted(metrics)) or "(none)"
+        raise ValueError(f"unknown metric(s) {unknown} in the gate's rules; run {run_id} has: {known}")
+    outcomes = []
+    for rule in parsed:
+        actual = metrics[rule.metric]
+        passed = not math.isnan(actual) and _OPERATORS[rule.op](actual, rule.threshold)
+        outcomes.append(RuleOutcome(rule, actual, passed))
+    messages: list[str] = []
+    if beat_champion:
+        outcomes.append(_champion_outcome(client, name, alias, run_id, beat_metric, resamples, seed, messages))
+    result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
+    if not result.passed:
+        return result
+    version = mlflow.register_model(model_uri, name)
+    signature = run.data.tags.get(SIGNATURE_TAG, "")
+    tags = {EVALUATION_RUN_TAG: run_id, SIGNATURE_TAG: signature, **{f"mgm.{o.rule.metric}": f"{o.actual:.6g}" for o in outcomes if o.actual is not None}}
+    for key, value in tags.items():
+        client.set_model_version_tag(name, version.version, key, value)
+    result.registered_version = str(version.version)
+    if alias:
+        client.set_registered_model_alias(name, alias, version.version)
+        result.alias_moved = True
+    return result
+
+
+def _champion_outcome(
+    client: MlflowClient, name: str, alias: str | None, run_id: str, metric: str, resamples: int, seed: int, messages: list[str]
+) -> RuleOutcome:
+    rule = Rule(f"{metric} vs {alias}", ">", 0.0)
+    if not alias:
+        raise ValueError("beat_champion needs an alias naming the champion")
+    try:
+        champion = client.get_model_version_by_alias(name, alias)
+    except MlflowException:
+        messages.append(f"no version holds alias {alias!r} yet: nothing to beat")
+        return RuleOutcome(rule, None, True, "no champion yet")
+    champion_run_id = champion.tags.get(EVALUATION_RUN_TAG)
+    if not champion_run_id:
+        return RuleOutcome(rule, None, False, f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
+    candidate, incumbent = load_run(run_id, client), load_run(champion_run_id, client)
+    differences = signature_differences(incumbent.signature, candidate.signature)
+    if differences:
+        return RuleOutcome(rule, None, False, f"refused: judge signatures differ from the champion's ({'; '.join(differences)})")
+    rows_champion, rows_candidate = aligned_rows(incumbent.rows, candidate.rows)
+    table = paired_table(rows_champion, rows_candidate, resamples=resamples, seed=seed).set_index("metric")
+    if metric not in table.index:
+        return RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row")
+    difference, p_value = float(table.loc[metric, "difference"]), float(table.loc[metric, "p_value"])
+    passed = difference > 0 and p_value < 0.05
+    detail = f"champion version {champion.version}: difference {difference:+.4f}, p = {p_value:.3g}, {len(rows_candidate)} shared rows"
+    return RuleOutcome(rule, difference, passed, detail)

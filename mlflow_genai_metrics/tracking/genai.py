@@ -1,0 +1,153 @@
+"""Scorers for ``mlflow.genai.evaluate``.
+
+    mlflow.genai.evaluate(data=[{"inputs": {"text": article}, "outputs": summary}, ...],
+                          scorers=summarization_scorers(judge))
+
+One ``Feedback`` per metric per row (value, rationale = the judge's reasoning, JSON-encoded claims and verdicts
+in the metadata); a judge failure is ``Feedback(error=...)``, never a value. All scorers share one judgement per
+row. ``mlflow.genai.evaluate`` logs traces with assessments but no per-row table and only means: when every row is
+scored, the ``judge_error`` scorer's aggregation logs the exact aggregates of ``docs/metrics.md`` (with intervals),
+the tables, report, signature and plots to the evaluation run, as on the classic path.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+import mlflow
+from mlflow.entities import Feedback
+from mlflow.genai.scorers import Scorer, scorer
+
+from ..judge import Judge
+from ..summarization.judging import prepare_rows, source_key
+from ..summarization.records import RowInput, RowJudgement
+from ..summarization.scoring import coverage_reasoning, reasoning, row_values
+from .run_logging import log_result
+from .shared import SharedJudgement
+
+__all__ = ["summarization_scorers"]
+
+_ROW_METRICS = [
+    "claim_count",
+    "supported_claims",
+    "contradicted_claims",
+    "unverifiable_claims",
+    "support_rate",
+    "aligned",
+    "strictly_aligned",
+    "coverage",
+    "defect_contradiction",
+    "defect_unverifiable",
+    "defect_empty",
+]
+
+
+class _GenaiAdapter:
+    """Collects the rows one ``mlflow.genai.evaluate`` scores, and logs the run-level report when it is done."""
+
+    def __init__(self, shared: SharedJudgement, *, source_key: str, id_key: str, category_key: str):
+        self.shared = shared
+        self.source_key = source_key
+        self.id_key = id_key
+        self.category_key = category_key
+        self._pending: dict[tuple[str, str], tuple[RowInput, Any]] = {}
+        self._lock = threading.Lock()
+
+    def row(self, inputs: Any, outputs: Any) -> tuple[RowInput, Any]:
+        if isinstance(inputs, str):
+            source, row_id, category = inputs, None, None
+        elif isinstance(inputs, dict) and isinstance(inputs.get(self.source_key), str):
+            source, row_id, category = inputs[self.source_key], inputs.get(self.id_key), inputs.get(self.category_key)
+        else:
+            keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+            raise ValueError(f"the source text must be `inputs` (a string) or `inputs[{self.source_key!r}]`; got {keys}")
+        summary = outputs.get("summary") if isinstance(outputs, dict) else outputs
+        if not isinstance(summary, str):
+            raise ValueError(f"`outputs` must be the summary text (or {{'summary': text}}); got {type(outputs).__name__}")
+        row_id = row_id if row_id is not None else source_key(source)
+        return prepare_rows([source], [summary], [row_id])[0], category
+
+    def judgement(self, inputs: Any, outputs: Any) -> RowJudgement:
+        row, category = self.row(inputs, outputs)
+        with self._lock:
+            if not self._pending:  # the first row of a new evaluation: bill its judge usage afresh
+                self.shared.begin_session(uuid.uuid4().hex)
+            self._pending.setdefault((row.source_key, row.summary), (row, category))
+        return self.shared.judgement(row)
+
+    def finish(self) -> int:
+        """Log this evaluation's result to the active run; return the number of rows."""
+        with self._lock:
+            pending, self._pending = list(self._pending.values()), {}
+        pending.sort(key=lambda item: (str(item[0].id), item[0].summary))
+        rows, seen = [], {}
+        for row, _ in pending:
+            count = seen[row.id] = seen.get(row.id, 0) + 1
+            rows.append(row if count == 1 else row.model_copy(update={"id": f"{row.id}#{count}"}))
+        categories = [category for _, category in pending]
+        extra = {"category": categories} if any(c is not None for c in categories) else None
+        result = self.shared.result(rows, extra_columns=extra)
+        if mlflow.active_run() is not None:
+            log_result(result, log_metrics=True)
+        return len(rows)
+
+
+def _feedback(name: str, judgement: RowJudgement, signature: str) -> Feedback:
+    if judgement.error is not None:
+        return Feedback(name=name, error=judgement.error)
+    value = row_values(judgement)[name]
+    why = coverage_reasoning(judgement) if name == "coverage" else reasoning(judgement)
+    claims = [c.model_dump() for c in judgement.claims]
+    metadata = {"row_id": str(judgement.id), "claims": json.dumps(claims), "signature": signature}
+    if judgement.key_points is not None:
+        metadata["key_points"] = json.dumps([p.model_dump() for p in judgement.key_points])
+    return Feedback(name=name, value=value, rationale=why, metadata=metadata)
+
+
+def summarization_scorers(
+    judge: Judge,
+    *,
+    coverage: bool = True,
+    source_key: str = "text",
+    id_key: str = "id",
+    category_key: str = "category",
+    max_source_tokens: int | None = None,
+) -> list[Scorer]:
+    """Scorers for ``mlflow.genai.evaluate``, one per per-row metric plus ``judge_error``, sharing one judgement per row.
+
+    The source is ``inputs`` when it is a string, else ``inputs[source_key]``; the summary is ``outputs``. Row ids
+    (for comparing runs row by row) come from ``inputs[id_key]`` when present, else from a hash of the source, so
+    the same article pairs up across runs; ``inputs[category_key]`` feeds the per-category plot.
+    """
+    shared = SharedJudgement(judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=False)
+    adapter = _GenaiAdapter(shared, source_key=source_key, id_key=id_key, category_key=category_key)
+    signature_holder: dict[str, str] = {}
+
+    def signature() -> str:
+        if "value" not in signature_holder:
+            from ..signature import summarization_signature
+
+            signature_holder["value"] = summarization_signature(judge, coverage=coverage, max_source_tokens=shared.max_source_tokens)
+        return signature_holder["value"]
+
+    def make(name: str) -> Scorer:
+        def score(inputs: Any, outputs: Any) -> Feedback:
+            return _feedback(name, adapter.judgement(inputs, outputs), signature())
+
+        return scorer(score, name=name)
+
+    scorers = [make(name) for name in _ROW_METRICS if coverage or name != "coverage"]
+
+    def judge_error(inputs: Any, outputs: Any) -> Feedback:
+        judgement = adapter.judgement(inputs, outputs)
+        return Feedback(name="judge_error", value=int(judgement.error is not None), rationale=judgement.error or "judged")
+
+    def rows(values: list[float]) -> float:
+        # MLflow calls this once, after every row is scored: the moment to log the run-level report.
+        return float(adapter.finish())
+
+    scorers.append(scorer(judge_error, name="judge_error", aggregations=["mean", rows]))
+    return scorers

@@ -1,0 +1,84 @@
+"""``SummarizerModel``: an OpenAI-compatible candidate model as an ``mlflow.pyfunc`` model, so a candidate can be
+logged, evaluated, gated and registered like any other model. It stores the model name, base URL and prompt,
+never an API key (the key comes from ``OPENAI_API_KEY`` where the model runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
+
+__all__ = ["SummarizerModel"]
+
+
+class SummarizerModel(mlflow.pyfunc.PythonModel):
+    """Summarize the ``input_col`` column (or a list of texts) with ``model`` at ``base_url``.
+
+    >>> info = SummarizerModel("gpt-4o-mini").log(name="summarizer")
+    >>> mlflow.pyfunc.load_model(info.model_uri).predict(pd.DataFrame({"text": [article]}))
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        *,
+        prompt: str = DEFAULT_SUMMARY_PROMPT,
+        input_col: str = "text",
+        max_tokens: int | None = 512,
+        temperature: float = 0.0,
+        max_concurrency: int = 8,
+        max_retries: int = 6,
+    ):
+        self.model = model
+        self.base_url = base_url
+        self.prompt = prompt
+        self.input_col = input_col
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_concurrency = max_concurrency
+        self.max_retries = max_retries
+
+    def _texts(self, model_input: Any) -> list[str]:
+        if isinstance(model_input, pd.DataFrame):
+            if self.input_col not in model_input.columns:
+                raise ValueError(f"the input has no column {self.input_col!r}; it has {list(model_input.columns)}")
+            return list(model_input[self.input_col])
+        if isinstance(model_input, pd.Series):
+            return list(model_input)
+        if isinstance(model_input, str):
+            return [model_input]
+        return list(model_input)
+
+    def predict(self, context, model_input, params=None):  # no type hints: MLflow would read them as a schema
+        generated = summarize(
+            self._texts(model_input),
+            model=self.model,
+            base_url=self.base_url,
+            prompt=self.prompt,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            max_concurrency=self.max_concurrency,
+            max_retries=self.max_retries,
+        )
+        failed = generated[generated["error"] != ""]
+        if len(failed):
+            # No placeholder text: an empty summary would be scored as a real (empty) summary.
+            details = "; ".join(f"row {i}: {e}" for i, e in failed["error"].head(5).items())
+            raise RuntimeError(f"{self.model} failed to summarize {len(failed)} of {len(generated)} rows ({details}); rerun to retry them (the rest are cached)")
+        return list(generated["summary"])
+
+    def log(self, name: str = "summarizer", **log_model_options: Any) -> Any:
+        """``mlflow.pyfunc.log_model`` with this package shipped beside the model, so it loads anywhere."""
+        import mlflow_genai_metrics
+
+        options: dict[str, Any] = {
+            "code_paths": [str(Path(mlflow_genai_metrics.__file__).parent)],
+            "pip_requirements": ["mlflow", "openai", "pandas", "pydantic", "tenacity", "tqdm", "platformdirs"],
+        }
+        options.update(log_model_options)
+        return mlflow.pyfunc.log_model(name=name, python_model=self, **options)

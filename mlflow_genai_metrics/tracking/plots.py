@@ -1,0 +1,104 @@
+"""The plots logged with runs and comparisons (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a window
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+__all__ = ["RATE_METRICS", "alignment_vs_richness", "category_bars", "metric_bars", "verdict_bars"]
+
+RATE_METRICS = [
+    "alignment",
+    "strict_alignment",
+    "claim_support_rate",
+    "coverage",
+    "defect_rate/contradiction",
+    "defect_rate/unverifiable",
+    "defect_rate/empty",
+    "judge_error_rate",
+]
+
+
+def _interval(metrics: Mapping[str, float], name: str) -> tuple[float, float]:
+    value = metrics.get(name, np.nan)
+    low, high = metrics.get(f"{name}/ci_low", np.nan), metrics.get(f"{name}/ci_high", np.nan)
+    return (max(value - low, 0.0) if np.isfinite(low) else 0.0, max(high - value, 0.0) if np.isfinite(high) else 0.0)
+
+
+def metric_bars(runs: Mapping[str, Mapping[str, float]], *, title: str = "Judge metrics with 95% intervals", note: str | None = None):
+    """One group of bars per rate metric, one bar per run, with bootstrap interval whiskers."""
+    names = [n for n in RATE_METRICS if any(n in m and np.isfinite(m[n]) for m in runs.values())]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) * max(1, len(runs)) ** 0.5), 4.2))
+    width = 0.8 / max(len(runs), 1)
+    positions = np.arange(len(names))
+    for index, (label, metrics) in enumerate(runs.items()):
+        values = [metrics.get(n, np.nan) for n in names]
+        errors = np.array([_interval(metrics, n) for n in names]).T if names else None
+        ax.bar(positions + index * width - 0.4 + width / 2, values, width, yerr=errors, capsize=3, label=label)
+    ax.set_xticks(positions, [n.replace("defect_rate/", "defect:\n") for n in names], fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share")
+    ax.set_title(title, fontsize=10)
+    if len(runs) > 1:
+        ax.legend(fontsize=8)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
+    fig.tight_layout()
+    return fig
+
+
+def alignment_vs_richness(runs: Mapping[str, Mapping[str, float]], *, note: str | None = None):
+    """The study's picture: each run's alignment against its richness, with both intervals."""
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    for label, metrics in runs.items():
+        x, y = metrics.get("richness", np.nan), metrics.get("alignment", np.nan)
+        xerr = np.array([_interval(metrics, "richness")]).T
+        yerr = np.array([_interval(metrics, "alignment")]).T
+        ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", capsize=3, label=label)
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("richness (mean claims per summary)")
+    ax.set_ylabel("alignment (share without contradicted claims)")
+    ax.set_title("Alignment against richness (95% intervals)", fontsize=10)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
+    fig.tight_layout()
+    return fig
+
+
+def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str = "aligned", note: str | None = None):
+    """Mean of a per-row value by category, one bar per run (rows without a value left out)."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    categories = sorted({c for table in rows.values() for c in table["category"].dropna().astype(str)})
+    width = 0.8 / max(len(rows), 1)
+    positions = np.arange(len(categories))
+    for index, (label, table) in enumerate(rows.items()):
+        means = pd.to_numeric(table[metric], errors="coerce").groupby(table["category"].astype(str)).mean()
+        ax.bar(positions + index * width - 0.4 + width / 2, [means.get(c, np.nan) for c in categories], width, label=label)
+    ax.set_xticks(positions, categories, fontsize=8, rotation=20)
+    ax.set_ylabel(f"mean {metric}")
+    ax.set_title(f"{metric} by category", fontsize=10)
+    if len(rows) > 1:
+        ax.legend(fontsize=8)
+    if note:
+        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
+    fig.tight_layout()
+    return fig
+
+
+def verdict_bars(claims: pd.DataFrame):
+    """How many claims got each verdict."""
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    counts = claims["verdict"].value_counts() if len(claims) else pd.Series(dtype=int)
+    labels = ["yes", "no", "idk"]
+    ax.bar(labels, [int(counts.get(v, 0)) for v in labels], color=["seagreen", "firebrick", "goldenrod"])
+    ax.set_ylabel("claims")
+    ax.set_title("Claim verdicts", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,190 @@
+"""Comparing runs, the registration gate, the candidate-model wrapper, the full loop and the CLI."""
+
+from __future__ import annotations
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics import (
+    SignatureMismatchError,
+    SummarizerModel,
+    compare_runs,
+    register_if_passing,
+    summarization_metrics,
+    summarization_scorers,
+)
+from mlflow_genai_metrics.cli import main as mgm
+
+from conftest import SECRET_KEY
+from helpers import judge_for
+from mlflow_helpers import ARTICLES, Endpoint, frame
+
+
+def evaluate_candidate(server, model_name: str, *, judge=None, run_name=None) -> tuple[str, str]:
+    """Log a SummarizerModel for ``model_name`` and evaluate it on the classic path; return (run id, model uri)."""
+    judge = judge or judge_for(server)
+    with mlflow.start_run(run_name=run_name or model_name) as run:
+        info = SummarizerModel(model_name, server.base_url, input_col="text").log(name="summarizer")
+        mlflow.models.evaluate(
+            model=info.model_uri,
+            data=frame().drop(columns=["summary"]),
+            targets="reference",
+            extra_metrics=summarization_metrics(judge, source_col="text", id_col="id", category_col="category"),
+        )
+    return run.info.run_id, info.model_uri
+
+
+@pytest.fixture
+def endpoint(scripted_server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # what a deployed SummarizerModel reads
+    return scripted_server(Endpoint(), models=Endpoint.models)
+
+
+def test_a_summarizer_model_stores_no_api_key_and_summarizes_through_the_endpoint(endpoint, mlflow_store, tmp_path):
+    with mlflow.start_run():
+        info = SummarizerModel("good-summarizer", endpoint.base_url, input_col="text").log(name="summarizer")
+    model = mlflow.pyfunc.load_model(info.model_uri)
+    out = model.predict(pd.DataFrame({"text": [ARTICLES[0][2]]}))
+    assert list(out) == ["The council approved the budget on Monday."]
+    local = mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "model"))
+    from conftest import files_containing
+
+    assert files_containing(__import__("pathlib").Path(local), SECRET_KEY) == []
+
+
+def test_a_summarizer_that_fails_raises_instead_of_returning_placeholder_text(scripted_server, monkeypatch):
+    from mlflow_genai_metrics.testing import Fault
+
+    server = scripted_server(lambda r: Fault.server_error(503), models=("good-summarizer",))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    model = SummarizerModel("good-summarizer", server.base_url, max_retries=0)
+    with pytest.raises(RuntimeError, match="failed to summarize 1 of 1 rows"):
+        model.predict(None, pd.DataFrame({"text": ["An article."]}))
+
+
+def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run(endpoint, mlflow_store):
+    good, _ = evaluate_candidate(endpoint, "good-summarizer")
+    bad, _ = evaluate_candidate(endpoint, "bad-summarizer")
+    table = compare_runs([good, bad])
+    alignment = table[(table["run_id"] == bad) & (table["metric"] == "alignment")].iloc[0]
+    assert alignment["value"] == 0.5 and alignment["difference_vs_first"] == -0.5
+    assert alignment["difference_ci_high"] <= 0 and alignment["shared_rows"] == len(ARTICLES)
+    first = table[(table["run_id"] == good) & (table["metric"] == "alignment")].iloc[0]
+    assert first["value"] == 1.0 and pd.isna(first["difference_vs_first"])
+    comparison = MlflowClient().get_run(table.attrs["comparison_run_id"])
+    assert comparison.data.tags["mgm.compared_runs"] == f"{good},{bad}"
+    paths = {a.path for a in MlflowClient().list_artifacts(comparison.info.run_id, "mgm/plots")}
+    assert paths == {"mgm/plots/alignment_vs_richness.png", "mgm/plots/metrics.png", "mgm/plots/categories.png"}
+
+
+def test_compare_runs_refuses_mixed_judges_unless_asked_and_then_says_so(endpoint, mlflow_store):
+    first, _ = evaluate_candidate(endpoint, "good-summarizer")
+    other, _ = evaluate_candidate(endpoint, "good-summarizer", judge=judge_for(endpoint, temperature=0.5))
+    with pytest.raises(SignatureMismatchError, match="temp: 0 != 0.5"):
+        compare_runs([first, other])
+    table = compare_runs([first, other], allow_mixed_judges=True)
+    assert table[table["run_id"] == other]["note"].str.startswith("MIXED JUDGES").all()
+    assert MlflowClient().get_run(table.attrs["comparison_run_id"]).data.tags["mgm.note"].startswith("MIXED JUDGES")
+
+
+def test_the_gate_registers_on_pass_and_moves_the_alias(endpoint, mlflow_store):
+    run_id, uri = evaluate_candidate(endpoint, "good-summarizer")
+    result = register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": ">= 0.9", "alignment/ci_low": ">= 0.5", "rougeL": ">= 0.3"})
+    assert result.passed and result.registered_version == "1" and result.alias_moved
+    client = MlflowClient()
+    version = client.get_model_version_by_alias("summarizer", "champion")
+    assert str(version.version) == "1"
+    assert version.tags["mgm.alignment"] == "1" and version.tags["mgm.signature"].startswith("judge:scripted-judge")
+    assert version.tags["mgm.evaluation_run_id"] == run_id
+
+
+def test_the_gate_registers_nothing_on_fail_and_says_why(endpoint, mlflow_store):
+    run_id, uri = evaluate_candidate(endpoint, "bad-summarizer")
+    result = register_if_passing(uri, "summarizer", run_id=run_id, rules=["alignment>=0.9", "defect_rate/contradiction<=0.05", "richness>=1"])
+    assert not result.passed and result.registered_version is None
+    assert [str(o.rule) for o in result.failed] == ["alignment >= 0.9", "defect_rate/contradiction <= 0.05"]
+    assert result.failed[0].actual == 0.5
+    assert "FAIL alignment >= 0.9: actual 0.5" in str(result)
+    assert MlflowClient().search_registered_models() == []
+
+
+def test_malformed_rules_and_unknown_metrics_are_errors_before_anything_is_registered(endpoint, mlflow_store):
+    run_id, uri = evaluate_candidate(endpoint, "good-summarizer")
+    with pytest.raises(ValueError, match="malformed rule for 'alignment'"):
+        register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": "at least 0.9"})
+    with pytest.raises(ValueError, match="malformed rule"):
+        register_if_passing(uri, "summarizer", run_id=run_id, rules=["alignment is high"])
+    with pytest.raises(ValueError, match=r"unknown metric\(s\) \['alignmnet'\]"):
+        register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignmnet": ">= 0.9"})
+    assert MlflowClient().search_registered_models() == []
+
+
+def test_beat_champion_moves_the_alias_only_for_a_significant_gain_under_the_same_judge(endpoint, mlflow_store):
+    bad_run, bad_uri = evaluate_candidate(endpoint, "bad-summarizer")
+    assert register_if_passing(bad_uri, "summarizer", run_id=bad_run, rules={"richness": ">= 1"}, beat_champion=True).passed
+    client = MlflowClient()
+    assert str(client.get_model_version_by_alias("summarizer", "champion").version) == "1"
+
+    worse_run, worse_uri = evaluate_candidate(endpoint, "bad-summarizer", run_name="bad again")
+    again = register_if_passing(worse_uri, "summarizer", run_id=worse_run, rules={"richness": ">= 1"}, beat_champion=True)
+    assert not again.passed and "difference +0.0000" in again.failed[0].detail
+    assert str(client.get_model_version_by_alias("summarizer", "champion").version) == "1"
+
+    mixed_run, mixed_uri = evaluate_candidate(endpoint, "good-summarizer", judge=judge_for(endpoint, seed=3))
+    refused = register_if_passing(mixed_uri, "summarizer", run_id=mixed_run, rules={"richness": ">= 1"}, beat_champion=True)
+    assert not refused.passed and "refused: judge signatures differ" in refused.failed[0].detail
+
+    good_run, good_uri = evaluate_candidate(endpoint, "good-summarizer")
+    better = register_if_passing(good_uri, "summarizer", run_id=good_run, rules={"richness": ">= 1"}, beat_champion=True)
+    assert better.passed and better.registered_version == "2"
+    assert str(client.get_model_version_by_alias("summarizer", "champion").version) == "2"
+
+
+def test_the_full_loop_log_evaluate_both_paths_compare_gate_register(endpoint, mlflow_store, tmp_path):
+    judge = judge_for(endpoint, cache_dir=tmp_path / "cache")
+    version_a, uri_a = evaluate_candidate(endpoint, "bad-summarizer", judge=judge)
+    version_b, uri_b = evaluate_candidate(endpoint, "good-summarizer", judge=judge)
+    calls_after_classic = endpoint.count(purpose="ClaimVerdicts")
+    model_b = mlflow.pyfunc.load_model(uri_b)
+    genai = mlflow.genai.evaluate(
+        data=[{"inputs": {"text": text, "id": row_id, "category": category}} for row_id, category, text in ARTICLES],
+        predict_fn=lambda text, id, category: model_b.predict(pd.DataFrame({"text": [text]}))[0],
+        scorers=summarization_scorers(judge),
+    )
+    assert endpoint.count(purpose="ClaimVerdicts") == calls_after_classic  # same rows, same judge: from the cache
+    genai_metrics = MlflowClient().get_run(genai.run_id).data.metrics
+    assert genai_metrics["alignment"] == MlflowClient().get_run(version_b).data.metrics["alignment"] == 1.0
+    table = compare_runs([version_a, version_b])
+    gain = table[(table["run_id"] == version_b) & (table["metric"] == "alignment")].iloc[0]
+    assert gain["difference_vs_first"] == 0.5 and gain["p_value"] < 0.05
+    assert not register_if_passing(uri_a, "summarizer", run_id=version_a, rules={"alignment": ">= 0.9"}).passed
+    result = register_if_passing(uri_b, "summarizer", run_id=version_b, rules={"alignment": ">= 0.9"})
+    assert result.passed and str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version) == "1"
+
+
+def test_the_command_line_evaluates_compares_and_gates_with_exit_codes(endpoint, mlflow_store, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data.csv"
+    frame().to_csv(data, index=False)
+    bad = frame().assign(summary=["The council rejected the budget.", "Shares in Acme fell sharply.", "Everton lost to Liverpool."] + list(frame()["summary"][3:]))
+    bad_path = tmp_path / "bad.jsonl"
+    bad.to_json(bad_path, orient="records", lines=True)
+    monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
+    monkeypatch.setenv("MGM_JUDGE_BASE_URL", endpoint.base_url)
+    common = ["--tracking-uri", mlflow_store, "--experiment", "cli"]
+    assert mgm(["evaluate", str(data), "--reference-col", "reference", "--id-col", "id", *common]) == 0
+    good_run = capsys.readouterr().out.split("run ")[1].split()[0]
+    assert mgm(["evaluate", str(bad_path), "--id-col", "id", *common]) == 0
+    bad_run = capsys.readouterr().out.split("run ")[1].split()[0]
+    assert mgm(["compare", good_run, bad_run, "--tracking-uri", mlflow_store]) == 0
+    assert "comparison logged as run" in capsys.readouterr().out
+    with mlflow.start_run():
+        uri = SummarizerModel("good-summarizer", endpoint.base_url).log(name="summarizer").model_uri
+    assert mgm(["gate", bad_run, "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>=0.9", "--tracking-uri", mlflow_store]) == 1
+    assert "gate failed: nothing registered" in capsys.readouterr().out
+    assert mgm(["gate", good_run, "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>=0.9", "--tracking-uri", mlflow_store]) == 0
+    assert mgm(["gate", good_run, "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>>0.9", "--tracking-uri", mlflow_store]) == 2
+    assert "malformed rule" in capsys.readouterr().err
+    assert mgm(["evaluate", str(data), "--source-col", "article", *common]) == 2
+    assert "has no column ['article']" in capsys.readouterr().err

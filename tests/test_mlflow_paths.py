@@ -1,0 +1,144 @@
+"""Both MLflow evaluation paths against a real SQLite tracking store and the scripted judge server."""
+
+from __future__ import annotations
+
+import json
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics import judge_summaries, summarization_metrics, summarization_scorers
+
+from helpers import judge_for
+from mlflow_helpers import ARTICLES, Endpoint, frame
+
+ROW_METRICS = ["claim_count", "supported_claims", "contradicted_claims", "unverifiable_claims", "support_rate",
+               "aligned", "strictly_aligned", "coverage", "defect_contradiction", "defect_unverifiable", "defect_empty"]
+RUN_METRICS = ["alignment", "alignment/ci_low", "alignment/ci_high", "defect_rate/contradiction",
+               "defect_rate/contradiction/ci_low", "defect_rate/unverifiable", "defect_rate/empty", "strict_alignment",
+               "claim_support_rate", "richness", "richness/ci_high", "coverage", "coverage/ci_low", "judge_error_rate",
+               "judge/calls", "judge/prompt_tokens", "judge/completion_tokens", "judge/cache_hit_rate"]
+ARTIFACTS = ["mgm/claims.json", "mgm/claims.parquet", "mgm/key_points.json", "mgm/key_points.parquet",
+             "mgm/report.json", "mgm/rows.json", "mgm/rows.parquet", "mgm/plots/metrics.png",
+             "mgm/plots/verdicts.png", "mgm/plots/categories.png"]
+
+
+def artifact_paths(run_id: str) -> list[str]:
+    client = MlflowClient()
+    found, folders = [], ["mgm"]
+    while folders:
+        for item in client.list_artifacts(run_id, folders.pop()):
+            (folders if item.is_dir else found).append(item.path)
+    return sorted(found)
+
+
+def judge_calls_for_judge_summaries(scripted_server) -> int:
+    """What judge_summaries costs on the same rows: the yardstick for one judge pass per row."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame()
+    judge_summaries(data["text"], data["summary"], judge=judge_for(server), ids=data["id"])
+    return server.request_count
+
+
+def test_classic_path_logs_rows_metrics_artifacts_and_signature_with_one_judge_pass(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame()
+    metrics = summarization_metrics(judge_for(server), source_col="text", id_col="id", category_col="category")
+    with mlflow.start_run() as run:
+        evaluation = mlflow.models.evaluate(data=data, predictions="summary", targets="reference", extra_metrics=metrics)
+    assert server.request_count == judge_calls_for_judge_summaries(scripted_server) == 4 * len(ARTICLES) - 0
+    table = evaluation.tables["eval_results_table"]
+    for name in ROW_METRICS + ["rouge1", "rougeL", "rougeLsum", "bleu", "chrf", "summary_words"]:
+        assert f"{name}/score" in table, name
+    for name in ROW_METRICS:
+        assert f"{name}/justification" in table, name
+    assert table.loc[0, "aligned/justification"].startswith("1 claims: 0 contradicted")
+    logged = MlflowClient().get_run(run.info.run_id).data
+    for name in RUN_METRICS + ["rouge1", "rougeL", "bleu", "chrf"]:
+        assert name in logged.metrics, name
+    assert logged.metrics["alignment"] == 1.0 and logged.metrics["judge/calls"] == server.request_count
+    assert logged.tags["mgm.signature"].startswith("judge:scripted-judge|base:localhost|claims:v1-")
+    assert logged.params["mgm.signature"] == logged.tags["mgm.signature"] and logged.params["mgm.judge"] == "scripted-judge"
+    assert artifact_paths(run.info.run_id) == sorted(ARTIFACTS)
+    report = json.loads(mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/mgm/report.json"))
+    assert report["metrics"]["alignment"] == 1.0 and report["rows"] == len(ARTICLES)
+
+
+def test_classic_path_without_targets_gives_judge_metrics_only(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame().drop(columns=["reference"])
+    with mlflow.start_run():
+        evaluation = mlflow.models.evaluate(data=data, predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))
+    assert "aligned/score" in evaluation.tables["eval_results_table"]
+    assert "rouge1/score" not in evaluation.tables["eval_results_table"]
+    assert "alignment" in evaluation.metrics and "rouge1" not in evaluation.metrics
+
+
+def test_classic_path_marks_a_failed_row_empty_with_its_error_as_justification(scripted_server, mlflow_store):
+    endpoint = Endpoint()
+    endpoint.judge.fault = lambda request, kind: __import__("mlflow_genai_metrics.testing", fromlist=["Reply"]).Reply("garbage") if kind == "claims" and "Shares" in request.messages[0]["content"] else None
+    server = scripted_server(endpoint, models=Endpoint.models)
+    with mlflow.start_run():
+        evaluation = mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))
+    table = evaluation.tables["eval_results_table"]
+    assert pd.isna(table.loc[1, "aligned/score"])
+    assert "claim extraction failed: invalid_answer" in table.loc[1, "aligned/justification"]
+    assert evaluation.metrics["judge_error_rate"] == pytest.approx(1 / 6)
+    assert evaluation.metrics["alignment"] == 1.0  # the failed row is not counted as unaligned
+
+
+def genai_data() -> list[dict]:
+    data = frame()
+    return [
+        {"inputs": {"text": row.text, "id": row.id, "category": row.category}, "outputs": row.summary}
+        for row in data.itertuples()
+    ]
+
+
+def test_genai_path_gives_feedback_per_metric_and_the_same_run_report(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server)))
+    assert server.request_count == judge_calls_for_judge_summaries(scripted_server)  # one pass per row, 12 scorers
+    frame_out = evaluation.result_df
+    for name in ROW_METRICS + ["judge_error"]:
+        assert f"{name}/value" in frame_out, name
+    assert set(frame_out["aligned/value"]) == {True} or set(frame_out["aligned/value"]) == {1}
+    assert frame_out["aligned/rationale"].str.startswith("1 claims:").all()
+    logged = MlflowClient().get_run(evaluation.run_id).data
+    for name in RUN_METRICS:
+        assert name in logged.metrics, name
+    assert logged.metrics["judge/calls"] == server.request_count
+    assert artifact_paths(evaluation.run_id) == sorted(ARTIFACTS)
+    rows = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=evaluation.run_id, artifact_path="mgm/rows.parquet"))
+    assert sorted(rows["id"]) == sorted(i for i, _, _ in ARTICLES)
+
+
+def test_genai_feedback_carries_claims_as_json_metadata_and_failures_as_errors(scripted_server, mlflow_store):
+    from mlflow_genai_metrics.testing import Reply
+
+    endpoint = Endpoint()
+    endpoint.judge.fault = lambda request, kind: Reply("garbage") if kind == "claims" and "Shares" in request.messages[0]["content"] else None
+    server = scripted_server(endpoint, models=Endpoint.models)
+    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server)))
+    traces = mlflow.search_traces(run_id=evaluation.run_id, return_type="list")
+    feedback = [a for t in traces for a in t.info.assessments if a.name == "aligned"]
+    failed = [f for f in feedback if f.error is not None]
+    judged = [f for f in feedback if f.error is None]
+    assert len(failed) == 1 and failed[0].value is None
+    assert "claim extraction failed" in failed[0].error.error_message
+    claims = json.loads(judged[0].metadata["claims"])
+    assert claims and set(claims[0]) == {"claim", "verdict", "reason"}
+    logged = MlflowClient().get_run(evaluation.run_id).data.metrics
+    assert logged["judge_error_rate"] == pytest.approx(1 / 6)
+
+
+def test_both_paths_share_the_judges_cache_for_the_same_rows(scripted_server, mlflow_store, tmp_path):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    with mlflow.start_run():
+        mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server, cache_dir=tmp_path), source_col="text"))
+    after_classic = server.request_count
+    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server, cache_dir=tmp_path)))
+    assert server.request_count == after_classic  # the genai path's judgements all came from the cache
+    assert MlflowClient().get_run(evaluation.run_id).data.metrics["judge/cache_hit_rate"] == 1.0
