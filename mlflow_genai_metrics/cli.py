@@ -132,6 +132,62 @@ def _gate(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_GATE_FAILED
 
 
+DEMO_NOTE = (
+    "NOTE: the judge here is SmolLM2-135M, a 135-million-parameter model on this CPU. Its verdicts only demonstrate\n"
+    "the pipeline (it often extracts no claim at all, which shows as defect: empty); set MGM_JUDGE_MODEL,\n"
+    "MGM_JUDGE_BASE_URL and OPENAI_API_KEY to judge with a real model."
+)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import contextlib
+    import os
+    import time
+
+    from .judge import Judge
+    from .local import LocalModelServer
+    from .study import Candidate, format_table, load_articles, local_store, run_study, ui_command
+
+    started = time.perf_counter()
+    articles = load_articles(args.data)
+    if args.limit:
+        articles = articles.head(args.limit)
+    store = Path(args.store)
+    uri = local_store(store)
+    with contextlib.ExitStack() as stack:
+        print("starting local models (llama.cpp on 127.0.0.1): Gemma 3 270M and SmolLM2-135M-Instruct ...", flush=True)
+        gemma = stack.enter_context(LocalModelServer("gemma3-270m"))
+        smollm = stack.enter_context(LocalModelServer("smollm2-135m"))
+        candidates = [
+            Candidate("gemma3-270m", gemma.model_id, gemma.base_url, max_tokens=args.max_tokens),
+            Candidate("smollm2-135m", smollm.model_id, smollm.base_url, max_tokens=args.max_tokens),
+        ]
+        local_judge = not os.environ.get("MGM_JUDGE_MODEL")
+        if local_judge:
+            judge = Judge(smollm.model_id, smollm.base_url, max_concurrency=2, context_window=smollm.n_ctx)
+        else:
+            judge = Judge(max_concurrency=args.concurrency)
+        print(f"judge: {judge.model} at {judge.base_url}; {len(articles)} articles; MLflow store {uri}", flush=True)
+        result = run_study(
+            articles, candidates, judge, experiment="mgm-demo", artifact_location=store / "artifacts",
+            gate_rules={"alignment": ">= 0.5", "judge_error_rate": "<= 0.25"}, candidate_concurrency=2,
+        )
+    print("\n" + format_table(result.table))
+    print("\nby category (alignment, richness):")
+    print(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if result.comparison is not None:
+        paired = result.comparison[(result.comparison["metric"].isin(["alignment", "richness", "coverage"])) & result.comparison["p_value"].notna()]
+        for _, row in paired.iterrows():
+            print(f"{row['run_name']} vs {candidates[0].name}: {row['metric']} {row['difference_vs_first']:+.3f} "
+                  f"[{row['difference_ci_low']:+.3f}, {row['difference_ci_high']:+.3f}], p = {row['p_value']:.3f}")
+    for name, gate in result.gates.items():
+        print(f"\ngate for {name}: {gate}")
+    if local_judge:
+        print("\n" + DEMO_NOTE)
+    print(f"\ndone in {time.perf_counter() - started:.0f} s. Open the runs in the MLflow UI:\n  {ui_command(uri)}")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mgm", description="LLM-as-a-judge summarization metrics for MLflow.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -143,6 +199,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("model", nargs="?", default="smollm2-135m", help="smollm2-135m, gemma3-270m or a path to a .gguf file")
     serve.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens (default 8192)")
     serve.set_defaults(run=_serve)
+
+    demo = commands.add_parser("demo", help="the whole loop on local models: summarize, judge, log, compare, gate")
+    demo.add_argument("--data", default=None, help="articles file (default: the eight that ship with the package); the BBC jsonl works as is")
+    demo.add_argument("--limit", type=int, default=None, help="first N articles only")
+    demo.add_argument("--store", default="mgm-demo", help="folder for the SQLite MLflow store and artifacts (default: ./mgm-demo)")
+    demo.add_argument("--max-tokens", type=int, default=200, help="summary length limit for the candidates (default 200)")
+    demo.add_argument("--concurrency", type=int, default=8, help="judge calls in flight, for a remote judge (default 8)")
+    demo.set_defaults(run=_demo)
 
     evaluate = commands.add_parser("evaluate", help="judge summaries in a file and log an MLflow evaluation run")
     evaluate.add_argument("data", help="a .csv, .jsonl, .json or .parquet file")

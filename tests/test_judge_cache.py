@@ -119,3 +119,11 @@ def test_several_processes_write_one_cache_without_errors_or_duplicates(tmp_path
         assert server.request_count == before
     with sqlite3.connect(tmp_path / "judge-cache.sqlite3") as db:
         assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM answers").fetchone() == (60, 60)
+
+
+def test_a_local_server_on_a_new_port_is_served_from_the_cache(scripted_server, tmp_path):
+    first = scripted_server()
+    judge_for(first, cache_dir=tmp_path).ask(ask_about("claim"))
+    second = scripted_server()  # the same model id on another loopback port, as LocalModelServer does each run
+    assert judge_for(second, cache_dir=tmp_path).ask(ask_about("claim")).cached
+    assert second.request_count == 0

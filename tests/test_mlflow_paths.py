@@ -142,3 +142,15 @@ def test_both_paths_share_the_judges_cache_for_the_same_rows(scripted_server, ml
     evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server, cache_dir=tmp_path)))
     assert server.request_count == after_classic  # the genai path's judgements all came from the cache
     assert MlflowClient().get_run(evaluation.run_id).data.metrics["judge/cache_hit_rate"] == 1.0
+
+
+def test_a_category_whose_every_row_failed_still_gets_its_report_and_plots(scripted_server, mlflow_store):
+    from mlflow_genai_metrics.testing import Reply
+
+    endpoint = Endpoint()
+    endpoint.judge.fault = lambda request, kind: Reply("garbage") if kind == "claims" and ("Shares" in request.messages[0]["content"] or "council" in request.messages[0]["content"]) else None
+    server = scripted_server(endpoint, models=Endpoint.models)
+    with mlflow.start_run() as run:
+        evaluation = mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", category_col="category"))
+    assert evaluation.metrics["judge_error_rate"] == pytest.approx(2 / 6)
+    assert "mgm/plots/categories.png" in artifact_paths(run.info.run_id)

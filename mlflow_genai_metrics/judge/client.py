@@ -211,6 +211,14 @@ class Judge:
         return urlparse(self.base_url).hostname or self.base_url
 
     @property
+    def cache_endpoint(self) -> str:
+        """The endpoint as cache keys see it: a loopback server's port changes from run to run (``LocalModelServer``
+        picks a free one), the model behind the same model id does not."""
+        if _is_loopback(self.base_url):
+            return "localhost" + (urlparse(self.base_url).path or "")
+        return self.base_url
+
+    @property
     def signature(self) -> str:
         """The judge's part of a run signature: ``judge:<model>|base:<host>|temp:<t>|seed:<seed>``."""
         seed = "none" if self.seed is None else self.seed
@@ -241,7 +249,7 @@ class Judge:
         if self.cache is not None:
             key = cache_key(
                 model=self.model,
-                base_url=self.base_url,
+                base_url=self.cache_endpoint,
                 messages=messages,
                 answer_schema=schema,
                 temperature=self.temperature,

@@ -79,7 +79,8 @@ def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str = "aligned", 
     width = 0.8 / max(len(rows), 1)
     positions = np.arange(len(categories))
     for index, (label, table) in enumerate(rows.items()):
-        means = pd.to_numeric(table[metric], errors="coerce").groupby(table["category"].astype(str)).mean()
+        values = pd.to_numeric(table[metric], errors="coerce").astype("float64")  # empty (failed) rows -> NaN
+        means = values.groupby(table["category"].astype(str)).mean()
         ax.bar(positions + index * width - 0.4 + width / 2, [means.get(c, np.nan) for c in categories], width, label=label)
     ax.set_xticks(positions, categories, fontsize=8, rotation=20)
     ax.set_ylabel(f"mean {metric}")
