@@ -1,0 +1,53 @@
+"""Screenshots of the real MLflow UI showing the demo's runs (what a person sees), saved under docs/images/.
+
+    ./run demo                                   # makes ./mgm-demo (the SQLite store) first
+    .venv/bin/python docs/screenshots.py [--store mgm-demo]
+
+Starts `mlflow ui` on 127.0.0.1 against the store, opens pages in headless Chromium (Debian's `chromium`) and
+saves: the run comparison, one run's overview with its metrics, its per-row table artifact, and the comparison
+run's alignment-against-richness plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import mlflow
+
+from mlflow_genai_metrics.testing.browser import MlflowUi, render
+
+OUT = Path(__file__).resolve().parent / "images"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default="mgm-demo", help="the demo's folder (default ./mgm-demo)")
+    parser.add_argument("--experiment", default="mgm-demo")
+    args = parser.parse_args()
+    uri = f"sqlite:///{(Path(args.store) / 'mlflow.db').resolve()}"
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.get_experiment_by_name(args.experiment)
+    if experiment is None:
+        raise SystemExit(f"no experiment {args.experiment!r} in {uri}: run ./run demo first")
+    runs = mlflow.search_runs([experiment.experiment_id], order_by=["start_time ASC"])
+    candidates = runs[runs["tags.mlflow.runName"] != "comparison"]
+    comparison = runs[runs["tags.mlflow.runName"] == "comparison"]
+    run_ids = list(candidates["run_id"])
+    first = run_ids[0]
+    with MlflowUi(uri) as ui:
+        pages = {
+            "ui-compare.png": (ui.compare_url(experiment.experiment_id, run_ids), 2800),
+            "ui-run-metrics.png": (ui.run_url(experiment.experiment_id, first), 2200),
+            "ui-run-rows.png": (ui.run_url(experiment.experiment_id, first, "artifacts/mgm/rows.json"), 1100),
+        }
+        if len(comparison):
+            plot = "artifacts/mgm/plots/alignment_vs_richness.png"
+            pages["ui-comparison-plot.png"] = (ui.run_url(experiment.experiment_id, comparison["run_id"].iloc[-1], plot), 1100)
+        for name, (url, height) in pages.items():
+            render(url, screenshot=OUT / name, height=height)
+            print(f"saved {OUT / name}  <- {url}")
+
+
+if __name__ == "__main__":
+    main()

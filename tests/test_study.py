@@ -1,0 +1,68 @@
+"""The study application: candidates -> summaries -> judged MLflow runs -> comparison -> gate; and `mgm demo`."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from mlflow_genai_metrics.study import Candidate, demo_articles, format_table, load_articles, run_study, stratified_sample
+
+from conftest import SECRET_KEY, SHARED_DATA
+from helpers import judge_for
+from mlflow_helpers import Endpoint, frame
+
+
+def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server, mlflow_store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"}, progress=False)
+    table = result.table.set_index("candidate")
+    assert table.loc["bad", "alignment [95% CI]"].startswith("0.500 [") and table.loc["good", "alignment [95% CI]"].startswith("1.000 [")
+    assert table.loc["good", "generation errors"] == 0 and table.loc["good", "judge calls"] > 0
+    assert set(result.by_category["category"]) == {"business", "sport", "tech"}
+    assert result.comparison is not None and set(result.comparison["run_name"]) == {"bad", "good"}
+    assert not result.gates["bad"].passed and result.gates["good"].passed
+    markdown = format_table(result.table)
+    assert markdown.splitlines()[0].startswith("| candidate | model | alignment [95% CI] |")
+
+
+def test_the_demo_articles_ship_with_the_package():
+    articles = demo_articles()
+    assert len(articles) == 8 and set(articles["category"]) == {"business", "entertainment", "politics", "sport", "tech"}
+    loaded = load_articles()
+    assert loaded["reference"].str.len().gt(50).all()
+
+
+def test_stratified_sample_keeps_category_shares_and_drops_duplicates():
+    rows = [{"id": f"a{i}", "category": "a", "text": f"text {i}"} for i in range(60)]
+    rows += [{"id": f"b{i}", "category": "b", "text": f"other {i}"} for i in range(40)]
+    rows += [{"id": "dup", "category": "a", "text": "text  1"}]  # same text but for spacing
+    sample = stratified_sample(pd.DataFrame(rows), 10)
+    assert len(sample) == 10 and sample["category"].value_counts().to_dict() == {"a": 6, "b": 4}
+    assert "dup" not in set(stratified_sample(pd.DataFrame(rows), 1000)["id"])
+
+
+def test_the_bbc_file_loads_as_is_with_its_reference_sentences():
+    path = SHARED_DATA / "bbc_news_summary.jsonl"
+    if not path.exists():
+        pytest.skip(f"the BBC data is not at {path} (../shared/data beside the project)")
+    articles = load_articles(path)
+    sample = stratified_sample(articles, 50)
+    assert len(sample) == 50 and set(sample["category"]) == {"business", "entertainment", "politics", "sport", "tech"}
+    first = json.loads(path.open().readline())
+    assert articles.loc[0, "reference"] == " ".join(first["reference_summary_sentences"])
+
+
+@pytest.mark.local_model
+def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_path, capsys):
+    from mlflow_genai_metrics.cli import main as mgm
+
+    assert mgm(["demo", "--limit", "1", "--max-tokens", "60", "--store", str(tmp_path / "store")]) == 0
+    out = capsys.readouterr().out
+    assert "| candidate | model | alignment [95% CI] |" in out
+    assert "| gemma3-270m | gemma3-270m |" in out and "| smollm2-135m | smollm2-135m |" in out
+    assert "gate for gemma3-270m:" in out and "NOTE: the judge here is SmolLM2-135M" in out
+    assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'store' / 'mlflow.db'}" in out
