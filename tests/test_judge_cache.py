@@ -127,3 +127,15 @@ def test_a_local_server_on_a_new_port_is_served_from_the_cache(scripted_server, 
     second = scripted_server()  # the same model id on another loopback port, as LocalModelServer does each run
     assert judge_for(second, cache_dir=tmp_path).ask(ask_about("claim")).cached
     assert second.request_count == 0
+
+
+def test_the_cache_files_are_readable_by_their_owner_only(scripted_server, tmp_path):
+    import stat
+
+    server = scripted_server()
+    judge_for(server, cache_dir=tmp_path / "cache").ask(ask_about("claim"))
+    files = list((tmp_path / "cache").iterdir())
+    assert {f.name for f in files} >= {"judge-cache.sqlite3", "judge-cache.sqlite3-wal"}
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+    assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) & 0o077 == 0

@@ -147,3 +147,26 @@ def test_http_500_is_retried_once_the_endpoints_mode_is_known(scripted_server):
     reply = judge.ask(ask_about("flaky row"))
     assert reply.ok and reply.mode == "json_schema" and reply.usage.retries == 1
     assert [r.status for r in server.requests[1:]] == [500, 200]
+
+
+def test_an_unreachable_endpoint_fails_fast_with_one_clear_message():
+    import socket
+    import time
+
+    from mlflow_genai_metrics import Judge
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    judge = Judge("m", f"http://127.0.0.1:{port}/v1", SECRET_KEY, cache_dir=None, backoff_initial_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(JudgeConfigError, match="cannot reach the judge at http://127.0.0.1:"):
+        judge.ask_many([ask_about(f"row {i}") for i in range(50)])
+    assert time.monotonic() - started < 5  # not 50 rows x 6 retries with backoff
+
+
+def test_a_dropped_connection_after_the_endpoint_answered_is_still_retried(scripted_server):
+    server = scripted_server(lambda r: Fault.disconnect() if "flaky" in r.last_user_message and r.attempt < 2 else Reply(verdict_json()))
+    judge = judge_for(server)
+    assert judge.ask(ask_about("fine")).ok
+    assert judge.ask(ask_about("flaky")).ok and server.request_count == 4

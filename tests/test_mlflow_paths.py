@@ -154,3 +154,22 @@ def test_a_category_whose_every_row_failed_still_gets_its_report_and_plots(scrip
         evaluation = mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", category_col="category"))
     assert evaluation.metrics["judge_error_rate"] == pytest.approx(2 / 6)
     assert "mgm/plots/categories.png" in artifact_paths(run.info.run_id)
+
+
+def test_mlflow_s_first_row_test_pass_logs_no_artifacts(scripted_server, mlflow_store):
+    """MLflow tests each metric on the first row before the full pass: that one-row result must never be logged."""
+    from mlflow_genai_metrics.tracking import classic
+
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    logged_sizes = []
+    original = classic.log_result
+    classic.log_result = lambda result, **kw: (logged_sizes.append(len(result.rows)), original(result, **kw))
+    try:
+        with mlflow.start_run():
+            mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))
+        with mlflow.start_run() as one_row:
+            mlflow.models.evaluate(data=frame().head(1), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))
+    finally:
+        classic.log_result = original
+    assert logged_sizes == [len(ARTICLES), 1]
+    assert "mgm/report.json" in artifact_paths(one_row.info.run_id)

@@ -91,15 +91,34 @@ def test_the_answer_schema_fixes_the_number_and_order_of_verdicts():
 def test_bad_input_is_refused_before_any_call_naming_every_bad_row(scripted_server):
     server = scripted_server(SummarizationJudgeScript())
     with pytest.raises(ValueError) as caught:
-        judge_summaries(["a source", "", "another"], ["s", None, float("nan")], judge=judge_for(server), ids=["x", "y", "x"])
+        judge_summaries(["a source", "", "another", None], ["s", "t", 42, "u"], judge=judge_for(server), ids=["x", "y", "x", "z"])
     message = str(caught.value)
     assert "row 1 (id 'y'): the source is empty" in message
-    assert "row 1 (id 'y'): the summary is missing" in message
     assert "row 2 (id 'x'): the id repeats row 0" in message
-    assert "row 2 (id 'x'): the summary is missing" in message
+    assert "row 2 (id 'x'): the summary is not text (int)" in message
+    assert "row 3 (id 'z'): the source is missing" in message
     with pytest.raises(ValueError, match="sources has 2 rows but summaries has 1"):
         judge_summaries(["a", "b"], ["s"], judge=judge_for(server))
     assert server.request_count == 0
+
+
+@pytest.mark.parametrize("nothing", [None, float("nan"), "", "   \n\t "])
+def test_a_missing_or_blank_summary_is_an_empty_summary_and_never_sent_to_the_judge(scripted_server, nothing):
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_summaries([ARTICLES[0]], [nothing], judge=judge_for(server), coverage=False)
+    row = result.rows.iloc[0]
+    assert row["error"] == "" and row["claim_count"] == 0 and row["defect_empty"] == 1
+    assert server.request_count == 0
+
+
+def test_non_english_text_and_control_characters_reach_the_judge_intact(scripted_server):
+    article = "Le conseil a approuvé le budget. 市议会批准了预算。 Совет одобрил бюджет.\x07\x1b[31m"
+    summary = "Le conseil a approuvé le budget. 市议会批准了预算。"
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_summaries([article], [summary], judge=judge_for(server), coverage=False)
+    assert result.rows.loc[0, "error"] == "" and result.rows.loc[0, "claim_count"] == 2
+    prompt = next(r for r in server.requests if r.purpose == "ClaimVerdicts").body["messages"][0]["content"]
+    assert article in prompt
 
 
 def test_long_sources_are_verified_chunk_by_chunk_and_the_verdicts_combined(scripted_server):

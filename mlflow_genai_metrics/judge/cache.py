@@ -95,7 +95,9 @@ class JudgeCache:
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross a fork; each process opens its own.
         if self._conn is None or self._pid != os.getpid():
-            self.directory.mkdir(parents=True, exist_ok=True)
+            # Owner-only: cached answers quote the user's articles and summaries.
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # SQLite gives -wal/-shm the same mode
             conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=60000")
             conn.execute("PRAGMA journal_mode=WAL")

@@ -41,9 +41,11 @@ from .errors import (
     is_config_error,
     is_mode_rejection,
     is_retryable,
+    is_unreachable,
     redact,
     retry_after_seconds,
     row_error_kind,
+    unreachable_error,
 )
 from .records import JudgeError, JudgeReply, JudgeRequest, Prices, TextAnswer, Usage
 
@@ -179,7 +181,8 @@ class Judge:
         # One bound for every caller of this Judge: sync calls, and async calls on any thread's event loop
         # (MLflow's scorer threads each run their own loop).
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
-        self._probe_lock = threading.Lock()  # while an endpoint's response mode is unknown, one request finds it
+        self._probe_lock = threading.Lock()
+        self._reached = False  # has any call to this endpoint succeeded? (an unreachable one fails fast)  # while an endpoint's response mode is unknown, one request finds it
 
     # -- pickling: settings travel, connections and the API key read from the environment do not --------
 
@@ -361,6 +364,8 @@ class Judge:
     def _failed(self, exc: openai.APIError, state: _RequestState) -> JudgeReply:
         if is_config_error(exc):
             raise config_error(exc, model=self.model, base_url=self.base_url, available=self._available_models())
+        if is_unreachable(exc) and not self._reached:
+            raise unreachable_error(exc, base_url=self.base_url)
         error = JudgeError(
             kind=row_error_kind(exc),
             message=redact(str(exc), self._api_key),
@@ -389,6 +394,8 @@ class Judge:
 
     def _retry_settings(self, call: _Call, state: _RequestState) -> dict[str, Any]:
         def should_retry(exc: BaseException) -> bool:
+            if is_unreachable(exc) and not self._reached:
+                return False  # an endpoint that never answered: fail fast with one clear message, not after retries
             return is_retryable(exc) and not (call.probing and is_mode_rejection(exc))
 
         def count_retry(_: Any) -> None:
@@ -421,6 +428,7 @@ class Judge:
         if response is None:
             usage.failed_calls += 1
             return None
+        self._reached = True
         if response.usage is not None:
             usage.prompt_tokens += response.usage.prompt_tokens or 0
             usage.completion_tokens += response.usage.completion_tokens or 0

@@ -9,6 +9,7 @@ from .records import ErrorKind
 __all__ = [
     "JudgeConfigError",
     "is_mode_rejection",
+    "is_unreachable",
     "is_retryable",
     "redact",
     "retry_after_seconds",
@@ -69,6 +70,25 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         except ValueError:
             return None  # an HTTP date: fall back to our own backoff
     return None
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """The connection could not be made at all (refused, unknown host), as opposed to one dropped mid-reply."""
+    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
+        return False
+    cause = exc.__cause__
+    while cause is not None:
+        if any(kind.__name__ == "ConnectError" for kind in type(cause).__mro__):  # httpx's (or httpx2's) ConnectError
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def unreachable_error(exc: BaseException, *, base_url: str) -> JudgeConfigError:
+    return JudgeConfigError(
+        f"cannot reach the judge at {base_url} ({exc.__cause__ or exc}): no call to it has succeeded yet. Is the server "
+        "running, and are MGM_JUDGE_BASE_URL / base_url right? (Nothing was retried row by row.)"
+    )
 
 
 def is_mode_rejection(exc: BaseException) -> bool:

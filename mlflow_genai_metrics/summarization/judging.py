@@ -63,14 +63,15 @@ def prepare_rows(sources: Sequence[str], summaries: Sequence[str], ids: Sequence
             seen[row_id] = position
         if _is_missing(source) or not isinstance(source, str) or not source.strip():
             problems.append(f"{label}: the source is {'missing' if _is_missing(source) else 'empty or not text'} ({type(source).__name__})")
-        if _is_missing(summary) or not isinstance(summary, str):
-            problems.append(f"{label}: the summary is missing or not text ({type(summary).__name__}); use \"\" for an empty summary")
+        if not _is_missing(summary) and not isinstance(summary, str):
+            problems.append(f"{label}: the summary is not text ({type(summary).__name__})")
     if problems:
         shown = "\n  ".join(problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise ValueError(f"cannot judge these rows:\n  {shown}{more}")
+    # A missing summary (None, NaN) is a model that wrote nothing: an empty summary, scored as defect_empty.
     return [
-        RowInput(id=_plain(row_id), source=source, summary=summary, source_key=source_key(source))
+        RowInput(id=_plain(row_id), source=source, summary="" if _is_missing(summary) else summary, source_key=source_key(source))
         for row_id, source, summary in zip(id_list, source_list, summary_list)
     ]
 

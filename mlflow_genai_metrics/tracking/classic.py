@@ -67,21 +67,39 @@ class _ClassicAdapter:
         self.id_col = id_col
         self.category_col = category_col
         self._logged: set[tuple[str, str]] = set()
+        self._seen_single_rows: set[tuple[str | None, str]] = set()
 
-    def result(self, predictions: pd.Series, targets: pd.Series | None, sources: pd.Series, ids: Any, categories: Any) -> SummarizationResult:
+    def result(
+        self, predictions: pd.Series, targets: pd.Series | None, sources: pd.Series, ids: Any, categories: Any, *, logs: bool = False
+    ) -> SummarizationResult:
         id_values = list(ids) if ids is not None else list(range(len(predictions)))
         rows = prepare_rows(list(sources), list(predictions), id_values)
         extra = {"category": list(categories)} if categories is not None else None
         references = list(targets) if (self.traditional and targets is not None) else None
         run = mlflow.active_run()
-        self.shared.begin_session(run.info.run_id if run else None)
+        run_id = run.info.run_id if run else None
+        self.shared.begin_session(run_id)
         result = self.shared.result(rows, references=references, extra_columns=extra)
-        if run is not None and (run.info.run_id, result.signature + str(len(rows))) not in self._logged:
-            log_result(result, run_id=run.info.run_id)
-            self._logged.add((run.info.run_id, result.signature + str(len(rows))))
+        if logs and run_id is not None and self._is_full_pass(run_id, rows) and (run_id, len(rows)) not in self._logged:
+            log_result(result, run_id=run_id)
+            self._logged.add((run_id, len(rows)))
         return result
 
-    def eval_fn(self, compute: Callable[[SummarizationResult], MetricValue], source_col: str) -> Callable[..., MetricValue]:
+    def _is_full_pass(self, run_id: str, rows: list[Any]) -> bool:
+        """MLflow first tests every metric on the dataset's first row, then runs the full pass. Artifacts come from
+        the full pass only, so a run killed in between never holds a one-row report that looks whole. (A one-row
+        dataset is seen twice by the first metric: the second time is the full pass.)"""
+        if len(rows) > 1:
+            return True
+        key = (run_id, rows[0].model_dump_json())
+        if key in self._seen_single_rows:
+            return True
+        self._seen_single_rows.add(key)
+        return False
+
+    def eval_fn(
+        self, compute: Callable[[SummarizationResult], MetricValue], source_col: str, *, logs: bool = False
+    ) -> Callable[..., MetricValue]:
         """A function whose parameters MLflow maps to columns: predictions, targets, the source column, and the
         id and category columns when named."""
 
@@ -95,6 +113,7 @@ class _ClassicAdapter:
                 columns[source_col],
                 columns.get(self.id_col) if self.id_col else None,
                 columns.get(self.category_col) if self.category_col else None,
+                logs=logs,
             )
             return compute(result)
 
@@ -161,7 +180,8 @@ def summarization_metrics(
     for name, (greater_is_better, justification) in _JUDGE_ROW_METRICS.items():
         if name == "coverage" and not coverage:
             continue
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_row_metric(name, justification), source_col), greater_is_better=greater_is_better, name=name))
+        logs = not metrics  # the first metric logs the run's tables, report and plots
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_row_metric(name, justification), source_col, logs=logs), greater_is_better=greater_is_better, name=name))
     aggregate_names = [n for n in AGGREGATE_RATES if "/" not in n and (coverage or n != "coverage")]
     for name in aggregate_names + sorted(_GROUPED):
         if name == "coverage":

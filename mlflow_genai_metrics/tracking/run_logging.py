@@ -5,7 +5,7 @@ Every run gets the same artifact names, so two runs' artifacts line up in the UI
     mgm/rows.json  mgm/rows.parquet            one row per summary: values, reasoning, error, usage
     mgm/claims.json  mgm/claims.parquet        one row per claim: verdict and reason
     mgm/key_points.json  mgm/key_points.parquet one row per (summary, key point): covered and reason
-    mgm/report.json                            signature, row counts, every aggregate
+    mgm/report.json                            signature, row counts, every aggregate (written last)
     mgm/plots/metrics.png  mgm/plots/verdicts.png  [mgm/plots/categories.png]
 
 and the tag ``mgm.signature``, the param ``mgm.signature`` and one param per signature field
@@ -64,7 +64,6 @@ def log_result(result: SummarizationResult, *, run_id: str | None = None, log_me
         _write_table(result.rows, folder, "rows")
         _write_table(result.claims, folder, "claims")
         _write_table(result.key_points, folder, "key_points")
-        (folder / "report.json").write_text(json.dumps(result.report(), indent=1))
         figures = {
             "metrics": plots.metric_bars({"this run": result.metrics}),
             "verdicts": plots.verdict_bars(result.claims),
@@ -75,6 +74,10 @@ def log_result(result: SummarizationResult, *, run_id: str | None = None, log_me
             figure.savefig(folder / "plots" / f"{name}.png", dpi=110)
             plt.close(figure)
         client.log_artifacts(run_id, str(folder), artifact_path=ARTIFACT_DIR)
+        # The report goes last: a run whose mgm/report.json exists has every other artifact whole.
+        report = Path(tmp) / "report.json"
+        report.write_text(json.dumps(result.report(), indent=1))
+        client.log_artifact(run_id, str(report), artifact_path=ARTIFACT_DIR)
     client.set_tag(run_id, SIGNATURE_TAG, result.signature)
     params = {"mgm.signature": result.signature, **{f"mgm.{k}": v for k, v in parse_signature(result.signature).items()}}
     existing = client.get_run(run_id).data.params

@@ -1,0 +1,95 @@
+"""Property-based tests (hypothesis) of the aggregation and statistics."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlflow_genai_metrics.judge import Usage
+from mlflow_genai_metrics.summarization.records import CheckedClaim, CoveredKeyPoint, RowJudgement
+from mlflow_genai_metrics.summarization.result import paired_table
+from mlflow_genai_metrics.summarization.scoring import AGGREGATE_RATES, aggregate_metrics, rows_table
+
+verdicts = st.lists(st.sampled_from(["yes", "no", "idk"]), max_size=8)
+coverage_flags = st.lists(st.booleans(), min_size=1, max_size=5)
+row = st.tuples(verdicts, coverage_flags, st.booleans())  # claims' verdicts, key points covered, judge failed
+rows_strategy = st.lists(row, min_size=1, max_size=40)
+
+
+def judgements(rows) -> list[RowJudgement]:
+    out = []
+    for index, (claim_verdicts, covered, failed) in enumerate(rows):
+        if failed:
+            out.append(RowJudgement(id=index, source_key="s", error="claim extraction failed: invalid_answer: x"))
+            continue
+        out.append(
+            RowJudgement(
+                id=index,
+                source_key="s",
+                claims=[CheckedClaim(claim=f"c{k}", verdict=v, reason="r") for k, v in enumerate(claim_verdicts)],
+                key_points=[CoveredKeyPoint(key_point=f"k{k}", covered=c, reason="r") for k, c in enumerate(covered)],
+            )
+        )
+    return out
+
+
+def metrics_of(rows, resamples=200):
+    return aggregate_metrics(rows_table(judgements(rows)), Usage(), resamples=resamples)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_strategy)
+def test_rates_stay_between_0_and_1_and_intervals_contain_the_estimate(rows):
+    metrics = metrics_of(rows)
+    for name in AGGREGATE_RATES:
+        value = metrics[name]
+        if math.isnan(value):
+            continue
+        if name != "richness":
+            assert 0.0 <= value <= 1.0, name
+        low, high = metrics[f"{name}/ci_low"], metrics[f"{name}/ci_high"]
+        if not math.isnan(low):
+            assert low - 1e-12 <= value <= high + 1e-12, name
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_strategy)
+def test_alignment_and_the_contradiction_and_empty_defect_rates_sum_to_one(rows):
+    metrics = metrics_of(rows, resamples=10)
+    if any(not failed for _, _, failed in rows):
+        total = metrics["alignment"] + metrics["defect_rate/contradiction"] + metrics["defect_rate/empty"]
+        assert math.isclose(total, 1.0)
+    assert math.isclose(metrics["judge_error_rate"], sum(failed for _, _, failed in rows) / len(rows))
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_strategy, st.randoms(use_true_random=False))
+def test_aggregates_do_not_depend_on_row_order(rows, rnd):
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    a, b = metrics_of(rows, resamples=10), metrics_of(shuffled, resamples=10)
+    for name in AGGREGATE_RATES:
+        assert (math.isnan(a[name]) and math.isnan(b[name])) or math.isclose(a[name], b[name]), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows_strategy)
+def test_a_result_compared_with_itself_differs_by_exactly_zero(rows):
+    table = rows_table(judgements(rows))
+    paired = paired_table(table, table, resamples=50)
+    for _, record in paired.iterrows():
+        if math.isnan(record["a"]):
+            continue
+        assert record["difference"] == 0.0
+        if len(rows) >= 2:  # one row has no bootstrap interval (NaN), by design
+            assert record["ci_low"] == 0.0 and record["ci_high"] == 0.0
+            assert record["p_value"] == 1.0
+
+
+def test_the_property_strategies_cover_failed_empty_and_contradicted_rows():
+    rows = [([], [True], False), (["no"], [False], False), (["yes"], [True], True)]
+    metrics = metrics_of(rows, resamples=10)
+    assert metrics["defect_rate/empty"] == 0.5 and metrics["defect_rate/contradiction"] == 0.5
+    assert metrics["judge_error_rate"] == 1 / 3
