@@ -247,8 +247,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_mlflow() -> None:
+    """Our own progress bars and tables are the output; MLflow's info lines and artifact bars would drown them."""
+    import logging
+    import os
+    import warnings
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*[Tt]ype hint.*")
+    warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _quiet_mlflow()
     from .judge import JudgeConfigError
 
     try:

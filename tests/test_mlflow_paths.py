@@ -77,8 +77,10 @@ def test_classic_path_without_targets_gives_judge_metrics_only(scripted_server, 
 
 
 def test_classic_path_marks_a_failed_row_empty_with_its_error_as_justification(scripted_server, mlflow_store):
+    from mlflow_genai_metrics.testing import Reply
+
     endpoint = Endpoint()
-    endpoint.judge.fault = lambda request, kind: __import__("mlflow_genai_metrics.testing", fromlist=["Reply"]).Reply("garbage") if kind == "claims" and "Shares" in request.messages[0]["content"] else None
+    endpoint.judge.fault = lambda request, kind: Reply("garbage") if kind == "claims" and "Shares" in request.messages[0]["content"] else None
     server = scripted_server(endpoint, models=Endpoint.models)
     with mlflow.start_run():
         evaluation = mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))

@@ -163,3 +163,13 @@ def test_the_judges_context_window_sets_the_chunk_budget(scripted_server):
     result = judge_summaries(["word " * 2000], ["A summary."], judge=judge, coverage=False)
     assert "chunk:300" in result.signature
     assert server.count(purpose="ClaimVerdicts") > 1
+
+
+def test_a_misnamed_column_lists_the_columns_present(scripted_server):
+    import pandas as pd
+
+    from mlflow_genai_metrics import judge_summaries_frame
+
+    frame = pd.DataFrame({"article": ["a"], "summary": ["s"]})
+    with pytest.raises(KeyError, match=r"no column \['source'\]; it has \['article', 'summary'\]"):
+        judge_summaries_frame(frame, judge=judge_for(scripted_server()))

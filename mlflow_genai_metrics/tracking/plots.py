@@ -32,6 +32,15 @@ def _interval(metrics: Mapping[str, float], name: str) -> tuple[float, float]:
     return (max(value - low, 0.0) if np.isfinite(low) else 0.0, max(high - value, 0.0) if np.isfinite(high) else 0.0)
 
 
+def _finish(fig, ax, *, legend: bool, note: str | None):
+    if legend:
+        ax.legend(fontsize=8)
+    if note:  # e.g. "MIXED JUDGES": a comparison that should not be read as like for like says so on the picture
+        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
+    fig.tight_layout()
+    return fig
+
+
 def metric_bars(runs: Mapping[str, Mapping[str, float]], *, title: str = "Judge metrics with 95% intervals", note: str | None = None):
     """One group of bars per rate metric, one bar per run, with bootstrap interval whiskers."""
     names = [n for n in RATE_METRICS if any(n in m and np.isfinite(m[n]) for m in runs.values())]
@@ -46,30 +55,23 @@ def metric_bars(runs: Mapping[str, Mapping[str, float]], *, title: str = "Judge 
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("share")
     ax.set_title(title, fontsize=10)
-    if len(runs) > 1:
-        ax.legend(fontsize=8)
-    if note:
-        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, legend=len(runs) > 1, note=note)
 
 
 def alignment_vs_richness(runs: Mapping[str, Mapping[str, float]], *, note: str | None = None):
     """The study's picture: each run's alignment against its richness, with both intervals."""
     fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    for label, metrics in runs.items():
+    for index, (label, metrics) in enumerate(runs.items()):
         x, y = metrics.get("richness", np.nan), metrics.get("alignment", np.nan)
         xerr = np.array([_interval(metrics, "richness")]).T
         yerr = np.array([_interval(metrics, "alignment")]).T
         ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", capsize=3, label=label)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
+        # Labels stacked by run, so runs with the same scores stay readable.
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 6 + 11 * index), fontsize=8)
     ax.set_xlabel("richness (mean claims per summary)")
     ax.set_ylabel("alignment (share without contradicted claims)")
     ax.set_title("Alignment against richness (95% intervals)", fontsize=10)
-    if note:
-        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, legend=False, note=note)
 
 
 def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str = "aligned", note: str | None = None):
@@ -85,12 +87,7 @@ def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str = "aligned", 
     ax.set_xticks(positions, categories, fontsize=8, rotation=20)
     ax.set_ylabel(f"mean {metric}")
     ax.set_title(f"{metric} by category", fontsize=10)
-    if len(rows) > 1:
-        ax.legend(fontsize=8)
-    if note:
-        fig.text(0.01, 0.01, note, fontsize=7, color="firebrick")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, legend=len(rows) > 1, note=note)
 
 
 def verdict_bars(claims: pd.DataFrame):
