@@ -188,6 +188,20 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _meta_eval(args: argparse.Namespace) -> int:
+    from .meta import load_labelled, meta_evaluate
+
+    report = meta_evaluate(load_labelled(args.data), judge=_judge(args), sample=args.sample, seed=args.seed, progress=True)
+    print(f"{Path(args.data).name}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
+    for name in ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate"):
+        print(f"  {name:<24} {report.metrics[name]:.3f}")
+    print(report.confusion.to_string())
+    if args.plot:
+        report.figure().savefig(args.plot, dpi=110)
+        print(f"confusion matrix plot: {args.plot}")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mgm", description="LLM-as-a-judge summarization metrics for MLflow.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -227,6 +241,17 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--run-name", default=None)
     tracking_option(evaluate)
     evaluate.set_defaults(run=_evaluate)
+
+    meta = commands.add_parser("meta-eval", help="agreement of the judge with human faithfulness labels")
+    meta.add_argument("data", help="a labelled .jsonl (id, source, summary, label[, label_binary]), e.g. ../shared/data/faithfulness/frank.jsonl")
+    meta.add_argument("--sample", type=int, default=None, help="N pairs, stratified by the binary label")
+    meta.add_argument("--seed", type=int, default=0)
+    meta.add_argument("--plot", default=None, help="save the confusion matrix as this PNG")
+    meta.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
+    meta.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
+    meta.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
+    meta.add_argument("--concurrency", type=int, default=8)
+    meta.set_defaults(run=_meta_eval)
 
     compare = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
     compare.add_argument("run_ids", nargs="+")

@@ -1,0 +1,81 @@
+"""Agreement with human labels: the statistics on known cases, the labelled files, and `mgm meta-eval`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from mlflow_genai_metrics.meta import agreement, load_labelled, meta_evaluate, stratified_labelled_sample
+from mlflow_genai_metrics.testing import SummarizationJudgeScript
+
+from conftest import SHARED_DATA
+from helpers import judge_for
+
+FAITHFULNESS = SHARED_DATA / "faithfulness"
+
+
+def test_perfect_agreement_and_chance_agreement():
+    metrics, confusion = agreement([1, 0, 1, 0], [1, 0, 1, 0], [1.0, 0.0, 0.8, 0.2], [1.0, 0.0, 0.9, 0.1])
+    assert (metrics["balanced_accuracy"], metrics["cohen_kappa"], metrics["spearman"], metrics["kendall"]) == (1.0, 1.0, 1.0, 1.0)
+    assert confusion.to_numpy().tolist() == [[2, 0], [0, 2]]
+    always_no, _ = agreement([1, 0, 1, 0], [0, 0, 0, 0], [1.0, 0.0, 0.8, 0.2], [0.0, 0.0, 0.0, 0.0])
+    assert always_no["balanced_accuracy"] == 0.5 and always_no["cohen_kappa"] == 0.0
+    assert math.isnan(always_no["spearman"])  # a constant judge has no rank correlation
+
+
+def test_rows_the_judge_failed_on_are_left_out_and_counted():
+    metrics, _ = agreement([1, 0, 1], [1, 0, float("nan")], [1.0, 0.0, 1.0], [1.0, 0.0, float("nan")])
+    assert metrics["rows_compared"] == 2 and metrics["balanced_accuracy"] == 1.0
+
+
+def labelled_set(tmp_path):
+    rows = []
+    for i in range(10):
+        consistent = i % 2 == 0
+        summary = f"The council approved budget {i}." if consistent else f"The council rejected budget {i}."
+        rows.append({"id": f"p{i}", "source": f"Article {i}. The council approved budget {i}.", "summary": summary,
+                     "label": 1.0 if consistent else 0.0})
+    path = tmp_path / "labelled.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    verdicts = {r["summary"]: ("yes" if r["label"] else "no") for r in rows}
+    return path, verdicts
+
+
+def test_meta_evaluate_measures_a_judge_that_agrees_with_people(scripted_server, tmp_path):
+    path, verdicts = labelled_set(tmp_path)
+    server = scripted_server(SummarizationJudgeScript(verdicts=verdicts))
+    report = meta_evaluate(load_labelled(path), judge=judge_for(server))
+    assert report.metrics["balanced_accuracy"] == 1.0 and report.metrics["cohen_kappa"] == 1.0
+    assert report.metrics["spearman"] == pytest.approx(1.0) and report.metrics["rows"] == 10
+    assert server.count(purpose="ExtractedKeyPoints") == 0  # agreement needs claims and verification only
+    figure = report.figure()
+    assert figure.axes[0].get_xlabel() == "judge: aligned"
+
+
+def test_mgm_meta_eval_prints_the_agreement(scripted_server, tmp_path, monkeypatch, capsys):
+    from mlflow_genai_metrics.cli import main as mgm
+
+    path, verdicts = labelled_set(tmp_path)
+    server = scripted_server(SummarizationJudgeScript(verdicts=verdicts))
+    monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
+    monkeypatch.setenv("MGM_JUDGE_BASE_URL", server.base_url)
+    assert mgm(["meta-eval", str(path), "--sample", "6", "--plot", str(tmp_path / "cm.png")]) == 0
+    out = capsys.readouterr().out
+    assert "balanced_accuracy        1.000" in out and (tmp_path / "cm.png").exists()
+
+
+@pytest.mark.parametrize("name", ["frank.jsonl", "qags_cnndm.jsonl", "qags_xsum.jsonl", "summedits.jsonl"])
+def test_the_shared_labelled_sets_load_with_binary_and_graded_labels(name):
+    path = FAITHFULNESS / name
+    if not path.exists():
+        pytest.skip(f"the labelled sets are not at {FAITHFULNESS} (../shared/data beside the project)")
+    frame = load_labelled(path)
+    assert set(frame["human_binary"]) == {0, 1}
+    assert frame["human_graded"].between(0, 1).all()
+    sample = stratified_labelled_sample(frame, 40)
+    assert len(sample) == 40 and set(sample["human_binary"]) == {0, 1}
+    if name == "frank.jsonl":
+        assert (frame["human_binary"] == pd.read_json(path, lines=True)["label_binary"]).all()
