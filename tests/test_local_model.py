@@ -125,3 +125,15 @@ def test_the_whole_method_runs_end_to_end_on_real_local_models(tmp_path):
             assert row["claim_count"] == row["supported_claims"] + row["contradicted_claims"] + row["unverifiable_claims"]
     assert result.metrics["judge/calls"] > 0
     assert result.signature.startswith("judge:smollm2-135m|base:localhost|claims:v1-")
+
+
+def test_the_recording_endpoint_forwards_to_a_real_model_and_logs_its_token_counts(tmp_path):
+    from mlflow_genai_metrics.testing import ScriptedJudgeServer
+
+    with LocalModelServer("smollm2-135m") as server, ScriptedJudgeServer(forward_to=server.base_url) as recorder:
+        reply = Judge(server.model_id, recorder.base_url, cache_dir=None).ask(QUESTION)
+    assert reply.ok, reply.error
+    answered = [r for r in recorder.requests if r.status == 200]
+    assert len(answered) == 1 and answered[0].prompt_tokens == reply.usage.prompt_tokens  # the model's own count
+    assert answered[0].completion_tokens == reply.usage.completion_tokens
+    assert recorder.count(status=500) == 1  # llama-cpp-python's answer to json_schema, recorded too

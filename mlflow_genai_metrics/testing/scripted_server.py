@@ -148,15 +148,18 @@ class ScriptedJudgeServer:
     - ``reject_response_formats``: answer HTTP 500 to these ``response_format`` types; ``("json_schema",)`` is
       what llama-cpp-python's server does;
     - ``api_key``: when set, any other bearer token gets 401, echoing part of the key as OpenAI does;
-    - ``models``: the ids ``/v1/models`` lists; a request for any other model gets 404.
+    - ``models``: the ids ``/v1/models`` lists; a request for any other model gets 404;
+    - ``forward_to``: a base URL (e.g. a ``LocalModelServer``'s) to pass every request on to, recording it, instead
+      of answering from the script: the recording endpoint the benchmarks put in front of a real model.
     """
 
-    script: Script
+    script: Script | None = None
     latency_s: float = 0.0
     slots: int | None = None
     reject_response_formats: tuple[str, ...] = ()
     api_key: str | None = None
     models: tuple[str, ...] = ("scripted-judge",)
+    forward_to: str | None = None
     requests: list[LoggedRequest] = field(default_factory=list)
     max_in_flight: int = 0
 
@@ -270,6 +273,20 @@ class ScriptedJudgeServer:
                 entry.finished = time.monotonic()
         return response
 
+    async def _forward(self, request: Request, *, raw_body: bytes, entry: LoggedRequest) -> Response:
+        headers = {"Content-Type": "application/json", "Authorization": request.headers.get("authorization", "")}
+        status, payload = await _post(f"{self.forward_to.rstrip('/')}/chat/completions", raw_body, headers)
+        entry.status = status
+        try:
+            answer = json.loads(payload)
+            usage = answer.get("usage") or {}
+            # The real server's token counts replace the word counts.
+            entry.prompt_tokens = int(usage.get("prompt_tokens", entry.prompt_tokens))
+            entry.completion_tokens = int(usage.get("completion_tokens", 0))
+        except (ValueError, AttributeError):
+            pass
+        return Response(payload, status_code=status, media_type="application/json")
+
     async def _respond(self, request: Request, body: dict, scripted: ScriptedRequest, entry: LoggedRequest) -> Response:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
@@ -279,6 +296,8 @@ class ScriptedJudgeServer:
                 entry.status = 401
                 shown = f"{given[:5]}...{given[-4:]}" if len(given) > 12 else "***"
                 return _error(401, f"Incorrect API key provided: {shown}.", "invalid_api_key")
+        if self.forward_to is not None:
+            return await self._forward(request, raw_body=json.dumps(body).encode(), entry=entry)
         if body.get("model") not in self.models:
             entry.status = 404
             return _error(404, f"The model `{body.get('model')}` does not exist.", "model_not_found")
@@ -320,6 +339,20 @@ class ScriptedJudgeServer:
         )
 
 
+async def _post(url: str, data: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    def send() -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method="POST"), timeout=600) as reply:
+                return reply.status, reply.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    return await asyncio.to_thread(send)
+
+
 def _purpose(body: dict[str, Any]) -> str:
     """The answer schema's name tells what a request was for (claims, verification, ...)."""
     fmt = body.get("response_format") or {}
@@ -336,3 +369,28 @@ def _purpose(body: dict[str, Any]) -> str:
 def _error(status: int, message: str, code: str | None, headers: dict[str, str] | None = None) -> Response:
     payload = {"error": {"message": message, "type": "scripted_error", "param": None, "code": code}}
     return JSONResponse(payload, status_code=status, headers=headers)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the deterministic summarization judge from another process (so a benchmark's CPU time is its own):
+    ``python -m mlflow_genai_metrics.testing.scripted_server --latency 0.2 --slots 32``; prints the base URL."""
+    import argparse
+
+    from .summarization_judge import SummarizationJudgeScript
+
+    parser = argparse.ArgumentParser(description="a scripted OpenAI-compatible judge on 127.0.0.1")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
+    parser.add_argument("--slots", type=int, default=None, help="requests served at once (the rest queue)")
+    args = parser.parse_args(argv)
+    server = ScriptedJudgeServer(SummarizationJudgeScript(), latency_s=args.latency, slots=args.slots).start()
+    print(server.base_url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""Every benchmark script runs at a tiny size in CI, so none can rot (the real runs are by hand: docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SHARED_DATA
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_bench_traditional_smoke():
+    if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
+        pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
+    out = run("bench_traditional.py", "--rows", "30", "--ter-rows", "2")
+    assert "| traditional_metrics, n_jobs=1 |" in out and "rouge-score + sacreBLEU, row by row" in out
+
+
+def test_bench_faults_smoke():
+    out = run("bench_faults.py", "--rows", "60")
+    assert "rows lost: 0" in out and "match: True" in out
+
+
+def test_bench_throughput_smoke():
+    out = run("bench_throughput.py", "--rows", "12", "--latency", "0.01", "--slots", "4")
+    assert "| alignment + richness | 2.00 |" in out and "| alignment + richness + coverage | 4.00 |" in out
+    assert all(line.split("|")[7].strip() == "0" for line in out.splitlines() if line.startswith("| alignment"))
