@@ -35,3 +35,16 @@ def test_bench_throughput_smoke():
     out = run("bench_throughput.py", "--rows", "12", "--latency", "0.01", "--slots", "4")
     assert "| alignment + richness | 2.00 |" in out and "| alignment + richness + coverage | 4.00 |" in out
     assert all(line.split("|")[7].strip() == "0" for line in out.splitlines() if line.startswith("| alignment"))
+
+
+def test_bench_agreement_smoke():
+    if not (SHARED_DATA / "faithfulness").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    server = subprocess.Popen([sys.executable, "-m", "mlflow_genai_metrics.testing.scripted_server"], stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        out = run("bench_agreement.py", "--sample", "4", "--sets", "qags_xsum", "--judge-model", "scripted-judge", "--judge-base-url", base_url)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert "| qags_xsum | 4 |" in out and "G-Eval (GPT-4) 0.537" in out
