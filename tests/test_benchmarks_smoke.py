@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,22 @@ def test_bench_agreement_smoke():
         server.terminate()
         server.wait(timeout=10)
     assert "| qags_xsum | 4 |" in out and "G-Eval (GPT-4) 0.537" in out
+
+
+def test_bench_cost_smoke():
+    if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
+        pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
+    out = run("bench_cost.py", "--articles", "3", "--peers")  # the peers' own run is by hand (their venv)
+    assert "| ours: alignment + richness | 2.00 |" in out and "| ours: + coverage | 4.00 |" in out
+    assert "| 5 |" in out
+
+
+def test_peer_answers_fit_each_peers_format():
+    sys.path.insert(0, str(BENCHMARKS))
+    from peer_answers import PeerAwareScript
+
+    script = PeerAwareScript()
+    questions = "... with the 'answers' key ...\nQuestions:\n" + json.dumps(["a?", "b?"]) + "\n\nJSON:"
+    assert script.answer(questions) == {"answers": ["yes", "yes"]}
+    claims = "The length of 'verdicts' ...\nSummary Claims:\n" + json.dumps(["x", "y", "z"]) + "\n\nJSON:"
+    assert len(script.answer(claims)["verdicts"]) == 3

@@ -1,0 +1,105 @@
+"""Judge cost per row, side by side: ours, DeepEval's SummarizationMetric, MLflow's Summarization scorer, Ragas.
+
+    benchmarks/setup_peers.sh                                   # once: the peers' own virtual environment
+    .venv/bin/python benchmarks/bench_cost.py [--articles 50]
+
+Every system judges the same BBC articles, with their reference summaries as the outputs to judge, against one
+scripted endpoint (``benchmarks/peer_answers.py``) that answers each system's prompts with well-formed JSON and
+logs every request. Calls and tokens per row come from that log. Tokens are the endpoint's count (words), the same
+for every system, so the ratios compare like with like. Then the multi-model case: 1, 2 and 5 candidate outputs
+per article, where our key points are extracted once per article and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from peer_answers import PeerAwareScript  # noqa: E402
+
+from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
+from mlflow_genai_metrics.study import load_articles, stratified_sample  # noqa: E402
+from mlflow_genai_metrics.testing import ScriptedJudgeServer  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "bbc_news_summary.jsonl"
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PEERS = ["deepeval", "deepeval-no-reason", "mlflow-summarization", "ragas-faithfulness"]
+
+
+def usage_since(server: ScriptedJudgeServer, start: int) -> tuple[int, int, int]:
+    requests = server.requests[start:]
+    return len(requests), sum(r.prompt_tokens for r in requests), sum(r.completion_tokens for r in requests)
+
+
+def run_ours(server: ScriptedJudgeServer, sources, summaries, *, coverage: bool) -> tuple[int, int, int]:
+    start = server.request_count
+    judge = Judge("scripted-judge", server.base_url, "bench", cache_dir=None, max_concurrency=8)
+    judge_summaries(sources, summaries, judge=judge, coverage=coverage, resamples=100)
+    return usage_since(server, start)
+
+
+def run_peer(server: ScriptedJudgeServer, system: str, rows_file: Path) -> tuple[tuple[int, int, int], dict]:
+    start = server.request_count
+    done = subprocess.run(
+        [str(PEERS_PYTHON), str(ROOT / "benchmarks" / "peers" / "run_peer.py"), system, str(rows_file),
+         "--base-url", server.base_url, "--model", "scripted-judge"],
+        capture_output=True, text=True, timeout=3600,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    status = json.loads(lines[-1]) if lines else {"errors": "did not run", "error_sample": done.stderr[-400:]}
+    return usage_since(server, start), status
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--articles", type=int, default=50)
+    parser.add_argument("--peers", nargs="*", default=PEERS)
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(f"skipped: the BBC data is not at {DATA} (../shared/data beside the project)")
+        return []
+    articles = stratified_sample(load_articles(DATA), args.articles)
+    sources, summaries = list(articles["text"]), list(articles["reference"])
+    n = len(sources)
+    table = []
+    with ScriptedJudgeServer(PeerAwareScript(), models=("scripted-judge",)) as server:
+        ours = run_ours(server, sources, summaries, coverage=False)
+        table.append(("ours: alignment + richness", ours, ""))
+        table.append(("ours: + coverage", run_ours(server, sources, summaries, coverage=True), ""))
+        if PEERS_PYTHON.exists():
+            with tempfile.TemporaryDirectory() as tmp:
+                rows_file = Path(tmp) / "rows.jsonl"
+                rows_file.write_text("\n".join(json.dumps({"source": s, "summary": m}) for s, m in zip(sources, summaries)))
+                for system in args.peers:
+                    usage, status = run_peer(server, system, rows_file)
+                    note = f"{status['errors']} of {n} rows failed: {status.get('error_sample', '')[:120]}" if status.get("errors") else ""
+                    table.append((system, usage, note))
+        else:
+            print(f"peers skipped: {PEERS_PYTHON} is missing (run benchmarks/setup_peers.sh)")
+        multi = []
+        for models in (1, 2, 5):
+            variants = [" ".join(s.split(". ")[k % 3:]) or s for k in range(models) for s in summaries]
+            multi.append((models, run_ours(server, sources * models, variants, coverage=True)[0] / (n * models)))
+    base_calls, base_prompt = ours[0] / n, ours[1] / n
+    lines = [f"{n} BBC articles, their reference summaries judged; tokens are the endpoint's word counts", "",
+             "| system | judge calls per row | prompt tokens per row | completion tokens per row | calls vs ours | prompt tokens vs ours | note |",
+             "|---|---|---|---|---|---|---|"]
+    for name, (calls, prompt, completion), note in table:
+        lines.append(f"| {name} | {calls / n:.2f} | {prompt / n:.0f} | {completion / n:.0f} | {calls / n / base_calls:.2f}x | "
+                     f"{prompt / n / base_prompt:.2f}x | {note} |")
+    lines += ["", "Ours with coverage, several candidate models on the same articles (key points reused per article):", "",
+              "| models per article | judge calls per row |", "|---|---|"]
+    lines += [f"| {models} | {calls:.2f} |" for models, calls in multi]
+    print("\n".join(lines))
+    return lines
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
