@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--latency 0.2] [--slots 32]
 
-The endpoint (``mlflow_genai_metrics.testing.scripted_server``, a deterministic judge) runs in its own process, so
+The endpoint (``mlflow_genai_metrics.testing.serve``, a deterministic judge) runs in its own process, so
 the CPU time measured here is ours alone. The bound is what the endpoint allows: slots / latency / calls per row.
 Then an identical second evaluation: the calls it makes (0: the cache) and its wall time against the first.
 """
@@ -26,11 +26,13 @@ def articles(rows: int) -> tuple[list[str], list[str]]:
 
 def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, float]:
     server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow_genai_metrics.testing.scripted_server", "--latency", str(latency), "--slots", str(slots)],
+        [sys.executable, "-m", "mlflow_genai_metrics.testing.serve", "--latency", str(latency), "--slots", str(slots)],
         stdout=subprocess.PIPE, text=True,
     )
     try:
         base_url = server.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the scripted endpoint did not start (it printed {base_url!r})")
         sources, summaries = articles(rows)
         with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
             figures = {}

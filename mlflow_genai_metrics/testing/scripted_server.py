@@ -370,27 +370,3 @@ def _error(status: int, message: str, code: str | None, headers: dict[str, str] 
     payload = {"error": {"message": message, "type": "scripted_error", "param": None, "code": code}}
     return JSONResponse(payload, status_code=status, headers=headers)
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve the deterministic summarization judge from another process (so a benchmark's CPU time is its own):
-    ``python -m mlflow_genai_metrics.testing.scripted_server --latency 0.2 --slots 32``; prints the base URL."""
-    import argparse
-
-    from .summarization_judge import SummarizationJudgeScript
-
-    parser = argparse.ArgumentParser(description="a scripted OpenAI-compatible judge on 127.0.0.1")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
-    parser.add_argument("--slots", type=int, default=None, help="requests served at once (the rest queue)")
-    args = parser.parse_args(argv)
-    server = ScriptedJudgeServer(SummarizationJudgeScript(), latency_s=args.latency, slots=args.slots).start()
-    print(server.base_url, flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-
-
-if __name__ == "__main__":
-    main()
