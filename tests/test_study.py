@@ -57,6 +57,7 @@ def test_the_bbc_file_loads_as_is_with_its_reference_sentences():
 
 
 @pytest.mark.local_model
+@pytest.mark.timeout(900)  # two local models on two cores; minutes, not seconds
 def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_path, capsys):
     from mlflow_genai_metrics.cli import main as mgm
 
