@@ -42,6 +42,7 @@ class FaultyJudgeScript:
     judge: SummarizationJudgeScript = field(default_factory=SummarizationJudgeScript)
     injected: Counter = field(default_factory=Counter)
     last_outcome: dict[tuple[int, str], str] = field(default_factory=dict)  # (row, pass) -> "ok" | fault kind
+    _order: dict[tuple[int, str], tuple[bool, int]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _draw(self, request: ScriptedRequest, salt: str) -> float:
@@ -56,7 +57,12 @@ class FaultyJudgeScript:
         kind_of_pass = "verify" if "=====CLAIMS " in prompt else "claims"
         outcome = self._fault(request, row, kind_of_pass)
         with self._lock:
-            self.last_outcome[(row, kind_of_pass)] = outcome[0]
+            # The latest attempt decides, not the latest to be processed: under load a timed-out first attempt can
+            # reach the script after its retry did.
+            key, rank = (row, kind_of_pass), (request.is_repair, request.attempt)
+            if rank >= self._order.get(key, (False, -1)):
+                self._order[key] = rank
+                self.last_outcome[key] = outcome[0]
             if outcome[0] != "ok":
                 self.injected[outcome[0]] += 1
         return outcome[1] if outcome[1] is not None else answer
