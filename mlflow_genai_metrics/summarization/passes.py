@@ -110,13 +110,16 @@ def _user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
+def _request(prompt, text: str, answer_type: type[BaseModel], max_tokens: int) -> JudgeRequest:
+    return JudgeRequest(
+        messages=_user(text), answer_type=answer_type, prompt_version=prompt.tag, purpose=prompt.name, max_tokens=max_tokens
+    )
+
+
 def extract_claims_request(summary: str) -> JudgeRequest:
     prompt = load_prompt("claims")
     text = prompt.render(summary=summary, summary_marker=marker("SUMMARY", summary))
-    return JudgeRequest(
-        messages=_user(text), answer_type=ExtractedClaims, prompt_version=prompt.tag, purpose="claims",
-        max_tokens=64 + 48 * MAX_CLAIMS // 2,
-    )
+    return _request(prompt, text, ExtractedClaims, 64 + 48 * MAX_CLAIMS // 2)
 
 
 def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:
@@ -129,19 +132,13 @@ def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:
         claims_marker=marker("CLAIMS", listed),
         claim_count=len(claims),
     )
-    return JudgeRequest(
-        messages=_user(text), answer_type=verification_answer(len(claims)), prompt_version=prompt.tag,
-        purpose="verify", max_tokens=64 + 80 * len(claims),
-    )
+    return _request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
 
 
 def extract_key_points_request(source: str) -> JudgeRequest:
     prompt = load_prompt("keypoints")
     text = prompt.render(source=source, source_marker=marker("ARTICLE", source))
-    return JudgeRequest(
-        messages=_user(text), answer_type=ExtractedKeyPoints, prompt_version=prompt.tag, purpose="keypoints",
-        max_tokens=64 + 64 * MAX_KEY_POINTS,
-    )
+    return _request(prompt, text, ExtractedKeyPoints, 64 + 64 * MAX_KEY_POINTS)
 
 
 def check_coverage_request(key_points: list[str], summary: str) -> JudgeRequest:
@@ -154,7 +151,4 @@ def check_coverage_request(key_points: list[str], summary: str) -> JudgeRequest:
         summary_marker=marker("SUMMARY", summary),
         key_point_count=len(key_points),
     )
-    return JudgeRequest(
-        messages=_user(text), answer_type=coverage_answer(len(key_points)), prompt_version=prompt.tag,
-        purpose="coverage", max_tokens=64 + 80 * len(key_points),
-    )
+    return _request(prompt, text, coverage_answer(len(key_points)), 64 + 80 * len(key_points))
