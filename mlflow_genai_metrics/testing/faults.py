@@ -37,7 +37,7 @@ class FaultyJudgeScript:
 
     fault_rate: float = 0.28  # retries and repairs are exempt from some faults: about 25% of all requests end faulted
     seed: int = 7
-    slow_reply_s: float = 1.0
+    slow_reply_s: float = 1.5
     permanent_every: int = 97
     judge: SummarizationJudgeScript = field(default_factory=SummarizationJudgeScript)
     injected: Counter = field(default_factory=Counter)
@@ -53,19 +53,23 @@ class FaultyJudgeScript:
         prompt = request.messages[0]["content"] if request.messages else ""
         match = _ROW.search(prompt)
         row = int(match.group(1)) if match else -1
-        answer = self.judge(request)  # also tells which pass this is
+        answer = self.judge(request)
         kind_of_pass = "verify" if "=====CLAIMS " in prompt else "claims"
-        outcome = self._fault(request, row, kind_of_pass)
+        kind, fault = self._fault(request, row, kind_of_pass)
+        if kind == "timeout":
+            # The right answer, too late: the client should give up and retry, but a starved client may still read
+            # it. Either way the row can end well, so a slow reply never makes the server's record say "failed".
+            fault = Reply(answer.content, delay_s=self.slow_reply_s)
         with self._lock:
             # The latest attempt decides, not the latest to be processed: under load a timed-out first attempt can
             # reach the script after its retry did.
             key, rank = (row, kind_of_pass), (request.is_repair, request.attempt)
             if rank >= self._order.get(key, (False, -1)):
                 self._order[key] = rank
-                self.last_outcome[key] = outcome[0]
-            if outcome[0] != "ok":
-                self.injected[outcome[0]] += 1
-        return outcome[1] if outcome[1] is not None else answer
+                self.last_outcome[key] = "ok" if kind == "timeout" else kind
+            if kind != "ok":
+                self.injected[kind] += 1
+        return fault if fault is not None else answer
 
     def _fault(self, request: ScriptedRequest, row: int, kind_of_pass: str) -> tuple[str, object]:
         if row >= 0 and row % self.permanent_every == 0 and kind_of_pass == "claims":
@@ -85,7 +89,7 @@ class FaultyJudgeScript:
             "429-no-retry-after": Fault.rate_limit(retry_after_s=None),
             "500": Fault.server_error(500),
             "503": Fault.server_error(503),
-            "timeout": Reply('{"claims": []}', delay_s=self.slow_reply_s),
+            "timeout": None,  # replaced by the right answer, sent late (see __call__)
             "reset": Fault.disconnect(),
             "invalid-json": Reply('{"claims": ["unterminated'),
             "wrong-shape": Reply(json.dumps({"answer": "yes"})),
@@ -109,6 +113,7 @@ class FaultScenarioReport:
     server_failed_rows: int
     failed_rows_match_server: bool
     seconds: float
+    mismatches: list[str] = field(default_factory=list)  # rows where the client and the server's log disagree
 
     def lines(self) -> list[str]:
         return [
@@ -142,6 +147,12 @@ def run_fault_scenario(
     failed_ids = set(table.loc[table["error"] != "", "id"])
     server_failed = {f"r{row}" for (row, _), outcome in script.last_outcome.items() if outcome != "ok" and row >= 0}
     judged = int((table["error"] == "").sum())
+    errors = dict(zip(table["id"], table["error"]))
+    mismatches = [
+        f"{row_id}: client error {errors.get(row_id, '')[:80]!r}; server outcomes "
+        f"{ {p: (script.last_outcome.get((int(row_id[1:]), p)), script._order.get((int(row_id[1:]), p))) for p in ('claims', 'verify')} }"
+        for row_id in sorted(failed_ids ^ server_failed)
+    ]
     return FaultScenarioReport(
         rows=rows,
         fault_rate=fault_rate,
@@ -155,4 +166,5 @@ def run_fault_scenario(
         server_failed_rows=len(server_failed),
         failed_rows_match_server=failed_ids == server_failed,
         seconds=seconds,
+        mismatches=mismatches,
     )
