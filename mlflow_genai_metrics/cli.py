@@ -279,8 +279,10 @@ def _quiet_mlflow() -> None:
     import warnings
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow  # noqa: F401  (MLflow configures its loggers on import: quieten them after that)
+
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=".*[Tt]ype hint.*")
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"mlflow\.pyfunc")  # "add type hints to predict"
     warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
 
 
