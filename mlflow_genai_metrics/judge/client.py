@@ -240,7 +240,7 @@ class Judge:
 
     def _record_usage(self, usage: Usage) -> None:
         with self._usage_lock:
-            self._usage = self._usage + usage
+            self._usage.add(usage)
 
     # -- the conversation for one request, written once for both drivers --------------------------------
 

@@ -112,26 +112,23 @@ class Usage(BaseModel):
     call_latencies_s: list[float] = Field(default_factory=list)
     cost_usd: float | None = None
 
+    def add(self, other: Usage) -> Usage:
+        """Add ``other`` into this record, in place (a running total grows without copying its history)."""
+        for name in ("requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "latency_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.call_latencies_s.extend(other.call_latencies_s)
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+        return self
+
     def __add__(self, other: Usage) -> Usage:
-        costs = [c for c in (self.cost_usd, other.cost_usd) if c is not None]
-        return Usage(
-            requests=self.requests + other.requests,
-            calls=self.calls + other.calls,
-            failed_calls=self.failed_calls + other.failed_calls,
-            retries=self.retries + other.retries,
-            cache_hits=self.cache_hits + other.cache_hits,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            latency_s=self.latency_s + other.latency_s,
-            call_latencies_s=self.call_latencies_s + other.call_latencies_s,
-            cost_usd=sum(costs) if costs else None,
-        )
+        return self.model_copy(deep=True).add(other)
 
     @classmethod
     def total(cls, usages: list[Usage]) -> Usage:
         total = cls()
         for usage in usages:
-            total = total + usage
+            total.add(usage)
         return total
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -91,7 +91,8 @@ class Comparison:
         return self.table.set_index("metric").loc[metric]
 
 
-def _aligned_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def aligned_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of both tables whose ids both have, in A's order."""
     ids_b = set(b["id"])
     shared = [row_id for row_id in a["id"] if row_id in ids_b]
     if len(shared) == 0:
@@ -121,24 +122,9 @@ def paired_table(
         if name not in stats_b:
             continue
         paired = paired_bootstrap(stats_a[name], stats_b[name], resamples=resamples, seed=seed, confidence=confidence)
-        records.append(
-            {
-                "metric": name,
-                "a": paired.a,
-                "b": paired.b,
-                "difference": paired.difference,
-                "ci_low": paired.ci_low,
-                "ci_high": paired.ci_high,
-                "p_value": paired.p_value,
-                "significant": bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence),
-            }
-        )
+        significant = bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence)
+        records.append({"metric": name, **asdict(paired), "significant": significant})
     return pd.DataFrame.from_records(records)
-
-
-def aligned_rows(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows of both tables whose ids both have, in A's order."""
-    return _aligned_rows(a, b)
 
 
 def compare_results(
@@ -162,7 +148,7 @@ def compare_results(
             + "; ".join(differences)
             + ". Rejudge both with the same judge, or pass allow_signature_mismatch=True to compare anyway."
         )
-    rows_a, rows_b = _aligned_rows(a.rows, b.rows)
+    rows_a, rows_b = aligned_rows(a.rows, b.rows)
     table = paired_table(rows_a, rows_b, resamples=resamples, seed=seed, confidence=confidence)
     return Comparison(
         table=table,

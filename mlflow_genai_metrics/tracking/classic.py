@@ -127,10 +127,9 @@ def _row_metric(column: str, justification: str | None) -> Callable[[Summarizati
     def compute(result: SummarizationResult) -> MetricValue:
         rows = result.rows
         justifications = None
-        if justification is not None:
-            justifications = [
-                (row["reasoning"] if row["error"] else (row[justification] or "")) for _, row in rows.iterrows()
-            ]
+        if justification is not None:  # a failed row's justification is its "Not judged: <error>" reasoning
+            chosen = rows["reasoning"].where(rows["error"] != "", rows[justification].fillna(""))
+            justifications = chosen.tolist()
         aggregates = _aggregates(result, column)  # e.g. coverage's mean and interval; {} for claim_count
         return MetricValue(scores=[_cell(v) for v in rows[column]], justifications=justifications, aggregate_results=aggregates)
 

@@ -94,10 +94,10 @@ def compare_runs(
     names = metrics or DEFAULT_METRICS
     records = []
     for position, run in enumerate(runs):
-        paired = pd.DataFrame()
+        paired, shared = pd.DataFrame(), len(base.rows)
         if position > 0:
             rows_a, rows_b = aligned_rows(base.rows, run.rows)
-            paired = paired_table(rows_a, rows_b, resamples=resamples, seed=seed).set_index("metric")
+            paired, shared = paired_table(rows_a, rows_b, resamples=resamples, seed=seed).set_index("metric"), len(rows_a)
         for name in names:
             if name not in run.metrics:
                 continue
@@ -112,7 +112,7 @@ def compare_runs(
                 "difference_ci_low": math.nan,
                 "difference_ci_high": math.nan,
                 "p_value": math.nan,
-                "shared_rows": len(base.rows) if position == 0 else len(aligned_rows(base.rows, run.rows)[0]),
+                "shared_rows": shared,
                 "note": note if run.run_id in mixed else "",
             }
             if name in paired.index:

@@ -12,6 +12,7 @@ the tables, report, signature and plots to the evaluation run, as on the classic
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import uuid
@@ -22,6 +23,7 @@ from mlflow.entities import Feedback
 from mlflow.genai.scorers import Scorer, scorer
 
 from ..judge import Judge
+from ..signature import summarization_signature
 from ..summarization.judging import prepare_rows, source_key
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.scoring import coverage_reasoning, reasoning, row_values
@@ -124,14 +126,10 @@ def summarization_scorers(
     """
     shared = SharedJudgement(judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=False)
     adapter = _GenaiAdapter(shared, source_key=source_key, id_key=id_key, category_key=category_key)
-    signature_holder: dict[str, str] = {}
 
+    @functools.cache
     def signature() -> str:
-        if "value" not in signature_holder:
-            from ..signature import summarization_signature
-
-            signature_holder["value"] = summarization_signature(judge, coverage=coverage, max_source_tokens=shared.max_source_tokens)
-        return signature_holder["value"]
+        return summarization_signature(judge, coverage=coverage, max_source_tokens=shared.max_source_tokens)
 
     def make(name: str) -> Scorer:
         def score(inputs: Any, outputs: Any) -> Feedback:
