@@ -2,9 +2,18 @@
 
 Every aggregate we report is ``sum(numerator) / sum(denominator)`` over rows: a mean is numerator = value,
 denominator = 1 (0 for rows that do not count); a micro average over claims is numerator = supported claims,
-denominator = claims. Resampling rows keeps each row's numerator and denominator together. Resampling is
-``scipy.stats.bootstrap``'s (percentile method, fixed seed); intervals and p-values are read off its bootstrap
-distribution, ignoring the rare resample whose denominator is 0.
+denominator = claims. Resampling rows keeps each row's numerator and denominator together.
+
+Intervals of one aggregate (``bootstrap_interval``) are computed from the statistic's histogram: its distinct
+(numerator, denominator) pairs and how many rows have each (``RatioHistogram``). Drawing N rows with replacement
+from N rows and counting how many draws land on each distinct pair is a multinomial draw with probabilities
+count / N, so resampling the histogram is exactly the row bootstrap, in distribution, at a cost that depends on
+the number of distinct pairs (a handful for a rate, tens for claim counts), not on N. Histograms of parts of the
+rows add up, so a distributed run (``mlflow_genai_metrics.spark``) gets the same histogram, hence the same value
+and interval, as a single process, without bringing its rows together. Percentile method, fixed seed; the rare
+resample whose denominator is 0 is ignored.
+
+The paired comparison (``paired_bootstrap``) resamples rows with ``scipy.stats.bootstrap`` (pairs by row id).
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-__all__ = ["RatioStatistic", "bootstrap_interval", "paired_bootstrap", "ratio"]
+__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "paired_bootstrap", "ratio"]
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 12345
@@ -37,7 +46,49 @@ class RatioStatistic:
 
     @property
     def value(self) -> float:
-        return ratio(self.numerator.sum(), self.denominator.sum())
+        return self.histogram().value
+
+    def histogram(self) -> RatioHistogram:
+        return RatioHistogram.of(self.numerator, self.denominator)
+
+
+@dataclass(frozen=True)
+class RatioHistogram:
+    """A ratio statistic's rows grouped by their (numerator, denominator) pair: distinct pairs in sorted order
+    and the number of rows with each. Everything ``bootstrap_interval`` needs, whatever the number of rows."""
+
+    numerators: np.ndarray
+    denominators: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, numerators: np.ndarray, denominators: np.ndarray, counts: np.ndarray | None = None) -> RatioHistogram:
+        """Group pairs (``counts``: how many rows each given pair stands for; default 1 each)."""
+        pairs = np.column_stack([np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)]).reshape(-1, 2)
+        weights = np.ones(len(pairs), dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+        distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        totals = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(distinct)).astype(np.int64)
+        keep = totals > 0
+        return cls(distinct[keep, 0], distinct[keep, 1], totals[keep])
+
+    @classmethod
+    def merge(cls, histograms: list[RatioHistogram]) -> RatioHistogram:
+        """The histogram of the union of the rows behind ``histograms``."""
+        if not histograms:
+            return cls.of(np.empty(0), np.empty(0))
+        return cls.of(
+            np.concatenate([h.numerators for h in histograms]),
+            np.concatenate([h.denominators for h in histograms]),
+            np.concatenate([h.counts for h in histograms]),
+        )
+
+    @property
+    def rows(self) -> int:
+        return int(self.counts.sum())
+
+    @property
+    def value(self) -> float:
+        return ratio(float(self.counts @ self.numerators), float(self.counts @ self.denominators))
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -66,18 +117,27 @@ def _distribution(data: tuple[np.ndarray, ...], statistic, resamples: int, seed:
 
 
 def bootstrap_interval(
-    statistic: RatioStatistic, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, confidence: float = 0.95
+    statistic: RatioStatistic | RatioHistogram,
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval of ``statistic`` (rows resampled with replacement)."""
-    if len(statistic.numerator) < 2 or not statistic.denominator.any():
+    """The percentile bootstrap interval of ``statistic`` (rows resampled with replacement, via its histogram)."""
+    histogram = statistic.histogram() if isinstance(statistic, RatioStatistic) else statistic
+    rows = histogram.rows
+    if rows < 2 or not histogram.denominators.any():
         return (float("nan"), float("nan"))
-    distribution = _distribution(
-        (statistic.numerator, statistic.denominator),
-        lambda num, den, axis=-1: _ratio_along(num, den, axis),
-        resamples,
-        seed,
-    )
-    return _percentiles(distribution, confidence)
+    rng = np.random.default_rng(seed)
+    shares = histogram.counts / rows
+    pairs = np.column_stack([histogram.numerators, histogram.denominators])
+    parts = []
+    for start in range(0, resamples, _BATCH):
+        drawn = rng.multinomial(rows, shares, size=min(_BATCH, resamples - start))  # rows drawn per distinct pair
+        sums = drawn @ pairs
+        with np.errstate(invalid="ignore", divide="ignore"):
+            parts.append(sums[:, 0] / sums[:, 1])
+    return _percentiles(np.concatenate(parts), confidence)
 
 
 def _percentiles(distribution: np.ndarray, confidence: float) -> tuple[float, float]:

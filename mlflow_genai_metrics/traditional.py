@@ -20,13 +20,13 @@ import os
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["TRADITIONAL_COLUMNS", "TraditionalResult", "lcs_length", "split_sentences", "traditional_metrics"]
+__all__ = ["TRADITIONAL_COLUMNS", "TraditionalResult", "corpus_scores", "lcs_length", "split_sentences", "traditional_metrics"]
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 TRADITIONAL_COLUMNS = (*ROUGE_TYPES, "bleu", "chrf", "ter", "summary_words", "compression_ratio")
@@ -182,10 +182,22 @@ def _score_rows(rows: list[_Row], with_ter: bool) -> tuple[list[dict[str, float]
 
 @dataclass(frozen=True)
 class TraditionalResult:
-    """``rows``: one row per prediction, in order; ``metrics``: the aggregates."""
+    """``rows``: one row per prediction, in order; ``metrics``: the aggregates; ``statistics``: sacreBLEU's
+    per-row sufficient statistics (``{"bleu": [[...], ...], "chrf": ...}``), which add up to the corpus scores."""
 
     rows: pd.DataFrame
     metrics: dict[str, float]
+    statistics: dict[str, list[list[float]]] = field(default_factory=dict, repr=False)
+
+
+def corpus_scores(summed: dict[str, Sequence[float]]) -> dict[str, float]:
+    """Corpus BLEU, chrF (and TER) from the element-wise sums of the rows' ``statistics`` (of any parts of the
+    corpus: the sums of parts are the sums of the whole)."""
+    _, _, sacrebleu_metrics = _scorers()
+    return {
+        name: sacrebleu_metrics[name][1]._aggregate_and_compute([[int(v) if float(v).is_integer() else v for v in values]]).score
+        for name, values in summed.items()
+    }
 
 
 def _texts(values: Any, name: str, allow_sentence_lists: bool = False) -> list[Any]:
@@ -241,15 +253,16 @@ def traditional_metrics(
             rows[name] = [values[name] for values in scored]
         for name in ROUGE_TYPES:
             metrics[name] = _mean(rows[name])
-        _, _, sacrebleu_metrics = _scorers()
-        for name, segments in statistics.items():
-            corpus_metric = sacrebleu_metrics[name][1]
-            metrics[name] = corpus_metric._aggregate_and_compute(segments).score
+        metrics.update(corpus_scores({name: [sum(column) for column in zip(*segments)] for name, segments in statistics.items()}))
     metrics["summary_words"] = _mean(rows["summary_words"])
     if "compression_ratio" in rows:
         metrics["compression_ratio"] = _mean(rows["compression_ratio"])
     order = [name for name in TRADITIONAL_COLUMNS if name in rows]
-    return TraditionalResult(rows=pd.DataFrame({name: rows[name] for name in order}), metrics=metrics)
+    return TraditionalResult(
+        rows=pd.DataFrame({name: rows[name] for name in order}),
+        metrics=metrics,
+        statistics=statistics if references is not None else {},
+    )
 
 
 def _mean(values: list[float]) -> float:

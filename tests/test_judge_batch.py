@@ -140,18 +140,38 @@ def test_progress_bar_is_quiet_when_not_on_a_terminal(scripted_server, capsys):
     assert "verifying" in capsys.readouterr().err
 
 
-def test_the_bound_holds_across_threads_each_running_its_own_event_loop(scripted_server):
+def ask_from_threads(judge, *, threads: int, each: int) -> None:
+    """``threads`` threads each asking ``each`` questions with ``ask_many`` (each thread runs its own event loop)."""
     import threading
 
-    server = scripted_server(latency_s=0.05)
-    judge = judge_for(server, max_concurrency=3)
-    threads = [
-        threading.Thread(target=judge.ask_many, args=([ask_about(f"thread {t} row {i}") for i in range(6)],))
-        for t in range(4)
+    workers = [
+        threading.Thread(target=judge.ask_many, args=([ask_about(f"thread {t} row {i}") for i in range(each)],))
+        for t in range(threads)
     ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
+def test_the_bound_holds_across_threads_each_running_its_own_event_loop(scripted_server):
+    server = scripted_server(latency_s=0.05)
+    ask_from_threads(judge_for(server, max_concurrency=3), threads=4, each=6)
     assert server.request_count == 24
     assert server.max_in_flight == 3
+
+
+def test_max_requests_per_s_spaces_request_starts_across_threads_and_loops(scripted_server):
+    server = scripted_server()
+    ask_from_threads(judge_for(server, max_concurrency=8, max_requests_per_s=20), threads=3, each=5)
+    arrivals = sorted(r.arrived for r in server.requests)
+    assert len(arrivals) == 15
+    # 15 starts at 20 per second take at least 14 intervals of 50 ms, whichever thread or loop asked.
+    assert arrivals[-1] - arrivals[0] >= 14 * 0.05 * 0.9
+
+
+def test_a_rate_must_be_positive(scripted_server):
+    import pytest
+
+    with pytest.raises(ValueError, match="max_requests_per_s"):
+        judge_for(scripted_server(), max_requests_per_s=0)

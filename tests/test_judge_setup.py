@@ -113,3 +113,14 @@ def test_the_api_key_is_never_written_to_disk(scripted_server, tmp_path):
     judge.close()
     assert len(list((tmp_path / "cache").iterdir())) >= 1
     assert files_containing(tmp_path, SECRET_KEY) == []
+
+
+def test_with_limits_copies_the_judge_with_other_limits(scripted_server, tmp_path):
+    server = scripted_server()
+    judge = judge_for(server, cache_dir=tmp_path, seed=3, max_concurrency=8)
+    share = judge.with_limits(max_concurrency=2, max_requests_per_s=5)
+    assert (share.max_concurrency, share.max_requests_per_s) == (2, 5.0)
+    assert (judge.max_concurrency, judge.max_requests_per_s) == (8, None)
+    assert (share.model, share.base_url, share.seed, share.cache.directory, share.signature) == (
+        judge.model, judge.base_url, 3, tmp_path, judge.signature)
+    assert share.ask(ask_about("claim")).ok and server.requests[-1].status == 200

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from mlflow_genai_metrics import SignatureMismatchError, compare_results, judge_summaries
-from mlflow_genai_metrics.stats import RatioStatistic, bootstrap_interval, paired_bootstrap
+from scipy import stats as scipy_stats
+
+from mlflow_genai_metrics.stats import RatioHistogram, RatioStatistic, bootstrap_interval, paired_bootstrap
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 
 from helpers import judge_for
@@ -38,6 +40,31 @@ def test_a_ratio_statistic_resamples_rows_with_their_denominators():
     assert statistic.value == 6 / 8  # micro average, not the mean of row rates (2/3)
     low, high = bootstrap_interval(statistic)
     assert 0 <= low <= 0.75 <= high <= 1
+
+
+def test_the_histogram_bootstrap_is_the_row_bootstrap():
+    # Claim counts and supported claims, as a judge produces them: a micro average with few distinct pairs.
+    rng = np.random.default_rng(7)
+    claims = rng.integers(0, 12, 400).astype(float)
+    supported = np.floor(claims * rng.random(400))
+    statistic = RatioStatistic(supported, claims)
+    assert len(statistic.histogram().counts) < 100
+    ours = bootstrap_interval(statistic, resamples=20000)
+    rows = scipy_stats.bootstrap(
+        (supported, claims), lambda s, c, axis=-1: s.sum(axis) / c.sum(axis), paired=True, vectorized=True,
+        n_resamples=20000, method="percentile", rng=np.random.default_rng(1),
+    ).confidence_interval
+    assert ours == pytest.approx((rows.low, rows.high), abs=0.004)
+
+
+def test_histograms_of_parts_add_up_to_the_same_value_and_interval():
+    rng = np.random.default_rng(3)
+    statistic = RatioStatistic.mean_of(rng.integers(0, 2, 1000).astype(float), (rng.random(1000) > 0.1).astype(float))
+    order = rng.permutation(1000)
+    parts = [RatioStatistic(statistic.numerator[order[i::3]], statistic.denominator[order[i::3]]).histogram() for i in range(3)]
+    merged = RatioHistogram.merge(parts)
+    assert merged.rows == 1000 and merged.value == statistic.value
+    assert bootstrap_interval(merged) == bootstrap_interval(statistic)
 
 
 def test_rows_without_a_value_do_not_count():

@@ -98,6 +98,26 @@ def _is_loopback(base_url: str) -> bool:
         return False
 
 
+class _Pace:
+    """At most ``rate`` HTTP attempts started per second, across every thread and event loop of one Judge: each
+    attempt reserves the next free start time and waits for it (no bursts above the rate)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.interval = 1.0 / rate if rate else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def reserve(self) -> float:
+        """Seconds to wait before starting."""
+        if not self.interval:
+            return 0.0
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        return start - now
+
+
 class Judge:
     """A judge model behind any OpenAI-compatible chat completions endpoint.
 
@@ -109,8 +129,10 @@ class Judge:
     Arguments left out come from the environment: ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else
     ``OPENAI_BASE_URL``, else OpenAI), ``OPENAI_API_KEY`` (a loopback server needs none). ``cache_dir=None`` turns
     the cache off; by default it is ``$MGM_CACHE_DIR`` or the user cache dir. ``prices`` (USD per million tokens,
-    ``{"input": 0.15, "output": 0.6}``) turns tokens into cost. ``context_window`` (the model's, in tokens), when
-    given, lets the metrics split sources too long for it.
+    ``{"input": 0.15, "output": 0.6}``) turns tokens into cost. ``max_concurrency`` bounds the HTTP calls in
+    flight and ``max_requests_per_s`` (default: no limit) the calls started per second, each across every thread
+    and event loop using this Judge, retries included. ``context_window`` (the model's, in tokens), when given,
+    lets the metrics split sources too long for it.
     """
 
     def __init__(
@@ -122,6 +144,7 @@ class Judge:
         temperature: float = 0.0,
         seed: int | None = None,
         max_concurrency: int = 8,
+        max_requests_per_s: float | None = None,
         timeout_s: float = 60,
         max_retries: int = 6,
         cache_dir: str | os.PathLike[str] | None | object = _DEFAULT_CACHE,
@@ -154,11 +177,14 @@ class Judge:
             self._api_key = "local"
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_requests_per_s is not None and not max_requests_per_s > 0:
+            raise ValueError(f"max_requests_per_s must be positive (or None: no limit), got {max_requests_per_s}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
         self.temperature = float(temperature)
         self.seed = seed
         self.max_concurrency = int(max_concurrency)
+        self.max_requests_per_s = None if max_requests_per_s is None else float(max_requests_per_s)
         self.timeout_s = float(timeout_s)
         self.max_retries = int(max_retries)
         self.max_tokens = max_tokens
@@ -181,6 +207,7 @@ class Judge:
         # One bound for every caller of this Judge: sync calls, and async calls on any thread's event loop
         # (MLflow's scorer threads each run their own loop).
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._pace = _Pace(self.max_requests_per_s)
         self._probe_lock = threading.Lock()
         self._reached = False  # has any call to this endpoint succeeded? (an unreachable one fails fast)  # while an endpoint's response mode is unknown, one request finds it
 
@@ -196,6 +223,17 @@ class Judge:
         self.__dict__.update(state)
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("local" if _is_loopback(self.base_url) else "")
         self._init_runtime()
+
+    def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> Judge:
+        """The same judge (settings, key, cache directory) with other limits; it shares no connection with this one."""
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        clone = object.__new__(Judge)
+        state = self.__getstate__()
+        state["_api_key"] = self._api_key if self._api_key_given else None
+        clone.__setstate__({**state, "max_concurrency": int(max_concurrency),
+                            "max_requests_per_s": None if max_requests_per_s is None else float(max_requests_per_s)})
+        return clone
 
     def __repr__(self) -> str:
         cache = str(self.cache.directory) if self.cache else None
@@ -468,6 +506,7 @@ class Judge:
         for attempt in Retrying(**self._retry_settings(call, state)):
             with attempt:
                 with self._slots:
+                    time.sleep(self._pace.reserve())
                     started = time.perf_counter()
                     try:
                         response = self._client().chat.completions.create(**self._completion_kwargs(call))
@@ -483,6 +522,7 @@ class Judge:
             with attempt:
                 await self._acquire(self._slots)
                 try:
+                    await asyncio.sleep(self._pace.reserve())
                     started = time.perf_counter()
                     try:
                         response = await client.chat.completions.create(**self._completion_kwargs(call))

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..judge import Prices, Usage
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioStatistic, bootstrap_interval
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, bootstrap_interval
 from .records import RowJudgement
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "aggregate_metrics",
     "claims_table",
     "key_points_table",
+    "rate_metrics",
     "rate_statistics",
     "reasoning",
     "row_values",
@@ -204,10 +205,24 @@ def aggregate_metrics(
     confidence: float = 0.95,
 ) -> dict[str, float]:
     """Every aggregate, each rate with ``/ci_low`` and ``/ci_high``, then the judge's usage."""
-    metrics: dict[str, float] = {}
-    for name, statistic in rate_statistics(rows).items():
-        metrics[name] = statistic.value
-        low, high = bootstrap_interval(statistic, resamples=resamples, seed=seed, confidence=confidence)
-        metrics[f"{name}/ci_low"], metrics[f"{name}/ci_high"] = low, high
+    histograms = {name: statistic.histogram() for name, statistic in rate_statistics(rows).items()}
+    metrics = rate_metrics(histograms, resamples=resamples, seed=seed, confidence=confidence)
     metrics.update(usage_metrics(usage, prices))
+    return metrics
+
+
+def rate_metrics(
+    histograms: dict[str, RatioHistogram],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> dict[str, float]:
+    """Each rate and its ``/ci_low``, ``/ci_high`` from its histogram (the rows' (numerator, denominator) pairs
+    counted), so that rows judged in parts (Spark partitions) give exactly the single-process numbers."""
+    metrics: dict[str, float] = {}
+    for name, histogram in histograms.items():
+        metrics[name] = histogram.value
+        low, high = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence)
+        metrics[f"{name}/ci_low"], metrics[f"{name}/ci_high"] = low, high
     return metrics

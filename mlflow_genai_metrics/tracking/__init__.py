@@ -7,7 +7,7 @@ from .compare import EvaluatedRun, compare_runs, load_run
 from .gate import GateResult, Rule, RuleOutcome, parse_rules, register_if_passing
 from .genai import summarization_scorers
 from .model import SummarizerModel
-from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_result
 
 __all__ = [
     "ARTIFACT_DIR",
@@ -20,6 +20,7 @@ __all__ = [
     "compare_runs",
     "load_run",
     "log_result",
+    "log_spark_result",
     "parse_rules",
     "register_if_passing",
     "summarization_metrics",

@@ -90,10 +90,9 @@ def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str = "aligned", 
     return _finish(fig, ax, legend=len(rows) > 1, note=note)
 
 
-def verdict_bars(claims: pd.DataFrame):
-    """How many claims got each verdict."""
+def verdict_bars(counts: pd.Series):
+    """How many claims got each verdict (``counts``: verdict -> number of claims)."""
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    counts = claims["verdict"].value_counts() if len(claims) else pd.Series(dtype=int)
     labels = ["yes", "no", "idk"]
     ax.bar(labels, [int(counts.get(v, 0)) for v in labels], color=["seagreen", "firebrick", "goldenrod"])
     ax.set_ylabel("claims")

@@ -3,6 +3,7 @@
 Every run gets the same artifact names, so two runs' artifacts line up in the UI:
 
     mgm/rows.json  mgm/rows.parquet            one row per summary: values, reasoning, error, usage
+                                               (a Spark run: Parquet folders, no JSON; see log_spark_result)
     mgm/claims.json  mgm/claims.parquet        one row per claim: verdict and reason
     mgm/key_points.json  mgm/key_points.parquet one row per (summary, key point): covered and reason
     mgm/report.json                            signature, row counts, every aggregate (written last)
@@ -17,7 +18,9 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib.pyplot as plt
 import mlflow
@@ -28,7 +31,10 @@ from ..signature import parse_signature
 from ..summarization.result import SummarizationResult
 from . import plots
 
-__all__ = ["ARTIFACT_DIR", "SIGNATURE_TAG", "log_result", "loggable_metrics"]
+if TYPE_CHECKING:  # pyspark is only needed by the Spark path
+    from ..spark import SparkSummarizationResult
+
+__all__ = ["ARTIFACT_DIR", "SIGNATURE_TAG", "log_result", "log_spark_result", "loggable_metrics"]
 
 ARTIFACT_DIR = "mgm"
 SIGNATURE_TAG = "mgm.signature"
@@ -54,6 +60,50 @@ def log_result(result: SummarizationResult, *, run_id: str | None = None, log_me
     ``log_metrics=True`` also logs every aggregate as a run metric (the classic ``mlflow.evaluate`` path logs them
     itself, from the metrics' aggregate results).
     """
+
+    def write_tables(folder: Path) -> None:
+        for name in ("rows", "claims", "key_points"):
+            _write_table(getattr(result, name), folder, name)
+
+    figures = {
+        "metrics": lambda: plots.metric_bars({"this run": result.metrics}),
+        "verdicts": lambda: plots.verdict_bars(result.claims["verdict"].value_counts()),
+    }
+    if "category" in result.rows and result.rows["category"].notna().any():
+        figures["categories"] = lambda: plots.category_bars({"this run": result.rows})
+    return _log(run_id, write_tables, figures, result.report(), result.signature, result.metrics if log_metrics else None)
+
+
+def log_spark_result(result: SparkSummarizationResult, *, run_id: str | None = None, log_metrics: bool = True) -> str:
+    """Log a ``judge_summaries_spark`` result from the driver, as ``log_result`` logs a single-process one: the
+    same metric names, signature tag and params, report and plots. The per-row tables are written by Spark as
+    Parquet folders (``mgm/rows.parquet/part-*.parquet``; ``pandas.read_parquet`` and ``load_run`` read them
+    whole); no JSON copies, since that would bring every row to the driver."""
+
+    def write_tables(folder: Path) -> None:
+        for name in ("rows", "claims", "key_points"):
+            target = folder / f"{name}.parquet"
+            table = getattr(result, name)
+            table.withColumn("id", table["id"].cast("string")).write.parquet(str(target))  # as _write_table
+            for extra in [*target.glob(".*"), *target.glob("_*")]:  # Spark's checksums and _SUCCESS marker
+                extra.unlink()
+
+    verdicts = {r["verdict"]: r["count"] for r in result.claims.groupBy("verdict").count().collect()}
+    figures = {
+        "metrics": lambda: plots.metric_bars({"this run": result.metrics}),
+        "verdicts": lambda: plots.verdict_bars(pd.Series(verdicts, dtype="int64")),
+    }
+    return _log(run_id, write_tables, figures, result.report(), result.signature, result.metrics if log_metrics else None)
+
+
+def _log(
+    run_id: str | None,
+    write_tables: Callable[[Path], None],
+    figures: dict[str, Callable[[], Any]],
+    report: dict[str, Any],
+    signature: str,
+    metrics: dict[str, float] | None,
+) -> str:
     run_id = run_id or (mlflow.active_run().info.run_id if mlflow.active_run() else None)
     if run_id is None:
         raise RuntimeError("no MLflow run to log to: pass run_id= or call inside mlflow.start_run()")
@@ -61,30 +111,23 @@ def log_result(result: SummarizationResult, *, run_id: str | None = None, log_me
     with tempfile.TemporaryDirectory(prefix="mgm-artifacts-") as tmp:
         folder = Path(tmp) / ARTIFACT_DIR
         (folder / "plots").mkdir(parents=True)
-        _write_table(result.rows, folder, "rows")
-        _write_table(result.claims, folder, "claims")
-        _write_table(result.key_points, folder, "key_points")
-        figures = {
-            "metrics": plots.metric_bars({"this run": result.metrics}),
-            "verdicts": plots.verdict_bars(result.claims),
-        }
-        if "category" in result.rows and result.rows["category"].notna().any():
-            figures["categories"] = plots.category_bars({"this run": result.rows})
-        for name, figure in figures.items():
+        write_tables(folder)
+        for name, draw in figures.items():
+            figure = draw()
             figure.savefig(folder / "plots" / f"{name}.png", dpi=110)
             plt.close(figure)
         client.log_artifacts(run_id, str(folder), artifact_path=ARTIFACT_DIR)
         # The report goes last: a run whose mgm/report.json exists has every other artifact whole.
-        report = Path(tmp) / "report.json"
-        report.write_text(json.dumps(result.report(), indent=1))
-        client.log_artifact(run_id, str(report), artifact_path=ARTIFACT_DIR)
-    client.set_tag(run_id, SIGNATURE_TAG, result.signature)
-    params = {"mgm.signature": result.signature, **{f"mgm.{k}": v for k, v in parse_signature(result.signature).items()}}
+        report_file = Path(tmp) / "report.json"
+        report_file.write_text(json.dumps(report, indent=1))
+        client.log_artifact(run_id, str(report_file), artifact_path=ARTIFACT_DIR)
+    client.set_tag(run_id, SIGNATURE_TAG, signature)
+    params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
     existing = client.get_run(run_id).data.params
     for key, value in params.items():
         if existing.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
             client.log_param(run_id, key, value)
-    if log_metrics:
-        for key, value in loggable_metrics(result.metrics).items():
+    if metrics is not None:
+        for key, value in loggable_metrics(metrics).items():
             client.log_metric(run_id, key, value)
     return run_id

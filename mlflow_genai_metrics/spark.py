@@ -1,0 +1,336 @@
+"""The summarization judgement over a Spark DataFrame, for when one machine is not enough.
+
+>>> result = judge_summaries_spark(df, judge=Judge("gpt-4o-mini", max_concurrency=64), id_col="id")
+>>> result.rows.filter("aligned = 0").select("id", "reasoning").show()      # Spark DataFrames
+>>> result.metrics["alignment"], result.metrics["alignment/ci_low"]         # computed by Spark, not collected
+>>> log_spark_result(result)                                                # from mlflow_genai_metrics.tracking
+
+How it runs (``docs/scale.md``):
+
+- rows are hash-partitioned by their source text, and sorted by it within each partition, so every summary of
+  one source is judged in the same Python worker, in the same batch: its key points are extracted once, as in a
+  single process;
+- each partition runs ``mapInPandas`` over the same code a single process runs (``prepare_rows``,
+  ``judge_rows``, ``rows_table``), with its own copy of the ``Judge`` (settings travel, connections do not);
+  the judge's ``max_concurrency`` and ``max_requests_per_s`` are the totals for the whole job, split evenly over
+  the partitions that run at once (``min(partitions, spark.default.parallelism)``);
+- the judged rows are persisted, and the rows, claims and key points are views of them, so no row is judged twice;
+- aggregates and their confidence intervals come from each rate's histogram of (numerator, denominator) pairs,
+  counted by Spark; only those few counts reach the driver, and they give exactly the single-process numbers
+  (``stats.RatioHistogram``).
+
+A row the judge fails on carries its error, as everywhere else; a job-wide configuration error (HTTP 401/403/404)
+fails the Spark job. Reruns make no calls when the judge's cache directory is shared by the workers (one machine:
+the default; a cluster: a directory on shared storage, see ``docs/scale.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .judge import Judge, Usage
+from .signature import summarization_signature
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
+from .summarization.api import source_token_budget
+from .summarization.judging import judge_rows, prepare_rows
+from .summarization.scoring import COUNT_COLUMNS, FLAG_COLUMNS, USAGE_COLUMNS, rate_metrics, rate_statistics, rows_table, usage_metrics
+from .traditional import ROUGE_TYPES, corpus_scores, traditional_metrics
+
+__all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
+
+_INTERNAL = ["_claims", "_key_points", "_bleu_stats", "_chrf_stats"]
+_CLAIMS = T.ArrayType(T.StructType([
+    T.StructField("claim_index", T.IntegerType()),
+    T.StructField("claim", T.StringType()),
+    T.StructField("verdict", T.StringType()),
+    T.StructField("reason", T.StringType()),
+]))
+_KEY_POINTS = T.ArrayType(T.StructType([
+    T.StructField("key_point_index", T.IntegerType()),
+    T.StructField("key_point", T.StringType()),
+    T.StructField("covered", T.BooleanType()),
+    T.StructField("reason", T.StringType()),
+]))
+_ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
+def _judged_schema(id_type: T.DataType, coverage: bool, references: bool) -> T.StructType:
+    long, double, text = T.LongType(), T.DoubleType(), T.StringType()
+    fields = [T.StructField("id", id_type)]
+    fields += [T.StructField(name, long) for name in COUNT_COLUMNS]
+    fields += [T.StructField("support_rate", double)]
+    fields += [T.StructField(name, long) for name in FLAG_COLUMNS[:2]]
+    fields += [T.StructField("coverage", double)] if coverage else []
+    fields += [T.StructField(name, long) for name in FLAG_COLUMNS[2:]]
+    fields += [T.StructField("reasoning", text)]
+    fields += [T.StructField("coverage_reasoning", text)] if coverage else []
+    fields += [T.StructField("error", text)]
+    fields += [T.StructField(name, double if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
+    fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
+    if references:
+        fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, "bleu", "chrf", "summary_words", "compression_ratio")]
+    fields += [T.StructField("_claims", text), T.StructField("_key_points", text)]
+    if references:
+        fields += [T.StructField("_bleu_stats", T.ArrayType(double)), T.StructField("_chrf_stats", T.ArrayType(double))]
+    return T.StructType(fields)
+
+
+@dataclass(frozen=True)
+class _PartitionPlan:
+    """Everything one partition needs; pickled into each task."""
+
+    judge: Judge
+    source_col: str
+    summary_col: str
+    id_col: str
+    reference_col: str | None
+    coverage: bool
+    max_source_tokens: int | None
+    columns: list[str]
+    run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        held: pd.DataFrame | None = None
+        for batch in batches:
+            # Rows arrive sorted by source; the last source of a batch may go on in the next one, so it waits and
+            # every source's rows are judged together (its key points extracted once).
+            batch = batch if held is None else pd.concat([held, batch], ignore_index=True)
+            last = batch[self.source_col].iloc[-1] if len(batch) else None
+            complete = batch[self.source_col] != last
+            held = batch[~complete]
+            if complete.any():
+                yield self._judge(batch[complete].reset_index(drop=True))
+        if held is not None and len(held):
+            yield self._judge(held.reset_index(drop=True))
+
+    def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
+        rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
+        judgements = judge_rows(rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False)
+        table = rows_table(judgements, coverage=self.coverage)
+        table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
+        table["judge_requests"] = [j.usage.requests for j in judgements]
+        table["source_key"] = [row.source_key for row in rows]
+        table["_claims"] = [
+            json.dumps([{"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason} for n, c in enumerate(j.claims, start=1)])
+            for j in judgements
+        ]
+        table["_key_points"] = [
+            json.dumps([{"key_point_index": n, "key_point": p.key_point, "covered": p.covered, "reason": p.reason}
+                        for n, p in enumerate(j.key_points or [], start=1)])
+            for j in judgements
+        ]
+        if self.reference_col is not None:
+            traditional = traditional_metrics([r.summary for r in rows], batch[self.reference_col].tolist(), [r.source for r in rows], n_jobs=1)
+            for name in traditional.rows.columns:
+                table[name] = traditional.rows[name].to_numpy(dtype=float)
+            table["_bleu_stats"] = [list(map(float, s)) for s in traditional.statistics["bleu"]]
+            table["_chrf_stats"] = [list(map(float, s)) for s in traditional.statistics["chrf"]]
+        return table[self.columns]
+
+
+@dataclass(frozen=True)
+class _Histograms:
+    """A partition's rows -> one record per (rate, numerator, denominator): how many rows have that pair."""
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            records = []
+            for name, statistic in rate_statistics(batch).items():
+                histogram = statistic.histogram()
+                records += zip([name] * len(histogram.counts), histogram.numerators, histogram.denominators, histogram.counts)
+            yield pd.DataFrame.from_records(records, columns=["name", "numerator", "denominator", "rows"])
+
+
+@dataclass
+class SparkSummarizationResult:
+    """What ``judge_summaries_spark`` returns. ``rows`` (one row per input, the per-row columns of
+    ``docs/metrics.md``, as ``SummarizationResult.rows``), ``claims`` (one row per claim) and ``key_points`` (one row
+    per summary and key point) are Spark DataFrames over the persisted judged rows; ``metrics`` are computed by
+    Spark on first use and are the same numbers, with the same names, as ``judge_summaries`` gives."""
+
+    judged: DataFrame = field(repr=False)
+    signature: str
+    coverage: bool
+    references: bool
+    prices: Any = field(default=None, repr=False)
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    confidence: float = 0.95
+
+    @property
+    def rows(self) -> DataFrame:
+        return self.judged.drop(*[c for c in _INTERNAL if c in self.judged.columns])
+
+    @property
+    def claims(self) -> DataFrame:
+        exploded = self.judged.select("id", F.explode(F.from_json("_claims", _CLAIMS)).alias("c"))
+        return exploded.select("id", "c.claim_index", "c.claim", "c.verdict", "c.reason")
+
+    @property
+    def key_points(self) -> DataFrame:
+        exploded = self.judged.select("id", "source_key", F.explode(F.from_json("_key_points", _KEY_POINTS)).alias("p"))
+        return exploded.select("id", "source_key", "p.key_point_index", "p.key_point", "p.covered", "p.reason")
+
+    @cached_property
+    def histograms(self) -> dict[str, RatioHistogram]:
+        """Each rate's (numerator, denominator) pairs with their row counts, summed over partitions by Spark."""
+        schema = "name string, numerator double, denominator double, rows long"
+        counted = (
+            self.judged.mapInPandas(_Histograms(), schema)
+            .groupBy("name", "numerator", "denominator")
+            .agg(F.sum("rows").alias("rows"))
+            .collect()
+        )
+        parts: dict[str, list[tuple[float, float, int]]] = {}
+        for record in counted:
+            parts.setdefault(record["name"], []).append((record["numerator"], record["denominator"], record["rows"]))
+        return {name: RatioHistogram.of(*map(np.array, zip(*values))) for name, values in parts.items()}
+
+    @cached_property
+    def usage(self) -> Usage:
+        names = ["judge_requests", "judge_calls", "judge_cache_hits", "judge_prompt_tokens", "judge_completion_tokens", "judge_latency_s", "judge_cost_usd"]
+        totals = self.judged.agg(*[F.sum(n).alias(n) for n in names]).collect()[0]
+        cost = totals["judge_cost_usd"]
+        return Usage(
+            requests=int(totals["judge_requests"] or 0), calls=int(totals["judge_calls"] or 0),
+            cache_hits=int(totals["judge_cache_hits"] or 0), prompt_tokens=int(totals["judge_prompt_tokens"] or 0),
+            completion_tokens=int(totals["judge_completion_tokens"] or 0), latency_s=float(totals["judge_latency_s"] or 0.0),
+            cost_usd=None if cost is None or (self.prices is None) else float(cost),
+        )
+
+    @cached_property
+    def metrics(self) -> dict[str, float]:
+        """Every aggregate with ``/ci_low`` and ``/ci_high``, the ``judge/...`` usage and, with references, the
+        traditional metrics; only counts and sums reach the driver."""
+        from .summarization.scoring import AGGREGATE_RATES
+
+        histograms = self.histograms
+        ordered = {name: histograms[name] for name in AGGREGATE_RATES if name in histograms}
+        metrics = rate_metrics(ordered, resamples=self.resamples, seed=self.seed, confidence=self.confidence)
+        metrics.update(usage_metrics(self.usage, self.prices))
+        if self.references:
+            metrics.update(self._traditional_metrics())
+        return metrics
+
+    def _traditional_metrics(self) -> dict[str, float]:
+        means = ["summary_words", "compression_ratio", *ROUGE_TYPES]
+        averaged = self.judged.agg(*[F.avg(F.when(~F.isnan(n), F.col(n))).alias(n) for n in means]).collect()[0]
+        metrics = {name: float(averaged[name]) if averaged[name] is not None else math.nan for name in means}
+        summed = {}
+        for name in ("bleu", "chrf"):
+            column = f"_{name}_stats"
+            by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
+            summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
+        metrics.update(corpus_scores(summed))
+        return {name: metrics[name] for name in [*ROUGE_TYPES, "bleu", "chrf", "summary_words", "compression_ratio"]}
+
+    def report(self) -> dict[str, Any]:
+        """As ``SummarizationResult.report``: signature, row counts and every aggregate (NaN as None)."""
+        errors = self.histograms["judge_error_rate"]
+        failed = int(errors.counts @ errors.numerators)
+        return {
+            "signature": self.signature,
+            "rows": errors.rows,
+            "judged_rows": errors.rows - failed,
+            "failed_rows": failed,
+            "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.metrics.items()},
+        }
+
+    def unpersist(self) -> None:
+        self.judged.unpersist()
+
+
+def _validate(df: DataFrame, source_col: str, summary_col: str, id_col: str, reference_col: str | None) -> None:
+    """Problems that would stop a single-process run stop this one too, before any call, naming the rows."""
+    wanted = [c for c in (source_col, summary_col, id_col, reference_col) if c is not None]
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise KeyError(f"the DataFrame has no column {missing}; it has {df.columns}")
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if not isinstance(types[id_col], _ID_TYPES):
+        raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
+    for name in (source_col, summary_col, *([reference_col] if reference_col else [])):
+        if not isinstance(types[name], T.StringType):
+            raise TypeError(f"the column {name!r} is {types[name].simpleString()}, not string")
+    source = F.col(source_col)
+    problems = [
+        (F.col(id_col).isNull(), "the id is missing"),
+        (source.isNull(), "the source is missing"),
+        (source.isNotNull() & (F.trim(source) == ""), "the source is empty"),
+    ]
+    if reference_col:
+        problems.append((F.col(reference_col).isNull(), "the reference is missing"))
+    problem = F.coalesce(*[F.when(test, F.lit(text)) for test, text in problems])
+    found = [f"id {r[id_col]!r}: {r['_problem']}" for r in df.select(id_col, problem.alias("_problem")).where("_problem IS NOT NULL").limit(20).collect()]
+    repeated = df.groupBy(id_col).count().where("count > 1").limit(20).collect()
+    found += [f"id {r[id_col]!r}: the id appears {r['count']} times; ids must be unique" for r in repeated]
+    if found:
+        raise ValueError("cannot judge these rows (at most 20 of each kind shown):\n  " + "\n  ".join(found))
+
+
+def judge_summaries_spark(
+    df: DataFrame,
+    *,
+    judge: Judge,
+    source_col: str = "source",
+    summary_col: str = "summary",
+    id_col: str = "id",
+    reference_col: str | None = None,
+    coverage: bool = True,
+    max_source_tokens: int | None = None,
+    partitions: int | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> SparkSummarizationResult:
+    """Judge each summary of ``df`` against its source on Spark; see the module's documentation.
+
+    ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
+    that run at once gets an equal share (at least one call in flight). ``partitions`` defaults to Spark's default
+    parallelism. The judging runs when the result is first used (``metrics``, an action on ``rows``...); the judged
+    rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
+    """
+    _validate(df, source_col, summary_col, id_col, reference_col)
+    spark = df.sparkSession
+    parallelism = spark.sparkContext.defaultParallelism
+    partitions = partitions or parallelism
+    at_once = max(1, min(partitions, parallelism))
+    share = judge.with_limits(
+        max_concurrency=max(1, judge.max_concurrency // at_once),
+        max_requests_per_s=None if judge.max_requests_per_s is None else judge.max_requests_per_s / at_once,
+    )
+    if max_source_tokens is None:
+        max_source_tokens = source_token_budget(judge)
+    id_type = df.schema[id_col].dataType
+    schema = _judged_schema(id_type, coverage, reference_col is not None)
+    plan = _PartitionPlan(share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), uuid.uuid4().hex)
+    wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col]) if c is not None]
+    judged = (
+        df.select(*wanted)
+        .repartition(partitions, source_col)
+        .sortWithinPartitions(source_col)
+        .mapInPandas(plan, schema)
+        .persist()
+    )
+    return SparkSummarizationResult(
+        judged=judged,
+        signature=summarization_signature(judge, coverage=coverage, max_source_tokens=max_source_tokens),
+        coverage=coverage,
+        references=reference_col is not None,
+        prices=judge.prices,
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )

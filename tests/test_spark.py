@@ -1,0 +1,223 @@
+"""The Spark path (``local[2]``, real PySpark and Python workers) against the single-process path, on one scripted
+judge server: the same per-row results and aggregates, no calls on a rerun, faulted rows kept with their errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install -e '.[spark]')")
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
+from mlflow_genai_metrics.spark import judge_summaries_spark  # noqa: E402
+from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript  # noqa: E402
+
+TRADITIONAL = ["rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "chrf", "summary_words", "compression_ratio"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this interpreter, with this package
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("mgm-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several batches per partition
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def corpus(rows: int = 36) -> pd.DataFrame:
+    """Several summaries per source (as when models are compared), contradicted and unverifiable claims, an empty
+    summary and a missing one, references."""
+    records = []
+    for i in range(rows):
+        article = i % 9
+        source = (f"Article {article}. The council of town {article} approved budget {article} on Monday. "
+                  f"The mayor welcomed budget {article}. Critics objected to cuts in town {article}.")
+        summary = f"The council of town {article} approved budget {article}. The mayor welcomed budget {article}."
+        if i % 4 == 1:
+            summary += f" Town {article} cancelled budget {article}."  # scripted as contradicted
+        if i % 5 == 2:
+            summary += f" Row {i} invented a parade."  # not in the article: idk
+        if i == 7:
+            summary = ""
+        if i == 11:
+            summary = None
+        records.append({"id": i, "source": source, "summary": summary, "reference": f"Town {article} approved budget {article}."})
+    return pd.DataFrame.from_records(records)
+
+
+def contradicting_script(**options) -> SummarizationJudgeScript:
+    return SummarizationJudgeScript(verdicts=_Contradicted(), **options)
+
+
+class _Contradicted(dict):
+    """Claims saying a budget was cancelled are contradicted; everything else follows the script's rule."""
+
+    def get(self, claim, default=None):
+        return "no" if "cancelled" in claim else default
+
+
+def loopback_judge(server, **options) -> Judge:
+    options.setdefault("cache_dir", None)
+    options.setdefault("backoff_initial_s", 0.01)
+    options.setdefault("backoff_max_s", 0.05)
+    return Judge(server.models[0], server.base_url, **options)  # no key: nothing secret travels to the workers
+
+
+def by_id(table: pd.DataFrame) -> pd.DataFrame:
+    return table.sort_values(list(table.columns[:2])).reset_index(drop=True)
+
+
+def test_spark_and_one_process_give_the_same_rows_claims_and_aggregates(spark, scripted_server):
+    data = corpus()
+    server = scripted_server(contradicting_script())
+    judge = loopback_judge(server, max_concurrency=8)
+    single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], references=data["reference"])
+    single_calls = server.request_count
+
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, id_col="id", reference_col="reference")
+    spark_rows = result.rows.toPandas()
+    assert server.request_count - single_calls == single_calls  # key points once per source, like one process
+
+    ours = spark_rows.set_index("id").sort_index()
+    theirs = single.rows.set_index("id").sort_index()
+    assert len(ours) == len(data)
+    for column in theirs.columns:
+        if column == "judge_latency_s":
+            continue
+        left, right = ours[column], theirs[column]
+        if column in TRADITIONAL:
+            np.testing.assert_allclose(left.to_numpy(float), right.to_numpy(float), rtol=0, atol=0, err_msg=column)
+        else:
+            assert left.astype(object).where(left.notna(), None).tolist() == right.astype(object).where(right.notna(), None).tolist(), column
+    assert (ours["defect_contradiction"] == 1).sum() == 9 and (ours["defect_unverifiable"] == 1).sum() > 0
+    assert ours.loc[7, "defect_empty"] == 1 and ours.loc[11, "defect_empty"] == 1
+
+    pd.testing.assert_frame_equal(by_id(result.claims.toPandas()), by_id(single.claims), check_dtype=False)
+    pd.testing.assert_frame_equal(by_id(result.key_points.toPandas()), by_id(single.key_points), check_dtype=False)
+
+    spark_metrics, single_metrics = result.metrics, single.metrics
+    assert set(spark_metrics) == set(single_metrics)
+    for name, value in single_metrics.items():
+        if name.split("/")[0] in TRADITIONAL:  # means of floats summed in another order: equal to the last bits
+            assert spark_metrics[name] == pytest.approx(value, rel=1e-12), name
+        else:  # rates, intervals and usage: exactly the same numbers
+            assert spark_metrics[name] == value or (np.isnan(value) and np.isnan(spark_metrics[name])), name
+    assert 0 < single_metrics["alignment"] < 1 and single_metrics["alignment/ci_low"] < single_metrics["alignment/ci_high"]
+    assert result.signature == single.signature
+    report, expected = result.report(), json.loads(json.dumps(single.report()))
+    assert report.pop("metrics").keys() == expected.pop("metrics").keys() and report == expected
+
+
+def test_a_rerun_with_the_shared_cache_makes_no_calls(spark, scripted_server, tmp_path):
+    data = corpus(18).drop(columns=["reference"])
+    server = scripted_server(contradicting_script())
+    judge = loopback_judge(server, cache_dir=tmp_path / "cache")
+    first = judge_summaries_spark(spark.createDataFrame(data), judge=judge)
+    first_metrics = first.metrics
+    calls = server.request_count
+    assert calls > 0 and first_metrics["judge/calls"] == calls
+
+    again = judge_summaries_spark(spark.createDataFrame(data), judge=judge)
+    again_metrics = again.metrics
+    assert server.request_count == calls  # every worker read the answers the first run's workers cached
+    assert again_metrics["judge/calls"] == 0 and again_metrics["judge/cache_hit_rate"] == 1.0
+    for name in ("alignment", "alignment/ci_low", "richness", "coverage", "defect_rate/contradiction"):
+        assert again_metrics[name] == first_metrics[name]
+
+
+def test_a_partition_whose_calls_all_fail_keeps_its_rows_with_errors(spark, scripted_server):
+    data = corpus(24).drop(columns=["reference"])
+    frame = spark.createDataFrame(data)
+    # The rows Spark puts in partition 0 when judging with 2 partitions (hash partitioning by source).
+    placed = frame.repartition(2, "source").withColumn("partition", F.spark_partition_id()).toPandas()
+    doomed = placed.loc[placed["partition"] == 0]
+    assert 0 < len(doomed) < len(data)
+    doomed_towns = {f"town {s.split('.')[0].split()[-1]}" for s in doomed["source"]}
+
+    def fault(request, kind):
+        prompt = request.messages[0]["content"].lower()
+        return Fault.server_error() if any(town in prompt for town in doomed_towns) else None
+
+    server = scripted_server(contradicting_script(fault=fault))
+    result = judge_summaries_spark(frame, judge=loopback_judge(server, max_retries=1), partitions=2)
+    rows = result.rows.toPandas().set_index("id").sort_index()
+
+    assert sorted(rows.index) == sorted(data["id"])  # nothing lost
+    failed = rows["error"] != ""
+    assert set(rows.index[failed]) == set(doomed["id"])
+    assert rows.loc[failed, "error"].str.contains("failed").all()
+    assert rows.loc[failed, "aligned"].isna().all()  # never scored 0
+    assert rows.loc[~failed, "aligned"].notna().all()
+    metrics = result.metrics
+    assert metrics["judge_error_rate"] == len(doomed) / len(data)
+    assert metrics["alignment"] == rows.loc[~failed, "aligned"].mean()  # failed rows are out of the denominator
+
+
+def test_bad_rows_are_named_before_any_call(spark, scripted_server):
+    data = corpus(6).drop(columns=["reference"])
+    data.loc[2, "source"] = "   "
+    data.loc[4, "id"] = 3
+    server = scripted_server(contradicting_script())
+    with pytest.raises(ValueError) as raised:
+        judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server))
+    message = str(raised.value)
+    assert "id 2: the source is empty" in message and "id 3: the id appears 2 times" in message
+    assert server.request_count == 0
+    with pytest.raises(KeyError, match="no column"):
+        judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), summary_col="output")
+
+
+def test_the_concurrency_given_is_the_total_over_partitions_running_at_once(spark, scripted_server):
+    data = corpus(40).drop(columns=["reference"])
+    server = scripted_server(contradicting_script(), latency_s=0.05)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server, max_concurrency=4), partitions=2)
+    assert result.metrics["judge_error_rate"] == 0
+    assert 2 <= server.max_in_flight <= 4  # 2 per partition, both partitions at once; never 4 each
+
+
+def test_a_spark_run_is_logged_like_a_single_process_run(spark, scripted_server, mlflow_store):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_genai_metrics.tracking import compare_runs, load_run, log_result, log_spark_result
+
+    data = corpus(18)
+    server = scripted_server(contradicting_script())
+    judge = loopback_judge(server)
+    single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], references=data["reference"])
+    spark_result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, reference_col="reference")
+    with mlflow.start_run(run_name="single") as run:
+        log_result(single, log_metrics=True)
+    with mlflow.start_run(run_name="spark") as spark_run:
+        log_spark_result(spark_result)
+
+    client = MlflowClient()
+    a, b = client.get_run(run.info.run_id).data, client.get_run(spark_run.info.run_id).data
+    assert set(a.metrics) == set(b.metrics)
+    for name in ("alignment", "alignment/ci_low", "alignment/ci_high", "richness", "coverage", "judge_error_rate"):
+        assert a.metrics[name] == b.metrics[name]
+    assert a.tags["mgm.signature"] == b.tags["mgm.signature"]
+    assert {k: v for k, v in a.params.items() if k.startswith("mgm.")} == {k: v for k, v in b.params.items() if k.startswith("mgm.")}
+    artifacts = {f.path for f in client.list_artifacts(spark_run.info.run_id, "mgm")}
+    assert {"mgm/rows.parquet", "mgm/claims.parquet", "mgm/key_points.parquet", "mgm/report.json", "mgm/plots"} <= artifacts
+
+    loaded = load_run(spark_run.info.run_id)
+    assert sorted(loaded.rows["id"].astype(int)) == list(range(18))
+    table = compare_runs([run.info.run_id, spark_run.info.run_id], log=False)
+    differences = table["difference_vs_first"].dropna()
+    assert len(differences) > 0 and (differences == 0).all()
