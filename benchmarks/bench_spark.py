@@ -1,0 +1,114 @@
+"""Spark ``local[2]`` against the single-process async path, on one scripted endpoint with fixed latency and slots.
+
+    .venv/bin/python benchmarks/bench_spark.py [--rows 10000] [--latency 0.2] [--slots 64] [--no-coverage]
+
+The endpoint (``mlflow_genai_metrics.testing.serve``) runs in its own process. Both paths get the same total
+concurrency (the endpoint's slots; Spark splits it over its two workers) and a fresh cache each. Timed: from the
+call to the aggregates in hand (for Spark, the judging job and the aggregation job; the session is started first
+and not timed). The bound is what the endpoint allows: slots / latency / calls per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pandas as pd
+
+from mlflow_genai_metrics import Judge, judge_summaries
+
+
+def corpus(rows: int) -> pd.DataFrame:
+    """Distinct articles, one summary each (key points cannot be shared: the most calls per row)."""
+    return pd.DataFrame({
+        "id": range(rows),
+        "source": [f"Article {i}. The council of town {i} approved budget {i} on Monday. The mayor welcomed budget {i}. "
+                   f"Critics objected to cuts in town {i}." for i in range(rows)],
+        "summary": [f"The council of town {i} approved budget {i}. The mayor welcomed it." for i in range(rows)],
+    })
+
+
+def spark_session():
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]").appName("mgm-bench").config("spark.ui.enabled", "false").getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, dict[str, float]]:
+    from mlflow_genai_metrics.spark import judge_summaries_spark
+
+    data = corpus(rows)
+    spark = spark_session()
+    frame = spark.createDataFrame(data).cache()
+    frame.count()  # the input is in memory before the clock starts
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow_genai_metrics.testing.serve", "--latency", str(latency), "--slots", str(slots)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    figures: dict[str, dict[str, float]] = {}
+    try:
+        base_url = server.stdout.readline().strip()
+        if not base_url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the scripted endpoint did not start (it printed {base_url!r})")
+        for path in ("single process (async)", "Spark local[2]"):
+            with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
+                judge = Judge("scripted-judge", base_url, cache_dir=cache, max_concurrency=slots, progress=False)
+                started = time.perf_counter()
+                if path.startswith("Spark"):
+                    result = judge_summaries_spark(frame, judge=judge, coverage=coverage)
+                    metrics = result.metrics
+                    result.unpersist()
+                else:
+                    metrics = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], coverage=coverage).metrics
+                wall = time.perf_counter() - started
+            calls_per_row = metrics["judge/calls"] / rows
+            figures[path] = {
+                "wall_s": wall,
+                "rows_per_s": rows / wall,
+                "calls_per_row": calls_per_row,
+                "bound_rows_per_s": slots / latency / calls_per_row if latency else float("inf"),
+                "errors": metrics["judge_error_rate"],
+                "alignment": metrics["alignment"],
+            }
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        frame.unpersist()
+    return figures
+
+
+def main(argv: list[str] | None = None) -> list[str]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--slots", type=int, default=64)
+    parser.add_argument("--no-coverage", dest="coverage", action="store_false")
+    args = parser.parse_args(argv)
+    figures = measure(args.rows, args.latency, args.slots, args.coverage)
+    single = figures["single process (async)"]["rows_per_s"]
+    lines = [
+        f"{args.rows} rows, endpoint latency {args.latency * 1000:.0f} ms, {args.slots} slots, "
+        f"{'alignment + richness + coverage' if args.coverage else 'alignment + richness'}",
+        "| path | calls per row | wall s | rows/s | bound rows/s | share of bound | rows/s vs single process | judge errors | alignment |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path, f in figures.items():
+        lines.append(
+            f"| {path} | {f['calls_per_row']:.2f} | {f['wall_s']:.1f} | {f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | "
+            f"{f['rows_per_s'] / f['bound_rows_per_s']:.0%} | {f['rows_per_s'] / single:.2f}x | {f['errors']:.3f} | {f['alignment']:.3f} |"
+        )
+    print("\n".join(lines))
+    return lines
+
+
+if __name__ == "__main__":
+    main()
