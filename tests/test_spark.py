@@ -185,8 +185,10 @@ def test_bad_rows_are_named_before_any_call(spark, scripted_server):
 def test_the_concurrency_given_is_the_total_over_partitions_running_at_once(spark, scripted_server):
     data = corpus(40).drop(columns=["reference"])
     server = scripted_server(contradicting_script(), latency_s=0.05)
-    result = judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server, max_concurrency=4), partitions=2)
-    assert result.metrics["judge_error_rate"] == 0
+    judge = loopback_judge(server, max_concurrency=4)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, partitions=2, coverage=False)
+    assert result.metrics["judge_error_rate"] == 0 and result.metrics["judge/calls"] == 2 * (len(data) - 2)  # rows 7, 11: no summary, no call
+    assert "coverage" not in result.rows.columns and "coverage" not in result.metrics
     assert 2 <= server.max_in_flight <= 4  # 2 per partition, both partitions at once; never 4 each
 
 
