@@ -237,3 +237,28 @@ def test_bench_spark_smoke(spark):
     assert set(table) == {"single process (async)", "Spark local[2]"}
     for cells in table.values():
         assert cells[1] == "4.00" and cells[7] == "0.000"  # calls per row; judge errors
+
+
+@pytest.mark.local_model
+def test_spark_judges_with_the_real_local_model_as_one_process_does(spark, tmp_path):
+    """Each Spark worker talks to a real llama.cpp server (SmolLM2) through its own Judge copy; a row judged there
+    reads the same in one process, which takes the workers' answers from the shared cache."""
+    pytest.importorskip("llama_cpp", reason="the local model needs the `local` extra")
+    from mlflow_genai_metrics.local import LocalModelServer
+
+    data = corpus(3).drop(columns=["reference"])
+    with LocalModelServer("smollm2-135m") as server:
+        judge = Judge(server.model_id, server.base_url, cache_dir=tmp_path, context_window=server.n_ctx, max_concurrency=2)
+        result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, coverage=False)
+        metrics = result.metrics
+        rows = result.rows.toPandas().set_index("id").sort_index()
+        single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], coverage=False)
+    assert metrics["judge/calls"] > 0 and result.signature.startswith("judge:smollm2-135m|base:localhost|")
+    assert len(rows) == 3
+    judged = rows.index[rows["error"] == ""]
+    expected = single.rows.set_index("id").loc[judged]
+    for column in ("claim_count", "supported_claims", "aligned", "reasoning"):
+        assert rows.loc[judged, column].tolist() == expected[column].tolist(), column
+    assert (expected["judge_calls"] == 0).all()  # answered from the cache the workers wrote
+    for error in rows.loc[rows["error"] != "", "error"]:  # 135M parameters: a row may fail, and says where
+        assert error.split(" failed: ")[0] in {"claim extraction", "claim verification"}
