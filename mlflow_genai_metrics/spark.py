@@ -45,7 +45,16 @@ from .signature import summarization_signature
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
 from .summarization.api import source_token_budget
 from .summarization.judging import judge_rows, prepare_rows
-from .summarization.scoring import COUNT_COLUMNS, FLAG_COLUMNS, USAGE_COLUMNS, rate_metrics, rate_statistics, rows_table, usage_metrics
+from .summarization.scoring import (
+    AGGREGATE_RATES,
+    COUNT_COLUMNS,
+    FLAG_COLUMNS,
+    USAGE_COLUMNS,
+    rate_metrics,
+    rate_statistics,
+    rows_table,
+    usage_metrics,
+)
 from .traditional import ROUGE_TYPES, corpus_scores, traditional_metrics
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
@@ -140,17 +149,14 @@ class _PartitionPlan:
         return table[self.columns]
 
 
-@dataclass(frozen=True)
-class _Histograms:
+def _count_histograms(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
     """A partition's rows -> one record per (rate, numerator, denominator): how many rows have that pair."""
-
-    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for batch in batches:
-            records = []
-            for name, statistic in rate_statistics(batch).items():
-                histogram = statistic.histogram()
-                records += zip([name] * len(histogram.counts), histogram.numerators, histogram.denominators, histogram.counts)
-            yield pd.DataFrame.from_records(records, columns=["name", "numerator", "denominator", "rows"])
+    for batch in batches:
+        records = []
+        for name, statistic in rate_statistics(batch).items():
+            histogram = statistic.histogram()
+            records += zip([name] * len(histogram.counts), histogram.numerators, histogram.denominators, histogram.counts)
+        yield pd.DataFrame.from_records(records, columns=["name", "numerator", "denominator", "rows"])
 
 
 @dataclass
@@ -188,7 +194,7 @@ class SparkSummarizationResult:
         """Each rate's (numerator, denominator) pairs with their row counts, summed over partitions by Spark."""
         schema = "name string, numerator double, denominator double, rows long"
         counted = (
-            self.judged.mapInPandas(_Histograms(), schema)
+            self.judged.mapInPandas(_count_histograms, schema)
             .groupBy("name", "numerator", "denominator")
             .agg(F.sum("rows").alias("rows"))
             .collect()
@@ -207,15 +213,13 @@ class SparkSummarizationResult:
             requests=int(totals["judge_requests"] or 0), calls=int(totals["judge_calls"] or 0),
             cache_hits=int(totals["judge_cache_hits"] or 0), prompt_tokens=int(totals["judge_prompt_tokens"] or 0),
             completion_tokens=int(totals["judge_completion_tokens"] or 0), latency_s=float(totals["judge_latency_s"] or 0.0),
-            cost_usd=None if cost is None or (self.prices is None) else float(cost),
+            cost_usd=None if cost is None or self.prices is None else float(cost),
         )
 
     @cached_property
     def metrics(self) -> dict[str, float]:
         """Every aggregate with ``/ci_low`` and ``/ci_high``, the ``judge/...`` usage and, with references, the
         traditional metrics; only counts and sums reach the driver."""
-        from .summarization.scoring import AGGREGATE_RATES
-
         histograms = self.histograms
         ordered = {name: histograms[name] for name in AGGREGATE_RATES if name in histograms}
         metrics = rate_metrics(ordered, resamples=self.resamples, seed=self.seed, confidence=self.confidence)

@@ -85,7 +85,7 @@ def by_id(table: pd.DataFrame) -> pd.DataFrame:
 def test_spark_and_one_process_give_the_same_rows_claims_and_aggregates(spark, scripted_server):
     data = corpus()
     server = scripted_server(contradicting_script())
-    judge = loopback_judge(server, max_concurrency=8)
+    judge = loopback_judge(server, max_concurrency=8, prices={"input": 0.15, "output": 0.6})
     single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], references=data["reference"])
     single_calls = server.request_count
 
@@ -97,7 +97,10 @@ def test_spark_and_one_process_give_the_same_rows_claims_and_aggregates(spark, s
     theirs = single.rows.set_index("id").sort_index()
     assert len(ours) == len(data)
     for column in theirs.columns:
-        if column == "judge_latency_s":
+        if column == "judge_latency_s":  # a duration: differs from run to run
+            continue
+        if column == "judge_cost_usd":  # a float sum of each call's cost
+            np.testing.assert_allclose(ours[column].to_numpy(float), theirs[column].to_numpy(float), rtol=1e-9)
             continue
         left, right = ours[column], theirs[column]
         if column in TRADITIONAL:
@@ -113,11 +116,11 @@ def test_spark_and_one_process_give_the_same_rows_claims_and_aggregates(spark, s
     spark_metrics, single_metrics = result.metrics, single.metrics
     assert set(spark_metrics) == set(single_metrics)
     for name, value in single_metrics.items():
-        if name.split("/")[0] in TRADITIONAL:  # means of floats summed in another order: equal to the last bits
+        if name.split("/")[0] in TRADITIONAL or name == "judge/cost_usd":  # float sums in another order: equal to the last bits
             assert spark_metrics[name] == pytest.approx(value, rel=1e-12), name
         else:  # rates, intervals and usage: exactly the same numbers
             assert spark_metrics[name] == value or (np.isnan(value) and np.isnan(spark_metrics[name])), name
-    assert 0 < single_metrics["alignment"] < 1 and single_metrics["alignment/ci_low"] < single_metrics["alignment/ci_high"]
+    assert single_metrics["judge/cost_usd"] > 0 and 0 < single_metrics["alignment"] < 1 and single_metrics["alignment/ci_low"] < single_metrics["alignment/ci_high"]
     assert result.signature == single.signature
     report, expected = result.report(), json.loads(json.dumps(single.report()))
     assert report.pop("metrics").keys() == expected.pop("metrics").keys() and report == expected
