@@ -195,6 +195,17 @@ def test_the_concurrency_given_is_the_total_over_partitions_running_at_once(spar
     assert 2 <= server.max_in_flight <= 4  # 2 per partition, both partitions at once; never 4 each
 
 
+def test_the_request_rate_given_is_the_total_over_partitions_running_at_once(spark, scripted_server):
+    data = corpus(16).drop(columns=["reference"])
+    server = scripted_server(contradicting_script())
+    judge = loopback_judge(server, max_concurrency=8, max_requests_per_s=20)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, partitions=2, coverage=False)
+    assert result.metrics["judge/calls"] == 28  # 14 summaries: claims, then verification
+    arrivals = sorted(r.arrived for r in server.requests)
+    # 20 starts a second for the whole job (10 for each of the two partitions), not 20 for each partition.
+    assert arrivals[-1] - arrivals[0] >= 27 / 20 * 0.9
+
+
 def test_a_spark_run_is_logged_like_a_single_process_run(spark, scripted_server, mlflow_store):
     import mlflow
     from mlflow.tracking import MlflowClient
