@@ -175,3 +175,21 @@ def test_a_rate_must_be_positive(scripted_server):
 
     with pytest.raises(ValueError, match="max_requests_per_s"):
         judge_for(scripted_server(), max_requests_per_s=0)
+
+
+def test_the_scripted_server_adds_no_delay_of_its_own_on_a_kept_alive_connection(scripted_server):
+    """Benchmarks read the scripted latency as the endpoint's: with Nagle's algorithm left on, each reply after the
+    first on a connection waited ~40 ms for the client's delayed ACK, on top of it."""
+    import statistics
+    import time
+
+    server = scripted_server(latency_s=0.05)
+    judge = judge_for(server, max_concurrency=1)
+    overheads = []
+    for i in range(8):
+        started = time.perf_counter()
+        assert judge.ask(ask_about(f"row {i}")).ok
+        elapsed = time.perf_counter() - started
+        served = server.requests[-1].finished - server.requests[-1].arrived
+        overheads.append(elapsed - served)
+    assert statistics.median(overheads[1:]) < 0.025

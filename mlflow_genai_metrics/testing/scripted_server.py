@@ -185,7 +185,9 @@ class ScriptedJudgeServer:
                 Route("/v1/models", self._models, methods=["GET"]),
             ]
         )
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named explicitly: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP,
+        # and with Nagle on, every reply after the first on a kept-alive connection waits ~40 ms for a delayed ACK.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
