@@ -5,7 +5,9 @@
 The endpoint (``mlflow_genai_metrics.testing.serve``) runs in its own process. Both paths get the same total
 concurrency (the endpoint's slots; Spark splits it over its two workers) and a fresh cache each. Timed: from the
 call to the aggregates in hand (for Spark, the judging job and the aggregation job; the session is started first
-and not timed). The bound is what the endpoint allows: slots / latency / calls per row.
+and not timed). The bound is what the endpoint allows: slots / latency / calls per row. Also recorded: how busy
+the machine's cores were (all processes, /proc/stat) and the CPU seconds the endpoint process used, to tell an
+endpoint-bound run from a CPU-bound one.
 """
 
 from __future__ import annotations
@@ -30,6 +32,25 @@ def corpus(rows: int) -> pd.DataFrame:
                    f"Critics objected to cuts in town {i}." for i in range(rows)],
         "summary": [f"The council of town {i} approved budget {i}. The mayor welcomed it." for i in range(rows)],
     })
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores since boot (Linux /proc/stat); (0, 0) elsewhere."""
+    try:
+        fields = [float(v) for v in open("/proc/stat").readline().split()[1:]]
+    except OSError:
+        return (0.0, 0.0)
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields) - idle, sum(fields))
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process (Linux /proc); NaN elsewhere."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (float(fields[11]) + float(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spark_session():
@@ -62,7 +83,7 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
         for path in ("single process (async)", "Spark local[2]"):
             with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
                 judge = Judge("scripted-judge", base_url, cache_dir=cache, max_concurrency=slots, progress=False)
-                started = time.perf_counter()
+                started, cpu_before, endpoint_before = time.perf_counter(), machine_cpu(), process_cpu_s(server.pid)
                 if path.startswith("Spark"):
                     result = judge_summaries_spark(frame, judge=judge, coverage=coverage)
                     metrics = result.metrics
@@ -70,6 +91,7 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
                 else:
                     metrics = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], coverage=coverage).metrics
                 wall = time.perf_counter() - started
+                busy, total = (after - before for after, before in zip(machine_cpu(), cpu_before))
             calls_per_row = metrics["judge/calls"] / rows
             figures[path] = {
                 "wall_s": wall,
@@ -78,6 +100,8 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
                 "bound_rows_per_s": slots / latency / calls_per_row if latency else float("inf"),
                 "errors": metrics["judge_error_rate"],
                 "alignment": metrics["alignment"],
+                "machine_busy": busy / total if total else float("nan"),
+                "endpoint_cpu_s": process_cpu_s(server.pid) - endpoint_before,
             }
     finally:
         server.terminate()
@@ -98,13 +122,14 @@ def main(argv: list[str] | None = None) -> list[str]:
     lines = [
         f"{args.rows} rows, endpoint latency {args.latency * 1000:.0f} ms, {args.slots} slots, "
         f"{'alignment + richness + coverage' if args.coverage else 'alignment + richness'}",
-        "| path | calls per row | wall s | rows/s | bound rows/s | share of bound | rows/s vs single process | judge errors | alignment |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| path | calls per row | wall s | rows/s | bound rows/s | share of bound | rows/s vs single process | judge errors | alignment | machine CPU busy | endpoint CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for path, f in figures.items():
         lines.append(
             f"| {path} | {f['calls_per_row']:.2f} | {f['wall_s']:.1f} | {f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | "
-            f"{f['rows_per_s'] / f['bound_rows_per_s']:.0%} | {f['rows_per_s'] / single:.2f}x | {f['errors']:.3f} | {f['alignment']:.3f} |"
+            f"{f['rows_per_s'] / f['bound_rows_per_s']:.0%} | {f['rows_per_s'] / single:.2f}x | {f['errors']:.3f} | {f['alignment']:.3f} | "
+            f"{f['machine_busy']:.0%} | {f['endpoint_cpu_s']:.1f} |"
         )
     print("\n".join(lines))
     return lines
