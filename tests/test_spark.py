@@ -185,6 +185,16 @@ def test_bad_rows_are_named_before_any_call(spark, scripted_server):
         judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), summary_col="output")
 
 
+def test_a_configuration_error_fails_the_job_and_says_what_to_fix(spark, scripted_server):
+    data = corpus(4).drop(columns=["reference"])
+    server = scripted_server(contradicting_script(), models=("another-model",))
+    judge = Judge("scripted-judge", server.base_url, cache_dir=None)  # a model the endpoint does not serve: HTTP 404
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge)
+    with pytest.raises(Exception, match="JudgeConfigError") as raised:
+        result.metrics
+    assert "scripted-judge" in str(raised.value) and "another-model" in str(raised.value)
+
+
 def test_the_concurrency_given_is_the_total_over_partitions_running_at_once(spark, scripted_server):
     data = corpus(40).drop(columns=["reference"])
     server = scripted_server(contradicting_script(), latency_s=0.05)
