@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -75,9 +75,9 @@ _KEY_POINTS = T.ArrayType(T.StructType([
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
-def _judged_schema(id_type: T.DataType, coverage: bool, references: bool) -> T.StructType:
+def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool) -> T.StructType:
     long, double, text = T.LongType(), T.DoubleType(), T.StringType()
-    fields = [T.StructField("id", id_type)]
+    fields = [T.StructField("id", id_type), *carried]
     fields += [T.StructField(name, long) for name in COUNT_COLUMNS]
     fields += [T.StructField("support_rate", double)]
     fields += [T.StructField(name, long) for name in FLAG_COLUMNS[:2]]
@@ -108,6 +108,7 @@ class _PartitionPlan:
     coverage: bool
     max_source_tokens: int | None
     columns: list[str]
+    carry_cols: tuple[str, ...]
     run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -129,6 +130,8 @@ class _PartitionPlan:
         judgements = judge_rows(rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False)
         table = rows_table(judgements, coverage=self.coverage)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
+        for name in self.carry_cols:
+            table[name] = batch[name].to_numpy()
         table["judge_requests"] = [j.usage.requests for j in judgements]
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
@@ -256,12 +259,17 @@ class SparkSummarizationResult:
         self.judged.unpersist()
 
 
-def _validate(df: DataFrame, source_col: str, summary_col: str, id_col: str, reference_col: str | None) -> None:
+def _validate(
+    df: DataFrame, source_col: str, summary_col: str, id_col: str, reference_col: str | None, carry_cols: tuple[str, ...]
+) -> None:
     """Problems that would stop a single-process run stop this one too, before any call, naming the rows."""
-    wanted = [c for c in (source_col, summary_col, id_col, reference_col) if c is not None]
+    wanted = [c for c in (source_col, summary_col, id_col, reference_col, *carry_cols) if c is not None]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
         raise KeyError(f"the DataFrame has no column {missing}; it has {df.columns}")
+    clashes = [c for c in carry_cols if c in _judged_schema(T.StringType(), [], True, True).fieldNames()]
+    if clashes:
+        raise ValueError(f"carry_cols {clashes} would overwrite result columns of the same name; rename them first")
     types = {f.name: f.dataType for f in df.schema.fields}
     if not isinstance(types[id_col], _ID_TYPES):
         raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
@@ -295,18 +303,21 @@ def judge_summaries_spark(
     coverage: bool = True,
     max_source_tokens: int | None = None,
     partitions: int | None = None,
+    carry_cols: Sequence[str] = (),
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> SparkSummarizationResult:
     """Judge each summary of ``df`` against its source on Spark; see the module's documentation.
 
-    ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
+    ``carry_cols`` (e.g. ``["model", "category"]``) are carried into ``rows`` after ``id``, so the result can be
+    grouped without a join. ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
     that run at once gets an equal share (at least one call in flight). ``partitions`` defaults to Spark's default
     parallelism. The judging runs when the result is first used (``metrics``, an action on ``rows``...); the judged
     rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
     """
-    _validate(df, source_col, summary_col, id_col, reference_col)
+    carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
+    _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
     spark = df.sparkSession
     parallelism = spark.sparkContext.defaultParallelism
     partitions = partitions or parallelism
@@ -317,10 +328,10 @@ def judge_summaries_spark(
     )
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
-    id_type = df.schema[id_col].dataType
-    schema = _judged_schema(id_type, coverage, reference_col is not None)
-    plan = _PartitionPlan(share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), uuid.uuid4().hex)
-    wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col]) if c is not None]
+    carried = [df.schema[name] for name in carry_cols]
+    schema = _judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None)
+    plan = _PartitionPlan(share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols, uuid.uuid4().hex)
+    wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
     judged = (
         df.select(*wanted)
         .repartition(partitions, source_col)

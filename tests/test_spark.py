@@ -56,7 +56,8 @@ def corpus(rows: int = 36) -> pd.DataFrame:
             summary = ""
         if i == 11:
             summary = None
-        records.append({"id": i, "source": source, "summary": summary, "reference": f"Town {article} approved budget {article}."})
+        records.append({"id": i, "source": source, "summary": summary, "reference": f"Town {article} approved budget {article}.",
+                        "model": "ab"[i % 2]})
     return pd.DataFrame.from_records(records)
 
 
@@ -183,6 +184,8 @@ def test_bad_rows_are_named_before_any_call(spark, scripted_server):
     assert server.request_count == 0
     with pytest.raises(KeyError, match="no column"):
         judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), summary_col="output")
+    with pytest.raises(ValueError, match="overwrite"):
+        judge_summaries_spark(spark.createDataFrame(data.assign(aligned=1)), judge=loopback_judge(server), carry_cols=["aligned"])
 
 
 def test_a_configuration_error_fails_the_job_and_says_what_to_fix(spark, scripted_server):
@@ -226,7 +229,9 @@ def test_a_spark_run_is_logged_like_a_single_process_run(spark, scripted_server,
     server = scripted_server(contradicting_script())
     judge = loopback_judge(server)
     single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], references=data["reference"])
-    spark_result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, reference_col="reference")
+    spark_result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, reference_col="reference", carry_cols=["model"])
+    carried = spark_result.rows.select("id", "model").toPandas().sort_values("id")
+    assert spark_result.rows.columns[:2] == ["id", "model"] and carried["model"].tolist() == data["model"].tolist()
     with mlflow.start_run(run_name="single") as run:
         log_result(single, log_metrics=True)
     with mlflow.start_run(run_name="spark") as spark_run:
