@@ -1,24 +1,39 @@
 """Agreement of our judgement with human faithfulness labels, beside the published reference points.
 
     .venv/bin/python benchmarks/bench_agreement.py --local --sample 30          # SmolLM2-135M: the floor
+    .venv/bin/python benchmarks/bench_agreement.py --local --sample 30 --peers  # and DeepEval, MLflow beside it
     MGM_JUDGE_MODEL=gpt-4o-mini OPENAI_API_KEY=... .venv/bin/python benchmarks/bench_agreement.py --sample 200
 
 For each labelled set in ../shared/data/faithfulness (FRANK, QAGS-CNNDM, QAGS-XSum, SummEdits): a sample stratified
 by the binary human label, judged (claims + verification), then balanced accuracy and Cohen's kappa of `aligned`
 against the binary label, Spearman and Kendall of `support_rate` against the graded label.
+
+``--peers`` (default: deepeval mlflow-summarization) also runs the peers' summarization judges, in the peers' own
+virtual env (``peers/run_peer.py --scores-out``), on the same sample (``meta.stratified_labelled_sample``) against the
+same judge endpoint: DeepEval's ``SummarizationMetric`` (defaults; pass = score >= its threshold 0.5, its score
+correlated with the graded label) and MLflow's ``Summarization`` scorer (pass = "yes"; no score to correlate). A row a
+peer failed on is counted in its error rate and left out of its agreement, never scored 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
-from mlflow_genai_metrics import Judge
-from mlflow_genai_metrics.local import LocalModelServer
-from mlflow_genai_metrics.meta import load_labelled, meta_evaluate
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from peer_runs import MISSING, PEERS_PYTHON, run_peer, write_rows  # noqa: E402
+
+from mlflow_genai_metrics import Judge  # noqa: E402
+from mlflow_genai_metrics.local import LocalModelServer  # noqa: E402
+from mlflow_genai_metrics.meta import agreement, load_labelled, meta_evaluate, stratified_labelled_sample  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "faithfulness"
 SETS = ["frank", "qags_cnndm", "qags_xsum", "summedits"]
@@ -30,9 +45,42 @@ PUBLISHED = {
     "summedits": "GPT-4 0.821, Gemini-pro 0.755, Claude 2.1 0.744, QAFactEval 0.655, SummaC-Conv 0.571, humans 0.909 (balanced accuracy)",
 }
 
+AGREEMENT_PEERS = ["deepeval", "mlflow-summarization"]
+PEER_NAMES = {"deepeval": "DeepEval SummarizationMetric", "deepeval-no-reason": "DeepEval SummarizationMetric (no reason)",
+              "mlflow-summarization": "MLflow Summarization", "ragas-faithfulness": "Ragas Faithfulness"}
+
 
 def fmt(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def peer_agreement(system: str, rows: pd.DataFrame, base_url: str, model: str, concurrency: int) -> tuple[dict[str, float], dict]:
+    """Run a peer on the labelled rows; its agreement with the labels (empty when it wrote no scores) and its status."""
+    with tempfile.TemporaryDirectory(prefix="mgm-agreement-peer-") as tmp:
+        rows_file = write_rows(Path(tmp) / "rows.jsonl", rows["source"], rows["summary"], rows["id"])
+        scores_file = Path(tmp) / "scores.jsonl"
+        status = run_peer(system, rows_file, base_url, model, "--concurrency", str(concurrency), "--scores-out", str(scores_file))
+        scores = [json.loads(line) for line in scores_file.read_text().splitlines()] if scores_file.exists() else []
+    return (scores_agreement(rows, scores) if len(scores) == len(rows) else {}), status
+
+
+def scores_agreement(rows: pd.DataFrame, scores: list[dict]) -> dict[str, float]:
+    """A peer's per-row records ({"score", "passed", "error"}, in the rows' order) against the human labels: a row
+    the peer failed on counts in ``judge_error_rate`` and is left out of every other figure (not scored 0)."""
+    failed = [bool(s.get("error")) for s in scores]
+    passed = [math.nan if bad or s.get("passed") is None else float(s["passed"]) for s, bad in zip(scores, failed)]
+    score = [math.nan if bad or s.get("score") is None else float(s["score"]) for s, bad in zip(scores, failed)]
+    metrics, _ = agreement(rows["human_binary"], passed, rows["human_graded"], score)
+    judged = [p for p in passed if not math.isnan(p)]
+    metrics.update(rows=float(len(rows)), judge_error_rate=sum(failed) / len(rows) if len(rows) else math.nan,
+                   judge_pass_rate=sum(judged) / len(judged) if judged else math.nan,
+                   human_consistent_rate=float(rows["human_binary"].mean()))
+    return metrics
+
+
+def row(name: str, system: str, m: dict[str, float], published: str) -> str:
+    return (f"| {name} | {system} | {int(m['rows'])} | {fmt(m['balanced_accuracy'])} | {fmt(m['cohen_kappa'])} | {fmt(m['spearman'])} | "
+            f"{fmt(m['kendall'])} | {fmt(m['judge_error_rate'])} | {fmt(m['judge_pass_rate'])} | {fmt(m['human_consistent_rate'])} | {published} |")
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -43,7 +91,10 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--judge-model", default=None)
     parser.add_argument("--judge-base-url", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--peers", nargs="*", default=None, help=f"also run these peers on the same sample (alone: {' '.join(AGREEMENT_PEERS)})")
+    parser.add_argument("--peer-concurrency", type=int, default=2, help="rows each peer judges at once (default 2, as our local judge)")
     args = parser.parse_args(argv)
+    peers = (args.peers or AGREEMENT_PEERS) if args.peers is not None else []
     if not DATA.exists():
         print(f"skipped: the labelled sets are not at {DATA} (../shared/data beside the project)")
         return []
@@ -55,13 +106,26 @@ def main(argv: list[str] | None = None) -> list[str]:
         else:
             judge = Judge(args.judge_model, args.judge_base_url, context_window=None)
         lines += [f"judge `{judge.model}`, {args.sample} pairs per set (stratified by the human label, seed {args.seed})", "",
-                  "| set | pairs | balanced accuracy | Cohen's kappa | Spearman | Kendall | judge errors | judge `aligned` rate | people's consistent rate | published (judge) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| set | system (judge) | pairs | balanced accuracy | Cohen's kappa | Spearman | Kendall | judge errors | judge pass rate | people's consistent rate | published (judge) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        if peers and not PEERS_PYTHON.exists():
+            print(MISSING)
+            peers = []
+        notes = []
         for name in args.sets:
-            report = meta_evaluate(load_labelled(DATA / f"{name}.jsonl"), judge=judge, sample=args.sample, seed=args.seed)
-            m = report.metrics
-            lines.append(f"| {name} | {int(m['rows'])} | {fmt(m['balanced_accuracy'])} | {fmt(m['cohen_kappa'])} | {fmt(m['spearman'])} | "
-                         f"{fmt(m['kendall'])} | {fmt(m['judge_error_rate'])} | {fmt(m['judge_aligned_rate'])} | {fmt(m['human_consistent_rate'])} | {PUBLISHED[name]} |")
+            labelled = load_labelled(DATA / f"{name}.jsonl")
+            report = meta_evaluate(labelled, judge=judge, sample=args.sample, seed=args.seed)
+            lines.append(row(name, f"ours: `aligned`, `support_rate` ({judge.model})", {**report.metrics, "judge_pass_rate": report.metrics["judge_aligned_rate"]}, PUBLISHED[name]))
+            rows = stratified_labelled_sample(labelled, args.sample, seed=args.seed)  # the sample meta_evaluate judged
+            for system in peers:
+                metrics, status = peer_agreement(system, rows, judge.base_url, judge.model, args.peer_concurrency)
+                if not metrics:
+                    lines.append(f"| {name} | {PEER_NAMES.get(system, system)} ({judge.model}) | did not run: {str(status.get('error_sample', ''))[-200:]!r} |")
+                    continue
+                lines.append(row(name, f"{PEER_NAMES.get(system, system)} ({judge.model})", metrics, "same sample"))
+                failures = f", e.g. {' '.join(status['error_sample'].split())[:240]}" if status.get("error_sample") else ""
+                notes.append(f"- {name}, {system}: {int(status['errors'])} of {len(rows)} rows failed{failures}; {status['wall_s'] / len(rows):.0f} s per row")
+        lines += [""] + notes if notes else []
     print("\n".join(lines))
     return lines
 

@@ -13,8 +13,6 @@ per article, where our key points are extracted once per article and reused.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,14 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from peer_answers import PeerAwareScript  # noqa: E402
+from peer_runs import MISSING, PEERS, PEERS_PYTHON, run_peer, write_rows  # noqa: E402
 
 from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
 from mlflow_genai_metrics.study import load_articles, stratified_sample  # noqa: E402
 from mlflow_genai_metrics.testing import ScriptedJudgeServer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "bbc_news_summary.jsonl"
-PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
-PEERS = ["deepeval", "deepeval-no-reason", "mlflow-summarization", "ragas-faithfulness"]
 
 
 def usage_since(server: ScriptedJudgeServer, start: int) -> tuple[int, int, int]:
@@ -45,15 +42,9 @@ def run_ours(server: ScriptedJudgeServer, sources, summaries, *, coverage: bool)
     return usage_since(server, start)
 
 
-def run_peer(server: ScriptedJudgeServer, system: str, rows_file: Path) -> tuple[tuple[int, int, int], dict]:
+def usage_of_peer(server: ScriptedJudgeServer, system: str, rows_file: Path) -> tuple[tuple[int, int, int], dict]:
     start = server.request_count
-    done = subprocess.run(
-        [str(PEERS_PYTHON), str(ROOT / "benchmarks" / "peers" / "run_peer.py"), system, str(rows_file),
-         "--base-url", server.base_url, "--model", "scripted-judge"],
-        capture_output=True, text=True, timeout=3600,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    status = json.loads(lines[-1]) if lines else {"errors": "did not run", "error_sample": done.stderr[-400:]}
+    status = run_peer(system, rows_file, server.base_url, "scripted-judge")
     return usage_since(server, start), status
 
 
@@ -75,14 +66,13 @@ def main(argv: list[str] | None = None) -> list[str]:
         table.append(("ours: + coverage", run_ours(server, sources, summaries, coverage=True), ""))
         if PEERS_PYTHON.exists():
             with tempfile.TemporaryDirectory() as tmp:
-                rows_file = Path(tmp) / "rows.jsonl"
-                rows_file.write_text("\n".join(json.dumps({"source": s, "summary": m}) for s, m in zip(sources, summaries)))
+                rows_file = write_rows(Path(tmp) / "rows.jsonl", sources, summaries)
                 for system in args.peers:
-                    usage, status = run_peer(server, system, rows_file)
+                    usage, status = usage_of_peer(server, system, rows_file)
                     note = f"{status['errors']} of {n} rows failed: {status.get('error_sample', '')[:120]}" if status.get("errors") else ""
                     table.append((system, usage, note))
         else:
-            print(f"peers skipped: {PEERS_PYTHON} is missing (run benchmarks/setup_peers.sh)")
+            print(MISSING)
         multi = []
         for models in (1, 2, 5):
             variants = [" ".join(s.split(". ")[k % 3:]) or s for k in range(models) for s in summaries]

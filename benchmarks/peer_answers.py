@@ -130,3 +130,11 @@ class PeerAwareScript:
         if key == "reason":
             return {"reason": "The score is high because the summary agrees with the text."}
         return {"result": "yes", "rationale": "The summary agrees with the text."}
+
+
+if __name__ == "__main__":
+    # The peer-aware judge in its own process, as ``mlflow_genai_metrics.testing.serve`` serves ours:
+    #   python benchmarks/peer_answers.py --latency 0.2 --slots 32 [--stats-on-stdin]
+    from mlflow_genai_metrics.testing.serve import main
+
+    main(script=PeerAwareScript())

@@ -12,6 +12,8 @@ import pytest
 from conftest import SHARED_DATA
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+PEERS_PYTHON = BENCHMARKS.parent / ".venv-peers" / "bin" / "python"
+needs_peers = pytest.mark.skipif(not PEERS_PYTHON.exists(), reason=f"the peers' virtual env is not at {PEERS_PYTHON} (benchmarks/setup_peers.sh makes it)")
 
 
 def run(script: str, *args: str) -> str:
@@ -33,9 +35,24 @@ def test_bench_faults_smoke():
 
 
 def test_bench_throughput_smoke():
-    out = run("bench_throughput.py", "--rows", "12", "--latency", "0.01", "--slots", "4")
+    out = run("bench_throughput.py", "--rows", "12", "--latency", "0.01", "--slots", "4", "--peers")
     assert "| alignment + richness | 2.00 |" in out and "| alignment + richness + coverage | 4.00 |" in out
     assert all(line.split("|")[7].strip() == "0" for line in out.splitlines() if line.startswith("| alignment"))
+    assert "Peers on the same" not in out
+
+
+@needs_peers
+def test_bench_throughput_peers_smoke():
+    """Each peer runs concurrently (more than one request in flight at the endpoint), its calls counted from the
+    endpoint's log and its rows/s given as a ratio to ours."""
+    out = run("bench_throughput.py", "--rows", "6", "--latency", "0.05", "--slots", "4", "--peers", "deepeval", "mlflow-summarization", "ragas-faithfulness")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in out.splitlines()
+            if line.startswith(("| deepeval", "| mlflow-summarization", "| ragas-faithfulness"))}
+    assert set(rows) == {"deepeval", "mlflow-summarization", "ragas-faithfulness"}, out
+    assert rows["deepeval"][0] == "7.00" and rows["mlflow-summarization"][0] == "1.00", out
+    for cells in rows.values():
+        assert cells[4].endswith("x") and cells[5].endswith("x")  # rows/s vs ours, both of ours
+        assert int(cells[7]) >= 2 and cells[8] == "0", out  # concurrent, and no row failed
 
 
 def test_bench_agreement_smoke():
@@ -48,7 +65,70 @@ def test_bench_agreement_smoke():
     finally:
         server.terminate()
         server.wait(timeout=10)
-    assert "| qags_xsum | 4 |" in out and "G-Eval (GPT-4) 0.537" in out
+    assert "| qags_xsum | ours: `aligned`, `support_rate` (scripted-judge) | 4 |" in out and "G-Eval (GPT-4) 0.537" in out
+    assert "DeepEval" not in out  # the peers run only when asked (--peers)
+
+
+@needs_peers
+def test_bench_agreement_peers_smoke():
+    """DeepEval's and MLflow's judges on the same sample as ours, against the same (here scripted) endpoint."""
+    if not (SHARED_DATA / "faithfulness").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    server = subprocess.Popen([sys.executable, str(BENCHMARKS / "peer_answers.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        out = run("bench_agreement.py", "--sample", "4", "--sets", "qags_xsum", "--judge-model", "scripted-judge", "--judge-base-url", base_url, "--peers")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    for system in ("ours: `aligned`, `support_rate`", "DeepEval SummarizationMetric", "MLflow Summarization"):
+        line = next((line for line in out.splitlines() if line.startswith(f"| qags_xsum | {system} (scripted-judge) | 4 |")), None)
+        assert line is not None, out
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        assert cells[7] == "0.000", line  # no judge errors: the scripted answers fit every system
+    # The scripted judge passes every summary: DeepEval's score is 1 everywhere, so nothing to correlate.
+    deepeval = next(line for line in out.splitlines() if "DeepEval" in line).split("|")
+    assert deepeval[9].strip() == "1.000" and deepeval[6].strip() == "n/a"
+
+
+def test_peer_failures_are_counted_and_left_out_of_agreement():
+    sys.path.insert(0, str(BENCHMARKS))
+    import pandas as pd
+    from bench_agreement import scores_agreement
+
+    rows = pd.DataFrame({"human_binary": [1, 0, 1, 0, 1], "human_graded": [1.0, 0.2, 0.9, 0.0, 0.8]})
+    scores = [{"score": 0.9, "passed": True, "error": None}, {"score": 0.1, "passed": False, "error": None},
+              {"score": 0.8, "passed": True, "error": None}, {"score": 0.6, "passed": True, "error": None},
+              {"score": None, "passed": None, "error": "ValueError: Evaluation LLM outputted an invalid JSON"}]
+    m = scores_agreement(rows, scores)
+    assert m["judge_error_rate"] == pytest.approx(0.2)
+    assert m["rows_compared"] == 4 and m["rows_correlated"] == 4  # the failed row is not a 0
+    assert m["judge_pass_rate"] == pytest.approx(0.75)
+    assert m["balanced_accuracy"] == pytest.approx(0.75)  # both positives right, one of two negatives
+
+
+@needs_peers
+def test_run_peer_writes_each_rows_score_and_error(tmp_path, scripted_server):
+    """``run_peer.py --scores-out``: one record per row in input order; a row whose judge answer is unusable is an
+    error with no score, the others keep theirs."""
+    sys.path.insert(0, str(BENCHMARKS))
+    from peer_answers import PeerAwareScript
+    from peer_runs import run_peer, write_rows
+
+    from mlflow_genai_metrics.testing import Reply
+
+    peer_aware = PeerAwareScript()
+    server = scripted_server(lambda request: Reply("no JSON here") if "UNPARSEABLE" in request.prompt_text else peer_aware(request))
+    sources = ["The council met on Monday. It approved the budget.", "The UNPARSEABLE council met.", "The team won the cup final."]
+    rows = write_rows(tmp_path / "rows.jsonl", sources, ["The council approved the budget.", "The council met.", "The team won."], ["a", "b", "c"])
+    for system in ("deepeval", "mlflow-summarization"):
+        out = tmp_path / f"{system}.jsonl"
+        status = run_peer(system, rows, server.base_url, "scripted-judge", "--concurrency", "2", "--scores-out", str(out), timeout_s=300)
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [r["id"] for r in records] == ["a", "b", "c"] and status["errors"] == 1, status
+        assert records[1]["error"] and records[1]["passed"] is None and records[1]["score"] is None
+        assert all(r["error"] is None and r["passed"] is True for r in (records[0], records[2])), records
+    assert records[0]["score"] is None  # MLflow's judge gives a verdict, no score
 
 
 def test_bench_cost_smoke():

@@ -1,15 +1,27 @@
 """``python -m mlflow_genai_metrics.testing.serve --latency 0.2 --slots 32``: the deterministic summarization judge
-behind a ``ScriptedJudgeServer`` in its own process (so a benchmark's CPU time is its own); prints the base URL."""
+behind a ``ScriptedJudgeServer`` in its own process (so a benchmark's CPU time is its own); prints the base URL.
+
+With ``--stats-on-stdin`` it also answers every line read on stdin with one JSON line of the server's log so far
+(``requests``, ``ok``: status 200, ``max_in_flight``), and stops at end of input: how a benchmark in another
+process counts the calls a system made. ``main(script=...)`` serves another script the same way.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
 
-from .scripted_server import ScriptedJudgeServer
+from .scripted_server import Script, ScriptedJudgeServer
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Serve until interrupted."""
+def stats(server: ScriptedJudgeServer) -> dict[str, int]:
+    """What the server's log says so far."""
+    return {"requests": server.request_count, "ok": server.count(status=200), "max_in_flight": server.max_in_flight}
+
+
+def main(argv: list[str] | None = None, *, script: Script | None = None) -> None:
+    """Serve until interrupted (or, with ``--stats-on-stdin``, until stdin closes)."""
     import argparse
 
     from .summarization_judge import SummarizationJudgeScript
@@ -17,11 +29,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="a scripted OpenAI-compatible judge on 127.0.0.1")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")
     parser.add_argument("--slots", type=int, default=None, help="requests served at once (the rest queue)")
+    parser.add_argument("--stats-on-stdin", action="store_true", help="answer each stdin line with the request counts; stop at EOF")
     args = parser.parse_args(argv)
-    server = ScriptedJudgeServer(SummarizationJudgeScript(), latency_s=args.latency, slots=args.slots).start()
+    server = ScriptedJudgeServer(script or SummarizationJudgeScript(), latency_s=args.latency, slots=args.slots).start()
     print(server.base_url, flush=True)
     try:
-        threading.Event().wait()
+        if args.stats_on_stdin:
+            for _ in sys.stdin:
+                print(json.dumps(stats(server)), flush=True)
+        else:
+            threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
