@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import pandas as pd
+
+from bench_throughput import endpoint  # the scripted endpoint in its own process
 
 from mlflow_genai_metrics import Judge, judge_summaries
 
@@ -71,15 +72,8 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
     spark = spark_session()
     frame = spark.createDataFrame(data).cache()
     frame.count()  # the input is in memory before the clock starts
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow_genai_metrics.testing.serve", "--latency", str(latency), "--slots", str(slots)],
-        stdout=subprocess.PIPE, text=True,
-    )
     figures: dict[str, dict[str, float]] = {}
-    try:
-        base_url = server.stdout.readline().strip()
-        if not base_url.startswith("http://127.0.0.1:"):
-            raise RuntimeError(f"the scripted endpoint did not start (it printed {base_url!r})")
+    with endpoint([sys.executable, "-m", "mlflow_genai_metrics.testing.serve"], latency, slots) as (base_url, server):
         for path in ("single process (async)", "Spark local[2]"):
             with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
                 judge = Judge("scripted-judge", base_url, cache_dir=cache, max_concurrency=slots, progress=False)
@@ -103,10 +97,7 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
                 "machine_busy": busy / total if total else float("nan"),
                 "endpoint_cpu_s": process_cpu_s(server.pid) - endpoint_before,
             }
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        frame.unpersist()
+    frame.unpersist()
     return figures
 
 
