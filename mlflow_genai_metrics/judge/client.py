@@ -208,8 +208,8 @@ class Judge:
         # (MLflow's scorer threads each run their own loop).
         self._slots = threading.BoundedSemaphore(self.max_concurrency)
         self._pace = _Pace(self.max_requests_per_s)
-        self._probe_lock = threading.Lock()
-        self._reached = False  # has any call to this endpoint succeeded? (an unreachable one fails fast)  # while an endpoint's response mode is unknown, one request finds it
+        self._probe_lock = threading.Lock()  # while an endpoint's response mode is unknown, one request finds it
+        self._reached = False  # has any call to this endpoint succeeded? (an unreachable one fails fast)
 
     # -- pickling: settings travel, connections and the API key read from the environment do not --------
 
@@ -229,9 +229,7 @@ class Judge:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
         clone = object.__new__(Judge)
-        state = self.__getstate__()
-        state["_api_key"] = self._api_key if self._api_key_given else None
-        clone.__setstate__({**state, "max_concurrency": int(max_concurrency),
+        clone.__setstate__({**self.__getstate__(), "max_concurrency": int(max_concurrency),
                             "max_requests_per_s": None if max_requests_per_s is None else float(max_requests_per_s)})
         return clone
 
