@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 from ..judge import Judge, JudgeReply, JudgeRequest, Usage
 from .chunking import combine_verdicts, split_source
+from .ids import canonical_id
 from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, RowInput, RowJudgement
 
@@ -52,15 +54,19 @@ def prepare_rows(sources: Sequence[str], summaries: Sequence[str], ids: Sequence
         if len(id_list) != len(source_list):
             raise ValueError(f"ids has {len(id_list)} rows but sources has {len(source_list)}")
     problems: list[str] = []
-    seen: dict[Any, int] = {}
+    seen: dict[str, tuple[int, Any]] = {}  # canonical id -> (first row, id as given)
     for position, (row_id, source, summary) in enumerate(zip(id_list, source_list, summary_list)):
         label = f"row {position} (id {row_id!r})"
-        if _is_missing(row_id):
-            problems.append(f"row {position}: the id is missing")
-        elif row_id in seen:
-            problems.append(f"{label}: the id repeats row {seen[row_id]}; ids must be unique")
+        try:
+            stored = canonical_id(row_id)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"row {position}: {exc}")
         else:
-            seen[row_id] = position
+            if stored in seen:
+                first, first_id = seen[stored]
+                problems.append(f"{label}: the id repeats row {first} (id {first_id!r}); both are stored as {stored!r}; ids must be unique")
+            else:
+                seen[stored] = (position, row_id)
         if _is_missing(source) or not isinstance(source, str) or not source.strip():
             problems.append(f"{label}: the source is {'missing' if _is_missing(source) else 'empty or not text'} ({type(source).__name__})")
         if not _is_missing(summary) and not isinstance(summary, str):
@@ -77,16 +83,13 @@ def prepare_rows(sources: Sequence[str], summaries: Sequence[str], ids: Sequence
 
 
 def _plain(value: Any) -> str | int:
-    """numpy integers and other id types become int or str, so records serialise."""
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
+    """The id as the user gave it, as int or str so records serialise; its text is always ``canonical_id(value)``."""
+    if isinstance(value, str):
         return value
-    try:
-        as_int = int(value)
-        if as_int == value:
-            return as_int
-    except (TypeError, ValueError):
-        pass
-    return str(value)
+    stored = canonical_id(value)
+    if isinstance(value, numbers.Real) and float(value).is_integer():
+        return int(stored)
+    return stored
 
 
 @dataclass
