@@ -52,3 +52,57 @@ def test_a_missing_id_is_refused_naming_its_row(missing):
 
     with pytest.raises(ValueError, match=r"row 1: the id is missing"):
         prepare_rows(SOURCES, SUMMARIES, ["a", pd.NA if missing == "pd.NA" else missing])
+
+
+@pytest.mark.parametrize("argument", ["sources", "summaries", "ids", "references"])
+def test_a_mapping_is_refused_wherever_rows_are_expected_before_any_call(scripted_server, argument):
+    from types import MappingProxyType
+
+    server = scripted_server(SummarizationJudgeScript())
+    inputs = {"sources": SOURCES, "summaries": SUMMARIES, "ids": ["a", "b"], "references": SUMMARIES}
+    inputs[argument] = MappingProxyType(dict(zip(["a", "b"], inputs[argument])))
+    sources, summaries = inputs.pop("sources"), inputs.pop("summaries")
+    with pytest.raises(TypeError, match=rf"{argument} is a mapping \(mappingproxy\)"):
+        judge_summaries(sources, summaries, judge=judge_for(server), **inputs)
+    assert server.request_count == 0
+
+
+def test_a_dict_of_sources_is_refused_not_judged_by_its_keys():
+    with pytest.raises(TypeError, match="sources is a mapping"):
+        prepare_rows({"article one": SOURCES[0], "article two": SOURCES[1]}, SUMMARIES, None)
+
+
+@pytest.mark.parametrize("shape", ["set", "DataFrame"])
+def test_a_set_or_a_dataframe_is_refused_as_rows(shape):
+    import pandas as pd
+
+    value = set(SOURCES) if shape == "set" else pd.DataFrame({"source": SOURCES})
+    with pytest.raises(TypeError, match=f"sources is a {shape}"):
+        prepare_rows(value, SUMMARIES, None)
+
+
+@pytest.mark.parametrize("argument", ["summaries", "ids", "references"])
+def test_pandas_series_with_different_indexes_are_refused_not_paired_by_position(scripted_server, argument):
+    import pandas as pd
+
+    server = scripted_server(SummarizationJudgeScript())
+    inputs = {"summaries": SUMMARIES, "ids": ["a", "b"], "references": SUMMARIES}
+    inputs[argument] = pd.Series(inputs[argument], index=[1, 0])
+    with pytest.raises(ValueError, match=f"sources and {argument} are pandas Series with different indexes"):
+        judge_summaries(pd.Series(SOURCES), judge=judge_for(server), **inputs)
+    assert server.request_count == 0
+
+
+def test_series_with_equal_indexes_or_mixed_with_lists_are_paired_by_position():
+    import pandas as pd
+
+    index = ["x", "y"]
+    rows = prepare_rows(pd.Series(SOURCES, index=index), pd.Series(SUMMARIES, index=index), ["a", "b"], SUMMARIES)
+    assert [(row.id, row.source, row.summary) for row in rows] == [("a", SOURCES[0], SUMMARIES[0]), ("b", SOURCES[1], SUMMARIES[1])]
+
+
+def test_references_of_the_wrong_length_are_refused_before_any_call(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    with pytest.raises(ValueError, match="references has 1 rows but sources has 2"):
+        judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server), references=SUMMARIES[:1])
+    assert server.request_count == 0

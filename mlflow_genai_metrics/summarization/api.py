@@ -46,7 +46,7 @@ def judge_summaries(
     """Judge each summary against its source: claims, yes/no/idk verification, key-point coverage.
 
     >>> result = judge_summaries(articles, summaries, judge=Judge("gpt-4o-mini"))
-    >>> result.metrics["alignment"], result.metrics["alignment/ci_low"], result.metrics["richness"]
+    >>> result.metrics["alignment"], result.metrics["alignment_ci_low"], result.metrics["richness"]
     >>> result.rows[["id", "claim_count", "aligned", "reasoning"]]
 
     ``references`` adds ROUGE, BLEU and chrF (``traditional_metrics``) to the rows and the metrics. Sources longer
@@ -54,8 +54,12 @@ def judge_summaries(
     verified chunk by chunk, and the verdicts combined (see ``chunking``). Confidence intervals are percentile
     bootstrap intervals over rows (``resamples``, fixed ``seed``). Bad input raises before any call is made,
     naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
+
+    ``sources``, ``summaries``, ``ids`` and ``references`` are sequences in row order (lists, tuples, pandas
+    Series, numpy arrays), paired by position; a mapping, a set or a DataFrame is refused, and so are pandas
+    Series whose indexes differ (reset them, or pass lists).
     """
-    rows = prepare_rows(sources, summaries, ids)
+    rows = prepare_rows(sources, summaries, ids, references)
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
     judgements = judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)

@@ -12,11 +12,15 @@ import hashlib
 import math
 import numbers
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from ..judge import Judge, JudgeReply, JudgeRequest, Usage
+from ..traditional import _texts
 from .chunking import combine_verdicts, split_source
 from .ids import canonical_id
 from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
@@ -34,17 +38,46 @@ def _as_list(values: Any, name: str) -> list[Any]:
         raise ValueError(f"{name} is required")
     if isinstance(values, str):
         raise TypeError(f"{name} must be a sequence of texts (a list or a pandas Series), not one string")
+    if isinstance(values, Mapping):
+        # list() of a mapping is its keys: the texts would silently be the dict's keys.
+        raise TypeError(f"{name} is a mapping ({type(values).__name__}); pass its values in row order as a list or a pandas Series")
+    if isinstance(values, pd.DataFrame):
+        raise TypeError(f"{name} is a DataFrame; pass one of its columns, or use judge_summaries_frame")
+    if isinstance(values, AbstractSet):
+        raise TypeError(f"{name} is a set, which has no row order; pass a list or a pandas Series")
     return list(values)
+
+
+def _check_same_index(inputs: dict[str, Any]) -> None:
+    """Rows are paired by position, so pandas Series given together must be in the same order: the same index."""
+    series = [(name, values) for name, values in inputs.items() if isinstance(values, pd.Series)]
+    for name, values in series[1:]:
+        first_name, first = series[0]
+        if not values.index.equals(first.index):
+            raise ValueError(
+                f"{first_name} and {name} are pandas Series with different indexes; rows are paired by position, "
+                "so give them the same index (e.g. .reset_index(drop=True) on both) or pass lists"
+            )
 
 
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def prepare_rows(sources: Sequence[str], summaries: Sequence[str], ids: Sequence[Any] | None) -> list[RowInput]:
-    """Validate the inputs before anything is judged; every problem names its row."""
+def prepare_rows(
+    sources: Sequence[str],
+    summaries: Sequence[str],
+    ids: Sequence[Any] | None,
+    references: Sequence[str | Sequence[str]] | None = None,
+) -> list[RowInput]:
+    """Validate the inputs before anything is judged; every problem names its row.
+
+    Each input is a sequence in row order (list, tuple, pandas Series, numpy array); rows are paired by position.
+    A mapping, a set or a DataFrame is refused, and so are pandas Series whose indexes differ.
+    """
     source_list = _as_list(sources, "sources")
     summary_list = _as_list(summaries, "summaries")
+    _check_same_index({"sources": sources, "summaries": summaries, "ids": ids, "references": references})
     if len(source_list) != len(summary_list):
         raise ValueError(f"sources has {len(source_list)} rows but summaries has {len(summary_list)}")
     if ids is None:
@@ -53,6 +86,10 @@ def prepare_rows(sources: Sequence[str], summaries: Sequence[str], ids: Sequence
         id_list = _as_list(ids, "ids")
         if len(id_list) != len(source_list):
             raise ValueError(f"ids has {len(id_list)} rows but sources has {len(source_list)}")
+    if references is not None:
+        reference_list = _texts(_as_list(references, "references"), "reference", allow_sentence_lists=True)
+        if len(reference_list) != len(source_list):
+            raise ValueError(f"references has {len(reference_list)} rows but sources has {len(source_list)}")
     problems: list[str] = []
     seen: dict[str, tuple[int, Any]] = {}  # canonical id -> (first row, id as given)
     for position, (row_id, source, summary) in enumerate(zip(id_list, source_list, summary_list)):
