@@ -106,3 +106,18 @@ def test_references_of_the_wrong_length_are_refused_before_any_call(scripted_ser
     with pytest.raises(ValueError, match="references has 1 rows but sources has 2"):
         judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server), references=SUMMARIES[:1])
     assert server.request_count == 0
+
+
+@pytest.mark.parametrize("field", ["id", "source", "summary", "reference"])
+def test_an_unpaired_surrogate_is_refused_naming_the_row_and_the_field_before_any_call(scripted_server, field):
+    server = scripted_server(SummarizationJudgeScript())
+    inputs = {"id": ["a", "b"], "source": list(SOURCES), "summary": list(SUMMARIES), "reference": list(SUMMARIES)}
+    inputs[field][1] = inputs[field][1] + " broken \ud800 text"
+    with pytest.raises(ValueError, match=rf"row 1 \(id '.*'\): the {field} cannot be encoded as UTF-8: .*'\\ud800' at character"):
+        judge_summaries(inputs["source"], inputs["summary"], judge=judge_for(server), ids=inputs["id"], references=inputs["reference"])
+    assert server.request_count == 0
+
+
+def test_an_unpaired_surrogate_in_a_reference_sentence_list_is_refused_naming_the_row():
+    with pytest.raises(ValueError, match=r"row 0 \(id 0\): the reference cannot be encoded"):
+        prepare_rows(SOURCES, SUMMARIES, None, [["Fine.", "Bad \udfff."], "Fine."])

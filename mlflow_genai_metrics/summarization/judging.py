@@ -86,13 +86,14 @@ def prepare_rows(
         id_list = _as_list(ids, "ids")
         if len(id_list) != len(source_list):
             raise ValueError(f"ids has {len(id_list)} rows but sources has {len(source_list)}")
+    reference_list: list[Any] = [None] * len(source_list)
     if references is not None:
         reference_list = _texts(_as_list(references, "references"), "reference", allow_sentence_lists=True)
         if len(reference_list) != len(source_list):
             raise ValueError(f"references has {len(reference_list)} rows but sources has {len(source_list)}")
     problems: list[str] = []
     seen: dict[str, tuple[int, Any]] = {}  # canonical id -> (first row, id as given)
-    for position, (row_id, source, summary) in enumerate(zip(id_list, source_list, summary_list)):
+    for position, (row_id, source, summary, reference) in enumerate(zip(id_list, source_list, summary_list, reference_list)):
         label = f"row {position} (id {row_id!r})"
         try:
             stored = canonical_id(row_id)
@@ -108,6 +109,9 @@ def prepare_rows(
             problems.append(f"{label}: the source is {'missing' if _is_missing(source) else 'empty or not text'} ({type(source).__name__})")
         if not _is_missing(summary) and not isinstance(summary, str):
             problems.append(f"{label}: the summary is not text ({type(summary).__name__})")
+        sentences = reference if isinstance(reference, (list, tuple)) else [reference]
+        fields = {"id": [row_id], "source": [source], "summary": [summary], "reference": sentences}
+        problems.extend(f"{label}: {problem}" for problem in _unencodable(fields))
     if problems:
         shown = "\n  ".join(problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
@@ -117,6 +121,19 @@ def prepare_rows(
         RowInput(id=_plain(row_id), source=source, summary="" if _is_missing(summary) else summary, source_key=source_key(source))
         for row_id, source, summary in zip(id_list, source_list, summary_list)
     ]
+
+
+def _unencodable(fields: dict[str, list[Any]]) -> list[str]:
+    """Text that cannot be sent as UTF-8 (an unpaired surrogate, e.g. from a bad decode) would fail mid-run."""
+    problems = []
+    for name, values in fields.items():
+        for text in (value for value in values if isinstance(value, str)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                problems.append(f"the {name} cannot be encoded as UTF-8: {exc.reason} ({text[exc.start]!r} at character {exc.start})")
+                break
+    return problems
 
 
 def _plain(value: Any) -> str | int:
