@@ -121,3 +121,25 @@ def test_an_unpaired_surrogate_is_refused_naming_the_row_and_the_field_before_an
 def test_an_unpaired_surrogate_in_a_reference_sentence_list_is_refused_naming_the_row():
     with pytest.raises(ValueError, match=r"row 0 \(id 0\): the reference cannot be encoded"):
         prepare_rows(SOURCES, SUMMARIES, None, [["Fine.", "Bad \udfff."], "Fine."])
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "expected"),
+    [
+        ("resamples", 0, "resamples must be an integer >= 1"),
+        ("resamples", 2.5, "resamples must be an integer >= 1"),
+        ("confidence", 1.0, "confidence must be a number strictly between 0 and 1"),
+        ("confidence", 95, "confidence must be a number strictly between 0 and 1"),
+        ("confidence", float("nan"), "confidence must be a number strictly between 0 and 1"),
+        ("seed", -1, "seed must be an integer >= 0"),
+        ("seed", "7", "seed must be an integer >= 0"),
+        ("max_source_tokens", -100, "max_source_tokens must be None or an integer >= 32"),
+        ("max_source_tokens", 10, "max_source_tokens must be None or an integer >= 32"),
+        ("max_source_tokens", True, "max_source_tokens must be None or an integer >= 32"),
+    ],
+)
+def test_a_bad_statistics_or_chunking_setting_is_refused_before_any_call(scripted_server, setting, value, expected):
+    server = scripted_server(SummarizationJudgeScript())
+    with pytest.raises(ValueError, match=expected):
+        judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server), **{setting: value})
+    assert server.request_count == 0

@@ -11,7 +11,7 @@ from ..judge import Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..traditional import traditional_metrics
-from .judging import judge_rows, prepare_rows
+from .judging import check_settings, judge_rows, prepare_rows
 from .records import RowInput, RowJudgement
 from .result import SummarizationResult
 from .scoring import aggregate_metrics, claims_table, key_points_table, rows_table
@@ -59,6 +59,7 @@ def judge_summaries(
     Series, numpy arrays), paired by position; a mapping, a set or a DataFrame is refused, and so are pandas
     Series whose indexes differ (reset them, or pass lists).
     """
+    check_settings(resamples=resamples, confidence=confidence, seed=seed, max_source_tokens=max_source_tokens)
     rows = prepare_rows(sources, summaries, ids, references)
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)

@@ -14,11 +14,13 @@ import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["combine_verdicts", "estimate_tokens", "split_source"]
+__all__ = ["MIN_CHUNK_TOKENS", "combine_verdicts", "estimate_tokens", "split_source"]
 
 # Conservative for English with common tokenizers (about 4 characters per token): overestimating only costs an
 # extra chunk; underestimating would overflow the context.
 CHARS_PER_TOKEN = 3.5
+# The smallest chunk budget accepted from a user: below a couple of sentences a chunk loses the context a claim needs.
+MIN_CHUNK_TOKENS = 32
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 

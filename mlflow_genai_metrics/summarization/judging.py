@@ -21,12 +21,12 @@ import pandas as pd
 
 from ..judge import Judge, JudgeReply, JudgeRequest, Usage
 from ..traditional import _texts
-from .chunking import combine_verdicts, split_source
+from .chunking import MIN_CHUNK_TOKENS, combine_verdicts, split_source
 from .ids import canonical_id
 from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, RowInput, RowJudgement
 
-__all__ = ["judge_rows", "prepare_rows", "source_key"]
+__all__ = ["check_settings", "judge_rows", "prepare_rows", "source_key"]
 
 
 def source_key(text: str) -> str:
@@ -58,6 +58,27 @@ def _check_same_index(inputs: dict[str, Any]) -> None:
                 f"{first_name} and {name} are pandas Series with different indexes; rows are paired by position, "
                 "so give them the same index (e.g. .reset_index(drop=True) on both) or pass lists"
             )
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_settings(*, resamples: Any, confidence: Any, seed: Any, max_source_tokens: Any = None) -> None:
+    """Refuse a bad statistics or chunking setting before any judge call, not after all of them.
+
+    ``resamples``: an integer >= 1 (bootstrap resamples; a few hundred or more for a stable interval);
+    ``confidence``: a number strictly between 0 and 1; ``seed``: an integer >= 0; ``max_source_tokens``: None or
+    an integer >= ``MIN_CHUNK_TOKENS`` (a smaller chunk would cut sentences from the context they need).
+    """
+    if not _is_integer(resamples) or resamples < 1:
+        raise ValueError(f"resamples must be an integer >= 1, got {resamples!r}")
+    if not isinstance(confidence, numbers.Real) or isinstance(confidence, bool) or not 0 < confidence < 1:
+        raise ValueError(f"confidence must be a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    if not _is_integer(seed) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    if max_source_tokens is not None and (not _is_integer(max_source_tokens) or max_source_tokens < MIN_CHUNK_TOKENS):
+        raise ValueError(f"max_source_tokens must be None or an integer >= {MIN_CHUNK_TOKENS}, got {max_source_tokens!r}")
 
 
 def _is_missing(value: Any) -> bool:
