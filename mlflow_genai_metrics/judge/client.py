@@ -48,6 +48,7 @@ from .errors import (
     unreachable_error,
 )
 from .records import JudgeError, JudgeReply, JudgeRequest, Prices, TextAnswer, Usage
+from .replies import BadReply, CallResult, read_completion
 
 __all__ = ["DEFAULT_BASE_URL", "Judge"]
 
@@ -74,13 +75,6 @@ class _Call:
     response_format: dict[str, Any] | None
     max_tokens: int | None
     probing: bool  # while probing, a mode rejection is not retried: it moves on to the next mode
-
-
-@dataclass
-class _CallResult:
-    content: str | None
-    finish_reason: str | None
-    refusal: str | None = None
 
 
 @dataclass
@@ -280,7 +274,7 @@ class Judge:
 
     # -- the conversation for one request, written once for both drivers --------------------------------
 
-    def _conversation(self, request: JudgeRequest, state: _RequestState) -> Generator[_Call, _CallResult, JudgeReply]:
+    def _conversation(self, request: JudgeRequest, state: _RequestState) -> Generator[_Call, CallResult, JudgeReply]:
         messages = [m.model_dump() for m in request.messages]
         schema = answer_schema(request.answer_type)
         max_tokens = request.max_tokens or self.max_tokens
@@ -307,7 +301,7 @@ class Judge:
 
         known = self.response_mode
         modes: Sequence[ResponseMode] = (known,) if known else MODES
-        result: _CallResult | None = None
+        result: CallResult | None = None
         for position, mode in enumerate(modes):
             probing = known is None and position < len(modes) - 1
             call = _Call(
@@ -357,7 +351,7 @@ class Judge:
 
     def _text_conversation(
         self, messages: list[dict[str, str]], max_tokens: int | None, request: JudgeRequest, key: str | None, state: _RequestState
-    ) -> Generator[_Call, _CallResult, JudgeReply]:
+    ) -> Generator[_Call, CallResult, JudgeReply]:
         try:
             result = yield _Call(messages=messages, response_format=None, max_tokens=max_tokens, probing=False)
         except openai.APIError as exc:
@@ -369,7 +363,7 @@ class Judge:
         self._store(key, request, answer, result, state)
         return JudgeReply(answer=answer, raw=result.content, finish_reason=result.finish_reason, usage=state.usage)
 
-    def _store(self, key: str | None, request: JudgeRequest, answer: Any, result: _CallResult, state: _RequestState) -> None:
+    def _store(self, key: str | None, request: JudgeRequest, answer: Any, result: CallResult, state: _RequestState) -> None:
         if self.cache is None or key is None:
             return
         self.cache.put(
@@ -386,7 +380,7 @@ class Judge:
         )
 
     @staticmethod
-    def _reply_problem(result: _CallResult) -> JudgeError | None:
+    def _reply_problem(result: CallResult) -> JudgeError | None:
         if result.finish_reason == "length":
             return JudgeError(
                 kind="truncated",
@@ -404,11 +398,15 @@ class Judge:
             raise unreachable_error(exc, base_url=self.base_url)
         error = JudgeError(
             kind=row_error_kind(exc),
-            message=redact(str(exc), self._api_key),
+            message=self._redact(str(exc)),
             status_code=getattr(exc, "status_code", None),
             attempts=max(state.usage.calls, 1),
+            raw=exc.excerpt if isinstance(exc, BadReply) else None,
         )
         return JudgeReply(error=error, usage=state.usage)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._api_key)
 
     def _available_models(self) -> list[str] | None:
         try:
@@ -455,27 +453,19 @@ class Judge:
             kwargs["response_format"] = call.response_format
         return kwargs
 
-    def _account(self, state: _RequestState, started: float, response: Any | None) -> _CallResult | None:
+    def _account(self, state: _RequestState, started: float, result: CallResult | BaseException) -> None:
         elapsed = time.perf_counter() - started
         usage = state.usage
         usage.calls += 1
         usage.latency_s += elapsed
         usage.call_latencies_s.append(elapsed)
-        if response is None:
+        if isinstance(result, BaseException):
             usage.failed_calls += 1
-            return None
+            self._reached = self._reached or isinstance(result, BadReply)  # it answered, if not with a completion
+            return
         self._reached = True
-        if response.usage is not None:
-            usage.prompt_tokens += response.usage.prompt_tokens or 0
-            usage.completion_tokens += response.usage.completion_tokens or 0
-        if not response.choices:
-            return _CallResult(content=None, finish_reason=None)
-        choice = response.choices[0]
-        return _CallResult(
-            content=choice.message.content,
-            finish_reason=choice.finish_reason,
-            refusal=getattr(choice.message, "refusal", None),
-        )
+        usage.prompt_tokens += result.prompt_tokens
+        usage.completion_tokens += result.completion_tokens
 
     def _client(self) -> openai.OpenAI:
         if self._sync_client is None:
@@ -500,21 +490,23 @@ class Judge:
         while not lock.acquire(blocking=False):
             await asyncio.sleep(0.002)
 
-    def _send_sync(self, call: _Call, state: _RequestState) -> _CallResult:
+    def _send_sync(self, call: _Call, state: _RequestState) -> CallResult:
         for attempt in Retrying(**self._retry_settings(call, state)):
             with attempt:
                 with self._slots:
                     time.sleep(self._pace.reserve())
                     started = time.perf_counter()
                     try:
-                        response = self._client().chat.completions.create(**self._completion_kwargs(call))
-                    except BaseException:
-                        self._account(state, started, None)
+                        raw = self._client().chat.completions.with_raw_response.create(**self._completion_kwargs(call))
+                        result = read_completion(raw.http_response, self._redact)
+                    except BaseException as exc:
+                        self._account(state, started, exc)
                         raise
-                return self._account(state, started, response)
+                self._account(state, started, result)
+                return result
         raise AssertionError("unreachable")
 
-    async def _send_async(self, call: _Call, state: _RequestState) -> _CallResult:
+    async def _send_async(self, call: _Call, state: _RequestState) -> CallResult:
         client = self._async_client()
         async for attempt in AsyncRetrying(**self._retry_settings(call, state)):
             with attempt:
@@ -523,13 +515,15 @@ class Judge:
                     await asyncio.sleep(self._pace.reserve())
                     started = time.perf_counter()
                     try:
-                        response = await client.chat.completions.create(**self._completion_kwargs(call))
-                    except BaseException:
-                        self._account(state, started, None)
+                        raw = await client.chat.completions.with_raw_response.create(**self._completion_kwargs(call))
+                        result = read_completion(raw.http_response, self._redact)
+                    except BaseException as exc:
+                        self._account(state, started, exc)
                         raise
                 finally:
                     self._slots.release()
-                return self._account(state, started, response)
+                self._account(state, started, result)
+                return result
         raise AssertionError("unreachable")
 
     # -- drivers ------------------------------------------------------------------------------------
@@ -554,8 +548,8 @@ class Judge:
 
     @staticmethod
     def _advance(
-        conversation: Generator[_Call, _CallResult, JudgeReply],
-        outcome: _CallResult | None,
+        conversation: Generator[_Call, CallResult, JudgeReply],
+        outcome: CallResult | None,
         failure: openai.APIError | None,
     ) -> _Call | JudgeReply:
         """Hand the conversation the last call's result (or failure); get its next call, or its reply."""

@@ -44,8 +44,9 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """429, 408, 409, 5xx, timeouts and dropped connections are worth another try."""
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+    """429, 408, 409, 5xx, timeouts, dropped connections and bodies that are not a chat completion are worth
+    another try."""
+    if isinstance(exc, (openai.APIConnectionError, openai.APIResponseValidationError)):  # incl. APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
@@ -101,6 +102,8 @@ def row_error_kind(exc: BaseException) -> ErrorKind:
         return "timeout"
     if isinstance(exc, openai.APIConnectionError):
         return "connection"
+    if isinstance(exc, openai.APIResponseValidationError):
+        return "bad_reply"
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code == 429:
             return "rate_limited"

@@ -30,6 +30,8 @@ ErrorKind = Literal[
     "invalid_answer",  # reply was not valid JSON for the schema, even after one repair
     "truncated",  # reply cut off by max_tokens (finish_reason == "length")
     "refused",  # the model refused or a content filter stopped it
+    "bad_reply",  # HTTP 200 whose body is not a chat completion (HTML, empty, null, wrong shape), after every retry
+    "no_claims",  # the judge returned no claim for a summary that has words, even when asked again
 ]
 
 

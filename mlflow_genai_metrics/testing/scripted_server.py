@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 __all__ = ["Fault", "LoggedRequest", "Reply", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
 
-FaultKind = Literal["rate_limit", "status", "disconnect"]
+FaultKind = Literal["rate_limit", "status", "disconnect", "raw"]
 
 
 def count_tokens(text: str) -> int:
@@ -61,6 +61,8 @@ class Fault:
     status: int = 500
     message: str = "injected fault"
     retry_after_s: float | None = None
+    body: bytes = b""
+    content_type: str | None = "application/json"
 
     @classmethod
     def rate_limit(cls, retry_after_s: float | None = 1.0) -> Fault:
@@ -73,6 +75,12 @@ class Fault:
     @classmethod
     def http(cls, status: int, message: str) -> Fault:
         return cls("status", status=status, message=message)
+
+    @classmethod
+    def raw(cls, body: bytes | str, content_type: str | None = "application/json", status: int = 200) -> Fault:
+        """Send exactly this body: a proxy's HTML page, an empty body, ``null``, JSON of the wrong shape
+        (``content_type=None`` sends no content type)."""
+        return cls("raw", status=status, body=body.encode() if isinstance(body, str) else body, content_type=content_type)
 
     @classmethod
     def disconnect(cls) -> Fault:
@@ -312,6 +320,9 @@ class ScriptedJudgeServer:
             if outcome.kind == "disconnect":
                 entry.status = -1
                 return _Disconnect()
+            if outcome.kind == "raw":
+                entry.status = outcome.status
+                return Response(outcome.body, status_code=outcome.status, media_type=outcome.content_type)
             entry.status = outcome.status
             headers = {"Retry-After": f"{outcome.retry_after_s:g}"} if outcome.retry_after_s is not None else None
             return _error(outcome.status, outcome.message, None, headers=headers)
