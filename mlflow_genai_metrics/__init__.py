@@ -20,7 +20,9 @@ from .judge import (
 )
 from .summarization import (
     Comparison,
+    InsufficientPairsError,
     SignatureMismatchError,
+    SourceMismatchError,
     SummarizationResult,
     compare_results,
     judge_summaries,
@@ -50,6 +52,7 @@ def __getattr__(name: str):
 __all__ = [
     "Comparison",
     "GateResult",
+    "InsufficientPairsError",
     "SummarizerModel",
     "Judge",
     "JudgeConfigError",
@@ -59,6 +62,7 @@ __all__ = [
     "Message",
     "Prices",
     "SignatureMismatchError",
+    "SourceMismatchError",
     "SummarizationResult",
     "TextAnswer",
     "TraditionalResult",

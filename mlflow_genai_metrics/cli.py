@@ -74,6 +74,7 @@ def _judge(args: argparse.Namespace):
 def _evaluate(args: argparse.Namespace) -> int:
     import mlflow
 
+    from .summarization.scoring import interval_names
     from .tracking import summarization_metrics
 
     data = read_table(args.data)
@@ -104,7 +105,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(f"run {run.info.run_id} ({len(data)} rows)")
     for name in shown:
         if name in evaluation.metrics:
-            low, high = evaluation.metrics.get(f"{name}/ci_low"), evaluation.metrics.get(f"{name}/ci_high")
+            low_name, high_name, _ = interval_names(name)
+            low, high = evaluation.metrics.get(low_name), evaluation.metrics.get(high_name)
             interval = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
             print(f"  {name:<28} {evaluation.metrics[name]:.4g}{interval}")
     return EXIT_OK

@@ -2,7 +2,7 @@
 
 >>> result = judge_summaries_spark(df, judge=Judge("gpt-4o-mini", max_concurrency=64), id_col="id")
 >>> result.rows.filter("aligned = 0").select("id", "reasoning").show()      # Spark DataFrames
->>> result.metrics["alignment"], result.metrics["alignment/ci_low"]         # computed by Spark, not collected
+>>> result.metrics["alignment"], result.metrics["alignment_ci_low"]         # computed by Spark, not collected
 >>> log_spark_result(result)                                                # from mlflow_genai_metrics.tracking
 
 How it runs (``docs/scale.md``):
@@ -221,7 +221,7 @@ class SparkSummarizationResult:
 
     @cached_property
     def metrics(self) -> dict[str, float]:
-        """Every aggregate with ``/ci_low`` and ``/ci_high``, the ``judge/...`` usage and, with references, the
+        """Every aggregate with its interval and n (``scoring.interval_names``), the ``judge/...`` usage and, with references, the
         traditional metrics; only counts and sums reach the driver."""
         histograms = self.histograms
         ordered = {name: histograms[name] for name in AGGREGATE_RATES if name in histograms}

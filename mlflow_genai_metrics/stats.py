@@ -11,7 +11,8 @@ count / N, so resampling the histogram is exactly the row bootstrap, in distribu
 the number of distinct pairs (a handful for a rate, tens for claim counts), not on N. Histograms of parts of the
 rows add up, so a distributed run (``mlflow_genai_metrics.spark``) gets the same histogram, hence the same value
 and interval, as a single process, without bringing its rows together. Percentile method, fixed seed; the rare
-resample whose denominator is 0 is ignored.
+resample whose denominator is 0 is ignored. Proportions (a share of rows) get the Wilson score interval instead
+(``wilson_interval``), which stays honest at small n where the bootstrap collapses to a point.
 
 The paired comparison (``paired_bootstrap``) resamples rows with ``scipy.stats.bootstrap`` (pairs by row id).
 """
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "paired_bootstrap", "ratio"]
+__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "paired_bootstrap", "ratio", "wilson_interval"]
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 12345
@@ -87,6 +88,11 @@ class RatioHistogram:
         return int(self.counts.sum())
 
     @property
+    def counted_rows(self) -> int:
+        """Rows the statistic stands on: those whose denominator is not 0 (a failed row counts for none)."""
+        return int(self.counts[self.denominators != 0].sum())
+
+    @property
     def value(self) -> float:
         return ratio(float(self.counts @ self.numerators), float(self.counts @ self.denominators))
 
@@ -138,6 +144,20 @@ def bootstrap_interval(
         with np.errstate(invalid="ignore", divide="ignore"):
             parts.append(sums[:, 0] / sums[:, 1])
     return _percentiles(np.concatenate(parts), confidence)
+
+
+def wilson_interval(histogram: RatioHistogram, *, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion whose rows each count 0 or 1 success out of 0 or 1 trial.
+
+    Unlike the bootstrap, it never collapses when every row agrees: 2 rows, both successes, give about
+    [0.34, 1.0], not [1, 1]. No trial at all gives (nan, nan).
+    """
+    trials = int(round(float(histogram.counts @ histogram.denominators)))
+    successes = int(round(float(histogram.counts @ histogram.numerators)))
+    if trials == 0:
+        return (float("nan"), float("nan"))
+    interval = scipy_stats.binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
 
 
 def _percentiles(distribution: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .generate import DEFAULT_SUMMARY_PROMPT, summarize
 from .judge import Judge
+from .summarization.scoring import interval_names
 
 __all__ = ["Candidate", "StudyResult", "demo_articles", "format_table", "load_articles", "local_store", "run_study", "stratified_sample", "ui_command"]
 
@@ -94,7 +95,8 @@ def _with_interval(metrics: Mapping[str, float], name: str, digits: int = 3) -> 
     value = metrics.get(name, math.nan)
     if not math.isfinite(value):
         return "n/a"
-    low, high = metrics.get(f"{name}/ci_low", math.nan), metrics.get(f"{name}/ci_high", math.nan)
+    low_name, high_name, _ = interval_names(name)
+    low, high = metrics.get(low_name, math.nan), metrics.get(high_name, math.nan)
     interval = f" [{low:.{digits}f}, {high:.{digits}f}]" if math.isfinite(low) and math.isfinite(high) else ""
     return f"{value:.{digits}f}{interval}"
 

@@ -70,7 +70,7 @@ def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run
     table = compare_runs([good, bad])
     alignment = table[(table["run_id"] == bad) & (table["metric"] == "alignment")].iloc[0]
     assert alignment["value"] == 0.5 and alignment["difference_vs_first"] == -0.5
-    assert alignment["difference_ci_high"] <= 0 and alignment["shared_rows"] == len(ARTICLES)
+    assert alignment["difference_ci_high"] <= 0 and alignment["pairs_used"] == len(ARTICLES) and alignment["pairs_dropped_for_errors"] == 0
     first = table[(table["run_id"] == good) & (table["metric"] == "alignment")].iloc[0]
     assert first["value"] == 1.0 and pd.isna(first["difference_vs_first"])
     comparison = MlflowClient().get_run(table.attrs["comparison_run_id"])
@@ -91,7 +91,7 @@ def test_compare_runs_refuses_mixed_judges_unless_asked_and_then_says_so(endpoin
 
 def test_the_gate_registers_on_pass_and_moves_the_alias(endpoint, mlflow_store):
     run_id, uri = evaluate_candidate(endpoint, "good-summarizer")
-    result = register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": ">= 0.9", "alignment/ci_low": ">= 0.5", "rougeL": ">= 0.3"})
+    result = register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": ">= 0.9", "alignment_ci_low": ">= 0.5", "rougeL": ">= 0.3"})
     assert result.passed and result.registered_version == "1" and result.alias_moved
     client = MlflowClient()
     version = client.get_model_version_by_alias("summarizer", "champion")
@@ -188,3 +188,46 @@ def test_the_command_line_evaluates_compares_and_gates_with_exit_codes(endpoint,
     assert "malformed rule" in capsys.readouterr().err
     assert mgm(["evaluate", str(data), "--source-col", "article", *common]) == 2
     assert "has no column ['article']" in capsys.readouterr().err
+
+
+def _logged_result(server, summaries, *, fail_on_bad: bool, run_name: str) -> tuple[str, str]:
+    """A run holding a SummarizerModel and ``judge_summaries`` over 40 articles, logged with its metrics."""
+    from mlflow_genai_metrics import log_result
+
+    from test_comparison_pairing import _article, _result
+
+    with mlflow.start_run(run_name=run_name) as run:
+        info = SummarizerModel("good-summarizer", "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
+        result = _result(server, [_article(i) for i in range(40)], summaries, fail_on_bad=fail_on_bad)
+        log_result(result, log_metrics=True)
+    return run.info.run_id, info.model_uri
+
+
+def test_beat_champion_is_not_fooled_by_judge_failures_on_the_champion_s_bad_rows(scripted_server, mlflow_store):
+    from test_comparison_pairing import _summaries
+
+    server = scripted_server()
+    champion_run, champion_uri = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="champion")
+    assert register_if_passing(champion_uri, "summarizer", run_id=champion_run, rules={"richness": ">= 1"}).passed
+    # The same summaries, the same verdicts, but the judge answered 500 on every row the champion had contradicted.
+    candidate_run, candidate_uri = _logged_result(server, _summaries(40), fail_on_bad=True, run_name="candidate")
+    assert MlflowClient().get_run(candidate_run).data.metrics["alignment"] == 1.0
+
+    gate = register_if_passing(candidate_uri, "summarizer", run_id=candidate_run, rules={"richness": ">= 1"}, beat_champion=True)
+
+    assert not gate.passed and gate.registered_version is None
+    assert "difference +0.0000" in gate.failed[0].detail and "20 dropped for judge errors" in gate.failed[0].detail
+    assert str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version) == "1"
+
+
+def test_compare_runs_pairs_logged_ids_and_reports_pairs_left_out(scripted_server, mlflow_store):
+    from test_comparison_pairing import _summaries
+
+    server = scripted_server()
+    first, _ = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="a")
+    second, _ = _logged_result(server, _summaries(40), fail_on_bad=True, run_name="b")
+    table = compare_runs([first, second], log=False)
+    row = table[(table["run_id"] == second) & (table["metric"] == "alignment")].iloc[0]
+    assert (row["pairs_used"], row["pairs_dropped_for_errors"], row["only_in_first"], row["only_in_this"]) == (20, 20, 0, 0)
+    assert row["difference_vs_first"] == 0.0 and "20 dropped for judge errors" in row["note"]
+    assert row["n"] == 20 and row["ci_low"] < 1.0  # the candidate's own alignment: 20 judged rows, Wilson interval

@@ -16,9 +16,9 @@ from mlflow_helpers import ARTICLES, Endpoint, frame
 
 ROW_METRICS = ["claim_count", "supported_claims", "contradicted_claims", "unverifiable_claims", "support_rate",
                "aligned", "strictly_aligned", "coverage", "defect_contradiction", "defect_unverifiable", "defect_empty"]
-RUN_METRICS = ["alignment", "alignment/ci_low", "alignment/ci_high", "defect_rate/contradiction",
-               "defect_rate/contradiction/ci_low", "defect_rate/unverifiable", "defect_rate/empty", "strict_alignment",
-               "claim_support_rate", "richness", "richness/ci_high", "coverage", "coverage/ci_low", "judge_error_rate",
+RUN_METRICS = ["alignment", "alignment_ci_low", "alignment_ci_high", "defect_rate/contradiction",
+               "defect_rate/contradiction_ci_low", "defect_rate/unverifiable", "defect_rate/empty", "strict_alignment",
+               "claim_support_rate", "richness", "richness_ci_high", "coverage", "coverage_ci_low", "judge_error_rate",
                "judge/calls", "judge/prompt_tokens", "judge/completion_tokens", "judge/cache_hit_rate"]
 ARTIFACTS = ["mgm/claims.json", "mgm/claims.parquet", "mgm/key_points.json", "mgm/key_points.parquet",
              "mgm/report.json", "mgm/rows.json", "mgm/rows.parquet", "mgm/plots/metrics.png",
@@ -175,3 +175,54 @@ def test_mlflow_s_first_row_test_pass_logs_no_artifacts(scripted_server, mlflow_
         classic.log_result = original
     assert logged_sizes == [len(ARTICLES), 1]
     assert "mgm/report.json" in artifact_paths(one_row.info.run_id)
+
+
+AGGREGATES = [name for base in ("alignment", "defect_rate/contradiction", "defect_rate/empty", "strict_alignment",
+                                "claim_support_rate", "richness", "coverage", "judge_error_rate")
+              for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")]
+
+
+def test_the_same_rows_give_the_same_answer_on_every_path(scripted_server, mlflow_store):
+    """judge_summaries, mlflow.models.evaluate and mlflow.genai.evaluate: a None summary is an empty summary on
+    each, and two rows with the same article and summary under distinct ids are two rows on each."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame()
+    data["summary"] = data["summary"].astype(object)
+    data.loc[1, "summary"] = None  # a model that wrote nothing
+    data.loc[5, ["text", "summary"]] = data.loc[4, ["text", "summary"]].to_list()  # the same content, another id
+    data.loc[0, "summary"] = "The council rejected the budget."  # contradicted
+
+    api = judge_summaries(data["text"], data["summary"], judge=judge_for(server), ids=data["id"])
+    with mlflow.start_run():
+        classic = mlflow.models.evaluate(
+            data=data, predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", id_col="id")
+        )
+    records = [{"inputs": {"text": t, "id": i}, "outputs": s} for i, t, s in zip(data["id"], data["text"], data["summary"])]
+    genai = mlflow.genai.evaluate(data=records, scorers=summarization_scorers(judge_for(server)))
+    genai_metrics = MlflowClient().get_run(genai.run_id).data.metrics
+
+    assert api.metrics["defect_rate/empty"] == pytest.approx(1 / 6) and api.metrics["alignment"] == pytest.approx(4 / 6)
+    for name in AGGREGATES:
+        assert classic.metrics[name] == pytest.approx(api.metrics[name]), name
+        assert genai_metrics[name] == pytest.approx(api.metrics[name]), name
+    report = json.loads(open(mlflow.artifacts.download_artifacts(run_id=genai.run_id, artifact_path="mgm/report.json")).read())
+    assert report["rows"] == len(data) == len(api.rows)
+    genai_rows = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=genai.run_id, artifact_path="mgm/rows.parquet"))
+    columns = ["claim_count", "aligned", "defect_empty", "coverage"]
+    expected = api.rows.set_index("id")[columns].sort_index()
+    assert genai_rows.set_index("id")[columns].sort_index().equals(expected)
+
+
+def test_duplicate_ids_are_refused_before_any_judge_call_on_the_classic_path(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame()
+    data.loc[3, "id"] = data.loc[0, "id"]
+    with mlflow.start_run(), pytest.raises(Exception, match="the id repeats row 0"):
+        mlflow.models.evaluate(data=data, predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", id_col="id"))
+    assert server.request_count == 0
+
+
+def test_an_empty_table_is_a_clear_error_on_the_classic_path(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    with mlflow.start_run(), pytest.raises(Exception, match="no rows"):
+        mlflow.models.evaluate(data=frame().head(0), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))

@@ -21,7 +21,7 @@ def test_the_run_page_lists_the_alignment_metric_and_the_artifacts(scripted_serv
     with MlflowUi(mlflow_store) as ui:
         overview = render(ui.run_url(experiment_id, run.info.run_id), screenshot=tmp_path / "run.png")
         assert "ui-check" in overview
-        for metric in ("alignment", "alignment/ci_low", "defect_rate/contradiction", "richness", "judge/calls"):
+        for metric in ("alignment", "alignment_ci_low", "defect_rate/contradiction", "richness", "judge/calls"):
             assert metric in overview, metric
         assert "mgm.signature" in overview
         table = render(ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm/rows.json"))

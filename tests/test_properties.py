@@ -49,7 +49,7 @@ def test_rates_stay_between_0_and_1_and_intervals_contain_the_estimate(rows):
             continue
         if name != "richness":
             assert 0.0 <= value <= 1.0, name
-        low, high = metrics[f"{name}/ci_low"], metrics[f"{name}/ci_high"]
+        low, high = metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"]
         if not math.isnan(low):
             assert low - 1e-12 <= value <= high + 1e-12, name
 

@@ -103,7 +103,7 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
     read = lambda run_id: pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="mgm/rows.parquet", dst_path=str(tmp_path / run_id)))
     assert read(resumed_run)[columns].equals(read(clean_run)[columns])
     metrics_a, metrics_b = MlflowClient().get_run(resumed_run).data.metrics, MlflowClient().get_run(clean_run).data.metrics
-    for name in ("alignment", "alignment/ci_low", "alignment/ci_high", "richness", "judge_error_rate"):
+    for name in ("alignment", "alignment_ci_low", "alignment_ci_high", "richness", "judge_error_rate"):
         assert metrics_a[name] == metrics_b[name]
     mlflow.set_tracking_uri("")
 

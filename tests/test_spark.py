@@ -121,7 +121,7 @@ def test_spark_and_one_process_give_the_same_rows_claims_and_aggregates(spark, s
             assert spark_metrics[name] == pytest.approx(value, rel=1e-12), name
         else:  # rates, intervals and usage: exactly the same numbers
             assert spark_metrics[name] == value or (np.isnan(value) and np.isnan(spark_metrics[name])), name
-    assert single_metrics["judge/cost_usd"] > 0 and 0 < single_metrics["alignment"] < 1 and single_metrics["alignment/ci_low"] < single_metrics["alignment/ci_high"]
+    assert single_metrics["judge/cost_usd"] > 0 and 0 < single_metrics["alignment"] < 1 and single_metrics["alignment_ci_low"] < single_metrics["alignment_ci_high"]
     assert result.signature == single.signature
     report, expected = result.report(), json.loads(json.dumps(single.report()))
     assert report.pop("metrics").keys() == expected.pop("metrics").keys() and report == expected
@@ -140,7 +140,7 @@ def test_a_rerun_with_the_shared_cache_makes_no_calls(spark, scripted_server, tm
     again_metrics = again.metrics
     assert server.request_count == calls  # every worker read the answers the first run's workers cached
     assert again_metrics["judge/calls"] == 0 and again_metrics["judge/cache_hit_rate"] == 1.0
-    for name in ("alignment", "alignment/ci_low", "richness", "coverage", "defect_rate/contradiction"):
+    for name in ("alignment", "alignment_ci_low", "richness", "coverage", "defect_rate/contradiction"):
         assert again_metrics[name] == first_metrics[name]
 
 
@@ -240,7 +240,7 @@ def test_a_spark_run_is_logged_like_a_single_process_run(spark, scripted_server,
     client = MlflowClient()
     a, b = client.get_run(run.info.run_id).data, client.get_run(spark_run.info.run_id).data
     assert set(a.metrics) == set(b.metrics)
-    for name in ("alignment", "alignment/ci_low", "alignment/ci_high", "richness", "coverage", "judge_error_rate"):
+    for name in ("alignment", "alignment_ci_low", "alignment_ci_high", "richness", "coverage", "judge_error_rate"):
         assert a.metrics[name] == b.metrics[name]
     assert a.tags["mgm.signature"] == b.tags["mgm.signature"]
     assert {k: v for k, v in a.params.items() if k.startswith("mgm.")} == {k: v for k, v in b.params.items() if k.startswith("mgm.")}

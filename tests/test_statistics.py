@@ -5,16 +5,49 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from mlflow_genai_metrics import SignatureMismatchError, compare_results, judge_summaries
 from scipy import stats as scipy_stats
 
-from mlflow_genai_metrics.stats import RatioHistogram, RatioStatistic, bootstrap_interval, paired_bootstrap
+from mlflow_genai_metrics.stats import RatioHistogram, RatioStatistic, bootstrap_interval, paired_bootstrap, wilson_interval
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 
 from helpers import judge_for
+
+
+def _proportion(successes: int, rows: int) -> RatioHistogram:
+    return RatioStatistic.mean_of(np.array([1.0] * successes + [0.0] * (rows - successes))).histogram()
+
+
+def test_a_proportion_where_every_row_agrees_keeps_an_honest_interval():
+    assert wilson_interval(_proportion(2, 2)) == pytest.approx((0.3424, 1.0), abs=1e-4)
+    assert wilson_interval(_proportion(10, 10)) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert wilson_interval(_proportion(0, 10)) == pytest.approx((0.0, 0.2775), abs=1e-4)
+
+
+def test_the_wilson_interval_matches_its_formula():
+    successes, rows, z = 37, 50, scipy_stats.norm.ppf(0.975)
+    share = successes / rows
+    centre = (share + z * z / (2 * rows)) / (1 + z * z / rows)
+    half = z / (1 + z * z / rows) * math.sqrt(share * (1 - share) / rows + z * z / (4 * rows * rows))
+    assert wilson_interval(_proportion(successes, rows)) == pytest.approx((centre - half, centre + half), abs=1e-9)
+
+
+def test_rows_that_do_not_count_are_not_trials():
+    # Failed rows (denominator 0) are in no share: 3 of 3 judged rows aligned, 2 failed.
+    histogram = RatioStatistic.mean_of(np.array([1.0, 1.0, 1.0, np.nan, np.nan])).histogram()
+    assert histogram.counted_rows == 3 and wilson_interval(histogram) == wilson_interval(_proportion(3, 3))
+
+
+def test_proportions_get_wilson_and_means_the_bootstrap_with_n_beside_each(scripted_server):
+    server = scripted_server()
+    server.script = SummarizationJudgeScript()
+    result = judge_summaries([ARTICLE] * 2, ["The council approved the budget."] * 2, judge=judge_for(server), coverage=False)
+    m = result.metrics
+    assert (m["alignment"], m["alignment_ci_low"], m["alignment_ci_high"], m["alignment_n"]) == pytest.approx((1.0, 0.3424, 1.0, 2), abs=1e-4)
+    assert (m["richness_ci_low"], m["richness_ci_high"], m["richness_n"]) == (1.0, 1.0, 2)  # a mean: bootstrap
+    assert m["judge_error_rate_n"] == 2 and m["judge_error_rate_ci_high"] > 0.5
 
 
 def test_a_constant_has_a_zero_width_interval():
@@ -159,15 +192,6 @@ def test_the_core_does_not_import_mlflow():
 
     code = "import sys, mlflow_genai_metrics, mlflow_genai_metrics.summarization, mlflow_genai_metrics.traditional; print('mlflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
-
-
-def test_compare_needs_shared_ids(scripted_server):
-    a, b = _judge_two_models(scripted_server())
-    renamed = b.rows.assign(id=[f"x{i}" for i in range(30)])
-    b2 = type(b)(renamed, b.claims, b.key_points, b.metrics, b.signature, b.judgements, b.usage)
-    with pytest.raises(ValueError, match="share no row id"):
-        compare_results(a, b2)
-    assert isinstance(a.rows, pd.DataFrame)
 
 
 def test_docs_metrics_shows_every_prompt_as_it_is_in_the_package():

@@ -4,14 +4,23 @@ metrics of ``docs/metrics.md``. Imports nothing from MLflow."""
 from .api import judge_summaries, judge_summaries_frame
 from .chunking import combine_verdicts, split_source
 from .records import CheckedClaim, CoveredKeyPoint, RowJudgement
-from .result import Comparison, SignatureMismatchError, SummarizationResult, compare_results
+from .comparison import (
+    Comparison,
+    InsufficientPairsError,
+    SignatureMismatchError,
+    SourceMismatchError,
+    compare_results,
+)
+from .result import SummarizationResult
 
 __all__ = [
     "CheckedClaim",
     "Comparison",
     "CoveredKeyPoint",
+    "InsufficientPairsError",
     "RowJudgement",
     "SignatureMismatchError",
+    "SourceMismatchError",
     "SummarizationResult",
     "combine_verdicts",
     "compare_results",

@@ -12,11 +12,13 @@ import numpy as np
 import pandas as pd
 
 from ..judge import Prices, Usage
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, bootstrap_interval
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, bootstrap_interval, wilson_interval
 from .records import RowJudgement
 
 __all__ = [
     "AGGREGATE_RATES",
+    "PROPORTIONS",
+    "interval_names",
     "PER_ROW_COLUMNS",
     "aggregate_metrics",
     "claims_table",
@@ -39,7 +41,7 @@ USAGE_COLUMNS = [
     "judge_latency_s",
     "judge_cost_usd",
 ]
-# The rates that get a bootstrap interval, in report order.
+# The aggregates that get an interval and n, in report order.
 AGGREGATE_RATES = [
     "alignment",
     "defect_rate/contradiction",
@@ -51,6 +53,10 @@ AGGREGATE_RATES = [
     "coverage",
     "judge_error_rate",
 ]
+# Shares of rows: Wilson score interval. The others (means and ratios) get the bootstrap.
+PROPORTIONS = frozenset(
+    {"alignment", "defect_rate/contradiction", "defect_rate/unverifiable", "defect_rate/empty", "strict_alignment", "judge_error_rate"}
+)
 _VERDICT_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first in the reasoning
 
 
@@ -102,11 +108,12 @@ def coverage_reasoning(judgement: RowJudgement) -> str | None:
 
 
 def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True) -> pd.DataFrame:
-    """One row per input, in input order: id, every per-row value, reasoning, error and judge usage."""
+    """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
+    only when it matches), every per-row value, reasoning, error and judge usage."""
     records = []
     for judgement in judgements:
         usage = judgement.usage
-        record: dict[str, object] = {"id": judgement.id, **row_values(judgement)}
+        record: dict[str, object] = {"id": judgement.id, "source_key": judgement.source_key, **row_values(judgement)}
         record["reasoning"] = reasoning(judgement)
         if coverage:
             record["coverage_reasoning"] = coverage_reasoning(judgement)
@@ -120,7 +127,7 @@ def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True) -> 
             judge_cost_usd=usage.cost_usd,
         )
         records.append(record)
-    columns = ["id", *PER_ROW_COLUMNS, "reasoning", *(["coverage_reasoning"] if coverage else []), "error", *USAGE_COLUMNS]
+    columns = ["id", "source_key", *PER_ROW_COLUMNS, "reasoning", *(["coverage_reasoning"] if coverage else []), "error", *USAGE_COLUMNS]
     table = pd.DataFrame.from_records(records, columns=columns)
     for column in COUNT_COLUMNS + FLAG_COLUMNS:
         table[column] = table[column].astype("Int64")  # integers, empty for failed rows
@@ -204,11 +211,18 @@ def aggregate_metrics(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> dict[str, float]:
-    """Every aggregate, each rate with ``/ci_low`` and ``/ci_high``, then the judge's usage."""
+    """Every aggregate with its interval and n (``interval_names``), then the judge's usage."""
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(rows).items()}
     metrics = rate_metrics(histograms, resamples=resamples, seed=seed, confidence=confidence)
     metrics.update(usage_metrics(usage, prices))
     return metrics
+
+
+def interval_names(name: str) -> tuple[str, str, str]:
+    """The names of an aggregate's interval bounds and row count: ``alignment`` -> ``alignment_ci_low``,
+    ``alignment_ci_high``, ``alignment_n``. Beside the value's own name in every MLflow store (the file store
+    cannot hold a metric ``X`` and a metric ``X/ci_low``: ``X`` would have to be a file and a folder)."""
+    return f"{name}_ci_low", f"{name}_ci_high", f"{name}_n"
 
 
 def rate_metrics(
@@ -218,11 +232,17 @@ def rate_metrics(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> dict[str, float]:
-    """Each rate and its ``/ci_low``, ``/ci_high`` from its histogram (the rows' (numerator, denominator) pairs
-    counted), so that rows judged in parts (Spark partitions) give exactly the single-process numbers."""
+    """Each aggregate, its interval (Wilson for proportions, bootstrap for means and ratios) and the rows it stands
+    on, from its histogram (the rows' (numerator, denominator) pairs counted), so that rows judged in parts (Spark
+    partitions) give exactly the single-process numbers."""
     metrics: dict[str, float] = {}
     for name, histogram in histograms.items():
+        low_name, high_name, n_name = interval_names(name)
         metrics[name] = histogram.value
-        low, high = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence)
-        metrics[f"{name}/ci_low"], metrics[f"{name}/ci_high"] = low, high
+        if name in PROPORTIONS:
+            low, high = wilson_interval(histogram, confidence=confidence)
+        else:
+            low, high = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence)
+        metrics[low_name], metrics[high_name] = low, high
+        metrics[n_name] = float(histogram.counted_rows)
     return metrics

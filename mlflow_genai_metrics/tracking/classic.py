@@ -5,8 +5,8 @@
 
 Per-row metrics appear in ``eval_results_table`` as ``<name>/score`` with the judge's reasoning in
 ``<name>/justification``; a row the judge failed on has an empty score and the error as justification. The
-aggregates of ``docs/metrics.md`` are run metrics under exactly their names (``alignment``, ``alignment/ci_low``,
-``defect_rate/contradiction``, ``judge/calls``, ...). Every metric reads one shared judgement per row.
+aggregates of ``docs/metrics.md`` are run metrics under exactly their names (``alignment``, ``alignment_ci_low``,
+``alignment_n``, ``defect_rate/contradiction``, ``judge/calls``, ...). Every metric reads one shared judgement per row.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from mlflow.models import EvaluationMetric
 from ..judge import Judge
 from ..summarization.judging import prepare_rows
 from ..summarization.result import SummarizationResult
-from ..summarization.scoring import AGGREGATE_RATES
+from ..summarization.scoring import AGGREGATE_RATES, interval_names
 from ..traditional import ROUGE_TYPES
 from .run_logging import log_result
 from .shared import SharedJudgement
@@ -67,38 +67,44 @@ class _ClassicAdapter:
         self.id_col = id_col
         self.category_col = category_col
         self._logged: set[tuple[str, str]] = set()
-        self._seen_single_rows: set[tuple[str | None, str]] = set()
+        self._seen_single_rows: set[tuple[str, str | None, str]] = set()
 
     def result(
-        self, predictions: pd.Series, targets: pd.Series | None, sources: pd.Series, ids: Any, categories: Any, *, logs: bool = False
-    ) -> SummarizationResult:
+        self, metric: str, predictions: pd.Series, targets: pd.Series | None, sources: pd.Series, ids: Any, categories: Any, *, logs: bool = False
+    ) -> SummarizationResult | None:
+        """The shared result for this dataset; None for MLflow's one-row probe, which is answered without judging so
+        that the full pass validates every row (duplicate ids, bad text) before any judge call."""
+        if len(predictions) == 0:
+            raise ValueError("the evaluation data has no rows: nothing to judge (is the DataFrame empty?)")
         id_values = list(ids) if ids is not None else list(range(len(predictions)))
+        run = mlflow.active_run()
+        run_id = run.info.run_id if run else None
+        if self._is_probe(metric, run_id, predictions, sources, id_values):
+            return None
         rows = prepare_rows(list(sources), list(predictions), id_values)
         extra = {"category": list(categories)} if categories is not None else None
         references = list(targets) if (self.traditional and targets is not None) else None
-        run = mlflow.active_run()
-        run_id = run.info.run_id if run else None
         self.shared.begin_session(run_id)
         result = self.shared.result(rows, references=references, extra_columns=extra)
-        if logs and run_id is not None and self._is_full_pass(run_id, rows) and (run_id, len(rows)) not in self._logged:
+        if logs and run_id is not None and (run_id, len(rows)) not in self._logged:
             log_result(result, run_id=run_id)
             self._logged.add((run_id, len(rows)))
         return result
 
-    def _is_full_pass(self, run_id: str, rows: list[Any]) -> bool:
-        """MLflow first tests every metric on the dataset's first row, then runs the full pass. Artifacts come from
-        the full pass only, so a run killed in between never holds a one-row report that looks whole. (A one-row
-        dataset is seen twice by the first metric: the second time is the full pass.)"""
-        if len(rows) > 1:
-            return True
-        key = (run_id, rows[0].model_dump_json())
+    def _is_probe(self, metric: str, run_id: str | None, predictions: Any, sources: Any, ids: list[Any]) -> bool:
+        """MLflow first tests every metric on the dataset's first row, then runs the full pass. Only the full pass
+        judges and logs, so a run killed in between never holds a one-row report that looks whole. (A one-row
+        dataset is seen twice by each metric: the second time is the full pass.)"""
+        if len(ids) > 1:
+            return False
+        key = (metric, run_id, repr((list(predictions), list(sources), ids)))
         if key in self._seen_single_rows:
-            return True
+            return False
         self._seen_single_rows.add(key)
-        return False
+        return True
 
     def eval_fn(
-        self, compute: Callable[[SummarizationResult], MetricValue], source_col: str, *, logs: bool = False
+        self, compute: Callable[[SummarizationResult], MetricValue], source_col: str, *, metric: str, logs: bool = False
     ) -> Callable[..., MetricValue]:
         """A function whose parameters MLflow maps to columns: predictions, targets, the source column, and the
         id and category columns when named."""
@@ -108,6 +114,7 @@ class _ClassicAdapter:
         def eval_fn(*args: Any, **kwargs: Any) -> MetricValue:
             columns = {**dict(zip(names, args)), **kwargs}  # MLflow passes them positionally, in signature order
             result = self.result(
+                metric,
                 columns["predictions"],
                 columns.get("targets"),
                 columns[source_col],
@@ -115,6 +122,8 @@ class _ClassicAdapter:
                 columns.get(self.category_col) if self.category_col else None,
                 logs=logs,
             )
+            if result is None:  # the probe: a well-formed value, never logged
+                return MetricValue(scores=[None] * len(columns["predictions"]), aggregate_results={})
             return compute(result)
 
         parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names[:-1]]
@@ -137,16 +146,14 @@ def _row_metric(column: str, justification: str | None) -> Callable[[Summarizati
 
 
 def _aggregates(result: SummarizationResult, name: str) -> dict[str, float]:
-    """``alignment`` -> {alignment, ci_low, ci_high}; ``defect_rate`` -> {contradiction, contradiction/ci_low, ...}:
-    keys that MLflow logs as ``alignment``, ``alignment/ci_low``, ``defect_rate/contradiction``, ..."""
-    aggregates = {}
-    for key, value in result.metrics.items():
-        if name in _GROUPED and key.startswith(f"{name}/"):
-            aggregates[key.removeprefix(f"{name}/")] = value
-        elif key == name:
-            aggregates[name] = value
-        elif key.startswith(f"{name}/ci_"):
-            aggregates[key.removeprefix(f"{name}/")] = value
+    """The aggregate results MLflow logs for the metric ``name``: ``alignment`` -> {alignment}; a group
+    (``defect_rate``, ``judge``) -> {contradiction, contradiction_ci_low, ...}, logged as ``defect_rate/contradiction``,
+    ``defect_rate/contradiction_ci_low``, ... (MLflow logs a key equal to the metric's name as the name itself and
+    any other key as ``<name>/<key>``)."""
+    if name in _GROUPED:
+        aggregates = {key.removeprefix(f"{name}/"): value for key, value in result.metrics.items() if key.startswith(f"{name}/")}
+    else:
+        aggregates = {name: result.metrics[name]} if name in result.metrics else {}
     return {k: v for k, v in aggregates.items() if v is not None and math.isfinite(v)}
 
 
@@ -180,15 +187,21 @@ def summarization_metrics(
         if name == "coverage" and not coverage:
             continue
         logs = not metrics  # the first metric logs the run's tables, report and plots
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_row_metric(name, justification), source_col, logs=logs), greater_is_better=greater_is_better, name=name))
-    aggregate_names = [n for n in AGGREGATE_RATES if "/" not in n and (coverage or n != "coverage")]
-    for name in aggregate_names + sorted(_GROUPED):
-        if name == "coverage":
-            continue  # the per-row coverage metric carries the aggregate under the same name
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(name), source_col), greater_is_better=name not in ("defect_rate", "judge_error_rate", "judge"), name=name))
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_row_metric(name, justification), source_col, metric=name, logs=logs), greater_is_better=greater_is_better, name=name))
+    for name in [n for n in AGGREGATE_RATES if "/" not in n and (coverage or n != "coverage")]:
+        low, high, n = interval_names(name)
+        # One metric per logged name: MLflow would log an aggregate key other than the metric's name as
+        # "<name>/<key>", a name the file store cannot hold beside "<name>" itself.
+        for logged in (name, low, high, n):
+            if logged == "coverage":
+                continue  # the per-row coverage metric carries the aggregate under the same name
+            better = logged == n or name != "judge_error_rate"
+            metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(logged), source_col, metric=logged), greater_is_better=better, name=logged))
+    for group in sorted(_GROUPED):
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(group), source_col, metric=group), greater_is_better=False, name=group))
     row_metrics = {**(_TRADITIONAL_ROW_METRICS if traditional else {}), **_LENGTH_ROW_METRICS}
     for name, greater_is_better in row_metrics.items():
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_traditional_metric(name), source_col), greater_is_better=greater_is_better, name=name))
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_traditional_metric(name), source_col, metric=name), greater_is_better=greater_is_better, name=name))
     return metrics
 
 

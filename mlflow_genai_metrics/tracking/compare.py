@@ -13,9 +13,9 @@ import mlflow
 import pandas as pd
 from mlflow.tracking import MlflowClient
 
-from ..signature import signature_differences
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.result import SignatureMismatchError, aligned_rows, paired_table
+from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results
+from ..summarization.scoring import interval_names
 from . import plots
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
@@ -56,6 +56,8 @@ def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
     with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp:
         path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{ARTIFACT_DIR}/rows.parquet", dst_path=tmp)
         rows = pd.read_parquet(path)
+    if "id" in rows:  # ids are stored as text; keep them so, whatever pandas infers
+        rows["id"] = rows["id"].astype(str)
     return EvaluatedRun(run_id, run.info.run_name or run_id[:8], dict(run.data.metrics), signature, rows)
 
 
@@ -64,56 +66,70 @@ def compare_runs(
     *,
     metrics: list[str] | None = None,
     allow_mixed_judges: bool = False,
+    allow_partial: bool = False,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
     log: bool = True,
     run_name: str = "comparison",
 ) -> pd.DataFrame:
-    """Compare evaluation runs: one row per (run, metric) with its value and 95% interval, and, for every run after
-    the first, the paired bootstrap difference against the first over the row ids both share (interval, p-value).
+    """Compare evaluation runs: one row per (run, metric) with its value, 95% interval and n, and, for every run
+    after the first, the paired bootstrap difference against the first (interval, p-value) over the usable pairs.
 
-    Runs whose judge signatures differ are refused (``SignatureMismatchError``) unless ``allow_mixed_judges=True``;
-    then the table's ``note`` column and the plots say so. With ``log=True`` (default) a comparison run is logged
-    in the first run's experiment: the table (JSON and Parquet) and the plots (alignment against richness, bars
-    with intervals, per-category bars when the rows have a category).
+    Pairing follows ``compare_results`` exactly (each run is loaded into it): rows pair by id and source, a row
+    with a judge error on either side leaves the pair, and the columns ``pairs_used``, ``pairs_dropped_for_errors``,
+    ``only_in_first`` and ``only_in_this`` say what each comparison stands on. Runs whose judge signatures differ
+    are refused (``SignatureMismatchError``) unless ``allow_mixed_judges=True``; too few usable pairs
+    (``InsufficientPairsError``) unless ``allow_partial=True``; then the table's ``note`` column and the plots say
+    so. With ``log=True`` (default) a comparison run is logged in the first run's experiment: the table (JSON and
+    Parquet) and the plots (alignment against richness, bars with intervals, per-category bars when the rows have
+    a category).
     """
     if len(run_ids) < 2:
         raise ValueError("compare_runs needs at least two run ids")
     client = MlflowClient()
     runs = [load_run(run_id, client) for run_id in run_ids]
     base = runs[0]
-    differences = {run.run_id: signature_differences(base.signature, run.signature) for run in runs[1:]}
-    mixed = {run_id: d for run_id, d in differences.items() if d}
-    if mixed and not allow_mixed_judges:
-        detail = "; ".join(f"{run_id[:8]}: {', '.join(d)}" for run_id, d in mixed.items())
-        raise SignatureMismatchError(
-            f"these runs were judged with different judges or prompts and are not comparable ({detail}). "
-            "Re-evaluate with one judge, or pass allow_mixed_judges=True to compare anyway."
-        )
-    note = f"MIXED JUDGES: signatures differ ({'; '.join(', '.join(d) for d in mixed.values())})" if mixed else ""
+    comparisons: dict[str, Comparison] = {}
+    for run in runs[1:]:
+        try:
+            comparisons[run.run_id] = compare_results(
+                base, run, resamples=resamples, seed=seed, confidence=confidence,
+                allow_signature_mismatch=allow_mixed_judges, allow_partial=allow_partial,
+            )
+        except SignatureMismatchError as error:
+            raise SignatureMismatchError(
+                f"runs {base.run_id[:8]} and {run.run_id[:8]} were judged with different judges or prompts and are not "
+                f"comparable ({error}). Re-evaluate with one judge, or pass allow_mixed_judges=True to compare anyway."
+            ) from None
+    notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
+    note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
     names = metrics or DEFAULT_METRICS
     records = []
-    for position, run in enumerate(runs):
-        paired, shared = pd.DataFrame(), len(base.rows)
-        if position > 0:
-            rows_a, rows_b = aligned_rows(base.rows, run.rows)
-            paired, shared = paired_table(rows_a, rows_b, resamples=resamples, seed=seed).set_index("metric"), len(rows_a)
+    for run in runs:
+        comparison = comparisons.get(run.run_id)
+        paired = comparison.table.set_index("metric") if comparison is not None else pd.DataFrame()
         for name in names:
             if name not in run.metrics:
                 continue
+            low_name, high_name, n_name = interval_names(name)
             record = {
                 "run_id": run.run_id,
                 "run_name": run.name,
                 "metric": name,
                 "value": run.metrics[name],
-                "ci_low": run.metrics.get(f"{name}/ci_low", math.nan),
-                "ci_high": run.metrics.get(f"{name}/ci_high", math.nan),
+                "ci_low": run.metrics.get(low_name, math.nan),
+                "ci_high": run.metrics.get(high_name, math.nan),
+                "n": run.metrics.get(n_name, math.nan),
                 "difference_vs_first": math.nan,
                 "difference_ci_low": math.nan,
                 "difference_ci_high": math.nan,
                 "p_value": math.nan,
-                "shared_rows": shared,
-                "note": note if run.run_id in mixed else "",
+                "pairs_used": comparison.pairs_used if comparison else math.nan,
+                "pairs_dropped_for_errors": comparison.pairs_dropped_for_errors if comparison else math.nan,
+                "only_in_first": comparison.only_in_a if comparison else math.nan,
+                "only_in_this": comparison.only_in_b if comparison else math.nan,
+                "note": notes.get(run.run_id, ""),
             }
             if name in paired.index:
                 record.update(
@@ -127,6 +143,18 @@ def compare_runs(
     if log:
         table.attrs["comparison_run_id"] = _log_comparison(runs, table, note, client, run_name)
     return table
+
+
+def _note(comparison: Comparison) -> str:
+    """What a reader of the table or plot must know: mixed judges, a partial comparison, rows left out."""
+    parts = []
+    if not comparison.signatures_match:
+        parts.append(f"MIXED JUDGES: signatures differ ({', '.join(comparison.signature_differences)})")
+    if comparison.partial:
+        parts.append("PARTIAL: fewer usable pairs than half of the smaller run")
+    if comparison.pairs_dropped_for_errors or comparison.only_in_a or comparison.only_in_b:
+        parts.append(comparison.rows_note)
+    return "; ".join(parts)
 
 
 def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, client: MlflowClient, run_name: str) -> str:

@@ -12,9 +12,8 @@ import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..signature import signature_differences
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.result import aligned_rows, paired_table
+from ..summarization.comparison import InsufficientPairsError, SignatureMismatchError, SourceMismatchError, compare_results
 from .compare import load_run
 from .run_logging import SIGNATURE_TAG
 
@@ -108,13 +107,16 @@ def register_if_passing(
     beat_metric: str = "alignment",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
 ) -> GateResult:
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
 
-    Rules read the run's metrics, CI bounds included (``"alignment/ci_low": ">= 0.85"``). With
+    Rules read the run's metrics, interval bounds and n included (``"alignment_ci_low": ">= 0.85"``). With
     ``beat_champion=True`` the run must also beat the model version holding ``alias`` on ``beat_metric``: a
-    positive paired-bootstrap difference with p < 0.05 over shared rows, under the same judge signature (a
-    different signature fails the gate). On a pass the version is registered, tagged with the rule metrics, the
+    positive paired-bootstrap difference with p < 1 - ``confidence``, compared exactly as ``compare_results``
+    compares (pairs by id and source, rows with a judge error on either side left out, too few usable pairs
+    refused), under the same judge signature. A refused comparison fails the gate, with the reason; the pairs used
+    and left out are tagged on the version. On a pass the version is registered, tagged with the rule metrics, the
     signature and the evaluation run, and ``alias`` is moved to it. On a fail nothing is registered and every
     failed rule is reported with its actual and required values. Malformed rules and unknown metrics raise
     ``ValueError`` before anything is registered.
@@ -133,14 +135,20 @@ def register_if_passing(
         passed = not math.isnan(actual) and _OPERATORS[rule.op](actual, rule.threshold)
         outcomes.append(RuleOutcome(rule, actual, passed))
     messages: list[str] = []
+    comparison_tags: dict[str, str] = {}
     if beat_champion:
-        outcomes.append(_champion_outcome(client, name, alias, run_id, beat_metric, resamples, seed, messages))
+        outcomes.append(_champion_outcome(client, name, alias, run_id, beat_metric, resamples, seed, confidence, messages, comparison_tags))
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         return result
     version = mlflow.register_model(model_uri, name)
     signature = run.data.tags.get(SIGNATURE_TAG, "")
-    tags = {EVALUATION_RUN_TAG: run_id, SIGNATURE_TAG: signature, **{f"mgm.{o.rule.metric}": f"{o.actual:.6g}" for o in outcomes if o.actual is not None}}
+    tags = {
+        EVALUATION_RUN_TAG: run_id,
+        SIGNATURE_TAG: signature,
+        **{f"mgm.{o.rule.metric}": f"{o.actual:.6g}" for o in outcomes if o.actual is not None},
+        **comparison_tags,
+    }
     for key, value in tags.items():
         client.set_model_version_tag(name, version.version, key, value)
     result.registered_version = str(version.version)
@@ -151,7 +159,8 @@ def register_if_passing(
 
 
 def _champion_outcome(
-    client: MlflowClient, name: str, alias: str | None, run_id: str, metric: str, resamples: int, seed: int, messages: list[str]
+    client: MlflowClient, name: str, alias: str | None, run_id: str, metric: str, resamples: int, seed: int,
+    confidence: float, messages: list[str], tags: dict[str, str],
 ) -> RuleOutcome:
     rule = Rule(f"{metric} vs {alias}", ">", 0.0)
     if not alias:
@@ -165,14 +174,22 @@ def _champion_outcome(
     if not champion_run_id:
         return RuleOutcome(rule, None, False, f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
     candidate, incumbent = load_run(run_id, client), load_run(champion_run_id, client)
-    differences = signature_differences(incumbent.signature, candidate.signature)
-    if differences:
-        return RuleOutcome(rule, None, False, f"refused: judge signatures differ from the champion's ({'; '.join(differences)})")
-    rows_champion, rows_candidate = aligned_rows(incumbent.rows, candidate.rows)
-    table = paired_table(rows_champion, rows_candidate, resamples=resamples, seed=seed).set_index("metric")
+    try:  # the one comparison every path uses: pairs by id and source, errored pairs out, too few refused
+        comparison = compare_results(incumbent, candidate, resamples=resamples, seed=seed, confidence=confidence)
+    except SignatureMismatchError as error:
+        return RuleOutcome(rule, None, False, f"refused: judge signatures differ from the champion's ({error})")
+    except (SourceMismatchError, InsufficientPairsError) as error:
+        return RuleOutcome(rule, None, False, f"refused: {error}")
+    tags.update({
+        "mgm.gate.pairs_used": str(comparison.pairs_used),
+        "mgm.gate.pairs_dropped_for_errors": str(comparison.pairs_dropped_for_errors),
+        "mgm.gate.only_in_champion": str(comparison.only_in_a),
+        "mgm.gate.only_in_candidate": str(comparison.only_in_b),
+    })
+    table = comparison.table.set_index("metric")
     if metric not in table.index:
         return RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row")
     difference, p_value = float(table.loc[metric, "difference"]), float(table.loc[metric, "p_value"])
-    passed = difference > 0 and p_value < 0.05
-    detail = f"champion version {champion.version}: difference {difference:+.4f}, p = {p_value:.3g}, {len(rows_candidate)} shared rows"
+    passed = difference > 0 and p_value < 1 - confidence
+    detail = f"champion version {champion.version}: difference {difference:+.4f}, p = {p_value:.3g}, {comparison.rows_note}"
     return RuleOutcome(rule, difference, passed, detail)

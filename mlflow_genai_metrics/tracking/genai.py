@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import threading
 import uuid
 from typing import Any
@@ -24,6 +25,7 @@ from mlflow.genai.scorers import Scorer, scorer
 
 from ..judge import Judge
 from ..signature import summarization_signature
+from ..summarization.ids import canonical_id
 from ..summarization.judging import prepare_rows, source_key
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.scoring import coverage_reasoning, reasoning, row_values
@@ -55,7 +57,7 @@ class _GenaiAdapter:
         self.source_key = source_key
         self.id_key = id_key
         self.category_key = category_key
-        self._pending: dict[tuple[str, str], tuple[RowInput, Any]] = {}
+        self._pending: dict[tuple[str, str | None, str, str], tuple[RowInput, Any]] = {}
         self._lock = threading.Lock()
 
     def row(self, inputs: Any, outputs: Any) -> tuple[RowInput, Any]:
@@ -67,17 +69,21 @@ class _GenaiAdapter:
             keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
             raise ValueError(f"the source text must be `inputs` (a string) or `inputs[{self.source_key!r}]`; got {keys}")
         summary = outputs.get("summary") if isinstance(outputs, dict) else outputs
-        if not isinstance(summary, str):
+        missing = summary is None or (isinstance(summary, float) and math.isnan(summary))  # MLflow turns None into NaN
+        if not missing and not isinstance(summary, str):
             raise ValueError(f"`outputs` must be the summary text (or {{'summary': text}}); got {type(outputs).__name__}")
+        # A missing summary is a model that wrote nothing: an empty summary, scored as on every other path.
         row_id = row_id if row_id is not None else source_key(source)
-        return prepare_rows([source], [summary], [row_id])[0], category
+        return prepare_rows([source], ["" if missing else summary], [row_id])[0], category
 
-    def judgement(self, inputs: Any, outputs: Any) -> RowJudgement:
+    def judgement(self, inputs: Any, outputs: Any, trace: Any = None) -> RowJudgement:
         row, category = self.row(inputs, outputs)
+        # One entry per evaluated row: rows with the same texts under different ids (or different traces) both count.
+        identity = getattr(getattr(trace, "info", None), "trace_id", None)
         with self._lock:
             if not self._pending:  # the first row of a new evaluation: bill its judge usage afresh
                 self.shared.begin_session(uuid.uuid4().hex)
-            self._pending.setdefault((row.source_key, row.summary), (row, category))
+            self._pending.setdefault((canonical_id(row.id), identity, row.source_key, row.summary), (row, category))
         return self.shared.judgement(row)
 
     def finish(self) -> int:
@@ -132,15 +138,15 @@ def summarization_scorers(
         return summarization_signature(judge, coverage=coverage, max_source_tokens=shared.max_source_tokens)
 
     def make(name: str) -> Scorer:
-        def score(inputs: Any, outputs: Any) -> Feedback:
-            return _feedback(name, adapter.judgement(inputs, outputs), signature())
+        def score(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
+            return _feedback(name, adapter.judgement(inputs, outputs, trace), signature())
 
         return scorer(score, name=name)
 
     scorers = [make(name) for name in _ROW_METRICS if coverage or name != "coverage"]
 
-    def judge_error(inputs: Any, outputs: Any) -> Feedback:
-        judgement = adapter.judgement(inputs, outputs)
+    def judge_error(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
+        judgement = adapter.judgement(inputs, outputs, trace)
         return Feedback(name="judge_error", value=int(judgement.error is not None), rationale=judgement.error or "judged")
 
     def rows(values: list[float]) -> float:

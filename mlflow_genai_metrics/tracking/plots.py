@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..summarization.scoring import interval_names  # noqa: E402
+
 __all__ = ["RATE_METRICS", "alignment_vs_richness", "category_bars", "metric_bars", "verdict_bars"]
 
 RATE_METRICS = [
@@ -28,7 +30,8 @@ RATE_METRICS = [
 
 def _interval(metrics: Mapping[str, float], name: str) -> tuple[float, float]:
     value = metrics.get(name, np.nan)
-    low, high = metrics.get(f"{name}/ci_low", np.nan), metrics.get(f"{name}/ci_high", np.nan)
+    low_name, high_name, _ = interval_names(name)
+    low, high = metrics.get(low_name, np.nan), metrics.get(high_name, np.nan)
     return (max(value - low, 0.0) if np.isfinite(low) else 0.0, max(high - value, 0.0) if np.isfinite(high) else 0.0)
 
 
@@ -42,7 +45,7 @@ def _finish(fig, ax, *, legend: bool, note: str | None):
 
 
 def metric_bars(runs: Mapping[str, Mapping[str, float]], *, title: str = "Judge metrics with 95% intervals", note: str | None = None):
-    """One group of bars per rate metric, one bar per run, with bootstrap interval whiskers."""
+    """One group of bars per rate metric, one bar per run, with 95% interval whiskers."""
     names = [n for n in RATE_METRICS if any(n in m and np.isfinite(m[n]) for m in runs.values())]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) * max(1, len(runs)) ** 0.5), 4.2))
     width = 0.8 / max(len(runs), 1)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,16 +27,18 @@ from typing import TYPE_CHECKING, Any
 import matplotlib.pyplot as plt
 import mlflow
 import pandas as pd
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from ..signature import parse_signature
+from ..summarization.ids import canonical_id
 from ..summarization.result import SummarizationResult
 from . import plots
 
 if TYPE_CHECKING:  # pyspark is only needed by the Spark path
     from ..spark import SparkSummarizationResult
 
-__all__ = ["ARTIFACT_DIR", "SIGNATURE_TAG", "log_result", "log_spark_result", "loggable_metrics"]
+__all__ = ["ARTIFACT_DIR", "SIGNATURE_TAG", "LoggingFailedError", "log_result", "log_spark_result", "loggable_metrics"]
 
 ARTIFACT_DIR = "mgm"
 SIGNATURE_TAG = "mgm.signature"
@@ -47,10 +51,11 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
 
 def _write_table(table: pd.DataFrame, folder: Path, name: str) -> None:
     table.to_json(folder / f"{name}.json", orient="records", indent=1, force_ascii=False)
-    # Parquet keeps types (nullable integers stay integers); object ids become strings for a stable schema.
+    # Parquet keeps types (nullable integers stay integers); ids are stored in their canonical text form, the form
+    # every comparison pairs them in, so 1 in one run pairs with 1 in another.
     columnar = table.copy()
     if "id" in columnar:
-        columnar["id"] = columnar["id"].astype(str)
+        columnar["id"] = columnar["id"].map(canonical_id)
     columnar.to_parquet(folder / f"{name}.parquet", index=False)
 
 
@@ -108,26 +113,38 @@ def _log(
     if run_id is None:
         raise RuntimeError("no MLflow run to log to: pass run_id= or call inside mlflow.start_run()")
     client = MlflowClient()
-    with tempfile.TemporaryDirectory(prefix="mgm-artifacts-") as tmp:
-        folder = Path(tmp) / ARTIFACT_DIR
+    # The tables are written to a local folder first and kept there if anything after fails, so nothing judged is
+    # lost to a logging failure; the error says where they are.
+    tmp = Path(tempfile.mkdtemp(prefix="mgm-artifacts-"))
+    folder = tmp / ARTIFACT_DIR
+    try:
         (folder / "plots").mkdir(parents=True)
         write_tables(folder)
+        (tmp / "report.json").write_text(json.dumps(report, indent=1))
         for name, draw in figures.items():
             figure = draw()
             figure.savefig(folder / "plots" / f"{name}.png", dpi=110)
             plt.close(figure)
         client.log_artifacts(run_id, str(folder), artifact_path=ARTIFACT_DIR)
         # The report goes last: a run whose mgm/report.json exists has every other artifact whole.
-        report_file = Path(tmp) / "report.json"
-        report_file.write_text(json.dumps(report, indent=1))
-        client.log_artifact(run_id, str(report_file), artifact_path=ARTIFACT_DIR)
-    client.set_tag(run_id, SIGNATURE_TAG, signature)
-    params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
-    existing = client.get_run(run_id).data.params
-    for key, value in params.items():
-        if existing.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
-            client.log_param(run_id, key, value)
-    if metrics is not None:
-        for key, value in loggable_metrics(metrics).items():
-            client.log_metric(run_id, key, value)
+        client.log_artifact(run_id, str(tmp / "report.json"), artifact_path=ARTIFACT_DIR)
+        client.set_tag(run_id, SIGNATURE_TAG, signature)
+        params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
+        existing = client.get_run(run_id).data.params
+        for key, value in params.items():
+            if existing.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
+                client.log_param(run_id, key, value)
+        if metrics is not None:
+            client.log_batch(run_id, metrics=[Metric(k, v, int(time.time() * 1000), 0) for k, v in loggable_metrics(metrics).items()])
+    except Exception as error:
+        raise LoggingFailedError(
+            f"logging to MLflow run {run_id} failed ({type(error).__name__}: {error}). Nothing judged is lost: the "
+            f"per-row tables, report and plots are in {folder} (and the judge's answers in its cache, so a rerun "
+            "makes no call)."
+        ) from error
+    shutil.rmtree(tmp, ignore_errors=True)
     return run_id
+
+
+class LoggingFailedError(RuntimeError):
+    """Logging a result to MLflow failed after everything was judged; the message says where the tables are kept."""
