@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from mlflow_genai_metrics.judge import Usage
 from mlflow_genai_metrics.summarization.records import CheckedClaim, CoveredKeyPoint, RowJudgement
-from mlflow_genai_metrics.summarization.result import paired_table
+from mlflow_genai_metrics.summarization.comparison import paired_table
 from mlflow_genai_metrics.summarization.scoring import AGGREGATE_RATES, aggregate_metrics, rows_table
 
 verdicts = st.lists(st.sampled_from(["yes", "no", "idk"]), max_size=8)

@@ -16,7 +16,7 @@ from importlib.resources import files
 
 __all__ = ["PROMPT_NAMES", "Prompt", "load_prompt", "marker"]
 
-PROMPT_NAMES = ("claims", "verify", "keypoints", "coverage")
+PROMPT_NAMES = ("claims", "claims_retry", "verify", "keypoints", "coverage")
 _HEADER = re.compile(r"^# (?P<name>[a-z_]+) (?P<version>v\d+)\n")
 _FIELD = re.compile(r"\{([a-z_]+)\}")
 

@@ -1,9 +1,10 @@
 """Rows in -> judge requests -> one ``RowJudgement`` per row.
 
 Two rounds of concurrent requests: (1) claim extraction for every summary and key points for every distinct source
-text; (2) verification of each summary's claims and coverage of its source's key points. So one model on N
-articles costs at most 4N calls (more only when a source is split into chunks), each further model on the same
-articles at most 3N, and an identical rerun none (the judge's cache).
+text; (2) verification of each summary's claims and coverage of its source's key points. A summary with words the
+judge found no claim in is asked about once more between the rounds. So one model on N articles costs at most 4N
+calls (more only when a source is split into chunks or claims are asked for again), each further model on the
+same articles at most 3N, and an identical rerun none (the judge's cache).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -19,14 +21,20 @@ from typing import Any
 
 import pandas as pd
 
-from ..judge import Judge, JudgeReply, JudgeRequest, Usage
+from ..judge import Judge, JudgeError, JudgeReply, JudgeRequest, Usage
 from ..traditional import _texts
 from .chunking import MIN_CHUNK_TOKENS, combine_verdicts, split_source
 from .ids import canonical_id
-from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
+from .passes import (
+    check_coverage_request,
+    extract_claims_retry_request,
+    extract_claims_request,
+    extract_key_points_request,
+    verify_claims_request,
+)
 from .records import CheckedClaim, CoveredKeyPoint, RowInput, RowJudgement
 
-__all__ = ["check_settings", "judge_rows", "prepare_rows", "source_key"]
+__all__ = ["check_settings", "distinct_claims", "has_words", "judge_rows", "prepare_rows", "source_key"]
 
 
 def source_key(text: str) -> str:
@@ -167,9 +175,35 @@ def _plain(value: Any) -> str | int:
     return stored
 
 
+_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
+
+
+def has_words(summary: str) -> bool:
+    """False for a summary with no letter or digit (blank, only punctuation): empty, decided without the judge."""
+    return _WORD.search(summary) is not None
+
+
+def distinct_claims(claims: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Claims without repeats (compared ignoring case and spacing; the first text kept) and, per claim kept, how
+    many copies were removed: a claim stated twice is one fact, not two."""
+    kept: list[str] = []
+    removed: list[int] = []
+    position_of: dict[str, int] = {}
+    for claim in claims:
+        key = " ".join(claim.split()).casefold()
+        if key in position_of:
+            removed[position_of[key]] += 1
+        else:
+            position_of[key] = len(kept)
+            kept.append(claim)
+            removed.append(0)
+    return kept, removed
+
+
 @dataclass
 class _RowState:
     claims: list[str] | None = None
+    duplicates: list[int] = field(default_factory=list)  # per claim kept: copies removed
     verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
     key_points: list[CoveredKeyPoint] | None = None
     usage: Usage = field(default_factory=Usage)
@@ -178,6 +212,9 @@ class _RowState:
     def fail(self, stage: str, reply: JudgeReply) -> None:
         if self.error is None:
             self.error = f"{stage} failed: {reply.error}"
+
+    def take_claims(self, claims: Sequence[str]) -> None:
+        self.claims, self.duplicates = distinct_claims(claims)
 
 
 def judge_rows(
@@ -206,7 +243,7 @@ def judge_rows(
                 requests.append(extract_key_points_request(chunk))
                 owners.append(("keypoints", key))
     for index, row in enumerate(rows):
-        if row.summary.strip():
+        if has_words(row.summary):
             requests.append(extract_claims_request(row.summary))
             owners.append(("claims", index))
         else:
@@ -226,9 +263,10 @@ def judge_rows(
             state = states[owner]
             state.usage += reply.usage
             if reply.ok:
-                state.claims = list(reply.answer.claims)
+                state.take_claims(reply.answer.claims)
             else:
                 state.fail("claim extraction", reply)
+    _ask_again_for_claims(rows, states, judge, progress)
     for index, row in enumerate(rows):
         if row.source_key in key_point_errors:
             states[index].fail("key-point extraction (for this row's source)", key_point_errors[row.source_key])
@@ -246,7 +284,7 @@ def judge_rows(
                 owners.append(("verify", index))
         if coverage:
             points = key_points_of[row.source_key]
-            if row.summary.strip():
+            if has_words(row.summary):
                 requests.append(check_coverage_request(points, row.summary))
                 owners.append(("coverage", index))
             else:
@@ -271,11 +309,30 @@ def judge_rows(
     return [_record(row, state) for row, state in zip(rows, states)]
 
 
+def _ask_again_for_claims(rows: list[RowInput], states: list[_RowState], judge: Judge, progress: bool | None) -> None:
+    """No claim from a summary that has words is a judge failure, not an empty summary: ask once more, saying so;
+    a second empty list makes the row a ``no_claims`` error."""
+    again = [i for i, (row, state) in enumerate(zip(rows, states)) if state.error is None and not state.claims and has_words(row.summary)]
+    if not again:
+        return
+    requests = [extract_claims_retry_request(rows[i].summary) for i in again]
+    for index, reply in zip(again, judge.ask_many(requests, progress=progress, desc="claims, asked again")):
+        state = states[index]
+        state.usage += reply.usage
+        if not reply.ok:
+            state.fail("claim extraction", reply)
+        elif reply.answer.claims:
+            state.take_claims(reply.answer.claims)
+        else:
+            no_claims = JudgeError(kind="no_claims", message="the judge listed no claim for a summary that has words, even when asked again", attempts=2)
+            state.error = f"claim extraction failed: {no_claims}"
+
+
 def _record(row: RowInput, state: _RowState) -> RowJudgement:
     if state.error is not None:
         return RowJudgement(id=row.id, source_key=row.source_key, usage=state.usage, error=state.error)
     claims = []
-    for claim, per_chunk in zip(state.claims or [], state.verdicts):
+    for claim, duplicates, per_chunk in zip(state.claims or [], state.duplicates, state.verdicts):
         verdict, reason = combine_verdicts(per_chunk)
-        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason))
+        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates))
     return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, usage=state.usage)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
 from ..judge import JudgeRequest
 from ..prompts import load_prompt, marker
@@ -29,6 +29,7 @@ __all__ = [
     "check_coverage_request",
     "coverage_answer",
     "extract_claims_request",
+    "extract_claims_retry_request",
     "extract_key_points_request",
     "verification_answer",
     "verify_claims_request",
@@ -39,14 +40,24 @@ MAX_KEY_POINTS = 10
 Verdict = Literal["yes", "no", "idk"]
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("an item is blank: leave it out, or write the statement")
+    return text
+
+
+# A listed statement: not empty and not only spaces (a blank claim would be verified, and counted, as a fact).
+Statement = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+
+
 class ExtractedClaims(BaseModel):
-    claims: list[Annotated[str, Field(min_length=1)]] = Field(
+    claims: list[Statement] = Field(
         max_length=MAX_CLAIMS, description="the summary's claims, one fact each, in order"
     )
 
 
 class ExtractedKeyPoints(BaseModel):
-    key_points: list[Annotated[str, Field(min_length=1)]] = Field(
+    key_points: list[Statement] = Field(
         min_length=1, max_length=MAX_KEY_POINTS, description="the article's key points, most important first"
     )
 
@@ -120,6 +131,21 @@ def extract_claims_request(summary: str) -> JudgeRequest:
     prompt = load_prompt("claims")
     text = prompt.render(summary=summary, summary_marker=marker("SUMMARY", summary))
     return _request(prompt, text, ExtractedClaims, 64 + 48 * MAX_CLAIMS // 2)
+
+
+def extract_claims_retry_request(summary: str) -> JudgeRequest:
+    """The claim extraction again, after an answer with no claim: that answer and a second turn saying so."""
+    first = extract_claims_request(summary)
+    retry = load_prompt("claims_retry")
+    messages = [
+        *first.messages,
+        {"role": "assistant", "content": ExtractedClaims(claims=[]).model_dump_json()},
+        {"role": "user", "content": retry.render()},
+    ]
+    return JudgeRequest(
+        messages=messages, answer_type=ExtractedClaims, prompt_version=f"{first.prompt_version}+{retry.tag}",
+        purpose=retry.name, max_tokens=first.max_tokens,
+    )
 
 
 def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:

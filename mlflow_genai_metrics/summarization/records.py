@@ -21,9 +21,13 @@ class RowInput(BaseModel):
 
 
 class CheckedClaim(BaseModel):
+    """One claim of a summary with its verdict; ``duplicates`` counts the repeats of it removed (same text but for
+    case and spacing), so a fact stated twice is verified and counted once."""
+
     claim: str
     verdict: Literal["yes", "no", "idk"]
     reason: str
+    duplicates: int = 0
 
 
 class CoveredKeyPoint(BaseModel):

@@ -139,12 +139,14 @@ def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True) -> 
 
 
 def claims_table(judgements: Sequence[RowJudgement]) -> pd.DataFrame:
+    """One row per (summary, distinct claim): the verdict, its reason and how many repeats of the claim were removed."""
+    columns = ["id", "claim_index", "claim", "verdict", "reason", "duplicates_removed"]
     records = [
-        {"id": j.id, "claim_index": number, "claim": c.claim, "verdict": c.verdict, "reason": c.reason}
+        (j.id, number, c.claim, c.verdict, c.reason, c.duplicates)
         for j in judgements
         for number, c in enumerate(j.claims, start=1)
     ]
-    return pd.DataFrame.from_records(records, columns=["id", "claim_index", "claim", "verdict", "reason"])
+    return pd.DataFrame.from_records(records, columns=columns)
 
 
 def key_points_table(judgements: Sequence[RowJudgement]) -> pd.DataFrame:
