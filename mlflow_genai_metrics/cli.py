@@ -78,6 +78,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from .tracking import summarization_metrics
 
     data = read_table(args.data)
+    if data.empty:  # mlflow.models.evaluate would fail on it with an IndexError of its own, before any metric runs
+        raise ValueError(f"{args.data} has no rows: nothing to evaluate")
     missing = [c for c in (args.source_col, args.summary_col if not args.model else None, args.reference_col, args.id_col, args.category_col) if c and c not in data.columns]
     if missing:
         raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
@@ -116,9 +118,14 @@ def _compare(args: argparse.Namespace) -> int:
     from .tracking import compare_runs
 
     _tracking(args)
-    table = compare_runs(args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges)
-    with __import__("pandas").option_context("display.width", 200, "display.max_columns", 20):
-        print(table[["run_name", "metric", "value", "ci_low", "ci_high", "difference_vs_first", "p_value"]].to_string(index=False))
+    table = compare_runs(
+        args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges, allow_partial=args.allow_partial
+    )
+    columns = ["run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "p_value", "pairs_used", "pairs_dropped_for_errors"]
+    with __import__("pandas").option_context("display.width", 220, "display.max_columns", 20):
+        print(table[columns].to_string(index=False))
+    for note in dict.fromkeys(n for n in table["note"] if n):
+        print(f"note: {note}")
     print(f"comparison logged as run {table.attrs.get('comparison_run_id')}")
     return EXIT_OK
 
@@ -136,8 +143,9 @@ def _gate(args: argparse.Namespace) -> int:
 
 DEMO_NOTE = (
     "NOTE: the judge here is SmolLM2-135M, a 135-million-parameter model on this CPU. Its verdicts only demonstrate\n"
-    "the pipeline (it often extracts no claim at all, which shows as defect: empty); set MGM_JUDGE_MODEL,\n"
-    "MGM_JUDGE_BASE_URL and OPENAI_API_KEY to judge with a real model."
+    "the pipeline: it often returns no claim for a summary that has words, which is recorded as a judge failure\n"
+    "(no_claims) for that row, never as a score. Set MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and OPENAI_API_KEY to\n"
+    "judge with a real model."
 )
 
 
@@ -177,6 +185,10 @@ def _demo(args: argparse.Namespace) -> int:
     print("\n" + format_table(result.table))
     print("\nby category (alignment, richness):")
     print(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    for name, failures in result.judge_failures.items():
+        print(f"the judge failed on {failures} of {name}'s summaries: those rows have no score and count in judge_error_rate")
+    if result.comparison_refused:
+        print(f"comparison not made: {result.comparison_refused}")
     if result.comparison is not None:
         paired = result.comparison[(result.comparison["metric"].isin(["alignment", "richness", "coverage"])) & result.comparison["p_value"].notna()]
         for _, row in paired.iterrows():
@@ -259,6 +271,10 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_ids", nargs="+")
     compare.add_argument("--metric", action="append", help="a metric to show (repeatable; default: the main ones)")
     compare.add_argument("--allow-mixed-judges", action="store_true", help="compare runs judged with different signatures")
+    compare.add_argument(
+        "--allow-partial", action="store_true",
+        help="compare even when fewer usable pairs (same id and source, judged on both sides) than half of the smaller run remain",
+    )
     tracking_option(compare)
     compare.set_defaults(run=_compare)
 

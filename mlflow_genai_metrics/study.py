@@ -19,7 +19,7 @@ from .generate import DEFAULT_SUMMARY_PROMPT, summarize
 from .judge import Judge
 from .summarization.scoring import interval_names
 
-__all__ = ["Candidate", "StudyResult", "demo_articles", "format_table", "load_articles", "local_store", "run_study", "stratified_sample", "ui_command"]
+__all__ = ["Candidate", "StudyResult", "demo_articles", "judge_failure_summary", "format_table", "load_articles", "local_store", "run_study", "stratified_sample", "ui_command"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,18 @@ class StudyResult:
     comparison: pd.DataFrame | None
     gates: dict[str, object] = field(default_factory=dict)
     experiment_id: str = ""
+    comparison_refused: str | None = None  # why the runs were not compared (too few rows judged on both sides, ...)
+    judge_failures: dict[str, str] = field(default_factory=dict)  # candidate -> "3 of 8 rows: no_claims 3"
+
+
+def judge_failure_summary(errors: pd.Series) -> str:
+    """``"6 of 8 rows (no_claims 5, timeout 1)"`` from a per-row ``error`` column; ``""`` when every row was judged."""
+    failed = errors.fillna("").astype(str)
+    failed = failed[failed != ""]
+    if failed.empty:
+        return ""
+    kinds = failed.str.extract(r"failed: ([a-z_]+)", expand=False).fillna("other").value_counts()
+    return f"{len(failed)} of {len(errors)} rows ({', '.join(f'{kind} {count}' for kind, count in kinds.items())})"
 
 
 def demo_articles() -> pd.DataFrame:
@@ -152,7 +164,8 @@ def run_study(
     """
     import mlflow
 
-    from .tracking import SummarizerModel, compare_runs, register_if_passing, summarization_metrics
+    from .summarization.comparison import InsufficientPairsError, SourceMismatchError
+    from .tracking import SummarizerModel, compare_runs, load_run, register_if_passing, summarization_metrics
 
     existing = mlflow.get_experiment_by_name(experiment)
     if existing is None and artifact_location is not None:
@@ -185,7 +198,13 @@ def run_study(
             {"category": data["category"], "aligned": table["aligned/score"], "claim_count": table["claim_count/score"]}
         ).groupby("category").mean(numeric_only=True)
         categories.append(per_category.rename(columns={"aligned": "alignment", "claim_count": "richness"}).assign(candidate=candidate.name).reset_index())
-    comparison = compare_runs(list(run_ids.values())) if len(run_ids) > 1 else None
+    comparison, refused = None, None
+    if len(run_ids) > 1:
+        try:
+            comparison = compare_runs(list(run_ids.values()))
+        except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
+            refused = str(error)
+    failures = {name: judge_failure_summary(load_run(run_id).rows["error"]) for name, run_id in run_ids.items()}
     gates = {}
     if gate_rules:
         for candidate in candidates:
@@ -193,7 +212,10 @@ def run_study(
                 model_uris[candidate.name], registered_name, run_id=run_ids[candidate.name], rules=gate_rules, alias=None
             )
     by_category = pd.concat(categories, ignore_index=True)[["candidate", "category", "alignment", "richness"]] if categories else pd.DataFrame()
-    return StudyResult(pd.DataFrame(rows), by_category, run_ids, comparison, gates, experiment_id)
+    return StudyResult(
+        pd.DataFrame(rows), by_category, run_ids, comparison, gates, experiment_id,
+        comparison_refused=refused, judge_failures={name: text for name, text in failures.items() if text},
+    )
 
 
 def ui_command(tracking_uri: str) -> str:

@@ -231,3 +231,27 @@ def test_compare_runs_pairs_logged_ids_and_reports_pairs_left_out(scripted_serve
     assert (row["pairs_used"], row["pairs_dropped_for_errors"], row["only_in_first"], row["only_in_this"]) == (20, 20, 0, 0)
     assert row["difference_vs_first"] == 0.0 and "20 dropped for judge errors" in row["note"]
     assert row["n"] == 20 and row["ci_low"] < 1.0  # the candidate's own alignment: 20 judged rows, Wilson interval
+
+
+def test_a_gate_rule_on_an_aggregate_no_row_stood_on_fails_with_the_reason(scripted_server, mlflow_store):
+    from test_comparison_pairing import BAD
+
+    server = scripted_server()
+    run_id, uri = _logged_result(server, [BAD.format(i=i) for i in range(40)], fail_on_bad=True, run_name="all failed")
+    assert "alignment" not in MlflowClient().get_run(run_id).data.metrics  # no judged row: no value is logged
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": ">= 0.5", "judge_error_rate": "<= 0.25"})
+    assert not gate.passed and gate.registered_version is None
+    assert [o.detail for o in gate.failed][0] == "no value: no row of the run was judged (judge_error_rate 1)"
+
+
+def test_mgm_compare_refuses_runs_with_too_few_usable_pairs_with_exit_code_2(scripted_server, mlflow_store, capsys):
+    from test_comparison_pairing import _summaries
+
+    server = scripted_server()
+    first, _ = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="a")
+    most_failed = [s if i < 8 else s.replace("approved", "rejected") for i, s in enumerate(_summaries(40))]
+    second, _ = _logged_result(server, most_failed, fail_on_bad=True, run_name="b")
+    assert mgm(["compare", first, second, "--tracking-uri", mlflow_store]) == 2
+    assert "fewer than half of the smaller run" in capsys.readouterr().err
+    assert mgm(["compare", first, second, "--tracking-uri", mlflow_store, "--allow-partial"]) == 0
+    assert "PARTIAL" in capsys.readouterr().out

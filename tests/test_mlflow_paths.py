@@ -222,7 +222,12 @@ def test_duplicate_ids_are_refused_before_any_judge_call_on_the_classic_path(scr
     assert server.request_count == 0
 
 
-def test_an_empty_table_is_a_clear_error_on_the_classic_path(scripted_server, mlflow_store):
+def test_an_empty_table_is_a_clear_error_before_mlflow_sees_it(scripted_server, mlflow_store, tmp_path, capsys):
+    from mlflow_genai_metrics.cli import main as mgm
+
     server = scripted_server(Endpoint(), models=Endpoint.models)
-    with mlflow.start_run(), pytest.raises(Exception, match="no rows"):
-        mlflow.models.evaluate(data=frame().head(0), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text"))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code = mgm(["evaluate", str(empty), "--tracking-uri", mlflow_store, "--judge-model", "scripted-judge", "--judge-base-url", server.base_url])
+    assert code == 2 and "has no rows: nothing to evaluate" in capsys.readouterr().err
+    assert server.request_count == 0

@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import InsufficientPairsError, SignatureMismatchError, SourceMismatchError, compare_results
+from ..summarization.scoring import AGGREGATE_RATES, interval_names
 from .compare import load_run
 from .run_logging import SIGNATURE_TAG
 
@@ -23,6 +24,7 @@ _OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": opera
 _CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
+_JUDGE_AGGREGATES = frozenset(name for base in AGGREGATE_RATES for name in (base, *interval_names(base)))
 
 
 @dataclass(frozen=True)
@@ -125,13 +127,20 @@ def register_if_passing(
     client = MlflowClient()
     run = client.get_run(run_id)
     metrics = run.data.metrics
-    unknown = [r.metric for r in parsed if r.metric not in metrics]
+    # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
+    # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
+    unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in _JUDGE_AGGREGATES]
     if unknown:
         known = ", ".join(sorted(metrics)) or "(none)"
         raise ValueError(f"unknown metric(s) {unknown} in the gate's rules; run {run_id} has: {known}")
     outcomes = []
     for rule in parsed:
-        actual = metrics[rule.metric]
+        actual = metrics.get(rule.metric)
+        if actual is None:
+            errors = metrics.get("judge_error_rate")
+            why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
+            outcomes.append(RuleOutcome(rule, None, False, f"no value: no row of the run was judged ({why})"))
+            continue
         passed = not math.isnan(actual) and _OPERATORS[rule.op](actual, rule.threshold)
         outcomes.append(RuleOutcome(rule, actual, passed))
     messages: list[str] = []
