@@ -2,8 +2,9 @@
 
 One request flows: cache lookup -> chat completion(s) -> validation (one repair) -> cache write -> ``JudgeReply``.
 The flow is written once, as a generator (``_conversation``) that yields the chat completions it needs and
-receives their results; a sync driver (``openai.OpenAI``) and an async driver (``openai.AsyncOpenAI``) run it.
-Retries (tenacity) and the concurrency bound live in the drivers' single HTTP call.
+receives their results; one async driver (``openai.AsyncOpenAI``) runs it, and the synchronous methods run that
+driver on a background event loop (``runner``). Retries (tenacity), the concurrency bound and the deadline of
+``timeout_s`` live in the driver's single HTTP call.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import openai
-from tenacity import AsyncRetrying, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from .answers import (
     MODES,
@@ -36,6 +37,7 @@ from .answers import (
 )
 from .cache import CachedAnswer, JudgeCache, cache_key, default_cache_dir
 from .errors import (
+    DeadlineExceeded,
     JudgeConfigError,
     config_error,
     is_config_error,
@@ -49,6 +51,7 @@ from .errors import (
 )
 from .records import JudgeError, JudgeReply, JudgeRequest, Prices, TextAnswer, Usage
 from .replies import BadReply, CallResult, read_completion
+from .runner import run_sync, started_loop
 
 __all__ = ["DEFAULT_BASE_URL", "Judge"]
 
@@ -196,7 +199,6 @@ class Judge:
     def _init_runtime(self) -> None:
         self._usage = Usage()
         self._usage_lock = threading.Lock()
-        self._sync_client: openai.OpenAI | None = None
         self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = weakref.WeakKeyDictionary()
         # One bound for every caller of this Judge: sync calls, and async calls on any thread's event loop
         # (MLflow's scorer threads each run their own loop).
@@ -410,7 +412,8 @@ class Judge:
 
     def _available_models(self) -> list[str] | None:
         try:
-            return sorted(m.id for m in self._client().with_options(timeout=5, max_retries=0).models.list())
+            with openai.OpenAI(api_key=self._api_key, base_url=self.base_url, timeout=5, max_retries=0) as client:
+                return sorted(m.id for m in client.models.list())
         except Exception:  # the listing only decorates an error message
             return None
 
@@ -467,13 +470,6 @@ class Judge:
         usage.prompt_tokens += result.prompt_tokens
         usage.completion_tokens += result.completion_tokens
 
-    def _client(self) -> openai.OpenAI:
-        if self._sync_client is None:
-            self._sync_client = openai.OpenAI(
-                api_key=self._api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=0
-            )
-        return self._sync_client
-
     def _async_client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
         client = self._async_clients.get(loop)
@@ -490,21 +486,13 @@ class Judge:
         while not lock.acquire(blocking=False):
             await asyncio.sleep(0.002)
 
-    def _send_sync(self, call: _Call, state: _RequestState) -> CallResult:
-        for attempt in Retrying(**self._retry_settings(call, state)):
-            with attempt:
-                with self._slots:
-                    time.sleep(self._pace.reserve())
-                    started = time.perf_counter()
-                    try:
-                        raw = self._client().chat.completions.with_raw_response.create(**self._completion_kwargs(call))
-                        result = read_completion(raw.http_response, self._redact)
-                    except BaseException as exc:
-                        self._account(state, started, exc)
-                        raise
-                self._account(state, started, result)
-                return result
-        raise AssertionError("unreachable")
+    async def _within_deadline(self, work: Any) -> Any:
+        """``timeout_s`` bounds a whole HTTP attempt: the client's own timeout bounds each read, and a server that
+        trickles a byte at a time never lets one run out."""
+        try:
+            return await asyncio.wait_for(work, self.timeout_s)
+        except asyncio.TimeoutError:
+            raise DeadlineExceeded(self.timeout_s) from None
 
     async def _send_async(self, call: _Call, state: _RequestState) -> CallResult:
         client = self._async_client()
@@ -515,7 +503,9 @@ class Judge:
                     await asyncio.sleep(self._pace.reserve())
                     started = time.perf_counter()
                     try:
-                        raw = await client.chat.completions.with_raw_response.create(**self._completion_kwargs(call))
+                        raw = await self._within_deadline(
+                            client.chat.completions.with_raw_response.create(**self._completion_kwargs(call))
+                        )
                         result = read_completion(raw.http_response, self._redact)
                     except BaseException as exc:
                         self._account(state, started, exc)
@@ -537,14 +527,9 @@ class Judge:
         return reply
 
     def ask(self, request: JudgeRequest) -> JudgeReply:
-        """Ask one question synchronously. Failures come back as ``reply.error``; only a configuration
-        error (HTTP 401/403/404) raises ``JudgeConfigError``."""
-        state = _RequestState()
-        if self.response_mode is None:
-            with self._probe_lock:  # one request finds the endpoint's mode; the others then use it
-                if self.response_mode is None:
-                    return self._finish(self._run_sync(request, state))
-        return self._finish(self._run_sync(request, state))
+        """Ask one question synchronously (safe in a notebook whose event loop is running). Failures come back as
+        ``reply.error``; only a configuration error (HTTP 401/403/404) raises ``JudgeConfigError``."""
+        return run_sync(self.aask(request))
 
     @staticmethod
     def _advance(
@@ -558,22 +543,11 @@ class Judge:
         except StopIteration as stop:
             return stop.value
 
-    def _run_sync(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
-        conversation = self._conversation(request, state)
-        step = self._advance(conversation, None, None)
-        while isinstance(step, _Call):
-            try:
-                outcome, failure = self._send_sync(step, state), None
-            except openai.APIError as exc:
-                outcome, failure = None, exc
-            step = self._advance(conversation, outcome, failure)
-        return step
-
     async def aask(self, request: JudgeRequest) -> JudgeReply:
         """Ask one question on the running event loop (see ``ask``)."""
         state = _RequestState()
         if self.response_mode is None:
-            await self._acquire(self._probe_lock)
+            await self._acquire(self._probe_lock)  # one request finds the endpoint's mode; the others then use it
             try:
                 if self.response_mode is None:
                     return self._finish(await self._run_async(request, state))
@@ -627,38 +601,14 @@ class Judge:
         self, requests: Iterable[JudgeRequest], *, progress: bool | None = None, desc: str = "judging"
     ) -> list[JudgeReply]:
         """Synchronous ``aask_many``; safe to call from a notebook whose event loop is already running."""
-        pending = list(requests)
-
-        async def run() -> list[JudgeReply]:
-            try:
-                return await self.aask_many(pending, progress=progress, desc=desc)
-            finally:
-                await self._async_client().close()
-
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(run())
-        # A loop is running in this thread (Jupyter): run ours in a helper thread.
-        outcome: dict[str, Any] = {}
-
-        def in_thread() -> None:
-            try:
-                outcome["value"] = asyncio.run(run())
-            except BaseException as exc:  # re-raised in the caller's thread
-                outcome["error"] = exc
-
-        thread = threading.Thread(target=in_thread, name="mgm-judge")
-        thread.start()
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
+        return run_sync(self.aask_many(list(requests), progress=progress, desc=desc))
 
     def close(self) -> None:
-        if self._sync_client is not None:
-            self._sync_client.close()
-            self._sync_client = None
+        """Close this Judge's connections (those of the synchronous methods) and its cache."""
+        loop = started_loop()
+        client = self._async_clients.pop(loop, None) if loop is not None else None
+        if client is not None:
+            run_sync(client.close())
         if self.cache is not None:
             self.cache.close()
 

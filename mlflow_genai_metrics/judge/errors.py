@@ -7,6 +7,7 @@ import openai
 from .records import ErrorKind
 
 __all__ = [
+    "DeadlineExceeded",
     "JudgeConfigError",
     "is_mode_rejection",
     "is_unreachable",
@@ -27,6 +28,14 @@ class JudgeConfigError(RuntimeError):
     def __init__(self, message: str, *, status_code: int | None = None):
         super().__init__(message)
         self.status_code = status_code
+
+
+class DeadlineExceeded(openai.APITimeoutError):
+    """An HTTP attempt ran past ``timeout_s`` in total (however steadily the server kept sending)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        # No request object at hand once the attempt is cancelled; nothing reads it.
+        openai.APIConnectionError.__init__(self, message=f"no complete reply within timeout_s={timeout_s:g}", request=None)  # type: ignore[arg-type]
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 __all__ = ["Fault", "LoggedRequest", "Reply", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
@@ -46,11 +46,13 @@ def count_tokens(text: str) -> int:
 @dataclass(frozen=True)
 class Reply:
     """A successful chat completion. ``finish_reason="length"`` emulates a reply cut off by max_tokens;
-    ``delay_s`` longer than the client's timeout emulates a reply that comes too late."""
+    ``delay_s`` longer than the client's timeout emulates a reply that comes too late; ``trickle_s`` sends the body
+    one byte every ``trickle_s`` seconds (no single read ever waits long, the whole reply takes long)."""
 
     content: str
     finish_reason: str = "stop"
     delay_s: float = 0.0
+    trickle_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,7 @@ class ScriptedJudgeServer:
             await asyncio.sleep(outcome.delay_s)
         entry.status = 200
         entry.completion_tokens = count_tokens(outcome.content)
-        return JSONResponse(
+        completion = JSONResponse(
             {
                 "id": f"chatcmpl-scripted-{scripted.index}",
                 "object": "chat.completion",
@@ -350,6 +352,15 @@ class ScriptedJudgeServer:
                 },
             }
         )
+        if outcome.trickle_s:
+            return StreamingResponse(_trickle(completion.body, outcome.trickle_s), media_type="application/json")
+        return completion
+
+
+async def _trickle(body: bytes, interval_s: float):
+    for position in range(len(body)):
+        yield body[position : position + 1]
+        await asyncio.sleep(interval_s)
 
 
 async def _post(url: str, data: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
