@@ -5,10 +5,11 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 
+import pytest
 from pydantic import BaseModel
 
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
-from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer
+from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer
 
 from conftest import verdict_json
 from helpers import ask_about, judge_for
@@ -71,14 +72,16 @@ def test_a_different_answer_schema_is_not_served_an_old_answer(scripted_server, 
     assert judge.ask(ask_about("claim", answer_type=Other)).cached is False
 
 
-def test_the_first_answer_for_a_key_wins_and_is_stored_once(tmp_path):
-    from mlflow_genai_metrics.judge.cache import CachedAnswer
+def test_the_first_transcript_for_a_key_wins_and_is_stored_once(tmp_path):
+    from mlflow_genai_metrics.judge.cache import Transcript
+    from mlflow_genai_metrics.judge.replies import CallResult
 
     cache = JudgeCache(tmp_path)
     for reason in ("first", "second"):
-        cache.put("k", model="m", prompt_version="v", answer=CachedAnswer(answer_json=verdict_json(reason=reason), raw=None, prompt_tokens=1, completion_tokens=1))
+        transcript = Transcript(mode="json_schema", calls=[CallResult(content=verdict_json(reason=reason), finish_reason="stop")])
+        cache.put("k", model="m", prompt_version="v", transcript=transcript)
     assert len(cache) == 1
-    assert "first" in cache.get("k").answer_json
+    assert "first" in cache.get("k").calls[0].content
 
 
 def test_the_cache_file_is_in_wal_mode(tmp_path):
@@ -118,7 +121,7 @@ def test_several_processes_write_one_cache_without_errors_or_duplicates(tmp_path
         assert all(r.cached for r in rerun.ask_many([ask_about(f"row {i}") for i in range(60)]))
         assert server.request_count == before
     with sqlite3.connect(tmp_path / "judge-cache.sqlite3") as db:
-        assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM answers").fetchone() == (60, 60)
+        assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM transcripts").fetchone() == (60, 60)
 
 
 def test_a_local_server_on_a_new_port_is_served_from_the_cache(scripted_server, tmp_path):
@@ -139,3 +142,100 @@ def test_the_cache_files_are_readable_by_their_owner_only(scripted_server, tmp_p
     for path in files:
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
     assert stat.S_IMODE((tmp_path / "cache").stat().st_mode) & 0o077 == 0
+
+
+# -- the cache holds what the endpoint answered ------------------------------------------------------------
+
+
+def test_an_invalid_answer_is_replayed_from_the_cache_as_the_same_error_without_a_call(scripted_server, tmp_path):
+    server = scripted_server(lambda r: Reply("I think the claim is true."))
+    first = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert first.error.kind == "invalid_answer" and server.request_count == 2  # the reply and its repair
+    rerun = judge_for(server, cache_dir=tmp_path)
+    again = rerun.ask(ask_about("claim"))
+    assert server.request_count == 2 and rerun.usage.calls == 0 and again.cached
+    assert again.error == first.error
+
+
+def test_a_truncated_reply_is_replayed_as_truncated(scripted_server, tmp_path):
+    server = scripted_server(lambda r: Reply('{"verdict": "yes", "reas', finish_reason="length"))
+    judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    again = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert again.cached and again.error.kind == "truncated" and server.request_count == 1
+
+
+def test_an_answer_that_needed_the_repair_turn_is_replayed_without_a_call(scripted_server, tmp_path):
+    server = scripted_server(lambda r: Reply(verdict_json("no")) if r.is_repair else Reply("not json"))
+    first = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    again = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert again.cached and again.answer == first.answer and again.raw == first.raw
+    assert server.request_count == 2
+
+
+@pytest.mark.parametrize("fault", [Fault.server_error(503), Fault.rate_limit(retry_after_s=0), Fault.disconnect(), Fault.raw("null")])
+def test_a_transport_failure_is_not_cached_and_a_rerun_asks_again(scripted_server, tmp_path, fault):
+    server = scripted_server(lambda r: fault if r.index == 0 else Reply(verdict_json()))
+    assert not judge_for(server, cache_dir=tmp_path, max_retries=0).ask(ask_about("claim")).ok
+    again = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert again.ok and not again.cached and server.request_count == 2
+
+
+def test_a_transcript_cut_short_by_a_transport_failure_continues_where_it_stopped(scripted_server, tmp_path):
+    def script(request):
+        if not request.is_repair:
+            return Reply("not json")
+        return Fault.server_error(503) if request.index == 1 else Reply(verdict_json())
+
+    server = scripted_server(script)
+    assert judge_for(server, cache_dir=tmp_path, max_retries=0).ask(ask_about("claim")).error.kind == "server_error"
+    again = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert again.ok and server.request_count == 3  # only the repair turn was asked again
+    assert server.requests[-1].body["messages"][-2]["content"] == "not json"
+
+
+def test_reask_invalid_asks_again_and_the_new_answer_is_kept(scripted_server, tmp_path):
+    server = scripted_server(lambda r: Reply("garbage") if r.index < 2 else Reply(verdict_json("no")))
+    assert judge_for(server, cache_dir=tmp_path).ask(ask_about("claim")).error.kind == "invalid_answer"
+    reasked = judge_for(server, cache_dir=tmp_path, reask_invalid=True).ask(ask_about("claim"))
+    assert reasked.ok and not reasked.cached and server.request_count == 3
+    later = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert later.cached and later.answer.verdict == "no" and server.request_count == 3
+
+
+def test_reask_invalid_leaves_valid_cached_answers_alone(scripted_server, tmp_path):
+    server = scripted_server()
+    judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
+    assert judge_for(server, cache_dir=tmp_path, reask_invalid=True).ask(ask_about("claim")).cached
+    assert server.request_count == 1
+
+
+def test_a_cached_reply_is_validated_again_when_read(scripted_server, tmp_path):
+    from pydantic import BaseModel, field_validator
+
+    class Verdict(BaseModel):  # the same name and JSON schema as the tests' Verdict, so the same cache key
+        verdict: str
+        reason: str
+
+    class StricterVerdict(Verdict):
+        @field_validator("verdict")
+        @classmethod
+        def known(cls, value: str) -> str:
+            if value not in ("yes", "no", "idk"):
+                raise ValueError("verdict must be yes, no or idk")
+            return value
+
+    StricterVerdict.__name__ = "Verdict"
+    server = scripted_server(lambda r: Reply(verdict_json("yes")) if r.is_repair else Reply(verdict_json("maybe")))
+    assert judge_for(server, cache_dir=tmp_path).ask(ask_about("claim", answer_type=Verdict)).answer.verdict == "maybe"
+    stricter = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim", answer_type=StricterVerdict))
+    assert stricter.answer.verdict == "yes" and server.request_count == 2  # replayed, refused, repaired with one call
+
+
+def test_a_cache_file_of_the_earlier_schema_still_opens(tmp_path):
+    with sqlite3.connect(tmp_path / "judge-cache.sqlite3") as db:
+        db.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, model TEXT NOT NULL, prompt_version TEXT NOT NULL, "
+                   "answer_json TEXT NOT NULL, raw TEXT, finish_reason TEXT, prompt_tokens INTEGER NOT NULL, "
+                   "completion_tokens INTEGER NOT NULL, created_at REAL NOT NULL)")
+        db.execute("INSERT INTO answers VALUES ('k', 'm', 'v', '{}', NULL, NULL, 1, 1, 0)")
+    cache = JudgeCache(tmp_path)
+    assert len(cache) == 0 and cache.get("k") is None

@@ -1,10 +1,13 @@
-"""Content-addressed, on-disk cache of judge answers (SQLite in WAL mode).
+"""Content-addressed, on-disk cache of what the judge endpoint answered (SQLite in WAL mode).
 
 A key is the SHA-256 of everything that can change an answer: model, base URL, messages, answer schema,
-temperature, seed, max_tokens and prompt version. The API key is never part of a key or a value. Only validated
-answers are stored; a failed call is never cached. Several threads and processes may read and write at once:
-WAL lets readers run beside one writer, ``busy_timeout`` makes writers wait their turn, and ``INSERT OR IGNORE``
-keeps the first answer for a key, so a key is stored once however many workers computed it.
+temperature, seed, max_tokens and prompt version. The value is the request's *transcript*: the response mode and
+every HTTP-200 reply it got (the repair turn included), valid or not; the Judge validates it again when it reads
+it, so an invalid answer replays as the same error without a call. Transport failures (timeouts, 5xx, 429, broken
+connections, bodies that are not a chat completion) are never stored. The API key is never part of a key or a
+value. Several threads and processes may read and write at once: WAL lets readers run beside one writer,
+``busy_timeout`` makes writers wait their turn, and ``INSERT OR IGNORE`` keeps the first transcript for a key, so a
+key is stored once however many workers computed it.
 """
 
 from __future__ import annotations
@@ -18,21 +21,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, ValidationError
 
-__all__ = ["CachedAnswer", "JudgeCache", "cache_key", "default_cache_dir"]
+from .replies import CallResult
+
+__all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "default_cache_dir"]
 
 CACHE_FILE = "judge-cache.sqlite3"
+# A table of its own (the earlier ``answers`` table held validated answers only): old files open, their rows unused.
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
+CREATE TABLE IF NOT EXISTS transcripts (
     key TEXT PRIMARY KEY,
     model TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
-    answer_json TEXT NOT NULL,
-    raw TEXT,
-    finish_reason TEXT,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
+    transcript_json TEXT NOT NULL,
     created_at REAL NOT NULL
 )
 """
@@ -74,16 +76,15 @@ def cache_key(
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-class CachedAnswer(BaseModel):
-    answer_json: str
-    raw: str | None
-    finish_reason: str | None = None
-    prompt_tokens: int
-    completion_tokens: int
+class Transcript(BaseModel):
+    """Every HTTP-200 reply one request got, in order, and the response mode they were asked in."""
+
+    mode: str | None = None
+    calls: list[CallResult] = Field(default_factory=list)
 
 
 class JudgeCache:
-    """A SQLite file of validated answers, safe to share between threads and processes."""
+    """A SQLite file of request transcripts, safe to share between threads and processes."""
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory).expanduser()
@@ -106,38 +107,29 @@ class JudgeCache:
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
-    def get(self, key: str) -> CachedAnswer | None:
+    def get(self, key: str) -> Transcript | None:
+        """The transcript stored for ``key``; None when there is none (or it cannot be read: asked again)."""
         with self._lock:
-            row = self._connection().execute(
-                "SELECT answer_json, raw, finish_reason, prompt_tokens, completion_tokens FROM answers WHERE key = ?",
-                (key,),
-            ).fetchone()
+            row = self._connection().execute("SELECT transcript_json FROM transcripts WHERE key = ?", (key,)).fetchone()
         if row is None:
             return None
-        return CachedAnswer(
-            answer_json=row[0], raw=row[1], finish_reason=row[2], prompt_tokens=row[3], completion_tokens=row[4]
-        )
+        try:
+            return Transcript.model_validate_json(row[0])
+        except ValidationError:
+            return None
 
-    def put(self, key: str, *, model: str, prompt_version: str, answer: CachedAnswer) -> None:
+    def put(self, key: str, *, model: str, prompt_version: str, transcript: Transcript, replace: bool = False) -> None:
+        """Store a transcript; an existing one for ``key`` is kept unless ``replace`` (a longer or re-asked one)."""
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock:
             self._connection().execute(
-                "INSERT OR IGNORE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    model,
-                    prompt_version,
-                    answer.answer_json,
-                    answer.raw,
-                    answer.finish_reason,
-                    answer.prompt_tokens,
-                    answer.completion_tokens,
-                    time.time(),
-                ),
+                f"{verb} INTO transcripts VALUES (?, ?, ?, ?, ?)",
+                (key, model, prompt_version, transcript.model_dump_json(), time.time()),
             )
 
     def __len__(self) -> int:
         with self._lock:
-            return self._connection().execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+            return self._connection().execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]
 
     def close(self) -> None:
         with self._lock:

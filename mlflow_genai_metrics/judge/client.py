@@ -1,8 +1,8 @@
 """``Judge``: ask an OpenAI-compatible chat model a question, get back a validated pydantic object.
 
 One request flows: cache lookup -> chat completion(s) -> validation (one repair) -> cache write -> ``JudgeReply``.
-The flow is written once, as a generator (``_conversation``) that yields the chat completions it needs and
-receives their results; one async driver (``openai.AsyncOpenAI``) runs it, and the synchronous methods run that
+The flow is written once, as a generator (``conversation.conversation``) that yields the chat completions it needs
+and receives their results; one async driver (``openai.AsyncOpenAI``) runs it, and the synchronous methods run that
 driver on a background event loop (``runner``). Retries (tenacity), the concurrency bound and the deadline of
 ``timeout_s`` live in the driver's single HTTP call.
 """
@@ -17,25 +17,17 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Generator, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlparse
 
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from .answers import (
-    MODES,
-    AnswerParseError,
-    ResponseMode,
-    answer_schema,
-    parse_answer,
-    response_format,
-    with_schema_instruction,
-)
-from .cache import CachedAnswer, JudgeCache, cache_key, default_cache_dir
+from .answers import ResponseMode
+from .cache import JudgeCache, default_cache_dir
+from .conversation import Call, Conversation, RequestState
+from .conversation import conversation as conversation_of
 from .errors import (
     DeadlineExceeded,
     JudgeConfigError,
@@ -49,7 +41,7 @@ from .errors import (
     row_error_kind,
     unreachable_error,
 )
-from .records import JudgeError, JudgeReply, JudgeRequest, Prices, TextAnswer, Usage
+from .records import JudgeError, JudgeReply, JudgeRequest, Prices, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
 
@@ -59,30 +51,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _DEFAULT_CACHE = object()  # sentinel: "use the default cache dir"; None means no cache
-_REPAIR_PROMPT = (
-    "Your previous reply could not be used: {problem}. Reply again with only the JSON object, matching the "
-    "schema exactly, and nothing else."
-)
 
 # Which response mode each (base_url, model) accepted, shared by every Judge in this process, so probing
 # costs one rejected call per endpoint, not one per row or per Judge.
 _ENDPOINT_MODES: dict[tuple[str, str], ResponseMode] = {}
 _ENDPOINT_MODES_LOCK = threading.Lock()
-
-
-@dataclass
-class _Call:
-    """One chat completion the conversation needs sent."""
-
-    messages: list[dict[str, str]]
-    response_format: dict[str, Any] | None
-    max_tokens: int | None
-    probing: bool  # while probing, a mode rejection is not retried: it moves on to the next mode
-
-
-@dataclass
-class _RequestState:
-    usage: Usage = field(default_factory=Usage)
 
 
 def _is_loopback(base_url: str) -> bool:
@@ -129,7 +102,12 @@ class Judge:
     ``{"input": 0.15, "output": 0.6}``) turns tokens into cost. ``max_concurrency`` bounds the HTTP calls in
     flight and ``max_requests_per_s`` (default: no limit) the calls started per second, each across every thread
     and event loop using this Judge, retries included. ``context_window`` (the model's, in tokens), when given,
-    lets the metrics split sources too long for it.
+    lets the metrics split sources too long for it. ``timeout_s`` bounds each HTTP attempt in total.
+
+    The cache keeps every HTTP-200 reply a request got (the repair turn included, valid or not) and validates it
+    again when read, so a rerun makes no call where the endpoint already answered, and an invalid answer comes back
+    as the same error; only transport failures are asked again. ``reask_invalid=True`` asks again the cached
+    requests whose replies gave no answer (``invalid_answer``, ``truncated``, ``refused``) and keeps the new replies.
     """
 
     def __init__(
@@ -152,6 +130,7 @@ class Judge:
         backoff_max_s: float = 60.0,
         max_retry_after_s: float = 300.0,
         progress: bool | None = None,
+        reask_invalid: bool = False,
     ):
         model = model or os.environ.get("MGM_JUDGE_MODEL")
         if not model:
@@ -190,6 +169,7 @@ class Judge:
         self.backoff_max_s = float(backoff_max_s)
         self.max_retry_after_s = float(max_retry_after_s)
         self.progress = progress
+        self.reask_invalid = bool(reask_invalid)
         self.prices = Prices.coerce(prices)
         if cache_dir is _DEFAULT_CACHE:
             cache_dir = default_cache_dir()
@@ -260,9 +240,18 @@ class Judge:
         return f"judge:{self.model}|base:{self.endpoint_label}|temp:{self.temperature:g}|seed:{seed}"
 
     @property
+    def shown_url(self) -> str:
+        """The base URL as messages and logs show it."""
+        return self.base_url
+
+    @property
     def response_mode(self) -> ResponseMode | None:
         """The response mode this endpoint accepted, once a call has found it."""
         return _ENDPOINT_MODES.get((self.base_url, self.model))
+
+    def _remember_mode(self, mode: ResponseMode) -> None:
+        with _ENDPOINT_MODES_LOCK:
+            _ENDPOINT_MODES[(self.base_url, self.model)] = mode
 
     @property
     def usage(self) -> Usage:
@@ -274,126 +263,7 @@ class Judge:
         with self._usage_lock:
             self._usage.add(usage)
 
-    # -- the conversation for one request, written once for both drivers --------------------------------
-
-    def _conversation(self, request: JudgeRequest, state: _RequestState) -> Generator[_Call, CallResult, JudgeReply]:
-        messages = [m.model_dump() for m in request.messages]
-        schema = answer_schema(request.answer_type)
-        max_tokens = request.max_tokens or self.max_tokens
-        key = None
-        if self.cache is not None:
-            key = cache_key(
-                model=self.model,
-                base_url=self.cache_endpoint,
-                messages=messages,
-                answer_schema=schema,
-                temperature=self.temperature,
-                seed=self.seed,
-                max_tokens=max_tokens,
-                prompt_version=request.prompt_version,
-            )
-            hit = self.cache.get(key)
-            if hit is not None:
-                state.usage.cache_hits += 1
-                answer = request.answer_type.model_validate_json(hit.answer_json)
-                return JudgeReply(answer=answer, raw=hit.raw, cached=True, finish_reason=hit.finish_reason, usage=state.usage)
-
-        if request.answer_type is TextAnswer:
-            return (yield from self._text_conversation(messages, max_tokens, request, key, state))
-
-        known = self.response_mode
-        modes: Sequence[ResponseMode] = (known,) if known else MODES
-        result: CallResult | None = None
-        for position, mode in enumerate(modes):
-            probing = known is None and position < len(modes) - 1
-            call = _Call(
-                messages=with_schema_instruction(messages, mode, schema),
-                response_format=response_format(mode, request.answer_type, schema),
-                max_tokens=max_tokens,
-                probing=probing,
-            )
-            try:
-                result = yield call
-            except openai.APIStatusError as exc:
-                if probing and is_mode_rejection(exc):
-                    log.info("%s rejected response mode %s (HTTP %s); trying the next", self.base_url, mode, exc.status_code)
-                    continue
-                return self._failed(exc, state)
-            except openai.APIError as exc:
-                return self._failed(exc, state)
-            if known is None:
-                with _ENDPOINT_MODES_LOCK:
-                    _ENDPOINT_MODES[(self.base_url, self.model)] = mode
-            break
-        assert result is not None
-
-        for repair in (False, True):
-            problem = self._reply_problem(result)
-            if problem is not None:
-                return JudgeReply(error=problem, raw=result.content, mode=mode, usage=state.usage)
-            try:
-                answer = parse_answer(result.content, request.answer_type)
-            except AnswerParseError as exc:
-                if repair:
-                    error = JudgeError(kind="invalid_answer", message=str(exc), attempts=2, raw=result.content)
-                    return JudgeReply(error=error, raw=result.content, mode=mode, usage=state.usage)
-                call.probing = False
-                call.messages = call.messages + [
-                    {"role": "assistant", "content": result.content or ""},
-                    {"role": "user", "content": _REPAIR_PROMPT.format(problem=exc)},
-                ]
-                try:
-                    result = yield call
-                except openai.APIError as exc2:
-                    return self._failed(exc2, state)
-                continue
-            self._store(key, request, answer, result, state)
-            return JudgeReply(answer=answer, raw=result.content, mode=mode, finish_reason=result.finish_reason, usage=state.usage)
-        raise AssertionError("unreachable")
-
-    def _text_conversation(
-        self, messages: list[dict[str, str]], max_tokens: int | None, request: JudgeRequest, key: str | None, state: _RequestState
-    ) -> Generator[_Call, CallResult, JudgeReply]:
-        try:
-            result = yield _Call(messages=messages, response_format=None, max_tokens=max_tokens, probing=False)
-        except openai.APIError as exc:
-            return self._failed(exc, state)
-        if result.refusal or result.finish_reason == "content_filter":
-            return JudgeReply(error=self._reply_problem(result), raw=result.content, usage=state.usage)
-        # A text cut off by max_tokens is still the model's output: kept, and flagged by finish_reason.
-        answer = TextAnswer(text=(result.content or "").strip())
-        self._store(key, request, answer, result, state)
-        return JudgeReply(answer=answer, raw=result.content, finish_reason=result.finish_reason, usage=state.usage)
-
-    def _store(self, key: str | None, request: JudgeRequest, answer: Any, result: CallResult, state: _RequestState) -> None:
-        if self.cache is None or key is None:
-            return
-        self.cache.put(
-            key,
-            model=self.model,
-            prompt_version=request.prompt_version,
-            answer=CachedAnswer(
-                answer_json=answer.model_dump_json(),
-                raw=result.content,
-                finish_reason=result.finish_reason,
-                prompt_tokens=state.usage.prompt_tokens,
-                completion_tokens=state.usage.completion_tokens,
-            ),
-        )
-
-    @staticmethod
-    def _reply_problem(result: CallResult) -> JudgeError | None:
-        if result.finish_reason == "length":
-            return JudgeError(
-                kind="truncated",
-                message="the reply was cut off by max_tokens (finish_reason=length); raise max_tokens",
-                raw=result.content,
-            )
-        if result.refusal or result.finish_reason == "content_filter":
-            return JudgeError(kind="refused", message=result.refusal or "stopped by the content filter", raw=result.content)
-        return None
-
-    def _failed(self, exc: openai.APIError, state: _RequestState) -> JudgeReply:
+    def _failed(self, exc: openai.APIError, state: RequestState) -> JudgeReply:
         if is_config_error(exc):
             raise config_error(exc, model=self.model, base_url=self.base_url, available=self._available_models())
         if is_unreachable(exc) and not self._reached:
@@ -429,7 +299,7 @@ class Judge:
             return min(max(retry_after, backoff), self.max_retry_after_s)
         return backoff
 
-    def _retry_settings(self, call: _Call, state: _RequestState) -> dict[str, Any]:
+    def _retry_settings(self, call: Call, state: RequestState) -> dict[str, Any]:
         def should_retry(exc: BaseException) -> bool:
             if is_unreachable(exc) and not self._reached:
                 return False  # an endpoint that never answered: fail fast with one clear message, not after retries
@@ -446,7 +316,7 @@ class Judge:
             "reraise": True,
         }
 
-    def _completion_kwargs(self, call: _Call) -> dict[str, Any]:
+    def _completion_kwargs(self, call: Call) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": call.messages, "temperature": self.temperature}
         if self.seed is not None:
             kwargs["seed"] = self.seed
@@ -456,7 +326,7 @@ class Judge:
             kwargs["response_format"] = call.response_format
         return kwargs
 
-    def _account(self, state: _RequestState, started: float, result: CallResult | BaseException) -> None:
+    def _account(self, state: RequestState, started: float, result: CallResult | BaseException) -> None:
         elapsed = time.perf_counter() - started
         usage = state.usage
         usage.calls += 1
@@ -494,7 +364,7 @@ class Judge:
         except asyncio.TimeoutError:
             raise DeadlineExceeded(self.timeout_s) from None
 
-    async def _send_async(self, call: _Call, state: _RequestState) -> CallResult:
+    async def _send_async(self, call: Call, state: RequestState) -> CallResult:
         client = self._async_client()
         async for attempt in AsyncRetrying(**self._retry_settings(call, state)):
             with attempt:
@@ -533,10 +403,10 @@ class Judge:
 
     @staticmethod
     def _advance(
-        conversation: Generator[_Call, CallResult, JudgeReply],
+        conversation: Conversation,
         outcome: CallResult | None,
         failure: openai.APIError | None,
-    ) -> _Call | JudgeReply:
+    ) -> Call | JudgeReply:
         """Hand the conversation the last call's result (or failure); get its next call, or its reply."""
         try:
             return conversation.throw(failure) if failure is not None else conversation.send(outcome)  # type: ignore[arg-type]
@@ -545,7 +415,7 @@ class Judge:
 
     async def aask(self, request: JudgeRequest) -> JudgeReply:
         """Ask one question on the running event loop (see ``ask``)."""
-        state = _RequestState()
+        state = RequestState()
         if self.response_mode is None:
             await self._acquire(self._probe_lock)  # one request finds the endpoint's mode; the others then use it
             try:
@@ -555,10 +425,10 @@ class Judge:
                 self._probe_lock.release()
         return self._finish(await self._run_async(request, state))
 
-    async def _run_async(self, request: JudgeRequest, state: _RequestState) -> JudgeReply:
-        conversation = self._conversation(request, state)
+    async def _run_async(self, request: JudgeRequest, state: RequestState) -> JudgeReply:
+        conversation = conversation_of(self, request, state)
         step = self._advance(conversation, None, None)
-        while isinstance(step, _Call):
+        while isinstance(step, Call):
             try:
                 outcome, failure = await self._send_async(step, state), None
             except openai.APIError as exc:

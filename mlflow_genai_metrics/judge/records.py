@@ -173,6 +173,7 @@ class JudgeReply(BaseModel, Generic[AnswerT]):
     cached: bool = False
     mode: str | None = None
     finish_reason: str | None = None
+    model: str | None = None  # the model id the endpoint reported in its reply
     usage: Usage = Field(default_factory=Usage)
 
     @model_validator(mode="after")
