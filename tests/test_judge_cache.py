@@ -239,3 +239,34 @@ def test_a_cache_file_of_the_earlier_schema_still_opens(tmp_path):
         db.execute("INSERT INTO answers VALUES ('k', 'm', 'v', '{}', NULL, NULL, 1, 1, 0)")
     cache = JudgeCache(tmp_path)
     assert len(cache) == 0 and cache.get("k") is None
+
+
+def test_a_cache_folder_and_files_made_before_with_wider_modes_are_made_owner_only(tmp_path):
+    import stat
+
+    folder = tmp_path / "shared-cache"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    for name in ("judge-cache.sqlite3", "judge-cache.sqlite3-wal"):
+        (folder / name).touch()
+        (folder / name).chmod(0o644)
+    cache = JudgeCache(folder)
+    assert len(cache) == 0
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for path in folder.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_a_cache_folder_that_cannot_be_made_owner_only_is_a_clear_error(tmp_path, monkeypatch):
+    import os
+
+    folder = tmp_path / "not-mine"
+    folder.mkdir()
+    folder.chmod(0o755)
+
+    def refuse(path, mode):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "chmod", refuse)
+    with pytest.raises(PermissionError, match="has mode 0755 and cannot be made 0700.*cache_dir"):
+        len(JudgeCache(folder))

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 import time
 from pathlib import Path
@@ -76,6 +77,21 @@ def cache_key(
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def _owner_only(path: Path, mode: int) -> None:
+    """Give ``path`` exactly ``mode`` (0700, 0600); a clear error if that cannot be done."""
+    current = stat.S_IMODE(path.stat().st_mode)
+    if current == mode:
+        return
+    try:
+        os.chmod(path, mode)
+    except OSError as exc:
+        raise PermissionError(
+            f"the judge cache {path} has mode {current:04o} and cannot be made {mode:04o} ({exc.strerror}); cached "
+            "replies quote your articles and summaries, so the cache must be readable by its owner only. Give it a "
+            "folder of your own: Judge(cache_dir=...) or MGM_CACHE_DIR."
+        ) from exc
+
+
 class Transcript(BaseModel):
     """Every HTTP-200 reply one request got, in order, and the response mode they were asked in."""
 
@@ -96,9 +112,13 @@ class JudgeCache:
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross a fork; each process opens its own.
         if self._conn is None or self._pid != os.getpid():
-            # Owner-only: cached answers quote the user's articles and summaries.
+            # Owner-only, whatever existed before: cached replies quote the user's articles and summaries.
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # SQLite gives -wal/-shm the same mode
+            _owner_only(self.directory, 0o700)
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # SQLite gives new -wal/-shm the same mode
+            for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+                if path.exists():
+                    _owner_only(path, 0o600)
             conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA busy_timeout=60000")
             conn.execute("PRAGMA journal_mode=WAL")
