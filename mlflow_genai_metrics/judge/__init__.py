@@ -4,7 +4,7 @@ response-mode fallback, an on-disk cache and usage accounting. Imports nothing f
 from .answers import AnswerParseError, ResponseMode, parse_answer
 from .cache import JudgeCache, cache_key, default_cache_dir
 from .client import DEFAULT_BASE_URL, Judge
-from .errors import JudgeConfigError, redact
+from .errors import JudgeConfigError, redact, redact_url
 from .records import ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "default_cache_dir",
     "parse_answer",
     "redact",
+    "redact_url",
 ]

@@ -37,9 +37,11 @@ from .errors import (
     is_retryable,
     is_unreachable,
     redact,
+    redact_url,
     retry_after_seconds,
     row_error_kind,
     unreachable_error,
+    url_secrets,
 )
 from .records import JudgeError, JudgeReply, JudgeRequest, Prices, Usage
 from .replies import BadReply, CallResult, read_completion
@@ -147,7 +149,7 @@ class Judge:
         if not self._api_key:
             if not _is_loopback(self.base_url):
                 raise ValueError(
-                    f"No API key for the judge endpoint {self.base_url}: set OPENAI_API_KEY or pass api_key=. "
+                    f"No API key for the judge endpoint {redact_url(self.base_url)}: set OPENAI_API_KEY or pass api_key=. "
                     "(A server on 127.0.0.1 needs none.)"
                 )
             self._api_key = "local"
@@ -212,7 +214,7 @@ class Judge:
     def __repr__(self) -> str:
         cache = str(self.cache.directory) if self.cache else None
         return (
-            f"Judge(model={self.model!r}, base_url={self.base_url!r}, temperature={self.temperature}, "
+            f"Judge(model={self.model!r}, base_url={self.shown_url!r}, temperature={self.temperature}, "
             f"seed={self.seed}, max_concurrency={self.max_concurrency}, cache_dir={cache!r})"
         )
 
@@ -223,15 +225,15 @@ class Judge:
         """The endpoint as the signature shows it: the host, with loopback servers all called ``localhost``."""
         if _is_loopback(self.base_url):
             return "localhost"
-        return urlparse(self.base_url).hostname or self.base_url
+        return urlparse(self.base_url).hostname or self.shown_url
 
     @property
     def cache_endpoint(self) -> str:
         """The endpoint as cache keys see it: a loopback server's port changes from run to run (``LocalModelServer``
-        picks a free one), the model behind the same model id does not."""
+        picks a free one), the model behind the same model id does not; nor do credentials in the URL."""
         if _is_loopback(self.base_url):
             return "localhost" + (urlparse(self.base_url).path or "")
-        return self.base_url
+        return self.shown_url
 
     @property
     def signature(self) -> str:
@@ -241,8 +243,8 @@ class Judge:
 
     @property
     def shown_url(self) -> str:
-        """The base URL as messages and logs show it."""
-        return self.base_url
+        """The base URL as messages, logs and ``repr`` show it: credentials in it replaced by ``***``."""
+        return redact_url(self.base_url)
 
     @property
     def response_mode(self) -> ResponseMode | None:
@@ -265,9 +267,9 @@ class Judge:
 
     def _failed(self, exc: openai.APIError, state: RequestState) -> JudgeReply:
         if is_config_error(exc):
-            raise config_error(exc, model=self.model, base_url=self.base_url, available=self._available_models())
+            raise self._redacted(config_error(exc, model=self.model, base_url=self.base_url, available=self._available_models()))
         if is_unreachable(exc) and not self._reached:
-            raise unreachable_error(exc, base_url=self.base_url)
+            raise self._redacted(unreachable_error(exc, base_url=self.base_url))
         error = JudgeError(
             kind=row_error_kind(exc),
             message=self._redact(str(exc)),
@@ -277,8 +279,15 @@ class Judge:
         )
         return JudgeReply(error=error, usage=state.usage)
 
+    def _redacted(self, error: JudgeConfigError) -> JudgeConfigError:
+        return JudgeConfigError(self._redact(str(error)), status_code=error.status_code)
+
     def _redact(self, text: str) -> str:
-        return redact(text, self._api_key)
+        """``text`` without the API key or the credentials of the base URL."""
+        text = redact_url(text.replace(self.base_url, self.shown_url))
+        for secret in (self._api_key, *url_secrets(self.base_url)):
+            text = redact(text, secret)
+        return text
 
     def _available_models(self) -> list[str] | None:
         try:

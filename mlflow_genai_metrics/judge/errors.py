@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import parse_qsl, unquote, urlsplit
+
 import openai
 
 from .records import ErrorKind
@@ -13,9 +16,15 @@ __all__ = [
     "is_unreachable",
     "is_retryable",
     "redact",
+    "redact_url",
     "retry_after_seconds",
     "row_error_kind",
+    "url_secrets",
 ]
+
+_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+_SECRET_NAME = re.compile(r"key|token|secret|passw|sig|auth", re.IGNORECASE)
+_QUERY_VALUE = re.compile(r"([?&]([^=&#\s]+)=)([^&#\s]+)")
 
 
 class JudgeConfigError(RuntimeError):
@@ -50,6 +59,21 @@ def redact(text: str, secret: str | None) -> str:
             if piece in text:
                 text = text.replace(piece, "***")
     return text
+
+
+def redact_url(text: str) -> str:
+    """Hide the credentials a URL can carry, wherever one appears in ``text``: ``user:password@`` becomes ``***@``,
+    the value of a query parameter named like a key, token, secret, password or signature becomes ``***``."""
+    text = _USERINFO.sub("***@", text)
+    return _QUERY_VALUE.sub(lambda m: m.group(1) + "***" if _SECRET_NAME.search(m.group(2)) else m.group(0), text)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets in a URL (its password and secret-named query values, as written and decoded), for ``redact``."""
+    parts = urlsplit(url)
+    found = [parts.password] if parts.password else []
+    found += [value for name, value in parse_qsl(parts.query) if _SECRET_NAME.search(name)]
+    return sorted({form for secret in found for form in (secret, unquote(secret))}, key=len, reverse=True)
 
 
 def is_retryable(exc: BaseException) -> bool:
