@@ -93,3 +93,18 @@ def test_the_property_strategies_cover_failed_empty_and_contradicted_rows():
     metrics = metrics_of(rows, resamples=10)
     assert metrics["defect_rate/empty"] == 0.5 and metrics["defect_rate/contradiction"] == 0.5
     assert metrics["judge_error_rate"] == 1 / 3
+
+
+statement = st.text(min_size=1).filter(lambda text: text.split())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1).filter(str.strip), st.lists(statement, min_size=1, max_size=5))
+def test_whatever_the_texts_the_verification_prompt_parses_back_to_the_source_and_exactly_its_claims(source, claims):
+    from mlflow_genai_metrics.summarization.passes import verify_claims_request
+    from mlflow_genai_metrics.testing import marked_sections
+    from mlflow_genai_metrics.testing.summarization_judge import _numbered_items
+
+    sections = marked_sections(verify_claims_request(source, claims).messages[0].content)
+    assert sections["ARTICLE"] == source
+    assert len(_numbered_items(sections["CLAIMS"])) == len(claims)

@@ -16,6 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics import judge_summaries, register_if_passing, summarization_metrics, summarization_scorers
+from mlflow_genai_metrics.prompts import neutralise
 from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript, marked_sections
 from mlflow_genai_metrics.testing.faults import run_fault_scenario
 
@@ -74,7 +75,7 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
         answered_before = {_fingerprint(r.body) for r in server.requests if r.status == 200}
         before = server.request_count
         with sqlite3.connect(tmp_path / "cache" / "judge-cache.sqlite3") as db:
-            cached_after_kill = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+            cached_after_kill = db.execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]
         assert cached_after_kill > 0
 
         resumed = subprocess.run(_evaluate_command(data, store, server), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -134,7 +135,7 @@ def test_hostile_text_stays_inside_its_own_section(scripted_server, name, where)
         if "ARTICLE" in sections:
             assert sections["ARTICLE"] == article  # the whole article, and nothing but, in its own section
         if "SUMMARY" in sections:
-            assert sections["SUMMARY"] == summary
+            assert sections["SUMMARY"] == neutralise(summary)  # runs of five "=" spaced out: no marker line inside
         # Each real marker line appears exactly twice; the hostile text could not add a matching one.
         markers = [line for line in prompt.splitlines() if line.startswith("=====") and line.endswith("=====")]
         real = {line for line in markers if markers.count(line) == 2}

@@ -1,9 +1,19 @@
 """The judge's prompts: versioned text files, each with a short hash that the judge signature carries.
 
 A prompt file starts with ``# <name> v<N>``; the rest is the template. ``{field}`` placeholders are filled in one
-pass, so text inserted for one field is never scanned for another's placeholder. Source and summary text go
-between *markers* whose label carries a hash of that very text: the text cannot contain its own closing marker,
-so nothing inside it can pose as the end of the data and the start of new instructions.
+pass, so text inserted for one field is never scanned for another's placeholder. Judged texts go between
+*markers* (``=====ARTICLE 5d41402abc4b=====``) that no judged text can forge:
+
+- the source is the evidence and goes in verbatim; its marker's label carries a hash of the source itself, and
+  every later marker of the prompt a hash over the source too, so the source cannot contain any of them;
+- a summary, a claim or a key point is *neutralised*: every run of five or more ``=`` is broken up, so it cannot
+  contain any marker line at all;
+- claims and key points are listed one per line, numbered, with their inner line breaks flattened to spaces, so
+  no item can start a line of its own (``2. ...``) and renumber the list.
+
+Each prompt puts its instructions first, then the text shared by every call about one source (the source, or a
+source's key points), then what differs per call: that leading part is byte-identical across those calls, so
+endpoints' prompt caches can reuse it.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
-__all__ = ["PROMPT_NAMES", "Prompt", "load_prompt", "marker"]
+__all__ = ["PROMPT_NAMES", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
 
 PROMPT_NAMES = ("claims", "claims_retry", "verify", "keypoints", "coverage")
 _HEADER = re.compile(r"^# (?P<name>[a-z_]+) (?P<version>v\d+)\n")
@@ -25,9 +35,23 @@ def short_hash(text: str, length: int = 4) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def marker(label: str, text: str) -> str:
-    """``=====ARTICLE 5d41402abc4b=====``: unforgeable from inside ``text``, and deterministic, so caching works."""
-    return f"====={label} {short_hash(text, 12)}====="
+def marker(label: str, *texts: str) -> str:
+    """``=====ARTICLE 5d41402abc4b=====``: a hash of ``texts``, so unforgeable from inside any of them, and
+    deterministic, so caching works."""
+    return f"====={label} {short_hash(chr(0).join(texts), 12)}====="
+
+
+_MARKER_RUN = re.compile(r"={5,}")
+
+
+def neutralise(text: str) -> str:
+    """``text`` with every run of five or more ``=`` spaced out (``= = = = =``): it can hold no marker line."""
+    return _MARKER_RUN.sub(lambda run: " ".join(run.group()), text)
+
+
+def numbered_lines(items: list[str]) -> str:
+    """``1. first\n2. second``: each item neutralised and on one line (every kind of line break becomes a space)."""
+    return "\n".join(f"{number}. {' '.join(neutralise(item).splitlines()).strip()}" for number, item in enumerate(items, start=1))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
 from ..judge import JudgeRequest
-from ..prompts import load_prompt, marker
+from ..prompts import load_prompt, marker, neutralise, numbered_lines
 
 __all__ = [
     "MAX_CLAIMS",
@@ -111,10 +111,6 @@ def coverage_answer(key_point_count: int) -> type[_NumberedAnswer]:
     return _numbered_list_answer("KeyPointCoverage", "covered", KeyPointCheck, "key_point", key_point_count)
 
 
-def _numbered(items: list[str]) -> str:
-    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, start=1))
-
-
 def _user(text: str) -> list[dict[str, str]]:
     # One user message, no system message: Gemma's chat format drops system messages, and a single message
     # keeps instructions + source as one prefix that providers' prompt caches can reuse.
@@ -129,6 +125,7 @@ def _request(prompt, text: str, answer_type: type[BaseModel], max_tokens: int) -
 
 def extract_claims_request(summary: str) -> JudgeRequest:
     prompt = load_prompt("claims")
+    summary = neutralise(summary)
     text = prompt.render(summary=summary, summary_marker=marker("SUMMARY", summary))
     return _request(prompt, text, ExtractedClaims, 64 + 48 * MAX_CLAIMS // 2)
 
@@ -150,12 +147,12 @@ def extract_claims_retry_request(summary: str) -> JudgeRequest:
 
 def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:
     prompt = load_prompt("verify")
-    listed = _numbered(claims)
+    listed = numbered_lines(claims)
     text = prompt.render(
         source=source,
         source_marker=marker("ARTICLE", source),
         claims=listed,
-        claims_marker=marker("CLAIMS", listed),
+        claims_marker=marker("CLAIMS", source, listed),  # over the source too: the verbatim source cannot hold it
         claim_count=len(claims),
     )
     return _request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
@@ -169,7 +166,8 @@ def extract_key_points_request(source: str) -> JudgeRequest:
 
 def check_coverage_request(key_points: list[str], summary: str) -> JudgeRequest:
     prompt = load_prompt("coverage")
-    listed = _numbered(key_points)
+    listed = numbered_lines(key_points)
+    summary = neutralise(summary)
     text = prompt.render(
         key_points=listed,
         key_points_marker=marker("KEY POINTS", listed),
