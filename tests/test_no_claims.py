@@ -104,3 +104,15 @@ def test_more_claims_than_the_maximum_fail_validation_and_are_asked_again(script
     result = judge_summaries([ARTICLE], [SUMMARY], judge=judge_for(server), coverage=False)
     assert server.count(purpose="ExtractedClaims") == 2
     assert result.rows.loc[0, "error"].startswith("claim extraction failed: invalid_answer")
+
+
+def test_a_blank_key_point_fails_validation_and_the_judge_is_asked_to_repair_its_answer(scripted_server):
+    def blank_key_point_first(request, kind):
+        if kind == "keypoints" and not request.is_repair:
+            return Reply(json.dumps({"key_points": ["Everton beat Liverpool.", "\n"]}))
+        return None
+
+    server = scripted_server(SummarizationJudgeScript(fault=blank_key_point_first))
+    result = judge_summaries([ARTICLE], [SUMMARY], judge=judge_for(server))
+    assert server.count(purpose="ExtractedKeyPoints") == 2
+    assert result.rows.loc[0, "error"] == "" and len(result.key_points) == 2
