@@ -96,7 +96,7 @@ def test_wrong_api_key_raises_an_error_that_says_to_set_openai_api_key(scripted_
     with pytest.raises(JudgeConfigError, match="OPENAI_API_KEY") as caught:
         judge_for(server).ask(ask_about("claim"))
     assert caught.value.status_code == 401
-    assert server.request_count == 1  # not retried
+    assert server.model_listings == 1 and server.request_count == 0  # refused at the model listing, not retried
     assert SECRET_KEY[-4:] + "." not in str(caught.value)
 
 
@@ -106,8 +106,17 @@ def test_unknown_model_raises_an_error_listing_the_models_the_endpoint_serves(sc
     judge.model = "gpt-4o-mini"
     with pytest.raises(JudgeConfigError, match="llama-3-8b, qwen2.5-7b") as caught:
         judge.ask(ask_about("claim"))
-    assert caught.value.status_code == 404
+    assert server.request_count == 0  # found by the model listing, before any chat completion
     assert "MGM_JUDGE_MODEL" in str(caught.value)
+
+
+def test_unknown_model_on_an_endpoint_without_a_listing_is_the_servers_404(scripted_server):
+    server = scripted_server(models=("llama-3-8b",), list_models=False)
+    judge = judge_for(server)
+    judge.model = "gpt-4o-mini"
+    with pytest.raises(JudgeConfigError, match="unknown there") as caught:
+        judge.ask(ask_about("claim"))
+    assert caught.value.status_code == 404 and server.request_count == 1
 
 
 def test_wrong_base_url_is_named_in_the_404_error(scripted_server):

@@ -43,6 +43,7 @@ from .errors import (
     unreachable_error,
     url_secrets,
 )
+from .models import ReportedModels, check_served_model
 from .records import JudgeError, JudgeReply, JudgeRequest, Prices, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
@@ -110,6 +111,12 @@ class Judge:
     again when read, so a rerun makes no call where the endpoint already answered, and an invalid answer comes back
     as the same error; only transport failures are asked again. ``reask_invalid=True`` asks again the cached
     requests whose replies gave no answer (``invalid_answer``, ``truncated``, ``refused``) and keeps the new replies.
+
+    Before its first HTTP call a Judge lists the endpoint's models (``/models``) and raises ``JudgeConfigError``,
+    naming the models served, when its model is not among them (``check_model=False`` skips this; an endpoint without
+    a listing is not checked). Each reply's ``model`` is the id the endpoint reported; ``model_mismatch`` marks one
+    from another model than asked for (a dated snapshot such as ``gpt-4o-mini-2024-07-18`` is the same model), and
+    ``reported_models`` counts them.
     """
 
     def __init__(
@@ -133,6 +140,7 @@ class Judge:
         max_retry_after_s: float = 300.0,
         progress: bool | None = None,
         reask_invalid: bool = False,
+        check_model: bool = True,
     ):
         model = model or os.environ.get("MGM_JUDGE_MODEL")
         if not model:
@@ -172,6 +180,7 @@ class Judge:
         self.max_retry_after_s = float(max_retry_after_s)
         self.progress = progress
         self.reask_invalid = bool(reask_invalid)
+        self.check_model = bool(check_model)
         self.prices = Prices.coerce(prices)
         if cache_dir is _DEFAULT_CACHE:
             cache_dir = default_cache_dir()
@@ -188,6 +197,10 @@ class Judge:
         self._pace = _Pace(self.max_requests_per_s)
         self._probe_lock = threading.Lock()  # while an endpoint's response mode is unknown, one request finds it
         self._reached = False  # has any call to this endpoint succeeded? (an unreachable one fails fast)
+        self._checked = False  # has the model been checked against the endpoint's listing? (once per Judge)
+        self._check_lock = threading.Lock()
+        self._listed_models: list[str] | None = None
+        self._reported = ReportedModels()
 
     # -- pickling: settings travel, connections and the API key read from the environment do not --------
 
@@ -256,6 +269,11 @@ class Judge:
             _ENDPOINT_MODES[(self.base_url, self.model)] = mode
 
     @property
+    def reported_models(self) -> dict[str, int]:
+        """The model ids the endpoint's replies named (cached replies included), with how many replies named each."""
+        return self._reported.counts()
+
+    @property
     def usage(self) -> Usage:
         """Everything this Judge has asked so far, summed."""
         with self._usage_lock:
@@ -267,7 +285,7 @@ class Judge:
 
     def _failed(self, exc: openai.APIError, state: RequestState) -> JudgeReply:
         if is_config_error(exc):
-            raise self._redacted(config_error(exc, model=self.model, base_url=self.base_url, available=self._available_models()))
+            raise self._redacted(config_error(exc, model=self.model, base_url=self.base_url, available=self._listed_models))
         if is_unreachable(exc) and not self._reached:
             raise self._redacted(unreachable_error(exc, base_url=self.base_url))
         error = JudgeError(
@@ -288,13 +306,6 @@ class Judge:
         for secret in (self._api_key, *url_secrets(self.base_url)):
             text = redact(text, secret)
         return text
-
-    def _available_models(self) -> list[str] | None:
-        try:
-            with openai.OpenAI(api_key=self._api_key, base_url=self.base_url, timeout=5, max_retries=0) as client:
-                return sorted(m.id for m in client.models.list())
-        except Exception:  # the listing only decorates an error message
-            return None
 
     # -- one HTTP call, with retries ------------------------------------------------------------------
 
@@ -373,8 +384,21 @@ class Judge:
         except asyncio.TimeoutError:
             raise DeadlineExceeded(self.timeout_s) from None
 
+    async def _checked_model(self, client: openai.AsyncOpenAI) -> None:
+        """Before this Judge's first call: is the model one the endpoint serves? Once, whatever thread or loop asks."""
+        if self._checked or not self.check_model:
+            return
+        await self._acquire(self._check_lock)
+        try:
+            if not self._checked:
+                await check_served_model(self, client)
+                self._checked = True
+        finally:
+            self._check_lock.release()
+
     async def _send_async(self, call: Call, state: RequestState) -> CallResult:
         client = self._async_client()
+        await self._checked_model(client)
         async for attempt in AsyncRetrying(**self._retry_settings(call, state)):
             with attempt:
                 await self._acquire(self._slots)
@@ -398,6 +422,8 @@ class Judge:
     # -- drivers ------------------------------------------------------------------------------------
 
     def _finish(self, reply: JudgeReply) -> JudgeReply:
+        if reply.model is not None:
+            reply.model_mismatch = self._reported.record(self.model, reply.model)
         usage = reply.usage
         usage.requests = 1
         if self.prices is not None:

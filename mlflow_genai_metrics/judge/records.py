@@ -174,6 +174,7 @@ class JudgeReply(BaseModel, Generic[AnswerT]):
     mode: str | None = None
     finish_reason: str | None = None
     model: str | None = None  # the model id the endpoint reported in its reply
+    model_mismatch: bool = False  # that id names another model than the one asked for (not a dated snapshot of it)
     usage: Usage = Field(default_factory=Usage)
 
     @model_validator(mode="after")

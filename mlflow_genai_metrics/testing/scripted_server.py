@@ -47,12 +47,14 @@ def count_tokens(text: str) -> int:
 class Reply:
     """A successful chat completion. ``finish_reason="length"`` emulates a reply cut off by max_tokens;
     ``delay_s`` longer than the client's timeout emulates a reply that comes too late; ``trickle_s`` sends the body
-    one byte every ``trickle_s`` seconds (no single read ever waits long, the whole reply takes long)."""
+    one byte every ``trickle_s`` seconds (no single read ever waits long, the whole reply takes long); ``model`` is
+    the model id the reply reports (by default the one requested)."""
 
     content: str
     finish_reason: str = "stop"
     delay_s: float = 0.0
     trickle_s: float = 0.0
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,11 @@ class ScriptedJudgeServer:
       what llama-cpp-python's server does;
     - ``api_key``: when set, any other bearer token gets 401, echoing part of the key as OpenAI does;
     - ``models``: the ids ``/v1/models`` lists; a request for any other model gets 404;
+    - ``list_models``: False answers 404 to ``/v1/models``, as endpoints without a listing do;
     - ``forward_to``: a base URL (e.g. a ``LocalModelServer``'s) to pass every request on to, recording it, instead
       of answering from the script: the recording endpoint the benchmarks put in front of a real model.
+
+    ``model_listings`` counts the ``/v1/models`` requests (they are not in ``requests``).
     """
 
     script: Script | None = None
@@ -170,8 +175,10 @@ class ScriptedJudgeServer:
     api_key: str | None = None
     models: tuple[str, ...] = ("scripted-judge",)
     forward_to: str | None = None
+    list_models: bool = True
     requests: list[LoggedRequest] = field(default_factory=list)
     max_in_flight: int = 0
+    model_listings: int = 0
 
     def __post_init__(self) -> None:
         self._seen: Counter[str] = Counter()
@@ -242,7 +249,27 @@ class ScriptedJudgeServer:
     # -- handlers -------------------------------------------------------------------------------------
 
     async def _models(self, request: Request) -> Response:
+        with self._lock:
+            self.model_listings += 1
+        refused = self._refused_key(request)
+        if refused is not None:
+            return refused
+        if self.forward_to is not None:
+            status, payload = await _get(f"{self.forward_to.rstrip('/')}/models")
+            return Response(payload, status_code=status, media_type="application/json")
+        if not self.list_models:
+            return _error(404, "Not Found", None)
         return JSONResponse({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "scripted"} for m in self.models]})
+
+    def _refused_key(self, request: Request) -> Response | None:
+        """401 for a bearer token other than ``api_key``, echoing part of it as OpenAI does."""
+        if self.api_key is None:
+            return None
+        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if given == self.api_key:
+            return None
+        shown = f"{given[:5]}...{given[-4:]}" if len(given) > 12 else "***"
+        return _error(401, f"Incorrect API key provided: {shown}.", "invalid_api_key")
 
     async def _chat(self, request: Request) -> Response:
         if self._slots is None and self.slots:
@@ -302,12 +329,10 @@ class ScriptedJudgeServer:
     async def _respond(self, request: Request, body: dict, scripted: ScriptedRequest, entry: LoggedRequest) -> Response:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        if self.api_key is not None:
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-            if given != self.api_key:
-                entry.status = 401
-                shown = f"{given[:5]}...{given[-4:]}" if len(given) > 12 else "***"
-                return _error(401, f"Incorrect API key provided: {shown}.", "invalid_api_key")
+        refused = self._refused_key(request)
+        if refused is not None:
+            entry.status = 401
+            return refused
         if self.forward_to is not None:
             return await self._forward(request, raw_body=json.dumps(body).encode(), entry=entry)
         if body.get("model") not in self.models:
@@ -337,7 +362,7 @@ class ScriptedJudgeServer:
                 "id": f"chatcmpl-scripted-{scripted.index}",
                 "object": "chat.completion",
                 "created": int(time.time()),
-                "model": body.get("model"),
+                "model": outcome.model or body.get("model"),
                 "choices": [
                     {
                         "index": 0,
@@ -364,12 +389,20 @@ async def _trickle(body: bytes, interval_s: float):
 
 
 async def _post(url: str, data: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    return await _send(url, data=data, headers=headers, method="POST")
+
+
+async def _get(url: str) -> tuple[int, bytes]:
+    return await _send(url, data=None, headers={}, method="GET")
+
+
+async def _send(url: str, *, data: bytes | None, headers: dict[str, str], method: str) -> tuple[int, bytes]:
     import urllib.error
     import urllib.request
 
     def send() -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method="POST"), timeout=600) as reply:
+            with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers, method=method), timeout=600) as reply:
                 return reply.status, reply.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()
