@@ -52,8 +52,8 @@ def _tracking(args: argparse.Namespace) -> None:
 def read_table(path: str):
     """A CSV, JSONL/JSON or Parquet file as a DataFrame, chosen by extension.
 
-    A file that cannot be read is a ``ValueError`` naming it (a JSONL file: and the line), and so is a file with
-    no row. JSONL values are kept as JSON gives them (an id ``"001"`` stays text).
+    A file that cannot be read is a ``ValueError`` naming it (a JSONL file: and the line). JSONL values are kept
+    as JSON gives them (an id ``"001"`` stays text).
     """
     import json
 
@@ -67,15 +67,16 @@ def read_table(path: str):
             for number, raw in enumerate(lines, start=1):
                 try:
                     line = raw.decode("utf-8").rstrip("\r\n")
-                    record = json.loads(line) if line.strip() else None
+                    if not line.strip():
+                        continue
+                    record = json.loads(line)
                 except UnicodeDecodeError as exc:
                     raise ValueError(f"{path}, line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
-                if record is not None and not isinstance(record, dict):
+                if not isinstance(record, dict):
                     raise ValueError(f"{path}, line {number}: each line must be one JSON object (a row), not {type(record).__name__}")
-                if record is not None:
-                    records.append(record)
+                records.append(record)
         table = pd.DataFrame.from_records(records)
     elif suffix in readers:
         try:
@@ -84,8 +85,6 @@ def read_table(path: str):
             raise ValueError(f"cannot read {path} as {suffix[1:].upper()}: {exc}") from exc
     else:
         raise ValueError(f"cannot read {path}: use a .csv, .jsonl, .json or .parquet file")
-    if table.empty:
-        raise ValueError(f"{path} has no rows")
     return table
 
 

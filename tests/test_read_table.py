@@ -41,10 +41,3 @@ def test_a_malformed_csv_is_an_error_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=rf"cannot read {path} as CSV: .*line 3"):
         read_table(str(path))
 
-
-@pytest.mark.parametrize(("name", "content"), [("data.csv", "source,summary\n"), ("data.jsonl", "\n")])
-def test_a_file_with_no_row_is_an_error_naming_it(tmp_path, name, content):
-    path = tmp_path / name
-    path.write_text(content)
-    with pytest.raises(ValueError, match=rf"{path} has no rows"):
-        read_table(str(path))
