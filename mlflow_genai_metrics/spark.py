@@ -65,6 +65,7 @@ _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim", T.StringType()),
     T.StructField("verdict", T.StringType()),
     T.StructField("reason", T.StringType()),
+    T.StructField("duplicates_removed", T.IntegerType()),
 ]))
 _KEY_POINTS = T.ArrayType(T.StructType([
     T.StructField("key_point_index", T.IntegerType()),
@@ -135,7 +136,7 @@ class _PartitionPlan:
         table["judge_requests"] = [j.usage.requests for j in judgements]
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
-            json.dumps([{"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason} for n, c in enumerate(j.claims, start=1)])
+            json.dumps([{"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates} for n, c in enumerate(j.claims, start=1)])
             for j in judgements
         ]
         table["_key_points"] = [
@@ -185,7 +186,7 @@ class SparkSummarizationResult:
     @property
     def claims(self) -> DataFrame:
         exploded = self.judged.select("id", F.explode(F.from_json("_claims", _CLAIMS)).alias("c"))
-        return exploded.select("id", "c.claim_index", "c.claim", "c.verdict", "c.reason")
+        return exploded.select("id", "c.claim_index", "c.claim", "c.verdict", "c.reason", "c.duplicates_removed")
 
     @property
     def key_points(self) -> DataFrame:
