@@ -200,7 +200,7 @@ def _demo(args: argparse.Namespace) -> int:
             judge = Judge(smollm.model_id, smollm.base_url, max_concurrency=2, context_window=smollm.n_ctx)
         else:
             judge = Judge(max_concurrency=args.concurrency)
-        print(f"judge: {judge.model} at {judge.base_url}; {len(articles)} articles; MLflow store {uri}", flush=True)
+        print(f"judge: {judge.model} at {judge.shown_url}; {len(articles)} articles; MLflow store {uri}", flush=True)
         result = run_study(
             articles, candidates, judge, experiment="mgm-demo", artifact_location=store / "artifacts",
             gate_rules={"alignment": ">= 0.5", "judge_error_rate": "<= 0.25"}, candidate_concurrency=2,
