@@ -143,3 +143,10 @@ def test_a_bad_statistics_or_chunking_setting_is_refused_before_any_call(scripte
     with pytest.raises(ValueError, match=expected):
         judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server), **{setting: value})
     assert server.request_count == 0
+
+
+def test_judge_summaries_frame_refuses_what_is_not_a_dataframe(scripted_server):
+    from mlflow_genai_metrics import judge_summaries_frame
+
+    with pytest.raises(TypeError, match="needs a pandas DataFrame, not dict"):
+        judge_summaries_frame({"source": SOURCES, "summary": SUMMARIES}, judge=judge_for(scripted_server()))

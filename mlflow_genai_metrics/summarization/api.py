@@ -125,6 +125,8 @@ def judge_summaries_frame(
     **options: Any,
 ) -> SummarizationResult:
     """``judge_summaries`` over the columns of a DataFrame."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"judge_summaries_frame needs a pandas DataFrame, not {type(frame).__name__}; use judge_summaries for lists")
     missing = [c for c in (source_col, summary_col, id_col, reference_col) if c is not None and c not in frame.columns]
     if missing:
         raise KeyError(f"the DataFrame has no column {missing}; it has {list(frame.columns)}")
