@@ -1,6 +1,6 @@
 """The judge signature: a short string that pins everything that produced the numbers, like sacreBLEU's.
 
-``judge:gpt-4o-mini|base:api.openai.com|claims:v1-3f2a|verify:v1-9c1d|keypoints:v1-77aa|coverage:v1-0b3e|temp:0|seed:7|mgm:0.1.0``
+``judge:gpt-4o-mini|base:api.openai.com|claims:v1-3f2a|claims_retry:v1-51c0|verify:v2-9c1d|keypoints:v1-77aa|coverage:v2-0b3e|temp:0|seed:7|mgm:0.1.0``
 
 Prompt versions carry a short hash of the prompt file, so an edited prompt changes the signature even if
 nobody bumped its version. ``chunk:N`` appears when long sources were verified in chunks of N tokens.
@@ -19,7 +19,7 @@ def summarization_signature(judge: Judge, *, coverage: bool = True, max_source_t
 
     judge_fields = parse_signature(judge.signature)  # judge, base, temp, seed
     parts = [f"judge:{judge_fields['judge']}", f"base:{judge_fields['base']}"]
-    parts += [load_prompt("claims").tag, load_prompt("verify").tag]
+    parts += [load_prompt("claims").tag, load_prompt("claims_retry").tag, load_prompt("verify").tag]
     if coverage:
         parts += [load_prompt("keypoints").tag, load_prompt("coverage").tag]
     if max_source_tokens:

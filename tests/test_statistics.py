@@ -176,8 +176,8 @@ def test_the_signature_pins_judge_prompts_settings_and_version(scripted_server):
     a, _ = _judge_two_models(scripted_server())
     fields = a.signature.split("|")
     assert fields[0] == "judge:scripted-judge" and fields[1] == "base:localhost"
-    assert [f.split(":")[0] for f in fields[2:]] == ["claims", "verify", "temp", "seed", "mgm"]
-    assert fields[2:4] == [load_prompt("claims").tag, load_prompt("verify").tag]
+    assert [f.split(":")[0] for f in fields[2:]] == ["claims", "claims_retry", "verify", "temp", "seed", "mgm"]
+    assert fields[2:5] == [load_prompt("claims").tag, load_prompt("claims_retry").tag, load_prompt("verify").tag]
 
 
 def test_a_prompt_edit_changes_its_tag():

@@ -21,7 +21,7 @@ class SummarizationResult:
     - ``rows``: one row per input, in input order: ``id``, every per-row value, ``reasoning`` (claims with
       verdicts and reasons, contradicted first), ``coverage_reasoning``, ``error`` ("" when judged), judge usage,
       and the traditional metrics when references were given;
-    - ``claims``: one row per claim (``id``, ``claim_index``, ``claim``, ``verdict``, ``reason``);
+    - ``claims``: one row per claim (``id``, ``claim_index``, ``claim``, ``verdict``, ``reason``, ``duplicates_removed``);
     - ``key_points``: one row per (summary, key point of its source), with ``covered`` and the reason;
     - ``metrics``: every aggregate, with ``_ci_low``, ``_ci_high`` and ``_n`` (``scoring.interval_names``), and the ``judge/...`` usage;
     - ``signature``: what produced the numbers.
