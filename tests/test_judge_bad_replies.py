@@ -108,7 +108,7 @@ def test_no_body_raises_out_of_a_batch(scripted_server):
 def test_aask_turns_a_bad_body_into_an_error_too(scripted_server):
     server = scripted_server(lambda r: Fault.raw("null"))
     reply = asyncio.run(judge_for(server, max_retries=0).aask(ask_about("claim")))
-    assert reply.error.kind == "bad_reply"
+    assert reply.error.kind == "bad_reply" and "the body is the JSON null, not an object" in reply.error.message
 
 
 def test_a_bad_reply_to_the_repair_turn_is_a_bad_reply(scripted_server):

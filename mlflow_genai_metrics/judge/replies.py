@@ -19,6 +19,8 @@ __all__ = ["EXCERPT_CHARS", "BadReply", "CallResult", "excerpt", "read_completio
 
 EXCERPT_CHARS = 200
 
+_JSON_KINDS = {type(None): "null", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+
 TokenCount = Annotated[int, Field(ge=0, strict=True)]
 
 
@@ -98,7 +100,7 @@ def read_completion(response: Any, redact: Callable[[str], str]) -> CallResult:
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise bad(f"the body is not JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
-        raise bad(f"the body is a JSON {type(data).__name__}, not an object")
+        raise bad(f"the body is the JSON {_JSON_KINDS.get(type(data), type(data).__name__)}, not an object")
     try:
         completion = _Completion.model_validate(data)
     except ValidationError as exc:
