@@ -108,3 +108,22 @@ def test_no_usable_pair_is_refused_even_when_partial_is_allowed(scripted_server)
     b = _result(server, [_article(i) for i in range(4)], _summaries(4), ids=["w", "x", "y", "z"])
     with pytest.raises(InsufficientPairsError, match="no usable pair"):
         compare_results(a, b, allow_partial=True)
+
+
+def test_an_empty_set_of_rows_is_a_clear_error_before_any_call(scripted_server):
+    server = scripted_server()
+    with pytest.raises(ValueError, match="there are no rows to judge"):
+        judge_summaries([], [], judge=judge_for(server))
+    assert server.request_count == 0
+
+
+def test_a_reply_from_another_model_than_the_signature_names_is_flagged_in_the_report(scripted_server):
+    from dataclasses import replace
+
+    script = SummarizationJudgeScript()
+    server = scripted_server(lambda request: replace(script(request), model="impostor-7b"))
+    result = judge_summaries([_article(1)], [GOOD.format(i=1)], judge=judge_for(server), coverage=False)
+    report = result.report()
+    assert report["judge_model_mismatch"] is True and report["judge_reported_models"] == {"impostor-7b": 2}
+    honest = judge_summaries([_article(1)], [GOOD.format(i=1)], judge=judge_for(scripted_server(script)), coverage=False)
+    assert honest.report()["judge_model_mismatch"] is False

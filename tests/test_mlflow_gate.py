@@ -255,3 +255,8 @@ def test_mgm_compare_refuses_runs_with_too_few_usable_pairs_with_exit_code_2(scr
     assert "fewer than half of the smaller run" in capsys.readouterr().err
     assert mgm(["compare", first, second, "--tracking-uri", mlflow_store, "--allow-partial"]) == 0
     assert "PARTIAL" in capsys.readouterr().out
+
+
+def test_a_summarizer_model_refuses_a_base_url_carrying_credentials():
+    with pytest.raises(ValueError, match=r"http://\*\*\*@127.0.0.1:8080/v1 carries credentials"):
+        SummarizerModel("good-summarizer", "http://user:s3cret@127.0.0.1:8080/v1")

@@ -109,6 +109,8 @@ def prepare_rows(
     _check_same_index({"sources": sources, "summaries": summaries, "ids": ids, "references": references})
     if len(source_list) != len(summary_list):
         raise ValueError(f"sources has {len(source_list)} rows but summaries has {len(summary_list)}")
+    if not source_list:
+        raise ValueError("there are no rows to judge: sources and summaries are empty")
     if ids is None:
         id_list: list[Any] = list(range(len(source_list)))
     else:

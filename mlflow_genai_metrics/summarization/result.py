@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..judge import Usage
+from ..judge.models import same_model
 from .records import RowJudgement
 
 __all__ = ["SummarizationResult"]
@@ -34,6 +35,13 @@ class SummarizationResult:
     signature: str
     judgements: list[RowJudgement] = field(repr=False)
     usage: Usage = field(repr=False)
+    reported_models: dict[str, int] = field(default_factory=dict, repr=False)  # model id -> replies naming it
+
+    @property
+    def judge_model_mismatch(self) -> bool:
+        """Did any reply name another model than the one the signature names (the endpoint routed it elsewhere)?"""
+        requested = self.signature.split("|", 1)[0].removeprefix("judge:")
+        return any(not same_model(requested, reported) for reported in self.reported_models)
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""
@@ -42,6 +50,8 @@ class SummarizationResult:
             "rows": len(self.rows),
             "judged_rows": int((self.rows["error"] == "").sum()),
             "failed_rows": int((self.rows["error"] != "").sum()),
+            "judge_reported_models": dict(self.reported_models),
+            "judge_model_mismatch": self.judge_model_mismatch,
             "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.metrics.items()},
         }
 

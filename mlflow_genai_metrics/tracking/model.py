@@ -11,6 +11,7 @@ import mlflow
 import pandas as pd
 
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
+from ..judge import redact_url
 
 __all__ = ["SummarizerModel"]
 
@@ -34,6 +35,12 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
         max_concurrency: int = 8,
         max_retries: int = 6,
     ):
+        if base_url is not None and redact_url(base_url) != base_url:
+            # The model's settings are written into the logged MLflow model: a credential there would be on disk.
+            raise ValueError(
+                f"the base URL {redact_url(base_url)} carries credentials, which would be stored in the logged model; "
+                "pass the key through OPENAI_API_KEY at serving time instead"
+            )
         self.model = model
         self.base_url = base_url
         self.prompt = prompt

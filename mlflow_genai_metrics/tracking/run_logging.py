@@ -76,7 +76,8 @@ def log_result(result: SummarizationResult, *, run_id: str | None = None, log_me
     }
     if "category" in result.rows and result.rows["category"].notna().any():
         figures["categories"] = lambda: plots.category_bars({"this run": result.rows})
-    return _log(run_id, write_tables, figures, result.report(), result.signature, result.metrics if log_metrics else None)
+    tags = {"mgm.judge_model_mismatch": "true"} if result.judge_model_mismatch else {}
+    return _log(run_id, write_tables, figures, result.report(), result.signature, result.metrics if log_metrics else None, tags)
 
 
 def log_spark_result(result: SparkSummarizationResult, *, run_id: str | None = None, log_metrics: bool = True) -> str:
@@ -108,6 +109,7 @@ def _log(
     report: dict[str, Any],
     signature: str,
     metrics: dict[str, float] | None,
+    tags: dict[str, str] | None = None,
 ) -> str:
     run_id = run_id or (mlflow.active_run().info.run_id if mlflow.active_run() else None)
     if run_id is None:
@@ -129,6 +131,8 @@ def _log(
         # The report goes last: a run whose mgm/report.json exists has every other artifact whole.
         client.log_artifact(run_id, str(tmp / "report.json"), artifact_path=ARTIFACT_DIR)
         client.set_tag(run_id, SIGNATURE_TAG, signature)
+        for key, value in (tags or {}).items():
+            client.set_tag(run_id, key, value)
         params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
         existing = client.get_run(run_id).data.params
         for key, value in params.items():
