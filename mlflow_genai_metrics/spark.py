@@ -45,6 +45,7 @@ from .signature import summarization_signature
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
 from .summarization.api import source_token_budget
 from .summarization.judging import judge_rows, prepare_rows
+from .summarization.result import model_mismatch
 from .summarization.scoring import (
     AGGREGATE_RATES,
     COUNT_COLUMNS,
@@ -59,7 +60,7 @@ from .traditional import ROUGE_TYPES, corpus_scores, traditional_metrics
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
 
-_INTERNAL = ["_claims", "_key_points", "_bleu_stats", "_chrf_stats"]
+_INTERNAL = ["_claims", "_key_points", "_bleu_stats", "_chrf_stats", "_reported_models"]
 _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim_index", T.IntegerType()),
     T.StructField("claim", T.StringType()),
@@ -91,7 +92,7 @@ def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: 
     fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
     if references:
         fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, "bleu", "chrf", "summary_words", "compression_ratio")]
-    fields += [T.StructField("_claims", text), T.StructField("_key_points", text)]
+    fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_reported_models", text)]
     if references:
         fields += [T.StructField("_bleu_stats", T.ArrayType(double)), T.StructField("_chrf_stats", T.ArrayType(double))]
     return T.StructType(fields)
@@ -134,6 +135,7 @@ class _PartitionPlan:
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()
         table["judge_requests"] = [j.usage.requests for j in judgements]
+        table["_reported_models"] = [json.dumps(j.usage.reported_models) for j in judgements]
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
             json.dumps([{"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates} for n, c in enumerate(j.claims, start=1)])
@@ -213,11 +215,15 @@ class SparkSummarizationResult:
         names = ["judge_requests", "judge_calls", "judge_cache_hits", "judge_prompt_tokens", "judge_completion_tokens", "judge_latency_s", "judge_cost_usd"]
         totals = self.judged.agg(*[F.sum(n).alias(n) for n in names]).collect()[0]
         cost = totals["judge_cost_usd"]
+        models: dict[str, int] = {}
+        for record in self.judged.groupBy("_reported_models").count().collect():  # a few distinct values
+            for model, replies in json.loads(record["_reported_models"] or "{}").items():
+                models[model] = models.get(model, 0) + replies * record["count"]
         return Usage(
             requests=int(totals["judge_requests"] or 0), calls=int(totals["judge_calls"] or 0),
             cache_hits=int(totals["judge_cache_hits"] or 0), prompt_tokens=int(totals["judge_prompt_tokens"] or 0),
             completion_tokens=int(totals["judge_completion_tokens"] or 0), latency_s=float(totals["judge_latency_s"] or 0.0),
-            cost_usd=None if cost is None or self.prices is None else float(cost),
+            cost_usd=None if cost is None or self.prices is None else float(cost), reported_models=models,
         )
 
     @cached_property
@@ -253,6 +259,8 @@ class SparkSummarizationResult:
             "rows": errors.rows,
             "judged_rows": errors.rows - failed,
             "failed_rows": failed,
+            "judge_reported_models": dict(self.usage.reported_models),
+            "judge_model_mismatch": model_mismatch(self.signature, self.usage.reported_models),
             "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.metrics.items()},
         }
 

@@ -422,9 +422,10 @@ class Judge:
     # -- drivers ------------------------------------------------------------------------------------
 
     def _finish(self, reply: JudgeReply) -> JudgeReply:
+        usage = reply.usage
         if reply.model is not None:
             reply.model_mismatch = self._reported.record(self.model, reply.model)
-        usage = reply.usage
+            usage.reported_models[reply.model] = usage.reported_models.get(reply.model, 0) + 1
         usage.requests = 1
         if self.prices is not None:
             usage.cost_usd = self.prices.cost(usage.prompt_tokens, usage.completion_tokens)

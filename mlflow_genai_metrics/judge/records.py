@@ -113,12 +113,15 @@ class Usage(BaseModel):
     latency_s: float = 0.0
     call_latencies_s: list[float] = Field(default_factory=list)
     cost_usd: float | None = None
+    reported_models: dict[str, int] = Field(default_factory=dict)  # model id a reply named -> replies naming it
 
     def add(self, other: Usage) -> Usage:
         """Add ``other`` into this record, in place (a running total grows without copying its history)."""
         for name in ("requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "latency_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.call_latencies_s.extend(other.call_latencies_s)
+        for model, count in other.reported_models.items():
+            self.reported_models[model] = self.reported_models.get(model, 0) + count
         if other.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
         return self

@@ -111,7 +111,7 @@ def build_result(
         signature=summarization_signature(judge, coverage=coverage, max_source_tokens=max_source_tokens),
         judgements=list(judgements),
         usage=usage,
-        reported_models=judge.reported_models,
+        reported_models=dict(usage.reported_models),
     )
 
 

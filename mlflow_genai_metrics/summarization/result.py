@@ -12,7 +12,13 @@ from ..judge import Usage
 from ..judge.models import same_model
 from .records import RowJudgement
 
-__all__ = ["SummarizationResult"]
+__all__ = ["SummarizationResult", "model_mismatch"]
+
+
+def model_mismatch(signature: str, reported_models: dict[str, int]) -> bool:
+    """Did a reply name another model than the judge the signature names (a dated snapshot of it is the same)?"""
+    requested = signature.split("|", 1)[0].removeprefix("judge:")
+    return any(not same_model(requested, reported) for reported in reported_models)
 
 
 @dataclass(frozen=True)
@@ -40,8 +46,7 @@ class SummarizationResult:
     @property
     def judge_model_mismatch(self) -> bool:
         """Did any reply name another model than the one the signature names (the endpoint routed it elsewhere)?"""
-        requested = self.signature.split("|", 1)[0].removeprefix("judge:")
-        return any(not same_model(requested, reported) for reported in self.reported_models)
+        return model_mismatch(self.signature, self.reported_models)
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""

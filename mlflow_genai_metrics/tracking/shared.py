@@ -66,7 +66,10 @@ class SharedJudgement:
         update: dict[str, Any] = {"id": row_id}
         if self._judged_in[key] != self.session:
             requests = judgement.usage.requests
-            update["usage"] = Usage(requests=requests, cache_hits=requests, cost_usd=0.0 if self.judge.prices else None)
+            update["usage"] = Usage(
+                requests=requests, cache_hits=requests, cost_usd=0.0 if self.judge.prices else None,
+                reported_models=judgement.usage.reported_models,
+            )
         return judgement.model_copy(update=update)
 
     def begin_session(self, session: str | None) -> None:
