@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_faults.py [--rows 2000] [--fault-rate 0.28] [--seed 7]
 
-See ``mlflow_genai_metrics/testing/faults.py`` for the faults (429 with and without Retry-After, 500, 503, slow
+See ``benchmarks/faults.py`` for the faults (429 with and without Retry-After, 500, 503, slow
 replies past the timeout, connection resets, invalid JSON, wrong shape, wrong number of verdicts, truncation)
 and the rows that are made to fail for good. Prints what was injected and how every row ended.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from mlflow_genai_metrics.testing.faults import run_fault_scenario
+from faults import run_fault_scenario  # beside this script
 
 
 def main() -> None:

@@ -11,11 +11,13 @@ run's alignment-against-richness plot.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import mlflow
 
-from mlflow_genai_metrics.testing.browser import MlflowUi, render
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the browser helper the UI test uses
+from browser import MlflowUi, render  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "images"
 

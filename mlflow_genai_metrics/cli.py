@@ -49,45 +49,6 @@ def _tracking(args: argparse.Namespace) -> None:
     mlflow.set_registry_uri(uri)
 
 
-def read_table(path: str):
-    """A CSV, JSONL/JSON or Parquet file as a DataFrame, chosen by extension.
-
-    A file that cannot be read is a ``ValueError`` naming it (a JSONL file: and the line). JSONL values are kept
-    as JSON gives them (an id ``"001"`` stays text).
-    """
-    import json
-
-    import pandas as pd
-
-    suffix = Path(path).suffix.lower()
-    readers = {".csv": pd.read_csv, ".json": pd.read_json, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
-    if suffix in (".jsonl", ".ndjson"):
-        records = []
-        with open(path, "rb") as lines:
-            for number, raw in enumerate(lines, start=1):
-                try:
-                    line = raw.decode("utf-8").rstrip("\r\n")
-                    if not line.strip():
-                        continue
-                    record = json.loads(line)
-                except UnicodeDecodeError as exc:
-                    raise ValueError(f"{path}, line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
-                if not isinstance(record, dict):
-                    raise ValueError(f"{path}, line {number}: each line must be one JSON object (a row), not {type(record).__name__}")
-                records.append(record)
-        table = pd.DataFrame.from_records(records)
-    elif suffix in readers:
-        try:
-            table = readers[suffix](path)
-        except ValueError as exc:  # pandas' parser, empty-file and decoding errors are all ValueErrors
-            raise ValueError(f"cannot read {path} as {suffix[1:].upper()}: {exc}") from exc
-    else:
-        raise ValueError(f"cannot read {path}: use a .csv, .jsonl, .json or .parquet file")
-    return table
-
-
 def _judge(args: argparse.Namespace):
     from .judge import Judge
 
@@ -98,6 +59,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     import mlflow
 
     from .summarization.scoring import interval_names
+    from .tables import read_table
     from .tracking import summarization_metrics
 
     data = read_table(args.data)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import mlflow
 
 from mlflow_genai_metrics import summarization_metrics
-from mlflow_genai_metrics.testing.browser import MlflowUi, chromium_path, render
 
+from browser import MlflowUi, chromium_path, render
 from helpers import judge_for
 from mlflow_helpers import Endpoint, frame
 

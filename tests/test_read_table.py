@@ -1,10 +1,10 @@
-"""``mgm evaluate`` reads its data with ``read_table``: a malformed file is an error naming the file (and line)."""
+"""``mgm evaluate`` reads its data with ``tables.read_table``: a malformed file is an error naming the file (and line)."""
 
 from __future__ import annotations
 
 import pytest
 
-from mlflow_genai_metrics.cli import read_table
+from mlflow_genai_metrics.tables import read_table
 
 
 def test_a_malformed_jsonl_line_is_an_error_naming_the_file_and_the_line(tmp_path):

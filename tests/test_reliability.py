@@ -18,11 +18,13 @@ from mlflow.tracking import MlflowClient
 from mlflow_genai_metrics import judge_summaries, register_if_passing, summarization_metrics, summarization_scorers
 from mlflow_genai_metrics.prompts import neutralise
 from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript, marked_sections
-from mlflow_genai_metrics.testing.faults import run_fault_scenario
 
 from conftest import SECRET_KEY, files_containing
 from helpers import judge_for
 from mlflow_helpers import Endpoint, frame
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the fault scenario is the benchmark's
+from faults import run_fault_scenario  # noqa: E402
 
 
 def test_2000_rows_with_a_quarter_of_requests_faulted_lose_nothing():

@@ -1,6 +1,7 @@
 """Test support that ships with the package: a scripted OpenAI-compatible judge server for deterministic
 verdicts and fault injection, and a deterministic summarization judge to run behind it (used by this project's
-tests and benchmarks, and usable in yours)."""
+tests and benchmarks, and usable in yours). The server needs the `testing` extra
+(``pip install "mlflow_genai_metrics[testing]"``); the scripts and records import without it."""
 
 from .scripted_server import Fault, LoggedRequest, Reply, ScriptedJudgeServer, ScriptedRequest, count_tokens
 from .summarization_judge import SummarizationJudgeScript, marked_sections, pass_of

@@ -27,15 +27,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+try:  # the `testing` extra: only a started server needs them; the records below import without them
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as missing:
+    _SERVER_DEPENDENCIES_MISSING: ImportError | None = missing
+    Response = object  # the base of _Disconnect, which nothing builds while the server cannot start
+else:
+    _SERVER_DEPENDENCIES_MISSING = None
 
 __all__ = ["Fault", "LoggedRequest", "Reply", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
 
 FaultKind = Literal["rate_limit", "status", "disconnect", "raw"]
+
+
+def _require_server_dependencies() -> None:
+    """Starting the server without the `testing` extra is an ImportError that says what to install."""
+    if _SERVER_DEPENDENCIES_MISSING is not None:
+        raise ImportError(
+            f"the scripted judge server needs starlette and uvicorn ({_SERVER_DEPENDENCIES_MISSING}): "
+            'pip install "mlflow_genai_metrics[testing]"'
+        ) from _SERVER_DEPENDENCIES_MISSING
 
 
 def count_tokens(text: str) -> int:
@@ -196,6 +211,7 @@ class ScriptedJudgeServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> ScriptedJudgeServer:
+        _require_server_dependencies()
         app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),

@@ -21,8 +21,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .scripted_server import Fault, Reply, ScriptedJudgeServer, ScriptedRequest
-from .summarization_judge import SummarizationJudgeScript
+from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer, ScriptedRequest, SummarizationJudgeScript
 
 __all__ = ["FaultScenarioReport", "FaultyJudgeScript", "run_fault_scenario"]
 

@@ -1,0 +1,23 @@
+"""The study, as an application: candidates summarize articles, a judge scores them, every candidate becomes an
+MLflow run (with its model logged), the runs are compared, and a gate decides what gets registered.
+
+``mgm demo`` runs it on the package's own articles with local models; ``examples/reproduce_study.py`` runs it on
+the BBC corpus with any OpenAI-compatible candidates and judge.
+"""
+
+from .articles import demo_articles, load_articles, stratified_sample
+from .run import Candidate, StudyResult, local_store, run_study, ui_command
+from .table import format_table, judge_failure_summary
+
+__all__ = [
+    "Candidate",
+    "StudyResult",
+    "demo_articles",
+    "format_table",
+    "judge_failure_summary",
+    "load_articles",
+    "local_store",
+    "run_study",
+    "stratified_sample",
+    "ui_command",
+]

@@ -1,0 +1,130 @@
+"""Running the study: every candidate summarizes the articles and becomes an MLflow run (its model logged), the
+runs are compared, and a gate decides what gets registered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
+from ..judge import Judge
+from .table import judge_failure_summary, study_row
+
+__all__ = ["Candidate", "StudyResult", "local_store", "run_study", "ui_command"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A summarizer under study: a name for the run, the model, and its OpenAI-compatible endpoint."""
+
+    name: str
+    model: str
+    base_url: str | None = None
+    prompt: str = DEFAULT_SUMMARY_PROMPT
+    max_tokens: int = 512
+
+
+@dataclass
+class StudyResult:
+    table: pd.DataFrame  # one row per candidate: the study's table
+    by_category: pd.DataFrame  # alignment and richness per candidate and category
+    run_ids: dict[str, str]
+    comparison: pd.DataFrame | None
+    gates: dict[str, object] = field(default_factory=dict)
+    experiment_id: str = ""
+    comparison_refused: str | None = None  # why the runs were not compared (too few rows judged on both sides, ...)
+    judge_failures: dict[str, str] = field(default_factory=dict)  # candidate -> "3 of 8 rows: no_claims 3"
+
+
+def run_study(
+    articles: pd.DataFrame,
+    candidates: Sequence[Candidate],
+    judge: Judge,
+    *,
+    experiment: str = "mgm-study",
+    artifact_location: str | Path | None = None,
+    gate_rules: Mapping[str, str] | None = None,
+    registered_name: str = "summarizer",
+    coverage: bool = True,
+    candidate_concurrency: int = 4,
+    progress: bool | None = True,
+) -> StudyResult:
+    """Summarize ``articles`` (columns ``id``, ``category``, ``text``, optional ``reference``) with every candidate,
+    evaluate each as an MLflow run in ``experiment`` (its ``SummarizerModel`` logged), compare the runs, and gate
+    each candidate with ``gate_rules`` (registering those that pass). The current MLflow tracking URI is used; a new
+    experiment keeps its artifacts in ``artifact_location`` when given. Articles whose generation failed are left
+    out of that candidate's run and counted as generation errors.
+    """
+    import mlflow
+
+    from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
+    from ..tracking import SummarizerModel, compare_runs, load_run, register_if_passing, summarization_metrics
+
+    existing = mlflow.get_experiment_by_name(experiment)
+    if existing is None and artifact_location is not None:
+        mlflow.create_experiment(experiment, artifact_location=Path(artifact_location).resolve().as_uri())
+    experiment_id = mlflow.set_experiment(experiment).experiment_id
+    metrics = summarization_metrics(judge, coverage=coverage, source_col="text", id_col="id", category_col="category", progress=progress)
+    rows, run_ids, model_uris, categories = [], {}, {}, []
+    for candidate in candidates:
+        generated = summarize(
+            list(articles["text"]),
+            model=candidate.model,
+            base_url=candidate.base_url,
+            prompt=candidate.prompt,
+            max_tokens=candidate.max_tokens,
+            max_concurrency=candidate_concurrency,
+            progress=progress,
+        )
+        ok = generated["error"] == ""
+        data = articles.assign(summary=generated["summary"])[ok.to_numpy()].reset_index(drop=True)
+        with mlflow.start_run(run_name=candidate.name) as run:
+            mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
+            mlflow.log_metric("generation_error_rate", float((~ok).mean()))
+            info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
+            targets = "reference" if "reference" in data.columns else None
+            evaluation = mlflow.models.evaluate(data=data, predictions="summary", targets=targets, extra_metrics=metrics)
+        run_ids[candidate.name], model_uris[candidate.name] = run.info.run_id, info.model_uri
+        rows.append(study_row(candidate.name, candidate.model, evaluation.metrics, int((~ok).sum())))
+        table = evaluation.tables["eval_results_table"]
+        per_category = pd.DataFrame(
+            {"category": data["category"], "aligned": table["aligned/score"], "claim_count": table["claim_count/score"]}
+        ).groupby("category").mean(numeric_only=True)
+        categories.append(per_category.rename(columns={"aligned": "alignment", "claim_count": "richness"}).assign(candidate=candidate.name).reset_index())
+    comparison, refused = None, None
+    if len(run_ids) > 1:
+        try:
+            comparison = compare_runs(list(run_ids.values()))
+        except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
+            refused = str(error)
+    failures = {name: judge_failure_summary(load_run(run_id).rows["error"]) for name, run_id in run_ids.items()}
+    gates = {}
+    if gate_rules:
+        for candidate in candidates:
+            gates[candidate.name] = register_if_passing(
+                model_uris[candidate.name], registered_name, run_id=run_ids[candidate.name], rules=gate_rules, alias=None
+            )
+    by_category = pd.concat(categories, ignore_index=True)[["candidate", "category", "alignment", "richness"]] if categories else pd.DataFrame()
+    return StudyResult(
+        pd.DataFrame(rows), by_category, run_ids, comparison, gates, experiment_id,
+        comparison_refused=refused, judge_failures={name: text for name, text in failures.items() if text},
+    )
+
+
+def ui_command(tracking_uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
+
+
+def local_store(folder: str | Path) -> str:
+    """A SQLite tracking store (and registry) in ``folder``, with artifacts beside it; returns its URI."""
+    import mlflow
+
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    return uri

@@ -1,0 +1,47 @@
+"""Reading a table of rows from a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["read_table"]
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A CSV, JSONL/JSON or Parquet file as a DataFrame, chosen by extension.
+
+    A file that cannot be read is a ``ValueError`` naming it (a JSONL file: and the line). JSONL values are kept
+    as JSON gives them (an id ``"001"`` stays text).
+    """
+    suffix = Path(path).suffix.lower()
+    readers = {".csv": pd.read_csv, ".json": pd.read_json, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
+    if suffix in (".jsonl", ".ndjson"):
+        return pd.DataFrame.from_records(_jsonl_records(path))
+    if suffix in readers:
+        try:
+            return readers[suffix](path)
+        except ValueError as exc:  # pandas' parser, empty-file and decoding errors are all ValueErrors
+            raise ValueError(f"cannot read {path} as {suffix[1:].upper()}: {exc}") from exc
+    raise ValueError(f"cannot read {path}: use a .csv, .jsonl, .json or .parquet file")
+
+
+def _jsonl_records(path: str | Path) -> list[dict]:
+    records = []
+    with open(path, "rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}, line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}, line {number}: each line must be one JSON object (a row), not {type(record).__name__}")
+            records.append(record)
+    return records

@@ -1,0 +1,64 @@
+"""What the package ships and needs: the scripted server's dependencies are an extra, and the study application
+stands on the library, not on the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+# A Python without the `testing` extra: importing starlette or uvicorn fails as if they were not installed.
+WITHOUT_SERVER_DEPENDENCIES = "import sys\nsys.modules['starlette'] = None\nsys.modules['uvicorn'] = None\n"
+
+
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {Requirement(r).name for r in requirements}
+
+
+def test_the_server_dependencies_are_the_testing_extra_not_hard_dependencies():
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    assert not {"starlette", "uvicorn"} & names(project["dependencies"])
+    assert {"starlette", "uvicorn"} <= names(project["optional-dependencies"]["testing"])
+    assert "mlflow_genai_metrics[testing]" in project["optional-dependencies"]["dev"]
+
+
+def test_the_package_and_its_testing_module_import_without_the_server_dependencies():
+    done = run_python(
+        WITHOUT_SERVER_DEPENDENCIES
+        + "import mlflow_genai_metrics\n"
+        + "from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer, SummarizationJudgeScript\n"
+        + "server = ScriptedJudgeServer(SummarizationJudgeScript())\n"
+        + "print(Reply('{}').content, Fault.server_error().status, server.request_count)\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["{}", "500", "0"]
+
+
+def test_starting_the_scripted_server_without_them_names_the_extra_to_install():
+    done = run_python(
+        WITHOUT_SERVER_DEPENDENCIES
+        + "from mlflow_genai_metrics.testing import ScriptedJudgeServer\n"
+        + "try:\n    ScriptedJudgeServer().start()\n"
+        + "except ImportError as error:\n    print(error)\n"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'pip install "mlflow_genai_metrics[testing]"' in done.stdout and "starlette" in done.stdout
+
+
+def test_the_study_reads_its_articles_without_the_command_line(tmp_path):
+    articles = tmp_path / "articles.jsonl"
+    articles.write_text('{"text": "The council approved the budget."}\n')
+    done = run_python(
+        "import sys\nfrom mlflow_genai_metrics.study import load_articles\n"
+        f"print(len(load_articles({str(articles)!r})), 'mlflow_genai_metrics.cli' in sys.modules)"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "False"]
