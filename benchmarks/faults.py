@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from mlflow_genai_metrics import Judge, judge_summaries
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer, ScriptedRequest, SummarizationJudgeScript
 
 __all__ = ["FaultScenarioReport", "FaultyJudgeScript", "run_fault_scenario"]
@@ -129,9 +130,6 @@ def run_fault_scenario(
     rows: int = 2000, *, fault_rate: float = 0.28, seed: int = 7, max_concurrency: int = 64, cache_dir: str | None = None
 ) -> FaultScenarioReport:
     """Judge ``rows`` summaries through a faulty scripted endpoint and account for every row."""
-    from ..judge import Judge
-    from ..summarization import judge_summaries
-
     script = FaultyJudgeScript(fault_rate=fault_rate, seed=seed)
     sources = [f"Article {i}. The council approved budget number {i}. The mayor welcomed budget {i}." for i in range(rows)]
     summaries = [f"Row {i} says the council approved budget number {i}. The mayor welcomed budget {i}." for i in range(rows)]
