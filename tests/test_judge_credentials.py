@@ -52,8 +52,8 @@ def test_a_bad_reply_excerpt_hides_the_password(scripted_server):
 
 def test_a_configuration_error_hides_the_password(scripted_server):
     server = scripted_server()
-    judge = judge_with_password(server)
-    judge.base_url = with_password(server.base_url.removesuffix("/v1"))  # a wrong base URL: HTTP 404
+    wrong = with_password(server.base_url.removesuffix("/v1"))  # a wrong base URL: HTTP 404
+    judge = Judge(server.models[0], wrong, SECRET_KEY, cache_dir=None)
     with pytest.raises(JudgeConfigError) as caught:
         judge.ask(ask_about("claim"))
     assert "***@127.0.0.1" in str(caught.value) and PASSWORD not in str(caught.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlflow_genai_metrics import JudgeConfigError
+from mlflow_genai_metrics import Judge, JudgeConfigError
 from mlflow_genai_metrics.testing import Fault, Reply
 
 from conftest import SECRET_KEY, verdict_json
@@ -102,8 +102,7 @@ def test_wrong_api_key_raises_an_error_that_says_to_set_openai_api_key(scripted_
 
 def test_unknown_model_raises_an_error_listing_the_models_the_endpoint_serves(scripted_server):
     server = scripted_server(models=("llama-3-8b", "qwen2.5-7b"))
-    judge = judge_for(server)
-    judge.model = "gpt-4o-mini"
+    judge = Judge("gpt-4o-mini", server.base_url, SECRET_KEY, cache_dir=None)
     with pytest.raises(JudgeConfigError, match="llama-3-8b, qwen2.5-7b") as caught:
         judge.ask(ask_about("claim"))
     assert server.request_count == 0  # found by the model listing, before any chat completion
@@ -112,8 +111,7 @@ def test_unknown_model_raises_an_error_listing_the_models_the_endpoint_serves(sc
 
 def test_unknown_model_on_an_endpoint_without_a_listing_is_the_servers_404(scripted_server):
     server = scripted_server(models=("llama-3-8b",), list_models=False)
-    judge = judge_for(server)
-    judge.model = "gpt-4o-mini"
+    judge = Judge("gpt-4o-mini", server.base_url, SECRET_KEY, cache_dir=None)
     with pytest.raises(JudgeConfigError, match="unknown there") as caught:
         judge.ask(ask_about("claim"))
     assert caught.value.status_code == 404 and server.request_count == 1
@@ -121,8 +119,7 @@ def test_unknown_model_on_an_endpoint_without_a_listing_is_the_servers_404(scrip
 
 def test_wrong_base_url_is_named_in_the_404_error(scripted_server):
     server = scripted_server()
-    judge = judge_for(server)
-    judge.base_url = server.base_url.removesuffix("/v1")  # a classic mistake: no /v1
+    judge = Judge(server.models[0], server.base_url.removesuffix("/v1"), SECRET_KEY, cache_dir=None)  # a classic mistake: no /v1
     with pytest.raises(JudgeConfigError, match="base URL"):
         judge.ask(ask_about("claim"))
 

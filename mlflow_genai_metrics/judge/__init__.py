@@ -5,11 +5,14 @@ from .answers import AnswerParseError, ResponseMode, parse_answer
 from .cache import JudgeCache, cache_key, default_cache_dir
 from .client import DEFAULT_BASE_URL, Judge
 from .errors import JudgeConfigError, redact, redact_url
+from .modes import EndpointModes
 from .records import ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
+from .settings import JudgeSettings
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "AnswerParseError",
+    "EndpointModes",
     "ErrorKind",
     "Judge",
     "JudgeCache",
@@ -17,6 +20,7 @@ __all__ = [
     "JudgeError",
     "JudgeReply",
     "JudgeRequest",
+    "JudgeSettings",
     "Message",
     "Prices",
     "ResponseMode",

@@ -19,6 +19,7 @@ import sqlite3
 import stat
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,10 @@ CREATE TABLE IF NOT EXISTS transcripts (
 """
 
 
-def default_cache_dir() -> Path:
-    """``$MGM_CACHE_DIR``, else the user cache dir (e.g. ``~/.cache/mlflow_genai_metrics``)."""
-    configured = os.environ.get("MGM_CACHE_DIR")
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$MGM_CACHE_DIR`` (of ``environ``, default ``os.environ``), else the user cache dir (e.g.
+    ``~/.cache/mlflow_genai_metrics``)."""
+    configured = (os.environ if environ is None else environ).get("MGM_CACHE_DIR")
     if configured:
         return Path(configured).expanduser()
     import platformdirs

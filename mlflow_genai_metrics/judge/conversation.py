@@ -2,31 +2,31 @@
 replies become a ``JudgeReply``.
 
 The conversation is a generator that yields each ``Call`` it needs and receives its ``CallResult`` (or has the
-call's failure thrown in); the Judge's driver sends the calls. Each result first comes from a ``Tape``: the replies
-the cache recorded for this request, replayed and validated again, then the replies the endpoint sends now. So a
-rerun makes no call where the endpoint already answered, valid or not, and a transcript cut short by a transport
-failure continues where it stopped.
+call's ``CallFailed`` thrown in); ``play`` runs it, sending the calls through whatever it is given (the Judge's
+``Transport``). Each result first comes from a ``Tape``: the replies the cache recorded for this request, replayed
+and validated again, then the replies the endpoint sends now. So a rerun makes no call where the endpoint already
+answered, valid or not, and a transcript cut short by a transport failure continues where it stopped.
+
+The response mode: a structured answer is asked in the mode its endpoint is known to accept (``EndpointMode``), or,
+while none is known, in each mode in turn until one is accepted, which is then remembered for the endpoint.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import openai
+from typing import Any
 
 from .answers import MODES, AnswerParseError, answer_schema, parse_answer, response_format, with_schema_instruction
-from .cache import Transcript, cache_key
-from .errors import is_mode_rejection
+from .cache import JudgeCache, Transcript, cache_key
+from .modes import EndpointMode
 from .records import JudgeError, JudgeReply, JudgeRequest, TextAnswer, Usage
 from .replies import CallResult
+from .settings import JudgeSettings
+from .transport import Call, CallFailed
 
-if TYPE_CHECKING:
-    from .client import Judge
-
-__all__ = ["Call", "Conversation", "RequestState", "conversation"]
+__all__ = ["Conversation", "conversation", "needs_response_mode", "play"]
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +34,6 @@ REPAIR_PROMPT = (
     "Your previous reply could not be used: {problem}. Reply again with only the JSON object, matching the "
     "schema exactly, and nothing else."
 )
-
-
-@dataclass
-class Call:
-    """One chat completion the conversation needs sent."""
-
-    messages: list[dict[str, str]]
-    response_format: dict[str, Any] | None
-    max_tokens: int | None
-    probing: bool  # while probing, a mode rejection is not retried: it moves on to the next mode
-
-
-@dataclass
-class RequestState:
-    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass
@@ -90,26 +75,33 @@ def reply_problem(result: CallResult) -> JudgeError | None:
     return None
 
 
-def _reply(state: RequestState, result: CallResult, mode: str | None, **outcome: Any) -> JudgeReply:
+def _reply(usage: Usage, result: CallResult, mode: str | None, **outcome: Any) -> JudgeReply:
     return JudgeReply(**outcome, raw=result.content, mode=mode, finish_reason=result.finish_reason,
-                      model=result.model, usage=state.usage)
+                      model=result.model, usage=usage)
 
 
-def _exchange(judge: Judge, request: JudgeRequest, tape: Tape, state: RequestState) -> Conversation:
+def needs_response_mode(request: JudgeRequest) -> bool:
+    """Does the request ask for a structured answer (sent in a response mode), not for free text?"""
+    return request.answer_type is not TextAnswer
+
+
+def _exchange(
+    request: JudgeRequest, settings: JudgeSettings, endpoint: EndpointMode, tape: Tape, usage: Usage
+) -> Conversation:
     messages = [m.model_dump() for m in request.messages]
-    max_tokens = request.max_tokens or judge.max_tokens
-    if request.answer_type is TextAnswer:
+    max_tokens = request.max_tokens or settings.max_tokens
+    if not needs_response_mode(request):
         try:
             result = yield from _result(tape, Call(messages, None, max_tokens, probing=False))
-        except openai.APIError as exc:
-            return judge._failed(exc, state)
+        except CallFailed as failed:
+            return JudgeReply(error=failed.error, usage=usage)
         if result.refusal or result.finish_reason == "content_filter":
-            return _reply(state, result, None, error=reply_problem(result))
+            return _reply(usage, result, None, error=reply_problem(result))
         # A text cut off by max_tokens is still the model's output: kept, and flagged by finish_reason.
-        return _reply(state, result, None, answer=TextAnswer(text=(result.content or "").strip()))
+        return _reply(usage, result, None, answer=TextAnswer(text=(result.content or "").strip()))
 
     schema = answer_schema(request.answer_type)
-    known = tape.mode if tape.recorded else judge.response_mode
+    known = tape.mode if tape.recorded else endpoint.mode
     modes = (known,) if known else MODES
     for position, mode in enumerate(modes):
         probing = known is None and position < len(modes) - 1
@@ -117,28 +109,27 @@ def _exchange(judge: Judge, request: JudgeRequest, tape: Tape, state: RequestSta
                     max_tokens, probing)
         try:
             result = yield from _result(tape, call)
-        except openai.APIStatusError as exc:
-            if probing and is_mode_rejection(exc):
-                log.info("%s rejected response mode %s (HTTP %s); trying the next", judge.shown_url, mode, exc.status_code)
+        except CallFailed as failed:
+            if probing and failed.rejects_mode:
+                log.info("%s rejected response mode %s (HTTP %s); trying the next", settings.shown_url, mode,
+                         failed.error.status_code)
                 continue
-            return judge._failed(exc, state)
-        except openai.APIError as exc:
-            return judge._failed(exc, state)
+            return JudgeReply(error=failed.error, usage=usage)
         if known is None and tape.new:
-            judge._remember_mode(mode)
+            endpoint.remember(mode)
         tape.mode = mode
         break
 
     for repair in (False, True):
         problem = reply_problem(result)
         if problem is not None:
-            return _reply(state, result, mode, error=problem)
+            return _reply(usage, result, mode, error=problem)
         try:
             answer = parse_answer(result.content, request.answer_type)
         except AnswerParseError as exc:
             if repair:
                 error = JudgeError(kind="invalid_answer", message=str(exc), attempts=2, raw=result.content)
-                return _reply(state, result, mode, error=error)
+                return _reply(usage, result, mode, error=error)
             call.probing = False
             call.messages = call.messages + [
                 {"role": "assistant", "content": result.content or ""},
@@ -146,10 +137,10 @@ def _exchange(judge: Judge, request: JudgeRequest, tape: Tape, state: RequestSta
             ]
             try:
                 result = yield from _result(tape, call)
-            except openai.APIError as exc2:
-                return judge._failed(exc2, state)
+            except CallFailed as failed:
+                return JudgeReply(error=failed.error, usage=usage)
             continue
-        return _reply(state, result, mode, answer=answer)
+        return _reply(usage, result, mode, answer=answer)
     raise AssertionError("unreachable")
 
 
@@ -163,34 +154,54 @@ def _replayed(exchange: Conversation) -> JudgeReply | None:
     return None
 
 
-def conversation(judge: Judge, request: JudgeRequest, state: RequestState) -> Conversation:
+def conversation(
+    request: JudgeRequest, *, settings: JudgeSettings, cache: JudgeCache | None, endpoint: EndpointMode, usage: Usage
+) -> Conversation:
     """The whole request: the cache's transcript replayed (re-validated), the endpoint asked for what it lacks,
-    and every new HTTP-200 reply stored."""
-    cache = judge.cache
+    and every new HTTP-200 reply stored. ``usage`` (the request's) counts the cache hit; the sender counts calls."""
     if cache is None:
-        return (yield from _exchange(judge, request, Tape(), state))
+        return (yield from _exchange(request, settings, endpoint, Tape(), usage))
     key = cache_key(
-        model=judge.model,
-        base_url=judge.cache_endpoint,
+        model=settings.model,
+        base_url=settings.cache_endpoint,
         messages=[m.model_dump() for m in request.messages],
         answer_schema=answer_schema(request.answer_type),
-        temperature=judge.temperature,
-        seed=judge.seed,
-        max_tokens=request.max_tokens or judge.max_tokens,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_tokens=request.max_tokens or settings.max_tokens,
         prompt_version=request.prompt_version,
     )
     recorded = cache.get(key)
     tape = Tape()
     if recorded is not None:
-        replayed = _replayed(_exchange(judge, request, Tape(recorded.calls, recorded.mode), state))
-        if replayed is not None and not (replayed.error is not None and judge.reask_invalid):
-            state.usage.cache_hits += 1
+        replayed = _replayed(_exchange(request, settings, endpoint, Tape(recorded.calls, recorded.mode), usage))
+        if replayed is not None and not (replayed.error is not None and settings.reask_invalid):
+            usage.cache_hits += 1
             replayed.cached = True
             return replayed
         if replayed is None:  # the recording stops short (a transport failure, a stricter schema): continue it
             tape = Tape(recorded.calls, recorded.mode)
-    reply = yield from _exchange(judge, request, tape, state)
+    reply = yield from _exchange(request, settings, endpoint, tape, usage)
     if tape.new:
-        cache.put(key, model=judge.model, prompt_version=request.prompt_version, transcript=tape.transcript(),
+        cache.put(key, model=settings.model, prompt_version=request.prompt_version, transcript=tape.transcript(),
                   replace=recorded is not None)
     return reply
+
+
+async def play(conversation: Conversation, send: Callable[[Call], Awaitable[CallResult]]) -> JudgeReply:
+    """Run ``conversation`` to its reply, sending each call it needs with ``send``; a ``CallFailed`` goes back
+    into the conversation, which makes it the reply's error. Anything else ``send`` raises propagates."""
+    outcome: CallResult | None = None
+    failure: CallFailed | None = None
+    try:
+        while True:
+            try:
+                step = conversation.throw(failure) if failure is not None else conversation.send(outcome)  # type: ignore[arg-type]
+            except StopIteration as stop:
+                return stop.value
+            try:
+                outcome, failure = await send(step), None
+            except CallFailed as exc:
+                outcome, failure = None, exc
+    finally:
+        conversation.close()

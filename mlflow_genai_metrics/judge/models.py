@@ -13,16 +13,15 @@ import logging
 import re
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 import openai
 
 from .errors import JudgeConfigError, config_error, is_unreachable, unreachable_error
+from .limits import within_deadline
+from .settings import JudgeSettings
 
-if TYPE_CHECKING:
-    from .client import Judge
-
-__all__ = ["NO_LISTING", "ReportedModels", "check_served_model", "is_listed", "not_listed_error", "read_model_ids", "same_model"]
+__all__ = ["NO_LISTING", "Listing", "ReportedModels", "check_served_model", "is_listed", "not_listed_error", "read_model_ids", "same_model"]
 
 log = logging.getLogger(__name__)
 
@@ -69,30 +68,37 @@ def not_listed_error(model: str, shown_url: str, ids: list[str]) -> JudgeConfigE
     )
 
 
-async def check_served_model(judge: Judge, client: openai.AsyncOpenAI) -> None:
+class Listing(NamedTuple):
+    """What the model check learnt: did the endpoint answer, and the ids it lists (None: no listing, not checked)."""
+
+    answered: bool
+    ids: list[str] | None
+
+
+async def check_served_model(client: openai.AsyncOpenAI, settings: JudgeSettings, *, reached: bool) -> Listing:
     """List the endpoint's models and refuse a model it does not list. Without a listing (HTTP 404, 405, 501) the
-    name cannot be checked; a listing that fails otherwise is logged and skipped (the calls will say more)."""
+    name cannot be checked; a listing that fails otherwise is logged and skipped (the calls will say more).
+    ``reached``: has a call to the endpoint succeeded before (if not, an unreachable endpoint is a config error)."""
+    model, shown = settings.model, settings.shown_url
     try:
-        raw = await judge._within_deadline(client.models.with_raw_response.list())
+        raw = await within_deadline(client.models.with_raw_response.list(), settings.timeout_s)
     except openai.APIStatusError as exc:
         if exc.status_code in (401, 403):
-            raise judge._redacted(config_error(exc, model=judge.model, base_url=judge.base_url, available=None)) from None
+            raise settings.redacted(config_error(exc, model=model, base_url=settings.base_url, available=None)) from None
         if exc.status_code not in NO_LISTING:
-            log.warning("listing the models of %s failed (HTTP %s); model %r not checked", judge.shown_url, exc.status_code, judge.model)
-        return
+            log.warning("listing the models of %s failed (HTTP %s); model %r not checked", shown, exc.status_code, model)
+        return Listing(answered=False, ids=None)
     except openai.APIConnectionError as exc:
-        if is_unreachable(exc) and not judge._reached:
-            raise judge._redacted(unreachable_error(exc, base_url=judge.base_url)) from None
-        log.warning("listing the models of %s failed (%s); model %r not checked", judge.shown_url, exc, judge.model)
-        return
-    judge._reached = True
+        if is_unreachable(exc) and not reached:
+            raise settings.redacted(unreachable_error(exc, base_url=settings.base_url)) from None
+        log.warning("listing the models of %s failed (%s); model %r not checked", shown, exc, model)
+        return Listing(answered=False, ids=None)
     ids = read_model_ids(raw.http_response)
     if ids is None:
-        log.warning("the model listing of %s is not OpenAI's {\"data\": [...]}; model %r not checked", judge.shown_url, judge.model)
-        return
-    judge._listed_models = ids
-    if not is_listed(judge.model, ids):
-        raise judge._redacted(not_listed_error(judge.model, judge.shown_url, ids))
+        log.warning("the model listing of %s is not OpenAI's {\"data\": [...]}; model %r not checked", shown, model)
+    elif not is_listed(model, ids):
+        raise settings.redacted(not_listed_error(model, shown, ids))
+    return Listing(answered=True, ids=ids)
 
 
 class ReportedModels:

@@ -114,6 +114,7 @@ class Usage(BaseModel):
     call_latencies_s: list[float] = Field(default_factory=list)
     cost_usd: float | None = None
     reported_models: dict[str, int] = Field(default_factory=dict)  # model id a reply named -> replies naming it
+    response_modes: dict[str, int] = Field(default_factory=dict)  # response mode a reply came in -> replies
 
     def add(self, other: Usage) -> Usage:
         """Add ``other`` into this record, in place (a running total grows without copying its history)."""
@@ -122,6 +123,8 @@ class Usage(BaseModel):
         self.call_latencies_s.extend(other.call_latencies_s)
         for model, count in other.reported_models.items():
             self.reported_models[model] = self.reported_models.get(model, 0) + count
+        for mode, count in other.response_modes.items():
+            self.response_modes[mode] = self.response_modes.get(mode, 0) + count
         if other.cost_usd is not None:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
         return self

@@ -1,0 +1,76 @@
+"""The response mode each endpoint accepted: found by one probing request, then used by every other.
+
+Lifetime and sharing: an ``EndpointModes`` registry remembers, per endpoint (base URL and model), the mode a call
+was accepted in, for as long as the registry lives. Each ``Judge`` holds the registry of its process
+(``EndpointModes.of_process()``) unless made with another (``Judge.from_settings(settings, modes=...)``), so every Judge of one process on one endpoint uses what the first of them found,
+and probing costs one rejected call per endpoint and process, not one per row or per Judge. ``Judge.with_limits``
+hands its copy the same registry. A pickled Judge carries none: unpickled, it holds the registry of the process it
+lands in (a Spark worker finds the mode once for itself). A forked child starts a registry of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from .answers import ResponseMode
+from .limits import Limiter
+
+__all__ = ["EndpointMode", "EndpointModes"]
+
+T = TypeVar("T")
+
+
+class EndpointMode:
+    """What is known of one endpoint's response mode, and the turn to probe for it while it is unknown."""
+
+    def __init__(self) -> None:
+        self._mode: ResponseMode | None = None
+        self._probe = Limiter(1)  # held by the one request that probes; the others wait for its finding
+
+    @property
+    def mode(self) -> ResponseMode | None:
+        """The mode a call to this endpoint was accepted in, once one was."""
+        return self._mode
+
+    def remember(self, mode: ResponseMode) -> None:
+        """Record the mode a call was accepted in."""
+        self._mode = mode
+
+    async def probing(self, ask: Callable[[], Awaitable[T]]) -> T:
+        """Run ``ask``: alone while the mode is unknown (so one request finds it), concurrently once it is known."""
+        if self._mode is None:
+            async with self._probe:
+                if self._mode is None:
+                    return await ask()
+        return await ask()
+
+
+class EndpointModes:
+    """The ``EndpointMode`` of each endpoint, keyed by base URL and model; safe across threads and event loops."""
+
+    _process: EndpointModes | None = None
+    _process_pid: int | None = None
+    _process_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._endpoints: dict[tuple[str, str], EndpointMode] = {}
+        self._lock = threading.Lock()
+
+    def endpoint(self, base_url: str, model: str) -> EndpointMode:
+        """The entry for ``model`` at ``base_url`` (made on first use)."""
+        with self._lock:
+            entry = self._endpoints.get((base_url, model))
+            if entry is None:
+                entry = self._endpoints[(base_url, model)] = EndpointMode()
+            return entry
+
+    @classmethod
+    def of_process(cls) -> EndpointModes:
+        """The registry every Judge of this process holds (a new one in a forked child: locks do not cross a fork)."""
+        with cls._process_lock:
+            if cls._process is None or cls._process_pid != os.getpid():
+                cls._process, cls._process_pid = cls(), os.getpid()
+            return cls._process

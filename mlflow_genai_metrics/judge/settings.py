@@ -1,0 +1,181 @@
+"""A Judge's settings: the arguments and the environment, read once, validated, frozen.
+
+``JudgeSettings.resolve`` reads ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else ``OPENAI_BASE_URL``, else
+OpenAI), ``OPENAI_API_KEY`` and ``MGM_CACHE_DIR`` once; nothing below the ``Judge`` reads the environment again.
+Bad settings are refused here, before any call.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from .cache import default_cache_dir
+from .errors import JudgeConfigError, redact, redact_url, url_secrets
+from .records import Prices
+
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "is_loopback"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_CACHE: Any = object()  # sentinel: "use the default cache dir"; None means no cache
+_LOCAL_KEY = "local"  # what a loopback server gets when no key is set: it checks none, the openai client wants one
+
+
+def is_loopback(base_url: str) -> bool:
+    """Is the endpoint on this machine (``localhost``, ``127.0.0.0/8``, ``::1``)?"""
+    host = urlparse(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _environment_key(environ: Mapping[str, str], base_url: str) -> str:
+    return environ.get("OPENAI_API_KEY") or (_LOCAL_KEY if is_loopback(base_url) else "")
+
+
+class JudgeSettings(BaseModel):
+    """Everything a ``Judge`` is configured with (see ``Judge`` for what each setting does).
+
+    Frozen: a Judge with other settings is a new Judge (``Judge.with_limits``). Pickled, it carries ``api_key``
+    only when the key was passed explicitly (``api_key_given``); otherwise the process that unpickles it reads its
+    own ``OPENAI_API_KEY``. Its ``repr`` shows neither the key nor the credentials of the base URL.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    base_url: str = Field(min_length=1)
+    api_key: SecretStr = Field(repr=False)
+    api_key_given: bool = False
+    temperature: float = 0.0
+    seed: int | None = None
+    max_concurrency: int = Field(8, ge=1)
+    max_requests_per_s: float | None = Field(None, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(6, ge=0)
+    cache_dir: Path | None = None
+    prices: Prices | None = None
+    max_tokens: int | None = Field(None, gt=0)
+    context_window: int | None = Field(None, gt=0)
+    backoff_initial_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+    max_retry_after_s: float = Field(300.0, ge=0)
+    progress: bool | None = None
+    reask_invalid: bool = False
+    check_model: bool = True
+
+    @field_validator("base_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _coerce_prices(cls, value: Any) -> Prices | None:
+        return Prices.coerce(value)
+
+    @classmethod
+    def resolve(
+        cls,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        cache_dir: str | os.PathLike[str] | None | Any = DEFAULT_CACHE,
+        environ: Mapping[str, str] | None = None,
+        **options: Any,
+    ) -> JudgeSettings:
+        """The settings for these arguments, what is left out taken from ``environ`` (default: ``os.environ``).
+
+        Raises ``ValueError`` naming what to set when there is no model, or no key for an endpoint that is not on
+        this machine, and ``pydantic.ValidationError`` (a ``ValueError``) for a setting out of range.
+        """
+        env = os.environ if environ is None else environ
+        model = model or env.get("MGM_JUDGE_MODEL")
+        if not model:
+            raise ValueError(
+                "No judge model given: pass Judge(model=...) or set MGM_JUDGE_MODEL "
+                "(e.g. gpt-4o-mini, or the model id a local server reports at /v1/models)."
+            )
+        url = (base_url or env.get("MGM_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or _environment_key(env, url)
+        if not key:
+            raise ValueError(
+                f"No API key for the judge endpoint {redact_url(url)}: set OPENAI_API_KEY or pass api_key=. "
+                "(A server on 127.0.0.1 needs none.)"
+            )
+        if cache_dir is DEFAULT_CACHE:
+            cache_dir = default_cache_dir(env)
+        return cls(model=model, base_url=url, api_key=SecretStr(key), api_key_given=api_key is not None,
+                   cache_dir=cache_dir, **options)
+
+    def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> JudgeSettings:
+        """These settings with other limits, validated."""
+        return self.model_validate(
+            {**dict(self), "max_concurrency": max_concurrency, "max_requests_per_s": max_requests_per_s}
+        )
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        fields = dict(self)
+        if not self.api_key_given:
+            fields["api_key"] = None  # read from this process's environment: the receiving one reads its own
+        return _unpickled, (fields,)
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, self.shown_url if name == "base_url" else value
+
+    @property
+    def key(self) -> str:
+        """The API key sent."""
+        return self.api_key.get_secret_value()
+
+    @property
+    def is_loopback(self) -> bool:
+        return is_loopback(self.base_url)
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL as messages, logs and ``repr`` show it: credentials in it replaced by ``***``."""
+        return redact_url(self.base_url)
+
+    @property
+    def endpoint_label(self) -> str:
+        """The endpoint as the signature shows it: the host, with loopback servers all called ``localhost``."""
+        if self.is_loopback:
+            return "localhost"
+        return urlparse(self.base_url).hostname or self.shown_url
+
+    @property
+    def cache_endpoint(self) -> str:
+        """The endpoint as cache keys see it: a loopback server's port changes from run to run (``LocalModelServer``
+        picks a free one), the model behind the same model id does not; nor do credentials in the URL."""
+        if self.is_loopback:
+            return "localhost" + (urlparse(self.base_url).path or "")
+        return self.shown_url
+
+    def redact(self, text: str) -> str:
+        """``text`` without the API key or the credentials of the base URL."""
+        text = redact_url(text.replace(self.base_url, self.shown_url))
+        for secret in (self.key, *url_secrets(self.base_url)):
+            text = redact(text, secret)
+        return text
+
+    def redacted(self, error: JudgeConfigError) -> JudgeConfigError:
+        """``error`` with its message redacted."""
+        return JudgeConfigError(self.redact(str(error)), status_code=error.status_code)
+
+
+def _unpickled(fields: dict[str, Any]) -> JudgeSettings:
+    if fields["api_key"] is None:
+        fields = {**fields, "api_key": SecretStr(_environment_key(os.environ, fields["base_url"]))}
+    return JudgeSettings.model_validate(fields)

@@ -1,0 +1,131 @@
+"""The endpoint's remembered response mode: who shares it (Judges of one process on one endpoint, with_limits
+copies), who finds it for itself (another endpoint, another registry, another process), and who waits for it."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from mlflow_genai_metrics.judge import EndpointModes, Judge, JudgeRequest, TextAnswer
+from mlflow_genai_metrics.testing import Reply
+
+from conftest import verdict_json
+from helpers import ask_about, judge_for
+
+# llama-cpp-python's server: HTTP 500 to json_schema, json_object accepted.
+LLAMA_CPP_PYTHON = {"reject_response_formats": ("json_schema",)}
+
+
+def rejected(server) -> int:
+    """Calls the server refused for their response mode (the probe's cost)."""
+    return server.count(status=500)
+
+
+def test_two_judges_on_one_endpoint_probe_once(scripted_server):
+    server = scripted_server(**LLAMA_CPP_PYTHON)
+    assert judge_for(server).ask(ask_about("first")).ok
+    second = judge_for(server)
+    assert second.response_mode == "json_object"  # known before its first call
+    assert second.ask(ask_about("second")).ok
+    assert rejected(server) == 1
+
+
+def test_a_judge_on_another_endpoint_probes_its_own(scripted_server):
+    first, other = scripted_server(**LLAMA_CPP_PYTHON), scripted_server(**LLAMA_CPP_PYTHON)
+    assert judge_for(first).ask(ask_about("claim")).ok
+    judge = judge_for(other)
+    assert judge.response_mode is None
+    assert judge.ask(ask_about("claim")).ok and judge.response_mode == "json_object"
+    assert rejected(other) == 1
+
+
+def test_another_model_on_the_same_server_probes_its_own(scripted_server):
+    server = scripted_server(models=("scripted-judge", "other-judge"), **LLAMA_CPP_PYTHON)
+    assert judge_for(server).ask(ask_about("claim")).ok
+    other = Judge("other-judge", server.base_url, "k", cache_dir=None)
+    assert other.response_mode is None and other.ask(ask_about("claim")).ok
+    assert rejected(server) == 2
+
+
+def test_a_with_limits_copy_shares_the_found_mode(scripted_server):
+    server = scripted_server(**LLAMA_CPP_PYTHON)
+    judge = judge_for(server)
+    assert judge.ask(ask_about("claim")).ok
+    share = judge.with_limits(max_concurrency=1, max_requests_per_s=None)
+    assert share.endpoint_modes is judge.endpoint_modes
+    assert share.ask(ask_about("another claim")).ok and rejected(server) == 1
+
+
+def test_an_unpickled_judge_holds_the_registry_of_the_process_it_lands_in(scripted_server):
+    server = scripted_server(**LLAMA_CPP_PYTHON)
+    judge = judge_for(server)
+    assert judge.ask(ask_about("claim")).ok
+    clone = pickle.loads(pickle.dumps(judge))
+    assert clone.endpoint_modes is EndpointModes.of_process()
+    assert clone.ask(ask_about("another claim")).ok and rejected(server) == 1
+
+
+def test_a_pickle_carries_no_mode_so_another_process_probes_for_itself(scripted_server):
+    server = scripted_server(**LLAMA_CPP_PYTHON)
+    judge = judge_for(server)
+    assert judge.ask(ask_about("claim")).ok
+    worker = (
+        "import pickle, sys\n"
+        "from helpers import ask_about\n"
+        "judge = pickle.load(sys.stdin.buffer)\n"
+        "print(judge.response_mode, judge.ask(ask_about('claim in a worker')).ok)\n"
+    )
+    tests = Path(__file__).parent
+    done = subprocess.run([sys.executable, "-c", worker], input=pickle.dumps(judge), capture_output=True, cwd=tests,
+                          env={"PYTHONPATH": str(tests)}, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["None", "True"]
+    assert rejected(server) == 2
+
+
+def test_a_judge_with_a_registry_of_its_own_probes_for_itself(scripted_server):
+    server = scripted_server(**LLAMA_CPP_PYTHON)
+    assert judge_for(server).ask(ask_about("claim")).ok
+    apart = Judge.from_settings(judge_for(server).settings, modes=EndpointModes())
+    assert apart.response_mode is None
+    assert apart.ask(ask_about("claim, asked apart")).ok and rejected(server) == 2
+
+
+def test_concurrent_requests_of_two_judges_on_two_event_loops_probe_once(scripted_server):
+    server = scripted_server(**LLAMA_CPP_PYTHON, latency_s=0.02)
+    judges = [judge_for(server), judge_for(server)]
+
+    def ask_all(judge: Judge, label: str) -> None:
+        async def many():
+            return await asyncio.gather(*(judge.aask(ask_about(f"{label} row {i}")) for i in range(6)))
+
+        assert all(reply.ok for reply in asyncio.run(many()))
+
+    threads = [threading.Thread(target=ask_all, args=(judge, f"judge {n}")) for n, judge in enumerate(judges)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert server.count(status=200) == 12 and rejected(server) == 1
+
+
+def test_free_text_requests_run_concurrently_while_no_mode_is_known(scripted_server):
+    server = scripted_server(lambda request: Reply("A summary."), latency_s=0.05)
+    judge = judge_for(server, max_concurrency=4)
+    text = [JudgeRequest(messages=[{"role": "user", "content": f"Summarise {i}."}], answer_type=TextAnswer) for i in range(12)]
+    assert all(reply.ok for reply in judge.ask_many(text))
+    assert judge.response_mode is None  # free text is sent in no response mode: nothing to find, nothing to wait for
+    assert server.max_in_flight == 4
+
+
+def test_structured_requests_wait_for_the_probe_and_then_run_concurrently(scripted_server):
+    server = scripted_server(lambda request: Reply(verdict_json()), latency_s=0.05, **LLAMA_CPP_PYTHON)
+    judge = judge_for(server, max_concurrency=4)
+    assert all(reply.ok for reply in judge.ask_many([ask_about(f"row {i}") for i in range(12)]))
+    first_accepted = next(r for r in server.requests if r.status == 200)
+    assert all(r.arrived >= first_accepted.finished for r in server.requests[first_accepted.index + 1:])
+    assert rejected(server) == 1 and server.max_in_flight == 4
