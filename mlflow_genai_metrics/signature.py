@@ -1,35 +1,186 @@
-"""The judge signature: a short string that pins everything that produced the numbers, like sacreBLEU's.
+"""The run signature: what produced the numbers, pinned field by field, in the manner of sacreBLEU's signatures.
 
-``judge:gpt-4o-mini|base:api.openai.com|claims:v1-3f2a|claims_retry:v1-51c0|verify:v2-9c1d|keypoints:v1-77aa|coverage:v2-0b3e|temp:0|seed:7|mgm:0.1.0``
+    judge:gpt-4o-mini|base:api.openai.com|mode:json_schema|max_tokens:default|claims:v1-3f2a|claims_retry:v1-51c0|
+    verify:v2-9c1d|keypoints:v1-77aa|coverage:v2-0b3e|temp:0|seed:7|rouge:rouge-score=0.1.2,stem=porter|
+    bleu:nrefs=1,case=mixed,...|resamples:1000|confidence:0.95|bootstrap_seed:12345|mgm:0.1.0
 
-Prompt versions carry a short hash of the prompt file, so an edited prompt changes the signature even if
-nobody bumped its version. ``chunk:N`` appears when long sources were verified in chunks of N tokens.
+It is composite: a **judge** part (model, endpoint, response mode, max tokens, each prompt's version and hash, the
+chunk size, temperature, seed), a **reference** part (each traditional metric's own signature: sacreBLEU's for BLEU,
+chrF and TER, rouge-score's settings), a **grounding** part (the model-free scorer's model file), a **statistics**
+part (resamples, confidence, bootstrap seed) and the package version. A run with no judge has no judge part and
+still a signature. Two runs are compared per metric: a judge metric needs the judge and statistics parts to match,
+ROUGE only the reference and statistics parts.
+
+Inside a value, sacreBLEU's own ``|`` and ``:`` become ``,`` and ``=`` so that the whole stays one line of
+``name:value`` fields; ``Signature.parse(signature.format()) == signature``.
 """
 
 from __future__ import annotations
 
-from .judge import Judge
-from .prompts import load_prompt
+from typing import TYPE_CHECKING, Literal
 
-__all__ = ["parse_signature", "signature_differences", "summarization_signature"]
+from pydantic import BaseModel, ConfigDict, Field
+
+from .prompts import PROMPT_NAMES, load_prompt
+
+if TYPE_CHECKING:
+    from .judge import Judge
+
+__all__ = ["FAMILY_PARTS", "JudgePart", "Part", "Signature", "parse_signature", "signature_differences", "summarization_signature"]
+
+Part = Literal["judge", "reference", "grounding", "statistics"]
+_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed")
+_REFERENCE_FIELDS = ("rouge", "bleu", "chrf", "ter")
+_STATISTICS_FIELDS = ("resamples", "confidence", "bootstrap_seed")
+# Which parts must match for two runs' values of a metric family to be compared pair by pair (the package version
+# too, always). The statistics part is not among them: a comparison resamples the pairs with its own settings.
+FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
+    "judge": ("judge",),
+    "coverage": ("judge",),
+    "usage": ("judge",),
+    "reference": ("reference",),
+    "length": (),
+    "grounding": ("grounding",),
+}
 
 
-def summarization_signature(judge: Judge, *, coverage: bool = True, max_source_tokens: int | None = None) -> str:
+class JudgePart(BaseModel):
+    """Everything about the judge that changes a number."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    base: str
+    mode: str = "unknown"  # the response mode the endpoint answered in (it changes the prompt)
+    max_tokens: str = "default"
+    prompts: dict[str, str] = Field(default_factory=dict)  # prompt name -> "v1-3f2a"
+    chunk: int | None = None
+    temp: str = "0"
+    seed: str = "none"
+
+
+class Signature(BaseModel):
+    """A run's signature, part by part; ``format()`` for tags and params, ``parse()`` to read one back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    judge: JudgePart | None = None
+    reference: dict[str, str] | None = None  # metric -> its own signature
+    grounding: str | None = None  # the grounding model's tag
+    resamples: int | None = None
+    confidence: float | None = None
+    bootstrap_seed: int | None = None
+    version: str = ""
+
+    def fields(self) -> dict[str, str]:
+        """Every field as ``name -> value``, in the signature's order."""
+        out: dict[str, str] = {}
+        if self.judge is not None:
+            out.update(judge=self.judge.model, base=self.judge.base, mode=self.judge.mode, max_tokens=self.judge.max_tokens)
+            out.update(self.judge.prompts)
+            if self.judge.chunk:
+                out["chunk"] = str(self.judge.chunk)
+            out.update(temp=self.judge.temp, seed=self.judge.seed)
+        for name, value in (self.reference or {}).items():
+            out[name] = value.replace("|", ",").replace(":", "=")
+        if self.grounding is not None:
+            out["grounding"] = self.grounding
+        if self.resamples is not None:
+            out.update(resamples=str(self.resamples), confidence=f"{self.confidence:g}", bootstrap_seed=str(self.bootstrap_seed))
+        out["mgm"] = self.version
+        return out
+
+    def format(self) -> str:
+        return "|".join(f"{name}:{value}" for name, value in self.fields().items())
+
+    def __str__(self) -> str:
+        return self.format()
+
+    @classmethod
+    def parse(cls, text: str) -> Signature:
+        """Read a formatted signature (also the shorter ones older versions wrote: absent fields stay absent)."""
+        fields = parse_signature(text)
+        judge = None
+        if "judge" in fields:
+            prompts = {name: fields[name] for name in PROMPT_NAMES if name in fields}
+            chunk = fields.get("chunk")
+            judge = JudgePart(
+                model=fields["judge"], base=fields.get("base", ""), mode=fields.get("mode", "unknown"),
+                max_tokens=fields.get("max_tokens", "default"), prompts=prompts, chunk=int(chunk) if chunk else None,
+                temp=fields.get("temp", "0"), seed=fields.get("seed", "none"),
+            )
+        reference = {name: fields[name] for name in _REFERENCE_FIELDS if name in fields} or None
+        statistics = {name: fields[name] for name in _STATISTICS_FIELDS if name in fields}
+        return cls(
+            judge=judge,
+            reference=reference,
+            grounding=fields.get("grounding"),
+            resamples=int(statistics["resamples"]) if "resamples" in statistics else None,
+            confidence=float(statistics["confidence"]) if "confidence" in statistics else None,
+            bootstrap_seed=int(statistics["bootstrap_seed"]) if "bootstrap_seed" in statistics else None,
+            version=fields.get("mgm", ""),
+        )
+
+    def part_fields(self, part: Part) -> dict[str, str]:
+        names = {"judge": _JUDGE_FIELDS, "reference": _REFERENCE_FIELDS, "grounding": ("grounding",), "statistics": _STATISTICS_FIELDS}[part]
+        return {name: value for name, value in self.fields().items() if name in names}
+
+    def differences(self, other: Signature, parts: tuple[Part, ...] = ("judge", "reference", "grounding", "statistics")) -> list[str]:
+        """What differs, field by field, in ``parts`` (and the package version): ``["verify: v1-9c1d != v2-1a2b"]``.
+        A part one signature lacks is not compared (a run with no judge has no judge part to differ in)."""
+        found = []
+        for part in parts:
+            mine, theirs = self.part_fields(part), other.part_fields(part)
+            if not mine or not theirs:
+                continue
+            found += _field_differences(mine, theirs)
+        if self.version != other.version:
+            found.append(f"mgm: {self.version or '(absent)'} != {other.version or '(absent)'}")
+        return found
+
+
+def _field_differences(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    return [
+        f"{name}: {a.get(name, '(absent)')} != {b.get(name, '(absent)')}"
+        for name in dict.fromkeys([*a, *b])
+        if a.get(name) != b.get(name)
+    ]
+
+
+def summarization_signature(
+    judge: Judge | None,
+    *,
+    coverage: bool = True,
+    max_source_tokens: int | None = None,
+    response_mode: str | None = None,
+    reference: dict[str, str] | None = None,
+    grounding: str | None = None,
+    resamples: int | None = None,
+    confidence: float | None = None,
+    bootstrap_seed: int | None = None,
+) -> str:
+    """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings.
+    ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
     from . import __version__
 
-    judge_fields = parse_signature(judge.signature)  # judge, base, temp, seed
-    parts = [f"judge:{judge_fields['judge']}", f"base:{judge_fields['base']}"]
-    parts += [load_prompt("claims").tag, load_prompt("claims_retry").tag, load_prompt("verify").tag]
-    if coverage:
-        parts += [load_prompt("keypoints").tag, load_prompt("coverage").tag]
-    if max_source_tokens:
-        parts.append(f"chunk:{max_source_tokens}")
-    parts += [f"temp:{judge_fields['temp']}", f"seed:{judge_fields['seed']}", f"mgm:{__version__}"]
-    return "|".join(parts)
+    judge_part = None
+    if judge is not None:
+        names = ["claims", "claims_retry", "verify", *(["keypoints", "coverage"] if coverage else [])]
+        prompts = {name: load_prompt(name).tag.split(":", 1)[1] for name in names}
+        mode = response_mode or judge.response_mode or "unknown"
+        judge_part = JudgePart(
+            model=judge.model, base=judge.endpoint_label, mode=mode,
+            max_tokens=str(judge.max_tokens) if judge.max_tokens else "default", prompts=prompts,
+            chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
+        )
+    return Signature(
+        judge=judge_part, reference=reference, grounding=grounding, resamples=resamples, confidence=confidence,
+        bootstrap_seed=bootstrap_seed, version=__version__,
+    ).format()
 
 
 def parse_signature(signature: str) -> dict[str, str]:
-    """``"judge:m|temp:0"`` -> ``{"judge": "m", "temp": "0"}``."""
+    """``"judge:m|temp:0"`` -> ``{"judge": "m", "temp": "0"}`` (the flat fields, for MLflow params)."""
     fields = {}
     for part in signature.split("|"):
         name, _, value = part.partition(":")
@@ -37,11 +188,6 @@ def parse_signature(signature: str) -> dict[str, str]:
     return fields
 
 
-def signature_differences(a: str, b: str) -> list[str]:
-    """Human-readable differences: ``["verify: v1-9c1d != v2-1a2b"]``."""
-    fields_a, fields_b = parse_signature(a), parse_signature(b)
-    return [
-        f"{name}: {fields_a.get(name, '(absent)')} != {fields_b.get(name, '(absent)')}"
-        for name in dict.fromkeys([*fields_a, *fields_b])
-        if fields_a.get(name) != fields_b.get(name)
-    ]
+def signature_differences(a: str, b: str, parts: tuple[Part, ...] = ("judge", "reference", "grounding", "statistics")) -> list[str]:
+    """Human-readable differences between two formatted signatures, in ``parts``."""
+    return Signature.parse(a).differences(Signature.parse(b), parts)

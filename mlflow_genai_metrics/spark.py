@@ -27,7 +27,7 @@ the default; a cluster: a directory on shared storage, see ``docs/scale.md``).
 from __future__ import annotations
 
 import json
-import math
+import functools
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,24 +43,18 @@ from pyspark.sql import types as T
 from .judge import Judge, Usage
 from .signature import summarization_signature
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
-from .summarization.api import source_token_budget
+from .summarization.api import response_mode_of, source_token_budget
+from .tables import MissingColumnError
 from .summarization.judging import judge_rows, prepare_rows
-from .summarization.result import model_mismatch
-from .summarization.scoring import (
-    AGGREGATE_RATES,
-    COUNT_COLUMNS,
-    FLAG_COLUMNS,
-    USAGE_COLUMNS,
-    rate_metrics,
-    rate_statistics,
-    rows_table,
-    usage_metrics,
-)
+from .summarization.result import run_report
+from .summarization.metrics import METRICS, MetricRegistry
+from .summarization.scoring import USAGE_COLUMNS, Estimate, rate_statistics, result_metrics, rows_table
 from .traditional import ROUGE_TYPES, corpus_scores, traditional_metrics
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
 
-_INTERNAL = ["_claims", "_key_points", "_bleu_stats", "_chrf_stats", "_reported_models"]
+_INTERNAL = ["_claims", "_key_points", "_bleu_stats", "_chrf_stats", "_usage_counts"]
+_USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed into the result's usage
 _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim_index", T.IntegerType()),
     T.StructField("claim", T.StringType()),
@@ -80,11 +74,7 @@ _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool) -> T.StructType:
     long, double, text = T.LongType(), T.DoubleType(), T.StringType()
     fields = [T.StructField("id", id_type), *carried]
-    fields += [T.StructField(name, long) for name in COUNT_COLUMNS]
-    fields += [T.StructField("support_rate", double)]
-    fields += [T.StructField(name, long) for name in FLAG_COLUMNS[:2]]
-    fields += [T.StructField("coverage", double)] if coverage else []
-    fields += [T.StructField(name, long) for name in FLAG_COLUMNS[2:]]
+    fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows("judge", *(("coverage",) if coverage else ()))]
     fields += [T.StructField("reasoning", text)]
     fields += [T.StructField("coverage_reasoning", text)] if coverage else []
     fields += [T.StructField("error", text)]
@@ -92,7 +82,7 @@ def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: 
     fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
     if references:
         fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, "bleu", "chrf", "summary_words", "compression_ratio")]
-    fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_reported_models", text)]
+    fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_usage_counts", text)]
     if references:
         fields += [T.StructField("_bleu_stats", T.ArrayType(double)), T.StructField("_chrf_stats", T.ArrayType(double))]
     return T.StructType(fields)
@@ -112,6 +102,7 @@ class _PartitionPlan:
     columns: list[str]
     carry_cols: tuple[str, ...]
     run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
+    registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         held: pd.DataFrame | None = None
@@ -130,12 +121,12 @@ class _PartitionPlan:
     def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
         judgements = judge_rows(rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False)
-        table = rows_table(judgements, coverage=self.coverage)
+        table = rows_table(judgements, coverage=self.coverage, registry=self.registry)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()
         table["judge_requests"] = [j.usage.requests for j in judgements]
-        table["_reported_models"] = [json.dumps(j.usage.reported_models) for j in judgements]
+        table["_usage_counts"] = [json.dumps(j.usage.model_dump(include=set(_USAGE_COUNTS))) for j in judgements]
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
             json.dumps([{"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates} for n, c in enumerate(j.claims, start=1)])
@@ -155,11 +146,11 @@ class _PartitionPlan:
         return table[self.columns]
 
 
-def _count_histograms(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _count_histograms(batches: Iterator[pd.DataFrame], registry: MetricRegistry) -> Iterator[pd.DataFrame]:
     """A partition's rows -> one record per (rate, numerator, denominator): how many rows have that pair."""
     for batch in batches:
         records = []
-        for name, statistic in rate_statistics(batch).items():
+        for name, statistic in rate_statistics(batch, registry).items():
             histogram = statistic.histogram()
             records += zip([name] * len(histogram.counts), histogram.numerators, histogram.denominators, histogram.counts)
         yield pd.DataFrame.from_records(records, columns=["name", "numerator", "denominator", "rows"])
@@ -173,13 +164,24 @@ class SparkSummarizationResult:
     Spark on first use and are the same numbers, with the same names, as ``judge_summaries`` gives."""
 
     judged: DataFrame = field(repr=False)
-    signature: str
+    judge: Judge = field(repr=False)
+    registry: MetricRegistry = field(repr=False)
+    max_source_tokens: int | None
     coverage: bool
     references: bool
     prices: Any = field(default=None, repr=False)
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
     confidence: float = 0.95
+
+    @cached_property
+    def signature(self) -> str:
+        """As one process signs: the response mode the workers' replies came in is known once they are judged."""
+        return summarization_signature(
+            self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens,
+            response_mode=response_mode_of(self.usage), resamples=self.resamples, confidence=self.confidence,
+            bootstrap_seed=self.seed,
+        )
 
     @property
     def rows(self) -> DataFrame:
@@ -200,7 +202,7 @@ class SparkSummarizationResult:
         """Each rate's (numerator, denominator) pairs with their row counts, summed over partitions by Spark."""
         schema = "name string, numerator double, denominator double, rows long"
         counted = (
-            self.judged.mapInPandas(_count_histograms, schema)
+            self.judged.mapInPandas(functools.partial(_count_histograms, registry=self.registry), schema)
             .groupBy("name", "numerator", "denominator")
             .agg(F.sum("rows").alias("rows"))
             .collect()
@@ -215,54 +217,50 @@ class SparkSummarizationResult:
         names = ["judge_requests", "judge_calls", "judge_cache_hits", "judge_prompt_tokens", "judge_completion_tokens", "judge_latency_s", "judge_cost_usd"]
         totals = self.judged.agg(*[F.sum(n).alias(n) for n in names]).collect()[0]
         cost = totals["judge_cost_usd"]
-        models: dict[str, int] = {}
-        for record in self.judged.groupBy("_reported_models").count().collect():  # a few distinct values
-            for model, replies in json.loads(record["_reported_models"] or "{}").items():
-                models[model] = models.get(model, 0) + replies * record["count"]
+        counts: dict[str, dict[str, int]] = {name: {} for name in _USAGE_COUNTS}
+        for record in self.judged.groupBy("_usage_counts").count().collect():  # a few distinct values
+            for name, values in json.loads(record["_usage_counts"] or "{}").items():
+                for key, replies in values.items():
+                    counts[name][key] = counts[name].get(key, 0) + replies * record["count"]
         return Usage(
             requests=int(totals["judge_requests"] or 0), calls=int(totals["judge_calls"] or 0),
             cache_hits=int(totals["judge_cache_hits"] or 0), prompt_tokens=int(totals["judge_prompt_tokens"] or 0),
             completion_tokens=int(totals["judge_completion_tokens"] or 0), latency_s=float(totals["judge_latency_s"] or 0.0),
-            cost_usd=None if cost is None or self.prices is None else float(cost), reported_models=models,
+            cost_usd=None if cost is None or self.prices is None else float(cost), **counts,
         )
 
-    @cached_property
+    @property
     def metrics(self) -> dict[str, float]:
-        """Every aggregate with its interval and n (``scoring.interval_names``), the ``judge/...`` usage and, with references, the
-        traditional metrics; only counts and sums reach the driver."""
-        histograms = self.histograms
-        ordered = {name: histograms[name] for name in AGGREGATE_RATES if name in histograms}
-        metrics = rate_metrics(ordered, resamples=self.resamples, seed=self.seed, confidence=self.confidence)
-        metrics.update(usage_metrics(self.usage, self.prices))
-        if self.references:
-            metrics.update(self._traditional_metrics())
-        return metrics
+        """Every aggregate with its interval and n (``scoring.interval_names``), the ``judge/...`` usage and, with
+        references, the corpus statistics; only counts and sums reach the driver."""
+        return self._numbers[1]
 
-    def _traditional_metrics(self) -> dict[str, float]:
-        means = ["summary_words", "compression_ratio", *ROUGE_TYPES]
-        averaged = self.judged.agg(*[F.avg(F.when(~F.isnan(n), F.col(n))).alias(n) for n in means]).collect()[0]
-        metrics = {name: float(averaged[name]) if averaged[name] is not None else math.nan for name in means}
+    @property
+    def estimates(self) -> dict[str, Estimate]:
+        return self._numbers[0]
+
+    @cached_property
+    def _numbers(self) -> tuple[dict[str, Estimate], dict[str, float]]:
+        # The same function as one process: the histograms Spark counted, the usage, the corpus statistics.
+        corpus = self._corpus_metrics() if self.references else None
+        return result_metrics(
+            self.histograms, self.usage, prices=self.prices, corpus=corpus, resamples=self.resamples, seed=self.seed,
+            confidence=self.confidence,
+        )
+
+    def _corpus_metrics(self) -> dict[str, float]:
         summed = {}
         for name in ("bleu", "chrf"):
             column = f"_{name}_stats"
             by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
             summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
-        metrics.update(corpus_scores(summed))
-        return {name: metrics[name] for name in [*ROUGE_TYPES, "bleu", "chrf", "summary_words", "compression_ratio"]}
+        return corpus_scores(summed)
 
     def report(self) -> dict[str, Any]:
         """As ``SummarizationResult.report``: signature, row counts and every aggregate (NaN as None)."""
         errors = self.histograms["judge_error_rate"]
         failed = int(errors.counts @ errors.numerators)
-        return {
-            "signature": self.signature,
-            "rows": errors.rows,
-            "judged_rows": errors.rows - failed,
-            "failed_rows": failed,
-            "judge_reported_models": dict(self.usage.reported_models),
-            "judge_model_mismatch": model_mismatch(self.signature, self.usage.reported_models),
-            "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.metrics.items()},
-        }
+        return run_report(self.signature, errors.rows, failed, self.usage.reported_models, self.metrics)
 
     def unpersist(self) -> None:
         self.judged.unpersist()
@@ -275,7 +273,7 @@ def _validate(
     wanted = [c for c in (source_col, summary_col, id_col, reference_col, *carry_cols) if c is not None]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
-        raise KeyError(f"the DataFrame has no column {missing}; it has {df.columns}")
+        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {df.columns}")
     clashes = [c for c in carry_cols if c in _judged_schema(T.StringType(), [], True, True).fieldNames()]
     if clashes:
         raise ValueError(f"carry_cols {clashes} would overwrite result columns of the same name; rename them first")
@@ -339,7 +337,11 @@ def judge_summaries_spark(
         max_source_tokens = source_token_budget(judge)
     carried = [df.schema[name] for name in carry_cols]
     schema = _judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None)
-    plan = _PartitionPlan(share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols, uuid.uuid4().hex)
+    registry = METRICS.snapshot()
+    plan = _PartitionPlan(
+        share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols,
+        uuid.uuid4().hex, registry,
+    )
     wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
     judged = (
         df.select(*wanted)
@@ -350,7 +352,9 @@ def judge_summaries_spark(
     )
     return SparkSummarizationResult(
         judged=judged,
-        signature=summarization_signature(judge, coverage=coverage, max_source_tokens=max_source_tokens),
+        judge=judge,
+        registry=registry,
+        max_source_tokens=max_source_tokens,
         coverage=coverage,
         references=reference_col is not None,
         prices=judge.prices,

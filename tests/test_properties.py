@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from mlflow_genai_metrics.judge import Usage
 from mlflow_genai_metrics.summarization.records import CheckedClaim, CoveredKeyPoint, RowJudgement
 from mlflow_genai_metrics.summarization.comparison import paired_table
-from mlflow_genai_metrics.summarization.scoring import AGGREGATE_RATES, aggregate_metrics, rows_table
+from mlflow_genai_metrics.summarization.metrics import METRICS
+from mlflow_genai_metrics.summarization.scoring import aggregate_metrics, aggregate_names, rows_table
 
 verdicts = st.lists(st.sampled_from(["yes", "no", "idk"]), max_size=8)
 coverage_flags = st.lists(st.booleans(), min_size=1, max_size=5)
@@ -43,11 +44,13 @@ def metrics_of(rows, resamples=200):
 @given(rows_strategy)
 def test_rates_stay_between_0_and_1_and_intervals_contain_the_estimate(rows):
     metrics = metrics_of(rows)
-    for name in AGGREGATE_RATES:
+    judge_aggregates = [spec.name for spec in METRICS.aggregates("judge", "coverage") if spec.has_interval]
+    assert set(judge_aggregates) <= set(metrics)
+    for name in judge_aggregates:
         value = metrics[name]
         if math.isnan(value):
             continue
-        if name != "richness":
+        if METRICS.aggregate(name).share:
             assert 0.0 <= value <= 1.0, name
         low, high = metrics[f"{name}_ci_low"], metrics[f"{name}_ci_high"]
         if not math.isnan(low):
@@ -70,7 +73,7 @@ def test_aggregates_do_not_depend_on_row_order(rows, rnd):
     shuffled = list(rows)
     rnd.shuffle(shuffled)
     a, b = metrics_of(rows, resamples=10), metrics_of(shuffled, resamples=10)
-    for name in AGGREGATE_RATES:
+    for name in [n for n in aggregate_names() if n in a]:
         assert (math.isnan(a[name]) and math.isnan(b[name])) or math.isclose(a[name], b[name]), name
 
 

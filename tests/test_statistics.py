@@ -67,12 +67,16 @@ def test_the_same_seed_gives_the_same_interval_and_another_seed_another():
     assert bootstrap_interval(statistic, seed=1) != bootstrap_interval(statistic, seed=2)
 
 
-def test_a_ratio_statistic_resamples_rows_with_their_denominators():
+def test_a_ratio_statistic_is_the_micro_average_not_the_mean_of_row_rates():
     supported, claims = np.array([4.0, 0.0, 2.0]), np.array([4.0, 2.0, 2.0])
-    statistic = RatioStatistic(supported, claims)
-    assert statistic.value == 6 / 8  # micro average, not the mean of row rates (2/3)
-    low, high = bootstrap_interval(statistic)
-    assert 0 <= low <= 0.75 <= high <= 1
+    assert RatioStatistic(supported, claims).value == 6 / 8  # the mean of the row rates would be 2/3
+
+
+def test_a_ratio_statistic_resamples_rows_with_their_denominators():
+    # Every row has all its claims supported: any resample of whole rows is 1; numerators and denominators drawn
+    # apart would not be.
+    claims = np.array([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 1.0, 4.0])
+    assert bootstrap_interval(RatioStatistic(claims.copy(), claims)) == (1.0, 1.0)
 
 
 def test_the_histogram_bootstrap_is_the_row_bootstrap():
@@ -119,11 +123,14 @@ def test_a_large_constant_shift_is_significant():
     assert paired.p_value < 0.01
 
 
-def test_noise_without_a_shift_is_not_significant():
-    rng = np.random.default_rng(5)
-    a, b = rng.integers(0, 2, 400).astype(float), rng.integers(0, 2, 400).astype(float)
-    paired = paired_bootstrap(RatioStatistic.mean_of(a), RatioStatistic.mean_of(b))
-    assert paired.ci_low < 0 < paired.ci_high or paired.p_value > 0.05
+def test_noise_without_a_shift_is_significant_about_as_often_as_the_level_says():
+    # 200 pairs of samples with no true difference: at the 5% level, about 10 may look significant (not 0, not 50).
+    significant = 0
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        a, b = rng.integers(0, 2, 200).astype(float), rng.integers(0, 2, 200).astype(float)
+        significant += paired_bootstrap(RatioStatistic.mean_of(a), RatioStatistic.mean_of(b)).p_value < 0.05
+    assert 2 <= significant <= 20
 
 
 ARTICLE = "The council approved the budget. The mayor welcomed the decision. Critics objected to the cuts."
@@ -143,13 +150,18 @@ def _judge_two_models(server, judge=None, **options):
 
 def test_compare_results_reports_b_minus_a_with_interval_and_p_value(scripted_server):
     a, b = _judge_two_models(scripted_server())
-    comparison = compare_results(a, b)
-    alignment = comparison.difference("alignment")
+    alignment = compare_results(a, b).difference("alignment")
+    # A judged every row misaligned, B every row aligned: each resample's difference is exactly +1.
     assert (alignment["a"], alignment["b"], alignment["difference"]) == (0.0, 1.0, 1.0)
+    assert (alignment["ci_low"], alignment["ci_high"]) == (1.0, 1.0)
     assert alignment["p_value"] < 0.01 and alignment["significant"]
-    assert comparison.signatures_match and comparison.shared_rows == 30
+
+
+def test_a_result_compared_with_itself_differs_by_nothing(scripted_server):
+    a, _ = _judge_two_models(scripted_server())
     same = compare_results(a, a).difference("alignment")
-    assert (same["difference"], same["p_value"]) == (0.0, 1.0)
+    assert (same["difference"], same["ci_low"], same["ci_high"], same["p_value"]) == (0.0, 0.0, 0.0, 1.0)
+    assert not same["significant"]
 
 
 def test_compare_results_pairs_rows_by_id_whatever_their_order(scripted_server):
@@ -172,12 +184,29 @@ def test_results_from_different_judges_are_not_compared_unless_asked(scripted_se
 
 def test_the_signature_pins_judge_prompts_settings_and_version(scripted_server):
     from mlflow_genai_metrics.prompts import load_prompt
+    from mlflow_genai_metrics.signature import Signature
 
     a, _ = _judge_two_models(scripted_server())
     fields = a.signature.split("|")
-    assert fields[0] == "judge:scripted-judge" and fields[1] == "base:localhost"
-    assert [f.split(":")[0] for f in fields[2:]] == ["claims", "claims_retry", "verify", "temp", "seed", "mgm"]
-    assert fields[2:5] == [load_prompt("claims").tag, load_prompt("claims_retry").tag, load_prompt("verify").tag]
+    assert fields[:4] == ["judge:scripted-judge", "base:localhost", "mode:json_schema", "max_tokens:default"]
+    assert [f.split(":")[0] for f in fields[4:]] == ["claims", "claims_retry", "verify", "temp", "seed", "resamples", "confidence", "bootstrap_seed", "mgm"]
+    assert fields[4:7] == [load_prompt("claims").tag, load_prompt("claims_retry").tag, load_prompt("verify").tag]
+    assert Signature.parse(a.signature).format() == a.signature
+
+
+def test_the_signature_pins_the_response_mode_the_replies_came_in(scripted_server):
+    server = scripted_server(reject_response_formats=("json_schema",))  # as llama-cpp-python's server does
+    a, _ = _judge_two_models(server)
+    assert "|mode:json_object|" in a.signature
+
+
+def test_a_difference_in_one_part_names_the_field_that_differs():
+    from mlflow_genai_metrics.signature import Signature, signature_differences
+
+    a = "judge:m|base:localhost|mode:json_schema|max_tokens:default|verify:v2-aaaa|temp:0|seed:none|mgm:0.1.0"
+    b = a.replace("mode:json_schema", "mode:text").replace("verify:v2-aaaa", "verify:v3-bbbb")
+    assert signature_differences(a, b) == ["mode: json_schema != text", "verify: v2-aaaa != v3-bbbb"]
+    assert Signature.parse(a).differences(Signature.parse(b), ("reference",)) == []
 
 
 def test_a_prompt_edit_changes_its_tag():

@@ -10,13 +10,15 @@ import pandas as pd
 from ..judge import Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..tables import MissingColumnError
+from ..tables import MissingColumnError
 from ..traditional import traditional_metrics
 from .judging import check_settings, judge_rows, prepare_rows
 from .records import RowInput, RowJudgement
 from .result import SummarizationResult
-from .scoring import aggregate_metrics, claims_table, key_points_table, rows_table
+from .scoring import claims_table, key_points_table, rate_statistics, result_metrics, rows_table
 
-__all__ = ["build_result", "judge_summaries", "judge_summaries_frame", "source_token_budget"]
+__all__ = ["build_result", "response_mode_of", "judge_summaries", "judge_summaries_frame", "source_token_budget"]
 
 # Room the verification prompt needs besides the source: instructions, up to 60 numbered claims, and the answer.
 PROMPT_RESERVE_TOKENS = 3072
@@ -98,21 +100,35 @@ def build_result(
     table = rows_table(judgements, coverage=coverage)
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
         table.insert(position, name, list(values))
-    metrics = aggregate_metrics(table, usage, prices=judge.prices, resamples=resamples, seed=seed, confidence=confidence)
+    corpus = None
     if references is not None:
         traditional = traditional_metrics([row.summary for row in rows], references, [row.source for row in rows])
         table = pd.concat([table, traditional.rows], axis=1)
-        metrics.update(traditional.metrics)
+        corpus = traditional.metrics
+    histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
+    found, metrics = result_metrics(
+        histograms, usage, prices=judge.prices, corpus=corpus, resamples=resamples, seed=seed, confidence=confidence
+    )
     return SummarizationResult(
         rows=table,
         claims=claims_table(judgements),
         key_points=key_points_table(judgements),
         metrics=metrics,
-        signature=summarization_signature(judge, coverage=coverage, max_source_tokens=max_source_tokens),
+        estimates=found,
+        signature=summarization_signature(
+            judge, coverage=coverage, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
+            resamples=resamples, confidence=confidence, bootstrap_seed=seed,
+        ),
         judgements=list(judgements),
         usage=usage,
         reported_models=dict(usage.reported_models),
     )
+
+
+def response_mode_of(usage: Usage) -> str | None:
+    """The response mode the judge's replies came in ("mixed" if they differ; None if no structured reply came)."""
+    modes = sorted(usage.response_modes)
+    return None if not modes else modes[0] if len(modes) == 1 else "mixed:" + "+".join(modes)
 
 
 def judge_summaries_frame(
@@ -130,7 +146,7 @@ def judge_summaries_frame(
         raise TypeError(f"judge_summaries_frame needs a pandas DataFrame, not {type(frame).__name__}; use judge_summaries for lists")
     missing = [c for c in (source_col, summary_col, id_col, reference_col) if c is not None and c not in frame.columns]
     if missing:
-        raise KeyError(f"the DataFrame has no column {missing}; it has {list(frame.columns)}")
+        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {list(frame.columns)}")
     return judge_summaries(
         frame[source_col],
         frame[summary_col],

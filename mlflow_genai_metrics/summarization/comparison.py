@@ -15,9 +15,10 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from ..signature import signature_differences
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioStatistic, paired_bootstrap
+from ..signature import FAMILY_PARTS, Signature
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_bootstrap
 from .ids import canonical_id
+from .metrics import METRICS
 from .scoring import rate_statistics
 
 __all__ = [
@@ -33,8 +34,6 @@ __all__ = [
     "rows_note",
 ]
 
-# Reference metrics whose aggregate is the mean of rows, compared pair by pair beside the judge's.
-_ROW_MEAN_METRICS = ("rouge1", "rouge2", "rougeL", "rougeLsum", "summary_words")
 
 
 class SignatureMismatchError(ValueError):
@@ -158,16 +157,16 @@ def paired_table(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
+    left_out: set[str] = frozenset(),
 ) -> pd.DataFrame:
-    """B minus A for every aggregate both row tables support; row i of each table is the same pair."""
+    """B minus A for every registered aggregate both row tables support (but those of the families ``left_out``);
+    row i of each table is the same pair."""
     stats_a, stats_b = rate_statistics(rows_a), rate_statistics(rows_b)
-    for column in _ROW_MEAN_METRICS:
-        if column in rows_a and column in rows_b:
-            stats_a[column] = RatioStatistic.mean_of(rows_a[column].to_numpy(dtype=float, na_value=np.nan))
-            stats_b[column] = RatioStatistic.mean_of(rows_b[column].to_numpy(dtype=float, na_value=np.nan))
     records = []
     for name in stats_a:
         if name not in stats_b or name == "judge_error_rate":  # errored pairs are out: the rate is 0 on both sides
+            continue
+        if METRICS.aggregate(name).family in left_out:
             continue
         paired = paired_bootstrap(stats_a[name], stats_b[name], resamples=resamples, seed=seed, confidence=confidence)
         significant = bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence)
@@ -237,15 +236,20 @@ def compare_results(
     usable pairs than half of the smaller run remain once rows with a judge error on either side are left out,
     unless ``allow_partial=True``. A comparison made on request says so in its ``label``.
     """
-    differences = signature_differences(a.signature, b.signature)
-    if differences and not allow_signature_mismatch:
+    signature_a, signature_b = Signature.parse(a.signature), Signature.parse(b.signature)
+    # Compared per metric: a family is left out when the parts its numbers depend on differ.
+    differing = {family: signature_a.differences(signature_b, parts) for family, parts in FAMILY_PARTS.items()}
+    differing = {family: found for family, found in differing.items() if found}
+    differences = signature_a.differences(signature_b, ("judge", "reference", "grounding"))
+    if {"judge", "coverage"} & differing.keys() and not allow_signature_mismatch:
         raise SignatureMismatchError(
             "these results come from different judge settings or prompts and are not comparable: "
-            + "; ".join(differences)
+            + "; ".join(differing.get("judge") or differing["coverage"])
             + ". Rejudge both with the same judge, or pass allow_signature_mismatch=True to compare anyway."
         )
+    left_out = set() if allow_signature_mismatch else set(differing)
     pairing = pair_rows(a.rows, b.rows, allow_partial=allow_partial)
-    table = paired_table(pairing.rows_a, pairing.rows_b, resamples=resamples, seed=seed, confidence=confidence)
+    table = paired_table(pairing.rows_a, pairing.rows_b, resamples=resamples, seed=seed, confidence=confidence, left_out=left_out)
     return Comparison(
         table=table,
         pairs_used=pairing.pairs_used,

@@ -10,9 +10,24 @@ import pandas as pd
 
 from ..judge import Usage
 from ..judge.models import same_model
+from .scoring import Estimate
 from .records import RowJudgement
 
-__all__ = ["SummarizationResult", "model_mismatch"]
+__all__ = ["SummarizationResult", "model_mismatch", "run_report"]
+
+
+def run_report(signature: str, rows: int, failed: int, reported_models: dict[str, int], metrics: dict[str, float]) -> dict[str, Any]:
+    """The run report both result types write (``mgm/report.json``): signature, row counts, the models that
+    answered, and every number (NaN as None)."""
+    return {
+        "signature": signature,
+        "rows": rows,
+        "judged_rows": rows - failed,
+        "failed_rows": failed,
+        "judge_reported_models": dict(reported_models),
+        "judge_model_mismatch": model_mismatch(signature, reported_models),
+        "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()},
+    }
 
 
 def model_mismatch(signature: str, reported_models: dict[str, int]) -> bool:
@@ -42,6 +57,7 @@ class SummarizationResult:
     judgements: list[RowJudgement] = field(repr=False)
     usage: Usage = field(repr=False)
     reported_models: dict[str, int] = field(default_factory=dict, repr=False)  # model id -> replies naming it
+    estimates: dict[str, Estimate] = field(default_factory=dict, repr=False)  # each aggregate, typed
 
     @property
     def judge_model_mismatch(self) -> bool:
@@ -50,15 +66,8 @@ class SummarizationResult:
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""
-        return {
-            "signature": self.signature,
-            "rows": len(self.rows),
-            "judged_rows": int((self.rows["error"] == "").sum()),
-            "failed_rows": int((self.rows["error"] != "").sum()),
-            "judge_reported_models": dict(self.reported_models),
-            "judge_model_mismatch": self.judge_model_mismatch,
-            "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.metrics.items()},
-        }
+        failed = int((self.rows["error"] != "").sum())
+        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics)
 
     def __repr__(self) -> str:
         headline = ", ".join(

@@ -7,21 +7,27 @@ Rows the judge failed on get no value (empty, never 0): they are left out of eve
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from ..judge import Prices, Usage
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, bootstrap_interval, wilson_interval
+from .metrics import METRICS, MetricRegistry, row_facts
 from .records import RowJudgement
 
 __all__ = [
-    "AGGREGATE_RATES",
-    "PROPORTIONS",
-    "interval_names",
-    "PER_ROW_COLUMNS",
+    "USAGE_COLUMNS",
+    "Estimate",
     "aggregate_metrics",
+    "aggregate_names",
+    "corpus_names",
+    "result_metrics",
     "claims_table",
+    "estimates",
+    "explanation",
+    "interval_names",
+    "judge_row_columns",
     "key_points_table",
     "rate_metrics",
     "rate_statistics",
@@ -30,9 +36,6 @@ __all__ = [
     "rows_table",
 ]
 
-COUNT_COLUMNS = ["claim_count", "supported_claims", "contradicted_claims", "unverifiable_claims"]
-FLAG_COLUMNS = ["aligned", "strictly_aligned", "defect_contradiction", "defect_unverifiable", "defect_empty"]
-PER_ROW_COLUMNS = COUNT_COLUMNS + ["support_rate"] + FLAG_COLUMNS[:2] + ["coverage"] + FLAG_COLUMNS[2:]
 USAGE_COLUMNS = [
     "judge_calls",
     "judge_cache_hits",
@@ -41,48 +44,18 @@ USAGE_COLUMNS = [
     "judge_latency_s",
     "judge_cost_usd",
 ]
-# The aggregates that get an interval and n, in report order.
-AGGREGATE_RATES = [
-    "alignment",
-    "defect_rate/contradiction",
-    "defect_rate/unverifiable",
-    "defect_rate/empty",
-    "strict_alignment",
-    "claim_support_rate",
-    "richness",
-    "coverage",
-    "judge_error_rate",
-]
-# Shares of rows: Wilson score interval. The others (means and ratios) get the bootstrap.
-PROPORTIONS = frozenset(
-    {"alignment", "defect_rate/contradiction", "defect_rate/unverifiable", "defect_rate/empty", "strict_alignment", "judge_error_rate"}
-)
 _VERDICT_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first in the reasoning
 
 
-def row_values(judgement: RowJudgement) -> dict[str, float | int | None]:
-    """The per-row values of one judged row; all None for a row the judge failed on."""
-    if judgement.error is not None:
-        return dict.fromkeys(PER_ROW_COLUMNS)
-    verdicts = [c.verdict for c in judgement.claims]
-    claim_count = len(verdicts)
-    supported, contradicted, unverifiable = (verdicts.count(v) for v in ("yes", "no", "idk"))
-    coverage = None
-    if judgement.key_points:
-        coverage = sum(p.covered for p in judgement.key_points) / len(judgement.key_points)
-    return {
-        "claim_count": claim_count,
-        "supported_claims": supported,
-        "contradicted_claims": contradicted,
-        "unverifiable_claims": unverifiable,
-        "support_rate": supported / claim_count if claim_count else None,
-        "aligned": int(claim_count > 0 and contradicted == 0),
-        "strictly_aligned": int(claim_count > 0 and supported == claim_count),
-        "coverage": coverage,
-        "defect_contradiction": int(contradicted > 0),
-        "defect_unverifiable": int(unverifiable > 0),
-        "defect_empty": int(claim_count == 0),
-    }
+def judge_row_columns(*, coverage: bool = True) -> list[str]:
+    """The per-row judge metrics, in the registry's order (``coverage`` only when key points were asked for)."""
+    return [spec.name for spec in METRICS.rows("judge", *(("coverage",) if coverage else ()))]
+
+
+def row_values(judgement: RowJudgement, *, coverage: bool = True) -> dict[str, float | int | None]:
+    """The per-row values of one judged row, from the registry; all None for a row the judge failed on."""
+    facts = row_facts(judgement)
+    return {spec.name: spec.row_value(facts) for spec in METRICS.rows("judge", *(("coverage",) if coverage else ()))}
 
 
 def reasoning(judgement: RowJudgement) -> str:
@@ -107,13 +80,21 @@ def coverage_reasoning(judgement: RowJudgement) -> str | None:
     return "\n".join([head, *lines])
 
 
-def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True) -> pd.DataFrame:
+def explanation(judgement: RowJudgement, column: str | None) -> str | None:
+    """The text a metric's ``reasoning`` column holds for this row (``reasoning`` or ``coverage_reasoning``)."""
+    return {"reasoning": reasoning, "coverage_reasoning": coverage_reasoning}[column](judgement) if column else None
+
+
+def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True, registry: MetricRegistry = METRICS) -> pd.DataFrame:
     """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
-    only when it matches), every per-row value, reasoning, error and judge usage."""
+    only when it matches), every per-row value of the registry, reasoning, error and judge usage."""
+    specs = registry.rows("judge", *(("coverage",) if coverage else ()))
     records = []
     for judgement in judgements:
         usage = judgement.usage
-        record: dict[str, object] = {"id": judgement.id, "source_key": judgement.source_key, **row_values(judgement)}
+        facts = row_facts(judgement)
+        record: dict[str, object] = {"id": judgement.id, "source_key": judgement.source_key}
+        record.update((spec.name, spec.row_value(facts)) for spec in specs)
         record["reasoning"] = reasoning(judgement)
         if coverage:
             record["coverage_reasoning"] = coverage_reasoning(judgement)
@@ -127,14 +108,12 @@ def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True) -> 
             judge_cost_usd=usage.cost_usd,
         )
         records.append(record)
-    columns = ["id", "source_key", *PER_ROW_COLUMNS, "reasoning", *(["coverage_reasoning"] if coverage else []), "error", *USAGE_COLUMNS]
+    reasons = ["reasoning", *(["coverage_reasoning"] if coverage else [])]
+    columns = ["id", "source_key", *(s.name for s in specs), *reasons, "error", *USAGE_COLUMNS]
     table = pd.DataFrame.from_records(records, columns=columns)
-    for column in COUNT_COLUMNS + FLAG_COLUMNS:
-        table[column] = table[column].astype("Int64")  # integers, empty for failed rows
-    for column in ("support_rate", "coverage", "judge_cost_usd"):
-        table[column] = table[column].astype("float64")
-    if not coverage:
-        table = table.drop(columns=["coverage"])
+    for spec in specs:  # integers stay integers, empty for failed rows
+        table[spec.name] = table[spec.name].astype("Int64" if spec.integer else "float64")
+    table["judge_cost_usd"] = table["judge_cost_usd"].astype("float64")
     return table
 
 
@@ -168,28 +147,20 @@ def key_points_table(judgements: Sequence[RowJudgement]) -> pd.DataFrame:
     )
 
 
-def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
-    return rows[name].to_numpy(dtype=float, na_value=np.nan)
+def rate_statistics(rows: pd.DataFrame, registry: MetricRegistry = METRICS) -> dict[str, RatioStatistic]:
+    """Each registered aggregate the rows can give, as a ratio of row sums over all rows (a failed row counts in
+    no judge aggregate's denominator), in the registry's order."""
+    statistics = {}
+    for spec in registry.aggregates():
+        needed = spec.columns or (("claim_count", "error") if spec.family == "judge" else ())
+        if spec.has_interval and all(column in rows.columns for column in needed):
+            statistics[spec.name] = spec.ratio_statistic(rows)
+    return statistics
 
 
-def rate_statistics(rows: pd.DataFrame) -> dict[str, RatioStatistic]:
-    """Each aggregate as a ratio of row sums over all rows (failed rows: numerator and denominator 0)."""
-    failed = (rows["error"].fillna("") != "").to_numpy(dtype=float)
-    scored = 1.0 - failed
-    claim_count = np.nan_to_num(_column(rows, "claim_count"))
-    statistics = {
-        "alignment": RatioStatistic.mean_of(_column(rows, "aligned"), scored),
-        "defect_rate/contradiction": RatioStatistic.mean_of(_column(rows, "defect_contradiction"), scored),
-        "defect_rate/unverifiable": RatioStatistic.mean_of(_column(rows, "defect_unverifiable"), scored),
-        "defect_rate/empty": RatioStatistic.mean_of(_column(rows, "defect_empty"), scored),
-        "strict_alignment": RatioStatistic.mean_of(_column(rows, "strictly_aligned"), scored),
-        "claim_support_rate": RatioStatistic(np.nan_to_num(_column(rows, "supported_claims")), claim_count),
-        "richness": RatioStatistic.mean_of(_column(rows, "claim_count"), scored),
-        "judge_error_rate": RatioStatistic.mean_of(failed),
-    }
-    if "coverage" in rows.columns:
-        statistics["coverage"] = RatioStatistic.mean_of(_column(rows, "coverage"), scored)
-    return {name: statistics[name] for name in AGGREGATE_RATES if name in statistics}
+def aggregate_names() -> list[str]:
+    """Every aggregate with an interval and n, in the registry's order."""
+    return [spec.name for spec in METRICS.aggregates() if spec.has_interval]
 
 
 def usage_metrics(usage: Usage, prices: Prices | None) -> dict[str, float]:
@@ -202,6 +173,34 @@ def usage_metrics(usage: Usage, prices: Prices | None) -> dict[str, float]:
     if prices is not None:
         metrics["judge/cost_usd"] = float(usage.cost_usd or 0.0)
     return metrics
+
+
+def corpus_names() -> list[str]:
+    """The registered aggregates computed over the whole corpus, not from row sums (corpus BLEU, chrF, TER)."""
+    return [spec.name for spec in METRICS.aggregates() if spec.kind == "corpus"]
+
+
+def result_metrics(
+    histograms: dict[str, RatioHistogram],
+    usage: Usage,
+    *,
+    prices: Prices | None = None,
+    corpus: dict[str, float] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> tuple[dict[str, Estimate], dict[str, float]]:
+    """The one way from counted rows to a result's numbers, for one process and for Spark alike: each registered
+    aggregate's ``Estimate`` (from its histogram, in the registry's order), and every number under its MLflow name
+    (the estimates, the judge's usage, the corpus statistics)."""
+    ordered = {name: histograms[name] for name in aggregate_names() if name in histograms}
+    found = estimates(ordered, resamples=resamples, seed=seed, confidence=confidence)
+    metrics: dict[str, float] = {}
+    for estimate in found.values():
+        metrics.update(estimate.as_metrics())
+    metrics.update(usage_metrics(usage, prices))
+    metrics.update({name: value for name, value in (corpus or {}).items() if name in corpus_names()})
+    return found, metrics
 
 
 def aggregate_metrics(
@@ -227,6 +226,43 @@ def interval_names(name: str) -> tuple[str, str, str]:
     return f"{name}_ci_low", f"{name}_ci_high", f"{name}_n"
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """One aggregate: its value, its interval (Wilson for a proportion, bootstrap otherwise) and the rows it stands on."""
+
+    name: str
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int
+    method: str  # "wilson" or "bootstrap"
+
+    def as_metrics(self) -> dict[str, float]:
+        """``{name: value, name_ci_low: .., name_ci_high: .., name_n: ..}``: the names every MLflow store accepts."""
+        low, high, n = interval_names(self.name)
+        return {self.name: self.value, low: self.ci_low, high: self.ci_high, n: float(self.n)}
+
+
+def estimates(
+    histograms: dict[str, RatioHistogram],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> dict[str, Estimate]:
+    """Each aggregate's ``Estimate`` from its histogram (the rows' (numerator, denominator) pairs counted), so that
+    rows judged in parts (Spark partitions) give exactly the single-process numbers."""
+    found = {}
+    for name, histogram in histograms.items():
+        spec = METRICS.aggregate(name)
+        if spec is not None and spec.kind == "proportion":
+            (low, high), method = wilson_interval(histogram, confidence=confidence), "wilson"
+        else:
+            (low, high), method = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence), "bootstrap"
+        found[name] = Estimate(name, histogram.value, low, high, histogram.counted_rows, method)
+    return found
+
+
 def rate_metrics(
     histograms: dict[str, RatioHistogram],
     *,
@@ -234,17 +270,8 @@ def rate_metrics(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> dict[str, float]:
-    """Each aggregate, its interval (Wilson for proportions, bootstrap for means and ratios) and the rows it stands
-    on, from its histogram (the rows' (numerator, denominator) pairs counted), so that rows judged in parts (Spark
-    partitions) give exactly the single-process numbers."""
+    """Every aggregate's value, interval and n under its MLflow names (``Estimate.as_metrics``)."""
     metrics: dict[str, float] = {}
-    for name, histogram in histograms.items():
-        low_name, high_name, n_name = interval_names(name)
-        metrics[name] = histogram.value
-        if name in PROPORTIONS:
-            low, high = wilson_interval(histogram, confidence=confidence)
-        else:
-            low, high = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence)
-        metrics[low_name], metrics[high_name] = low, high
-        metrics[n_name] = float(histogram.counted_rows)
+    for estimate in estimates(histograms, resamples=resamples, seed=seed, confidence=confidence).values():
+        metrics.update(estimate.as_metrics())
     return metrics

@@ -24,32 +24,16 @@ from mlflow.models import EvaluationMetric
 from ..judge import Judge
 from ..summarization.judging import prepare_rows
 from ..summarization.result import SummarizationResult
-from ..summarization.scoring import AGGREGATE_RATES, interval_names
-from ..traditional import ROUGE_TYPES
+from ..summarization.metrics import METRICS
+from ..summarization.scoring import interval_names
 from .run_logging import log_result
 from .shared import SharedJudgement
 
 __all__ = ["summarization_metrics"]
 
-# name -> (greater is better, the reasoning column shown as its justification)
-_JUDGE_ROW_METRICS: dict[str, tuple[bool, str]] = {
-    "claim_count": (True, "reasoning"),
-    "supported_claims": (True, "reasoning"),
-    "contradicted_claims": (False, "reasoning"),
-    "unverifiable_claims": (False, "reasoning"),
-    "support_rate": (True, "reasoning"),
-    "aligned": (True, "reasoning"),
-    "strictly_aligned": (True, "reasoning"),
-    "coverage": (True, "coverage_reasoning"),
-    "defect_contradiction": (False, "reasoning"),
-    "defect_unverifiable": (False, "reasoning"),
-    "defect_empty": (False, "reasoning"),
-}
-_TRADITIONAL_ROW_METRICS = {**{name: True for name in ROUGE_TYPES}, "bleu": True, "chrf": True}
-_LENGTH_ROW_METRICS = {"summary_words": False, "compression_ratio": False}
 # MLflow metric names cannot contain "/": grouped aggregates use the group as the metric name and the rest of
-# the name as the aggregate key, which MLflow logs as "<group>/<key>".
-_GROUPED = {"defect_rate", "judge"}
+# the name as the aggregate key, which MLflow logs as "<group>/<key>" ("judge" holds the judge's usage).
+_USAGE_GROUP = "judge"
 
 
 def _cell(value: Any) -> float | None:
@@ -150,7 +134,7 @@ def _aggregates(result: SummarizationResult, name: str) -> dict[str, float]:
     (``defect_rate``, ``judge``) -> {contradiction, contradiction_ci_low, ...}, logged as ``defect_rate/contradiction``,
     ``defect_rate/contradiction_ci_low``, ... (MLflow logs a key equal to the metric's name as the name itself and
     any other key as ``<name>/<key>``)."""
-    if name in _GROUPED:
+    if METRICS.aggregate(name) is None and name not in result.metrics:  # a group: defect_rate, judge
         aggregates = {key.removeprefix(f"{name}/"): value for key, value in result.metrics.items() if key.startswith(f"{name}/")}
     else:
         aggregates = {name: result.metrics[name]} if name in result.metrics else {}
@@ -182,26 +166,26 @@ def summarization_metrics(
     """
     shared = SharedJudgement(judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
     adapter = _ClassicAdapter(shared, traditional=traditional, id_col=id_col, category_col=category_col)
+    families = ("judge", *(("coverage",) if coverage else ()), *(("reference",) if traditional else ()), "length")
     metrics = []
-    for name, (greater_is_better, justification) in _JUDGE_ROW_METRICS.items():
-        if name == "coverage" and not coverage:
-            continue
+    for spec in METRICS.rows(*families):
+        compute = _row_metric(spec.name, spec.reasoning) if spec.row_value else _traditional_metric(spec.name)
         logs = not metrics  # the first metric logs the run's tables, report and plots
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_row_metric(name, justification), source_col, metric=name, logs=logs), greater_is_better=greater_is_better, name=name))
-    for name in [n for n in AGGREGATE_RATES if "/" not in n and (coverage or n != "coverage")]:
-        low, high, n = interval_names(name)
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(compute, source_col, metric=spec.name, logs=logs), greater_is_better=spec.greater_is_better, name=spec.name))
+    groups = {_USAGE_GROUP}
+    for spec in METRICS.aggregates(*families):
+        if "/" in spec.name:  # e.g. defect_rate/contradiction: logged through its group's metric
+            groups.add(spec.name.split("/")[0])
+            continue
         # One metric per logged name: MLflow would log an aggregate key other than the metric's name as
         # "<name>/<key>", a name the file store cannot hold beside "<name>" itself.
-        for logged in (name, low, high, n):
-            if logged == "coverage":
-                continue  # the per-row coverage metric carries the aggregate under the same name
-            better = logged == n or name != "judge_error_rate"
+        for logged in (spec.name, *(interval_names(spec.name) if spec.has_interval else ())):
+            if logged == spec.name and METRICS.row(spec.name) is not None:
+                continue  # the row metric of the same name carries the aggregate (coverage, rouge1, ...)
+            better = logged.endswith("_n") or spec.greater_is_better
             metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(logged), source_col, metric=logged), greater_is_better=better, name=logged))
-    for group in sorted(_GROUPED):
+    for group in sorted(groups):
         metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(group), source_col, metric=group), greater_is_better=False, name=group))
-    row_metrics = {**(_TRADITIONAL_ROW_METRICS if traditional else {}), **_LENGTH_ROW_METRICS}
-    for name, greater_is_better in row_metrics.items():
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_traditional_metric(name), source_col, metric=name), greater_is_better=greater_is_better, name=name))
     return metrics
 
 

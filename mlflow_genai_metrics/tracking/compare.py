@@ -15,24 +15,19 @@ from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results
+from ..summarization.metrics import METRICS
 from ..summarization.scoring import interval_names
 from . import plots
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
 __all__ = ["EvaluatedRun", "compare_runs", "load_run"]
 
-DEFAULT_METRICS = [
-    "alignment",
-    "richness",
-    "coverage",
-    "strict_alignment",
-    "claim_support_rate",
-    "defect_rate/contradiction",
-    "defect_rate/unverifiable",
-    "defect_rate/empty",
-    "judge_error_rate",
-    "rougeL",
-]
+
+
+def default_metrics() -> list[str]:
+    """Every registered aggregate, the headline ones first."""
+    specs = METRICS.aggregates()
+    return [s.name for s in specs if s.headline] + [s.name for s in specs if not s.headline]
 
 
 @dataclass(frozen=True)
@@ -104,7 +99,7 @@ def compare_runs(
             ) from None
     notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
     note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
-    names = metrics or DEFAULT_METRICS
+    names = metrics or default_metrics()
     records = []
     for run in runs:
         comparison = comparisons.get(run.run_id)

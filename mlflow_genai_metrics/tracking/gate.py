@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import InsufficientPairsError, SignatureMismatchError, SourceMismatchError, compare_results
-from ..summarization.scoring import AGGREGATE_RATES, interval_names
+from ..summarization.scoring import aggregate_names, interval_names
 from .compare import load_run
 from .run_logging import SIGNATURE_TAG
 
@@ -24,7 +24,11 @@ _OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": opera
 _CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
-_JUDGE_AGGREGATES = frozenset(name for base in AGGREGATE_RATES for name in (base, *interval_names(base)))
+
+def _aggregate_names() -> frozenset[str]:
+    """Every name a registered aggregate is logged under (value, interval bounds, n)."""
+    return frozenset(name for base in aggregate_names() for name in (base, *interval_names(base)))
+
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def register_if_passing(
     metrics = run.data.metrics
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
-    unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in _JUDGE_AGGREGATES]
+    unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in _aggregate_names()]
     if unknown:
         known = ", ".join(sorted(metrics)) or "(none)"
         raise ValueError(f"unknown metric(s) {unknown} in the gate's rules; run {run_id} has: {known}")

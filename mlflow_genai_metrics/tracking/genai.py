@@ -28,25 +28,13 @@ from ..signature import summarization_signature
 from ..summarization.ids import canonical_id
 from ..summarization.judging import prepare_rows, source_key
 from ..summarization.records import RowInput, RowJudgement
-from ..summarization.scoring import coverage_reasoning, reasoning, row_values
+from ..summarization.metrics import METRICS
+from ..summarization.scoring import explanation, judge_row_columns, row_values
 from .run_logging import log_result
 from .shared import SharedJudgement
 
 __all__ = ["summarization_scorers"]
 
-_ROW_METRICS = [
-    "claim_count",
-    "supported_claims",
-    "contradicted_claims",
-    "unverifiable_claims",
-    "support_rate",
-    "aligned",
-    "strictly_aligned",
-    "coverage",
-    "defect_contradiction",
-    "defect_unverifiable",
-    "defect_empty",
-]
 
 
 class _GenaiAdapter:
@@ -107,7 +95,7 @@ def _feedback(name: str, judgement: RowJudgement, signature: str) -> Feedback:
     if judgement.error is not None:
         return Feedback(name=name, error=judgement.error)
     value = row_values(judgement)[name]
-    why = coverage_reasoning(judgement) if name == "coverage" else reasoning(judgement)
+    why = explanation(judgement, METRICS.row(name).reasoning)
     claims = [c.model_dump() for c in judgement.claims]
     metadata = {"row_id": str(judgement.id), "claims": json.dumps(claims), "signature": signature}
     if judgement.key_points is not None:
@@ -143,7 +131,7 @@ def summarization_scorers(
 
         return scorer(score, name=name)
 
-    scorers = [make(name) for name in _ROW_METRICS if coverage or name != "coverage"]
+    scorers = [make(name) for name in judge_row_columns(coverage=coverage)]
 
     def judge_error(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
         judgement = adapter.judgement(inputs, outputs, trace)

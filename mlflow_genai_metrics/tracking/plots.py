@@ -12,20 +12,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..summarization.metrics import METRICS  # noqa: E402
 from ..summarization.scoring import interval_names  # noqa: E402
 
-__all__ = ["RATE_METRICS", "alignment_vs_richness", "category_bars", "metric_bars", "verdict_bars"]
+__all__ = ["alignment_vs_richness", "category_bars", "metric_bars", "share_metrics", "verdict_bars"]
 
-RATE_METRICS = [
-    "alignment",
-    "strict_alignment",
-    "claim_support_rate",
-    "coverage",
-    "defect_rate/contradiction",
-    "defect_rate/unverifiable",
-    "defect_rate/empty",
-    "judge_error_rate",
-]
+
+def share_metrics() -> list[str]:
+    """The registered aggregates that are shares in [0, 1], plotted together on one axis."""
+    return [spec.name for spec in METRICS.aggregates() if spec.share]
 
 
 def _interval(metrics: Mapping[str, float], name: str) -> tuple[float, float]:
@@ -46,7 +41,7 @@ def _finish(fig, ax, *, legend: bool, note: str | None):
 
 def metric_bars(runs: Mapping[str, Mapping[str, float]], *, title: str = "Judge metrics with 95% intervals", note: str | None = None):
     """One group of bars per rate metric, one bar per run, with 95% interval whiskers."""
-    names = [n for n in RATE_METRICS if any(n in m and np.isfinite(m[n]) for m in runs.values())]
+    names = [n for n in share_metrics() if any(n in m and np.isfinite(m[n]) for m in runs.values())]
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(names) * max(1, len(runs)) ** 0.5), 4.2))
     width = 0.8 / max(len(runs), 1)
     positions = np.arange(len(names))

@@ -68,7 +68,7 @@ class SharedJudgement:
             requests = judgement.usage.requests
             update["usage"] = Usage(
                 requests=requests, cache_hits=requests, cost_usd=0.0 if self.judge.prices else None,
-                reported_models=judgement.usage.reported_models,
+                reported_models=judgement.usage.reported_models, response_modes=judgement.usage.response_modes,
             )
         return judgement.model_copy(update=update)
 

@@ -1,0 +1,261 @@
+"""The metric registry: every metric, once, with what it is and how it is computed.
+
+Each ``MetricSpec`` says whether a metric is per row or an aggregate, whether greater is better, which column
+explains a row's value, what kind of number it is (a proportion gets the Wilson interval, a mean or a ratio the
+bootstrap, a corpus statistic its own computation) and where it comes from (the judge, a reference, the texts).
+Every adapter iterates the registry: the per-row table, the aggregates and their intervals, the MLflow metrics and
+scorers, Spark, the comparison, the plots, the CLI and the gate's validation. Adding a metric is one entry plus its
+computation::
+
+    from mlflow_genai_metrics.summarization.metrics import MetricSpec, METRICS
+
+    METRICS.register(MetricSpec("long_summary", level="row", description="more than 5 claims",
+                                greater_is_better=False, row_value=lambda facts: int((facts.claim_count or 0) > 5)))
+    METRICS.register(MetricSpec("long_summary_rate", level="aggregate", description="share of long summaries",
+                                greater_is_better=False, kind="proportion", of="long_summary"))
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from ..stats import RatioStatistic
+from .records import RowJudgement
+
+__all__ = ["METRICS", "MetricRegistry", "MetricSpec", "RowFacts", "row_facts"]
+
+Level = Literal["row", "aggregate"]
+Kind = Literal["proportion", "mean", "ratio", "corpus"]
+Family = Literal["judge", "coverage", "reference", "length", "usage"]
+
+
+@dataclass(frozen=True)
+class RowFacts:
+    """What a judged row's values are computed from, counted once per row. ``None`` counts mean the row failed
+    (every judge value is then empty, never 0); ``key_points`` is None when coverage was not asked for."""
+
+    judgement: RowJudgement
+    claim_count: int | None
+    supported: int | None
+    contradicted: int | None
+    unverifiable: int | None
+    key_points: int | None
+    covered: int | None
+
+
+def row_facts(judgement: RowJudgement) -> RowFacts:
+    if judgement.error is not None:
+        return RowFacts(judgement, None, None, None, None, None, None)
+    verdicts = [claim.verdict for claim in judgement.claims]
+    points = judgement.key_points
+    return RowFacts(
+        judgement,
+        claim_count=len(verdicts),
+        supported=verdicts.count("yes"),
+        contradicted=verdicts.count("no"),
+        unverifiable=verdicts.count("idk"),
+        key_points=len(points) if points else None,
+        covered=sum(p.covered for p in points) if points else None,
+    )
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric. Row metrics of the judge give ``row_value``; aggregates give ``kind`` and either ``of`` (the row
+    column whose mean over the rows that count they are) or ``statistic`` (a ratio of row sums)."""
+
+    name: str
+    level: Level
+    description: str
+    greater_is_better: bool
+    family: Family = "judge"
+    # row metrics
+    row_value: Callable[[RowFacts], float | int | None] | None = None
+    integer: bool = False
+    reasoning: str | None = "reasoning"  # the column that explains a row's value
+    # aggregates
+    kind: Kind | None = None
+    of: str | None = None
+    over: Literal["judged", "all"] = "judged"  # judge aggregates leave failed rows out of the denominator
+    statistic: Callable[[pd.DataFrame], RatioStatistic] | None = None
+    share: bool = False  # a value in [0, 1], plotted on a share axis
+    headline: bool = False  # shown first by the CLI and the comparison
+
+    def __post_init__(self) -> None:
+        if self.level == "aggregate" and self.kind is None:
+            raise ValueError(f"aggregate {self.name!r} needs a kind (proportion, mean, ratio or corpus)")
+        if self.level == "aggregate" and self.kind != "corpus" and (self.of is None) == (self.statistic is None):
+            raise ValueError(f"aggregate {self.name!r} needs exactly one of `of` (a row column) and `statistic`")
+
+    @property
+    def has_interval(self) -> bool:
+        """Every aggregate computed from row sums has an interval and n; a corpus statistic has its own."""
+        return self.level == "aggregate" and self.kind != "corpus"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The row columns an aggregate reads: it is computed only when the rows have them."""
+        return (self.of,) if self.of else ()
+
+    def ratio_statistic(self, rows: pd.DataFrame) -> RatioStatistic:
+        if self.statistic is not None:
+            return self.statistic(rows)
+        values = _column(rows, self.of)
+        return RatioStatistic.mean_of(values, judged(rows) if self.over == "judged" else None)
+
+
+def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    return rows[name].to_numpy(dtype=float, na_value=np.nan)
+
+
+def failed(rows: pd.DataFrame) -> np.ndarray:
+    """1.0 for each row the judge failed on (it has an error), else 0.0."""
+    return (rows["error"].fillna("").astype(str) != "").to_numpy(dtype=float)
+
+
+def judged(rows: pd.DataFrame) -> np.ndarray:
+    return 1.0 - failed(rows)
+
+
+@dataclass
+class MetricRegistry:
+    """An ordered set of ``MetricSpec``s; the package's one instance is ``METRICS``."""
+
+    specs: list[MetricSpec] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {"specs": list(self.specs)}  # a registry travels to Spark's workers; its lock does not
+
+    def __setstate__(self, state: dict) -> None:
+        self.specs = state["specs"]
+        self.__post_init__()
+
+    def snapshot(self) -> MetricRegistry:
+        """A copy with the metrics registered now (what a Spark job takes to its workers)."""
+        return MetricRegistry(list(self.specs))
+
+    def register(self, spec: MetricSpec) -> MetricSpec:
+        with self._lock:
+            if any(s.name == spec.name and s.level == spec.level for s in self.specs):
+                raise ValueError(f"a {spec.level} metric named {spec.name!r} is already registered")
+            self.specs.append(spec)
+        return spec
+
+    def unregister(self, name: str, level: Level | None = None) -> None:
+        with self._lock:
+            self.specs = [s for s in self.specs if not (s.name == name and (level is None or s.level == level))]
+
+    @contextmanager
+    def registered(self, *specs: MetricSpec) -> Iterator[MetricRegistry]:
+        """Register ``specs`` for the duration of a ``with`` block."""
+        for spec in specs:
+            self.register(spec)
+        try:
+            yield self
+        finally:
+            for spec in specs:
+                self.unregister(spec.name, spec.level)
+
+    def rows(self, *families: Family) -> list[MetricSpec]:
+        return [s for s in list(self.specs) if s.level == "row" and (not families or s.family in families)]
+
+    def aggregates(self, *families: Family) -> list[MetricSpec]:
+        return [s for s in list(self.specs) if s.level == "aggregate" and (not families or s.family in families)]
+
+    def aggregate(self, name: str) -> MetricSpec | None:
+        return next((s for s in self.specs if s.level == "aggregate" and s.name == name), None)
+
+    def row(self, name: str) -> MetricSpec | None:
+        return next((s for s in self.specs if s.level == "row" and s.name == name), None)
+
+
+def _ratio(rate: Callable[[RowFacts], float | None]) -> Callable[[RowFacts], float | None]:
+    return lambda facts: None if facts.claim_count is None else rate(facts)
+
+
+def _flag(test: Callable[[RowFacts], bool]) -> Callable[[RowFacts], int | None]:
+    return lambda facts: None if facts.claim_count is None else int(test(facts))
+
+
+def _claim_support(rows: pd.DataFrame) -> RatioStatistic:
+    return RatioStatistic(np.nan_to_num(_column(rows, "supported_claims")), np.nan_to_num(_column(rows, "claim_count")))
+
+
+def _error_rate(rows: pd.DataFrame) -> RatioStatistic:
+    return RatioStatistic.mean_of(failed(rows))
+
+
+def _row(name, description, greater, value, *, integer=True, family="judge", reasoning="reasoning") -> MetricSpec:
+    return MetricSpec(name, "row", description, greater, family=family, row_value=value, integer=integer, reasoning=reasoning)
+
+
+def _aggregate(name, description, greater, kind, *, of=None, statistic=None, family="judge", over="judged", share=True, headline=False) -> MetricSpec:
+    return MetricSpec(
+        name, "aggregate", description, greater, family=family, kind=kind, of=of, statistic=statistic, over=over,
+        share=share, headline=headline,
+    )
+
+
+_REFERENCE_ROWS = [
+    ("rouge1", "ROUGE-1 F1 against the reference (rouge-score, Porter stemmer)"),
+    ("rouge2", "ROUGE-2 F1 against the reference"),
+    ("rougeL", "ROUGE-L F1 against the reference"),
+    ("rougeLsum", "ROUGE-Lsum F1 against the reference (sentences on their own lines)"),
+    ("bleu", "sentence BLEU against the reference (sacreBLEU)"),
+    ("chrf", "sentence chrF against the reference (sacreBLEU)"),
+    ("ter", "sentence TER against the reference (sacreBLEU; lower is better)"),
+]
+
+METRICS = MetricRegistry(
+    [
+        _row("claim_count", "claims in the summary (richness of this summary)", True, lambda f: f.claim_count),
+        _row("supported_claims", "claims the source supports (yes)", True, lambda f: f.supported),
+        _row("contradicted_claims", "claims the source contradicts (no)", False, lambda f: f.contradicted),
+        _row("unverifiable_claims", "claims the source neither supports nor contradicts (idk)", False, lambda f: f.unverifiable),
+        _row("support_rate", "supported claims / claims (empty when there is no claim)", True,
+             lambda f: f.supported / f.claim_count if f.claim_count else None, integer=False),
+        _row("aligned", "1 when the summary makes claims and none is contradicted", True,
+             _flag(lambda f: f.claim_count > 0 and f.contradicted == 0)),
+        _row("strictly_aligned", "1 when the summary makes claims and every one is supported", True,
+             _flag(lambda f: f.claim_count > 0 and f.supported == f.claim_count)),
+        _row("coverage", "covered key points / key points of the source", True,
+             lambda f: None if f.key_points is None else f.covered / f.key_points, integer=False, family="coverage",
+             reasoning="coverage_reasoning"),
+        _row("defect_contradiction", "1 when a claim is contradicted", False, _flag(lambda f: f.contradicted > 0)),
+        _row("defect_unverifiable", "1 when a claim cannot be verified", False, _flag(lambda f: f.unverifiable > 0)),
+        _row("defect_empty", "1 when the summary has no word", False, _flag(lambda f: f.claim_count == 0)),
+        *(MetricSpec(name, "row", text, name != "ter", family="reference", reasoning=None) for name, text in _REFERENCE_ROWS),
+        MetricSpec("summary_words", "row", "words in the summary", False, family="length", reasoning=None),
+        MetricSpec("compression_ratio", "row", "words in the summary / words in the source", False, family="length", reasoning=None),
+        _aggregate("alignment", "share of judged rows with aligned = 1", True, "proportion", of="aligned", headline=True),
+        _aggregate("defect_rate/contradiction", "share of judged rows with a contradicted claim", False, "proportion",
+                   of="defect_contradiction", headline=True),
+        _aggregate("defect_rate/unverifiable", "share of judged rows with an unverifiable claim", False, "proportion",
+                   of="defect_unverifiable"),
+        _aggregate("defect_rate/empty", "share of judged rows whose summary has no word", False, "proportion", of="defect_empty"),
+        _aggregate("strict_alignment", "share of judged rows whose every claim is supported", True, "proportion", of="strictly_aligned"),
+        _aggregate("claim_support_rate", "supported claims / claims, over all judged rows", True, "ratio", statistic=_claim_support),
+        _aggregate("richness", "mean claims per judged row", True, "mean", of="claim_count", share=False, headline=True),
+        _aggregate("coverage", "mean coverage of the judged rows", True, "mean", of="coverage", family="coverage", headline=True),
+        _aggregate("judge_error_rate", "rows the judge failed on / all rows", False, "proportion", statistic=_error_rate,
+                   over="all", headline=True),
+        *(_aggregate(name, f"mean {name} over the rows", True, "mean", of=name, family="reference", over="all")
+          for name in ("rouge1", "rouge2", "rougeL", "rougeLsum")),
+        _aggregate("bleu", "corpus BLEU (sacreBLEU corpus_score, not a mean of rows)", True, "corpus", family="reference", share=False),
+        _aggregate("chrf", "corpus chrF (sacreBLEU corpus_score)", True, "corpus", family="reference", share=False),
+        _aggregate("ter", "corpus TER (sacreBLEU corpus_score; lower is better)", False, "corpus", family="reference", share=False),
+        _aggregate("summary_words", "mean words per summary", False, "mean", of="summary_words", family="length", over="all", share=False),
+        _aggregate("compression_ratio", "mean summary words / source words", False, "mean", of="compression_ratio",
+                   family="length", over="all", share=False),
+    ]
+)

@@ -1,0 +1,84 @@
+"""The metric registry: a metric added through it alone reaches the per-row table, a real SQLite MLflow run, the
+Spark result and the comparison, with no other change (issue 13)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics import compare_results, judge_summaries, summarization_metrics
+from mlflow_genai_metrics.summarization.metrics import METRICS, MetricSpec
+from mlflow_genai_metrics.testing import SummarizationJudgeScript
+
+from helpers import judge_for
+
+# A row metric of the judge and its aggregate: a summary that makes more than one claim is "long".
+LONG = MetricSpec(
+    "long_summary", level="row", description="1 when the summary makes more than one claim", greater_is_better=False,
+    row_value=lambda facts: None if facts.claim_count is None else int(facts.claim_count > 1), integer=True,
+)
+LONG_RATE = MetricSpec(
+    "long_summary_rate", level="aggregate", description="share of judged rows with more than one claim",
+    greater_is_better=False, kind="proportion", of="long_summary", share=True,
+)
+
+
+def _data() -> pd.DataFrame:
+    articles = [f"Article {i}. The council approved budget {i}. The mayor welcomed budget {i}." for i in range(8)]
+    short = [f"The council approved budget {i}." for i in range(8)]
+    long = [f"The council approved budget {i}. The mayor welcomed budget {i}." for i in range(8)]
+    return pd.DataFrame({"id": range(8), "source": articles, "short": short, "long": [s if i % 2 else l for i, (s, l) in enumerate(zip(short, long))]})
+
+
+def test_a_registered_metric_is_in_the_per_row_table_and_the_aggregates(scripted_server):
+    data, server = _data(), scripted_server(SummarizationJudgeScript())
+    with METRICS.registered(LONG, LONG_RATE):
+        result = judge_summaries(data["source"], data["long"], judge=judge_for(server), coverage=False)
+    assert result.rows["long_summary"].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
+    assert (result.metrics["long_summary_rate"], result.metrics["long_summary_rate_n"]) == (0.5, 8)
+    assert result.metrics["long_summary_rate_ci_low"] < 0.5 < result.metrics["long_summary_rate_ci_high"]
+    assert result.estimates["long_summary_rate"].method == "wilson"
+
+
+def test_a_registered_metric_is_compared_pair_by_pair(scripted_server):
+    data, server = _data(), scripted_server(SummarizationJudgeScript())
+    with METRICS.registered(LONG, LONG_RATE):
+        a = judge_summaries(data["source"], data["short"], judge=judge_for(server), coverage=False)
+        b = judge_summaries(data["source"], data["long"], judge=judge_for(server), coverage=False)
+        difference = compare_results(a, b).difference("long_summary_rate")
+    assert (difference["a"], difference["b"], difference["difference"]) == (0.0, 0.5, 0.5)
+
+
+def test_a_registered_metric_is_logged_to_a_real_mlflow_run(scripted_server, mlflow_store):
+    data, server = _data(), scripted_server(SummarizationJudgeScript())
+    with METRICS.registered(LONG, LONG_RATE):
+        with mlflow.start_run() as run:
+            evaluation = mlflow.models.evaluate(
+                data=data, predictions="long", extra_metrics=summarization_metrics(judge_for(server), source_col="source", coverage=False)
+            )
+    logged = MlflowClient().get_run(run.info.run_id).data.metrics
+    assert logged["long_summary_rate"] == 0.5 and logged["long_summary_rate_n"] == 8 and "long_summary_rate_ci_low" in logged
+    assert evaluation.tables["eval_results_table"]["long_summary/score"].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
+
+
+def test_a_registered_metric_reaches_the_spark_result(scripted_server):
+    pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install -e '.[spark]')")
+    from pyspark.sql import SparkSession
+
+    from mlflow_genai_metrics.spark import judge_summaries_spark
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+    data, server = _data(), scripted_server(SummarizationJudgeScript())
+    with METRICS.registered(LONG, LONG_RATE):
+        frame = spark.createDataFrame(data[["id", "source", "long"]])
+        result = judge_summaries_spark(frame, judge=judge_for(server), summary_col="long", coverage=False)
+        rows = result.rows.toPandas().sort_values("id")
+        metrics = result.metrics
+    assert rows["long_summary"].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
+    assert (metrics["long_summary_rate"], metrics["long_summary_rate_n"]) == (0.5, 8)
