@@ -127,3 +127,14 @@ def test_a_reply_from_another_model_than_the_signature_names_is_flagged_in_the_r
     assert report["judge_model_mismatch"] is True and report["judge_reported_models"] == {"impostor-7b": 2}
     honest = judge_summaries([_article(1)], [GOOD.format(i=1)], judge=judge_for(scripted_server(script)), coverage=False)
     assert honest.report()["judge_model_mismatch"] is False
+
+
+def test_a_row_error_keeps_its_stage_its_kind_and_what_the_endpoint_sent(scripted_server):
+    from mlflow_genai_metrics.testing import Reply
+
+    server = scripted_server(lambda request: Reply("<html>proxy error page</html>"))
+    result = judge_summaries([_article(1)], [GOOD.format(i=1)], judge=judge_for(server, max_retries=0), coverage=False)
+    error = result.judgements[0].error
+    assert (error.stage, error.kind) == ("claim extraction", "invalid_answer")
+    assert "proxy error page" in error.error.raw
+    assert result.rows["error"][0] == str(error) and str(error).startswith("claim extraction failed: invalid_answer")

@@ -7,10 +7,10 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlflow_genai_metrics.judge import Usage
-from mlflow_genai_metrics.summarization.records import CheckedClaim, CoveredKeyPoint, RowJudgement
+from mlflow_genai_metrics.judge import JudgeError, Usage
 from mlflow_genai_metrics.summarization.comparison import paired_table
 from mlflow_genai_metrics.summarization.metrics import METRICS
+from mlflow_genai_metrics.summarization.records import CheckedClaim, CoveredKeyPoint, RowError, RowJudgement
 from mlflow_genai_metrics.summarization.scoring import aggregate_metrics, aggregate_names, rows_table
 
 verdicts = st.lists(st.sampled_from(["yes", "no", "idk"]), max_size=8)
@@ -23,7 +23,7 @@ def judgements(rows) -> list[RowJudgement]:
     out = []
     for index, (claim_verdicts, covered, failed) in enumerate(rows):
         if failed:
-            out.append(RowJudgement(id=index, source_key="s", error="claim extraction failed: invalid_answer: x"))
+            out.append(RowJudgement(id=index, source_key="s", error=RowError(stage="claim extraction", error=JudgeError(kind="invalid_answer", message="x"))))
             continue
         out.append(
             RowJudgement(

@@ -32,7 +32,7 @@ from .passes import (
     extract_key_points_request,
     verify_claims_request,
 )
-from .records import CheckedClaim, CoveredKeyPoint, RowInput, RowJudgement
+from .records import CheckedClaim, CoveredKeyPoint, RowError, RowInput, RowJudgement
 
 __all__ = ["check_settings", "distinct_claims", "has_words", "judge_rows", "prepare_rows", "source_key"]
 
@@ -209,11 +209,11 @@ class _RowState:
     verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
     key_points: list[CoveredKeyPoint] | None = None
     usage: Usage = field(default_factory=Usage)
-    error: str | None = None
+    error: RowError | None = None
 
     def fail(self, stage: str, reply: JudgeReply) -> None:
-        if self.error is None:
-            self.error = f"{stage} failed: {reply.error}"
+        if self.error is None:  # the first failure of a row is its error: the kind, the message, the raw excerpt
+            self.error = RowError(stage=stage, error=reply.error)
 
     def take_claims(self, claims: Sequence[str]) -> None:
         self.claims, self.duplicates = distinct_claims(claims)
@@ -327,7 +327,7 @@ def _ask_again_for_claims(rows: list[RowInput], states: list[_RowState], judge: 
             state.take_claims(reply.answer.claims)
         else:
             no_claims = JudgeError(kind="no_claims", message="the judge listed no claim for a summary that has words, even when asked again", attempts=2)
-            state.error = f"claim extraction failed: {no_claims}"
+            state.error = RowError(stage="claim extraction", error=no_claims)
 
 
 def _record(row: RowInput, state: _RowState) -> RowJudgement:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..judge import Usage
+from ..judge import JudgeError, Usage
 
-__all__ = ["CheckedClaim", "CoveredKeyPoint", "RowJudgement", "RowInput"]
+__all__ = ["CheckedClaim", "CoveredKeyPoint", "RowError", "RowInput", "RowJudgement"]
 
 
 class RowInput(BaseModel):
@@ -36,6 +36,23 @@ class CoveredKeyPoint(BaseModel):
     reason: str
 
 
+class RowError(BaseModel):
+    """Why a row has no value: the pass that failed and the judge's typed error (kind, message, HTTP status, and a
+    short excerpt of what the endpoint sent). ``str()`` reads ``"claim extraction failed: no_claims: ..."``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    error: JudgeError
+
+    @property
+    def kind(self) -> str:
+        return self.error.kind
+
+    def __str__(self) -> str:
+        return f"{self.stage} failed: {self.error}"
+
+
 class RowJudgement(BaseModel):
     """Claims with verdicts, key points with coverage, what judging the row cost, and any error.
 
@@ -48,4 +65,4 @@ class RowJudgement(BaseModel):
     claims: list[CheckedClaim] = Field(default_factory=list)
     key_points: list[CoveredKeyPoint] | None = None
     usage: Usage = Field(default_factory=Usage)
-    error: str | None = None
+    error: RowError | None = None

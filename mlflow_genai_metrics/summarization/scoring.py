@@ -98,7 +98,7 @@ def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True, reg
         record["reasoning"] = reasoning(judgement)
         if coverage:
             record["coverage_reasoning"] = coverage_reasoning(judgement)
-        record["error"] = judgement.error or ""
+        record["error"] = str(judgement.error) if judgement.error is not None else ""
         record.update(
             judge_calls=usage.calls,
             judge_cache_hits=usage.cache_hits,

@@ -93,7 +93,7 @@ class _GenaiAdapter:
 
 def _feedback(name: str, judgement: RowJudgement, signature: str) -> Feedback:
     if judgement.error is not None:
-        return Feedback(name=name, error=judgement.error)
+        return Feedback(name=name, error=str(judgement.error))
     value = row_values(judgement)[name]
     why = explanation(judgement, METRICS.row(name).reasoning)
     claims = [c.model_dump() for c in judgement.claims]
@@ -135,7 +135,7 @@ def summarization_scorers(
 
     def judge_error(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
         judgement = adapter.judgement(inputs, outputs, trace)
-        return Feedback(name="judge_error", value=int(judgement.error is not None), rationale=judgement.error or "judged")
+        return Feedback(name="judge_error", value=int(judgement.error is not None), rationale=str(judgement.error) if judgement.error is not None else "judged")
 
     def rows(values: list[float]) -> float:
         # MLflow calls this once, after every row is scored: the moment to log the run-level report.
