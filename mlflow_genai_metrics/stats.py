@@ -20,12 +20,13 @@ The paired comparison (``paired_bootstrap``) resamples rows with ``scipy.stats.b
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as scipy_stats
 
-__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "paired_bootstrap", "ratio", "wilson_interval"]
+__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "paired_bootstrap", "paired_corpus_bootstrap", "ratio", "wilson_interval"]
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 12345
@@ -205,10 +206,48 @@ def paired_bootstrap(
         resamples,
         seed,
     )
+    return _paired_difference(value_a, value_b, distribution, confidence)
+
+
+def _paired_difference(value_a: float, value_b: float, distribution: np.ndarray, confidence: float) -> PairedDifference:
+    """B minus A with the percentile interval and the two-sided p-value of the bootstrap differences."""
     low, high = _percentiles(distribution, confidence)
     finite = distribution[np.isfinite(distribution)]
     if finite.size == 0:
-        return PairedDifference(value_a, value_b, difference, low, high, float("nan"))
+        return PairedDifference(value_a, value_b, value_b - value_a, low, high, float("nan"))
     below = (np.count_nonzero(finite <= 0) + 1) / (finite.size + 1)
     above = (np.count_nonzero(finite >= 0) + 1) / (finite.size + 1)
-    return PairedDifference(value_a, value_b, difference, low, high, float(min(1.0, 2 * min(below, above))))
+    return PairedDifference(value_a, value_b, value_b - value_a, low, high, float(min(1.0, 2 * min(below, above))))
+
+
+def paired_corpus_bootstrap(
+    stats_a: np.ndarray,
+    stats_b: np.ndarray,
+    score: Callable[[np.ndarray], float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> PairedDifference:
+    """B minus A of a corpus score, as sacreBLEU's paired bootstrap: ``stats_a[i]`` and ``stats_b[i]`` (one row
+    each of two arrays shaped rows x statistics) are pair i's sufficient statistics under each system, and
+    ``score(summed)`` is the corpus score of statistics summed over rows (e.g. corpus BLEU).
+
+    Rows are resampled together (the same draws as ``paired_bootstrap`` for the same seed and rows); each resample
+    sums each side's statistics and scores them. Interval and p-value as ``paired_bootstrap``: identical inputs
+    give a difference of 0 and p = 1.
+    """
+    a, b = np.asarray(stats_a, dtype=float), np.asarray(stats_b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired statistics need the same rows on both sides: {a.shape} and {b.shape}")
+    value_a, value_b = float(score(a.sum(axis=0))), float(score(b.sum(axis=0)))
+    if len(a) < 2:
+        return PairedDifference(value_a, value_b, value_b - value_a, float("nan"), float("nan"), float("nan"))
+
+    def differences(drawn: np.ndarray, axis: int = -1) -> np.ndarray:
+        # drawn: resamples x rows, row indices; how often each row was drawn, times its statistics, is the sum.
+        times = np.apply_along_axis(np.bincount, -1, drawn, minlength=len(a)).astype(float)
+        return np.array([score(sum_b) - score(sum_a) for sum_a, sum_b in zip(times @ a, times @ b)], dtype=float)
+
+    distribution = _distribution((np.arange(len(a)),), differences, resamples, seed)
+    return _paired_difference(value_a, value_b, distribution, confidence)

@@ -5,8 +5,9 @@ are split by a rule, not by NLTK's punkt model (which would need a download).
 
 Per row: ``rouge1``, ``rouge2``, ``rougeL``, ``rougeLsum`` (F1, Porter-stemmed; for Lsum one sentence a line),
 ``bleu``, ``chrf`` (``sentence_score``), ``ter`` (only when asked: it is slow), ``summary_words`` and, with sources,
-``compression_ratio``. Aggregates: ROUGE and lengths are means over rows; BLEU, chrF and TER come from
-``corpus_score`` over all rows (a corpus BLEU is not the mean of sentence BLEUs).
+``compression_ratio``. Aggregates: ROUGE and lengths are means over rows; BLEU, chrF and TER are the corpus scores
+of all rows (a corpus BLEU is not the mean of sentence BLEUs), from the sums of the rows' sufficient statistics
+(``sacrebleu_metrics``), which also give their paired comparison (``paired_corpus_difference``).
 
 Speed: the same numbers as calling rouge-score row by row, faster. Stems are memoised (stemming was ~40% of
 rouge-score's time), the rougeL LCS length is computed bit-parallel instead of with rouge-score's Python table
@@ -24,9 +25,22 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["TRADITIONAL_COLUMNS", "TraditionalResult", "corpus_scores", "lcs_length", "split_sentences", "traditional_metrics"]
+from . import stats
+from .sacrebleu_metrics import CORPUS_METRICS, corpus_score, rouge_signature, sacrebleu_signatures, segment_scores
+
+__all__ = [
+    "TRADITIONAL_COLUMNS",
+    "TraditionalResult",
+    "corpus_scores",
+    "lcs_length",
+    "paired_corpus_difference",
+    "split_sentences",
+    "traditional_metrics",
+    "traditional_signatures",
+]
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 TRADITIONAL_COLUMNS = (*ROUGE_TYPES, "bleu", "chrf", "ter", "summary_words", "compression_ratio")
@@ -106,11 +120,10 @@ def _summary_level_lcs_f1(ref_sentences: list[list[str]], can_sentences: list[li
 
 
 @lru_cache(maxsize=1)
-def _scorers() -> tuple[Any, Any, dict[str, Any]]:
-    """Built once per process: the memoising tokenizer, rouge-score's n-gram scorer, sacreBLEU's metrics."""
+def _scorers() -> tuple[Any, Any]:
+    """Built once per process: the memoising tokenizer and rouge-score's n-gram scorer."""
     from nltk.stem import porter
     from rouge_score import rouge_scorer, tokenize, tokenizers
-    from sacrebleu.metrics import BLEU, CHRF, TER
 
     stem = lru_cache(maxsize=500_000)(porter.PorterStemmer().stem)
 
@@ -129,14 +142,7 @@ def _scorers() -> tuple[Any, Any, dict[str, Any]]:
 
     tokenizer = MemoTokenizer()
     ngram_scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2"], tokenizer=tokenizer)
-    # Sentence-level BLEU uses effective order (as sacreBLEU recommends); corpus BLEU does not. Both read the same
-    # per-segment statistics, which are extracted once and summed for the corpus score.
-    metrics = {
-        "bleu": (BLEU(effective_order=True), BLEU()),
-        "chrf": (CHRF(), CHRF()),
-        "ter": (TER(), TER()),
-    }
-    return tokenizer, ngram_scorer, metrics
+    return tokenizer, ngram_scorer
 
 
 def _f1(overlap: int, predicted: int, target: int) -> float:
@@ -155,7 +161,7 @@ class _Row:
 
 def _score_rows(rows: list[_Row], with_ter: bool) -> tuple[list[dict[str, float]], dict[str, list[Any]]]:
     """Per-row values, and sacreBLEU's per-row statistics for the corpus scores."""
-    tokenizer, ngram_scorer, metrics = _scorers()
+    tokenizer, ngram_scorer = _scorers()
     scored = []
     for row in rows:
         rouge = ngram_scorer.score(row.reference, row.prediction)
@@ -170,34 +176,65 @@ def _score_rows(rows: list[_Row], with_ter: bool) -> tuple[list[dict[str, float]
                 "rougeLsum": _summary_level_lcs_f1(ref_sentences, can_sentences),
             }
         )
-    hypotheses, references = [r.prediction for r in rows], [[r.reference for r in rows]]
+    hypotheses, references = [r.prediction for r in rows], [r.reference for r in rows]
     statistics: dict[str, list[Any]] = {}
-    for name in ("bleu", "chrf", *(("ter",) if with_ter else ())):
-        sentence_metric, _ = metrics[name]
-        statistics[name] = sentence_metric._extract_corpus_statistics(hypotheses, references)
-        for values, segment in zip(scored, statistics[name]):
-            values[name] = sentence_metric._aggregate_and_compute([segment]).score
+    for name in _corpus_names(with_ter):
+        sentence_scores, statistics[name] = segment_scores(name, hypotheses, references)
+        for values, score in zip(scored, sentence_scores):
+            values[name] = score
     return scored, statistics
+
+
+def _corpus_names(ter: bool) -> tuple[str, ...]:
+    return CORPUS_METRICS if ter else tuple(name for name in CORPUS_METRICS if name != "ter")
 
 
 @dataclass(frozen=True)
 class TraditionalResult:
     """``rows``: one row per prediction, in order; ``metrics``: the aggregates; ``statistics``: sacreBLEU's
-    per-row sufficient statistics (``{"bleu": [[...], ...], "chrf": ...}``), which add up to the corpus scores."""
+    per-row sufficient statistics (``{"bleu": [[...], ...], "chrf": ..., "ter": ...}``, laid out as in
+    ``sacrebleu_metrics``), which add up to the corpus scores; ``signatures``: what produced the reference
+    metrics (``traditional_signatures``), empty without references."""
 
     rows: pd.DataFrame
     metrics: dict[str, float]
     statistics: dict[str, list[list[float]]] = field(default_factory=dict, repr=False)
+    signatures: dict[str, str] = field(default_factory=dict)
+
+
+def traditional_signatures(ter: bool = False) -> dict[str, str]:
+    """The signature of each reference metric, computing nothing from data: ``rouge`` (rouge-score's settings),
+    ``bleu``, ``chrf`` and, with ``ter``, ``ter`` (sacreBLEU's own, e.g. BLEU's
+    ``nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0``; per-row BLEU is the same with ``eff:yes``)."""
+    return {"rouge": rouge_signature(), **sacrebleu_signatures(_corpus_names(ter))}
 
 
 def corpus_scores(summed: dict[str, Sequence[float]]) -> dict[str, float]:
     """Corpus BLEU, chrF (and TER) from the element-wise sums of the rows' ``statistics`` (of any parts of the
     corpus: the sums of parts are the sums of the whole)."""
-    _, _, sacrebleu_metrics = _scorers()
-    return {
-        name: sacrebleu_metrics[name][1]._aggregate_and_compute([[int(v) if float(v).is_integer() else v for v in values]]).score
-        for name, values in summed.items()
-    }
+    return {name: corpus_score(name, values) for name, values in summed.items()}
+
+
+def paired_corpus_difference(
+    name: str,
+    stats_a: Sequence[Sequence[float]],
+    stats_b: Sequence[Sequence[float]],
+    *,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = stats.DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> stats.PairedDifference:
+    """Corpus ``name`` (bleu, chrf or ter) of B minus A over the same rows, by sacreBLEU's paired bootstrap:
+    ``stats_a[i]`` and ``stats_b[i]`` are ``TraditionalResult.statistics[name][i]`` of the same row under each
+    (``stats.paired_corpus_bootstrap``). For TER lower is better: B better gives a negative difference."""
+    return stats.paired_corpus_bootstrap(
+        np.asarray(stats_a, dtype=float),
+        np.asarray(stats_b, dtype=float),
+        lambda summed: corpus_score(name, summed),
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )
 
 
 def _texts(values: Any, name: str, allow_sentence_lists: bool = False) -> list[Any]:
@@ -262,6 +299,7 @@ def traditional_metrics(
         rows=pd.DataFrame({name: rows[name] for name in order}),
         metrics=metrics,
         statistics=statistics if references is not None else {},
+        signatures=traditional_signatures(ter) if references is not None else {},
     )
 
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import random
+from importlib.metadata import version
 
 import pytest
 import sacrebleu
 from rouge_score import rouge_scorer
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mlflow_genai_metrics import traditional_metrics
-from mlflow_genai_metrics.traditional import lcs_length, split_sentences
+from mlflow_genai_metrics.sacrebleu_metrics import PRIVATE_CALLS, check_sacrebleu
+from mlflow_genai_metrics.traditional import corpus_scores, lcs_length, split_sentences, traditional_signatures
 
 from conftest import SHARED_DATA
 
@@ -56,10 +60,10 @@ def test_bleu_and_chrf_agree_with_sacrebleu_per_row_and_per_corpus(bbc_sample):
     references = [" ".join(row["reference_summary_sentences"]) for row in sample]
     result = traditional_metrics(predictions, references, n_jobs=2)
     for i, (prediction, reference) in enumerate(zip(predictions, references)):
-        assert result.rows.loc[i, "bleu"] == pytest.approx(sacrebleu.sentence_bleu(prediction, [reference]).score)
-        assert result.rows.loc[i, "chrf"] == pytest.approx(sacrebleu.sentence_chrf(prediction, [reference]).score)
-    assert result.metrics["bleu"] == pytest.approx(sacrebleu.corpus_bleu(predictions, [references]).score)
-    assert result.metrics["chrf"] == pytest.approx(sacrebleu.corpus_chrf(predictions, [references]).score)
+        assert result.rows.loc[i, "bleu"] == sacrebleu.sentence_bleu(prediction, [reference]).score, i
+        assert result.rows.loc[i, "chrf"] == sacrebleu.sentence_chrf(prediction, [reference]).score, i
+    assert result.metrics["bleu"] == sacrebleu.corpus_bleu(predictions, [references]).score
+    assert result.metrics["chrf"] == sacrebleu.corpus_chrf(predictions, [references]).score
     mean_of_rows = sum(result.rows["bleu"]) / len(predictions)
     assert result.metrics["bleu"] != pytest.approx(mean_of_rows)  # the corpus score, not a mean of rows
 
@@ -71,8 +75,8 @@ def test_ter_agrees_with_sacrebleu_per_row_and_per_corpus(bbc_sample):
     references = [" ".join(row["reference_summary_sentences"][:2]) for row in sample[:6]]
     result = traditional_metrics(predictions, references, ter=True, n_jobs=1)
     for i, (prediction, reference) in enumerate(zip(predictions, references)):
-        assert result.rows.loc[i, "ter"] == pytest.approx(sacrebleu.sentence_ter(prediction, [reference]).score)
-    assert result.metrics["ter"] == pytest.approx(sacrebleu.corpus_ter(predictions, [references]).score)
+        assert result.rows.loc[i, "ter"] == sacrebleu.sentence_ter(prediction, [reference]).score, i
+    assert result.metrics["ter"] == sacrebleu.corpus_ter(predictions, [references]).score
 
 
 def test_parallel_and_single_process_give_identical_rows(bbc_sample):
@@ -88,12 +92,91 @@ def test_lengths_and_compression_ratio():
     assert list(result.rows["summary_words"]) == [3, 2]
     assert list(result.rows["compression_ratio"]) == [0.5, 0.5]
     assert result.metrics["summary_words"] == 2.5
-    assert "rouge1" not in result.rows  # no references, no reference metrics
+    assert "rouge1" not in result.rows and result.signatures == {}  # no references, no reference metrics
 
 
 def test_ter_is_computed_only_when_asked():
     result = traditional_metrics(["the cat sat"], ["the cat sat down"])
     assert "ter" not in result.rows and "ter" not in result.metrics
+    assert "ter" not in result.statistics and "ter" not in result.signatures
+
+
+# Short texts, so that what follows runs without the shared data.
+HYPOTHESES = ["The cat sat on the mat.", "A dog barked loudly at night!", "Hello there, my friend.", "Nothing matches", ""]
+REFERENCES = ["The cat sat on a mat.", "The dog barked at night.", "Hello, my dear friend.", "Entirely other words", "Empty."]
+VERSION = f"sacreBLEU {sacrebleu.__version__}"
+
+
+@pytest.mark.parametrize("name, metric", [("bleu", BLEU), ("chrf", CHRF), ("ter", TER)])
+def test_per_row_statistics_are_sacrebleus_own_segment_statistics(name, metric):
+    result = traditional_metrics(HYPOTHESES, REFERENCES, ter=True, n_jobs=1)
+    own = metric()._extract_corpus_statistics(HYPOTHESES, [REFERENCES])
+    assert result.statistics[name] == own, f"{VERSION}: {name} segment statistics changed"
+
+
+@pytest.mark.parametrize("cls, method, parameters", PRIVATE_CALLS)
+def test_the_private_sacrebleu_calls_keep_the_parameters_we_pass(cls, method, parameters):
+    found = getattr(getattr(sacrebleu.metrics, cls), method, None)
+    implemented = callable(found) and not getattr(found, "__isabstractmethod__", False)
+    assert implemented, f"{VERSION} has no {cls}.{method}: see mlflow_genai_metrics/sacrebleu_metrics.py"
+    assert tuple(inspect.signature(found).parameters)[1:] == parameters, f"{VERSION} changed {cls}.{method}'s parameters"
+
+
+def test_corpus_scores_from_summed_statistics_equal_sacrebleus_corpus_score():
+    result = traditional_metrics(HYPOTHESES, REFERENCES, ter=True, n_jobs=1)
+    expected = {
+        "bleu": BLEU().corpus_score(HYPOTHESES, [REFERENCES]).score,
+        "chrf": CHRF().corpus_score(HYPOTHESES, [REFERENCES]).score,
+        "ter": TER().corpus_score(HYPOTHESES, [REFERENCES]).score,
+    }
+    assert {name: result.metrics[name] for name in expected} == expected, f"{VERSION}: a corpus score changed"
+
+
+def test_the_sum_of_parts_as_floats_gives_the_corpus_scores():
+    # Spark sums each partition's statistics in a float column: the sums of parts are the sums of the whole.
+    result = traditional_metrics(HYPOTHESES, REFERENCES, ter=True, n_jobs=1)
+    summed = {
+        name: [float(sum(column[:2])) + float(sum(column[2:])) for column in zip(*segments)]
+        for name, segments in result.statistics.items()
+    }
+    assert corpus_scores(summed) == {name: result.metrics[name] for name in ("bleu", "chrf", "ter")}
+
+
+def test_a_missing_private_sacrebleu_call_is_refused_naming_the_version(monkeypatch):
+    monkeypatch.delattr(sacrebleu.metrics.CHRF, "_compute_score_from_stats")
+    with pytest.raises(RuntimeError, match=rf"sacreBLEU {sacrebleu.__version__} lacks CHRF\._compute_score_from_stats"):
+        check_sacrebleu()
+
+
+def test_the_result_carries_sacrebleus_signatures_of_the_metrics_computed():
+    result = traditional_metrics(HYPOTHESES, REFERENCES, n_jobs=1)
+    expected = {}
+    for name, metric in (("bleu", BLEU()), ("chrf", CHRF())):
+        metric.corpus_score(HYPOTHESES, [REFERENCES])
+        expected[name] = str(metric.get_signature())
+    assert {name: result.signatures[name] for name in ("bleu", "chrf")} == expected
+    assert set(result.signatures) == {"rouge", "bleu", "chrf"}
+
+
+def test_ter_true_gives_ters_signature_and_statistics():
+    result = traditional_metrics(HYPOTHESES, REFERENCES, ter=True, n_jobs=1)
+    metric = TER()
+    metric.corpus_score(HYPOTHESES, [REFERENCES])
+    assert result.signatures["ter"] == str(metric.get_signature())
+    assert len(result.statistics["ter"]) == len(HYPOTHESES) and corpus_scores(
+        {"ter": [sum(column) for column in zip(*result.statistics["ter"])]}
+    ) == {"ter": result.metrics["ter"]}
+
+
+def test_the_rouge_signature_names_rouge_scores_version_the_stemmer_and_the_lsum_split():
+    assert traditional_signatures()["rouge"] == (
+        f"rouge-score:{version('rouge-score')}|stem:porter|nltk:{version('nltk')}|lsum:split-rule"
+    )
+
+
+def test_traditional_signatures_are_those_a_result_carries():
+    assert traditional_signatures(ter=True) == traditional_metrics(HYPOTHESES, REFERENCES, ter=True, n_jobs=1).signatures
+    assert traditional_signatures(ter=False) == traditional_metrics(HYPOTHESES, REFERENCES, n_jobs=1).signatures
 
 
 def test_an_empty_prediction_scores_zero_not_an_error():
