@@ -26,9 +26,10 @@ the default; a cluster: a directory on shared storage, see ``docs/scale.md``).
 
 from __future__ import annotations
 
-import json
 import functools
+import json
 import uuid
+from pathlib import Path
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -255,6 +256,24 @@ class SparkSummarizationResult:
             by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
             summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
         return corpus_scores(summed)
+
+    def write_tables(self, folder: Path) -> None:
+        """As ``SummarizationResult.write_tables``, written by Spark as Parquet folders (``rows.parquet/part-*``;
+        ``pandas.read_parquet`` and ``tracking.load_run`` read them whole); no JSON copies, since that would bring
+        every row to the driver."""
+        for name in ("rows", "claims", "key_points"):
+            target = folder / f"{name}.parquet"
+            table = getattr(self, name)
+            table.withColumn("id", table["id"].cast("string")).write.parquet(str(target))
+            for extra in [*target.glob(".*"), *target.glob("_*")]:  # Spark's checksums and _SUCCESS marker
+                extra.unlink()
+
+    def verdict_counts(self) -> pd.Series:
+        counted = {r["verdict"]: r["count"] for r in self.claims.groupBy("verdict").count().collect()}
+        return pd.Series(counted, dtype="int64")
+
+    def category_rows(self) -> pd.DataFrame | None:
+        return None  # the per-category plot would bring every row to the driver
 
     def report(self) -> dict[str, Any]:
         """As ``SummarizationResult.report``: signature, row counts and every aggregate (NaN as None)."""

@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import pandas as pd
 
 from ..judge import Usage
 from ..judge.models import same_model
+from .ids import canonical_id
 from .scoring import Estimate
 from .records import RowJudgement
 
-__all__ = ["SummarizationResult", "model_mismatch", "run_report"]
+__all__ = ["RunResult", "SummarizationResult", "model_mismatch", "run_report"]
+
+
+class RunResult(Protocol):
+    """What a logger needs of a result, whether one process (``SummarizationResult``) or Spark
+    (``spark.SparkSummarizationResult``) made it."""
+
+    metrics: dict[str, float]
+    signature: str
+
+    def write_tables(self, folder: Path) -> None: ...
+
+    def verdict_counts(self) -> pd.Series: ...
+
+    def category_rows(self) -> pd.DataFrame | None: ...
+
+    def report(self) -> dict[str, Any]: ...
 
 
 def run_report(signature: str, rows: int, failed: int, reported_models: dict[str, int], metrics: dict[str, float]) -> dict[str, Any]:
@@ -63,6 +81,26 @@ class SummarizationResult:
     def judge_model_mismatch(self) -> bool:
         """Did any reply name another model than the one the signature names (the endpoint routed it elsewhere)?"""
         return model_mismatch(self.signature, self.reported_models)
+
+    def write_tables(self, folder: Path) -> None:
+        """``rows``, ``claims`` and ``key_points`` as JSON (readable in the MLflow UI) and Parquet (typed: nullable
+        integers stay integers). Ids are stored in their canonical text form, the form every comparison pairs them
+        in, so ``1`` in one run pairs with ``1`` in another."""
+        for name in ("rows", "claims", "key_points"):
+            table = getattr(self, name)
+            table.to_json(folder / f"{name}.json", orient="records", indent=1, force_ascii=False)
+            columnar = table.copy()
+            if "id" in columnar:
+                columnar["id"] = columnar["id"].map(canonical_id)
+            columnar.to_parquet(folder / f"{name}.parquet", index=False)
+
+    def verdict_counts(self) -> pd.Series:
+        """How many claims got each verdict."""
+        return self.claims["verdict"].value_counts()
+
+    def category_rows(self) -> pd.DataFrame | None:
+        """The per-row table when its rows carry a category (for the per-category plot), else None."""
+        return self.rows if "category" in self.rows and self.rows["category"].notna().any() else None
 
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""

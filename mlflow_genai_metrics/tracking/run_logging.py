@@ -1,9 +1,9 @@
-"""A ``SummarizationResult`` into an MLflow run: tables, report, signature, plots (and, on request, metrics).
+"""A result (one process's or Spark's) into an MLflow run: tables, report, signature, plots (and, on request, metrics).
 
 Every run gets the same artifact names, so two runs' artifacts line up in the UI:
 
     mgm/rows.json  mgm/rows.parquet            one row per summary: values, reasoning, error, usage
-                                               (a Spark run: Parquet folders, no JSON; see log_spark_result)
+                                               (a Spark run: Parquet folders, no JSON)
     mgm/claims.json  mgm/claims.parquet        one row per claim: verdict and reason
     mgm/key_points.json  mgm/key_points.parquet one row per (summary, key point): covered and reason
     mgm/report.json                            signature, row counts, every aggregate (written last)
@@ -22,21 +22,16 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import matplotlib.pyplot as plt
 import mlflow
-import pandas as pd
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from ..signature import parse_signature
-from ..summarization.ids import canonical_id
-from ..summarization.result import SummarizationResult
+from ..summarization.result import RunResult
 from . import plots
-
-if TYPE_CHECKING:  # pyspark is only needed by the Spark path
-    from ..spark import SparkSummarizationResult
 
 __all__ = ["ARTIFACT_DIR", "SIGNATURE_TAG", "LoggingFailedError", "log_result", "log_spark_result", "loggable_metrics"]
 
@@ -49,57 +44,29 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
 
 
-def _write_table(table: pd.DataFrame, folder: Path, name: str) -> None:
-    table.to_json(folder / f"{name}.json", orient="records", indent=1, force_ascii=False)
-    # Parquet keeps types (nullable integers stay integers); ids are stored in their canonical text form, the form
-    # every comparison pairs them in, so 1 in one run pairs with 1 in another.
-    columnar = table.copy()
-    if "id" in columnar:
-        columnar["id"] = columnar["id"].map(canonical_id)
-    columnar.to_parquet(folder / f"{name}.parquet", index=False)
-
-
-def log_result(result: SummarizationResult, *, run_id: str | None = None, log_metrics: bool = False) -> str:
-    """Log the tables, report, signature and plots of ``result`` to ``run_id`` (default: the active run).
+def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = False) -> str:
+    """Log the tables, report, signature and plots of ``result`` (one process's ``SummarizationResult`` or Spark's)
+    to ``run_id`` (default: the active run).
 
     ``log_metrics=True`` also logs every aggregate as a run metric (the classic ``mlflow.evaluate`` path logs them
     itself, from the metrics' aggregate results).
     """
-
-    def write_tables(folder: Path) -> None:
-        for name in ("rows", "claims", "key_points"):
-            _write_table(getattr(result, name), folder, name)
-
     figures = {
         "metrics": lambda: plots.metric_bars({"this run": result.metrics}),
-        "verdicts": lambda: plots.verdict_bars(result.claims["verdict"].value_counts()),
+        "verdicts": lambda: plots.verdict_bars(result.verdict_counts()),
     }
-    if "category" in result.rows and result.rows["category"].notna().any():
-        figures["categories"] = lambda: plots.category_bars({"this run": result.rows})
-    tags = {"mgm.judge_model_mismatch": "true"} if result.judge_model_mismatch else {}
-    return _log(run_id, write_tables, figures, result.report(), result.signature, result.metrics if log_metrics else None, tags)
+    categories = result.category_rows()
+    if categories is not None:
+        figures["categories"] = lambda: plots.category_bars({"this run": categories})
+    report = result.report()
+    tags = {"mgm.judge_model_mismatch": "true"} if report.get("judge_model_mismatch") else {}
+    return _log(run_id, result.write_tables, figures, report, result.signature, result.metrics if log_metrics else None, tags)
 
 
-def log_spark_result(result: SparkSummarizationResult, *, run_id: str | None = None, log_metrics: bool = True) -> str:
-    """Log a ``judge_summaries_spark`` result from the driver, as ``log_result`` logs a single-process one: the
-    same metric names, signature tag and params, report and plots. The per-row tables are written by Spark as
-    Parquet folders (``mgm/rows.parquet/part-*.parquet``; ``pandas.read_parquet`` and ``load_run`` read them
-    whole); no JSON copies, since that would bring every row to the driver."""
-
-    def write_tables(folder: Path) -> None:
-        for name in ("rows", "claims", "key_points"):
-            target = folder / f"{name}.parquet"
-            table = getattr(result, name)
-            table.withColumn("id", table["id"].cast("string")).write.parquet(str(target))  # as _write_table
-            for extra in [*target.glob(".*"), *target.glob("_*")]:  # Spark's checksums and _SUCCESS marker
-                extra.unlink()
-
-    verdicts = {r["verdict"]: r["count"] for r in result.claims.groupBy("verdict").count().collect()}
-    figures = {
-        "metrics": lambda: plots.metric_bars({"this run": result.metrics}),
-        "verdicts": lambda: plots.verdict_bars(pd.Series(verdicts, dtype="int64")),
-    }
-    return _log(run_id, write_tables, figures, result.report(), result.signature, result.metrics if log_metrics else None)
+def log_spark_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = True) -> str:
+    """``log_result`` for a ``judge_summaries_spark`` result, logging its metrics by default (no MLflow evaluation
+    logs them for it)."""
+    return log_result(result, run_id=run_id, log_metrics=log_metrics)
 
 
 def _log(
