@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED_DATA
+from markdown_tables import markdown_table
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 PEERS_PYTHON = BENCHMARKS.parent / ".venv-peers" / "bin" / "python"
@@ -26,7 +27,9 @@ def test_bench_traditional_smoke():
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     out = run("bench_traditional.py", "--rows", "30", "--ter-rows", "2")
-    assert "| traditional_metrics, n_jobs=1 |" in out and "rouge-score + sacreBLEU, row by row" in out
+    methods = {row["method"]: row for row in markdown_table(out, "method")}
+    assert "traditional_metrics, n_jobs=1" in methods
+    assert methods["rouge-score + sacreBLEU, row by row, 1 process"]["time vs row by row"] == "1.00x"  # the baseline
 
 
 def test_bench_faults_smoke():
@@ -36,8 +39,9 @@ def test_bench_faults_smoke():
 
 def test_bench_throughput_smoke():
     out = run("bench_throughput.py", "--rows", "12", "--latency", "0.01", "--slots", "4", "--peers")
-    assert "| alignment + richness | 2.00 |" in out and "| alignment + richness + coverage | 4.00 |" in out
-    assert all(line.split("|")[7].strip() == "0" for line in out.splitlines() if line.startswith("| alignment"))
+    ours = {row["judged"]: row for row in markdown_table(out, "judged")}
+    assert ours["alignment + richness"]["calls per row"] == "2.00" and ours["alignment + richness + coverage"]["calls per row"] == "4.00"
+    assert [row["rerun calls"] for row in ours.values()] == ["0", "0"]
     assert "Peers on the same" not in out
 
 
@@ -46,13 +50,12 @@ def test_bench_throughput_peers_smoke():
     """Each peer runs concurrently (more than one request in flight at the endpoint), its calls counted from the
     endpoint's log and its rows/s given as a ratio to ours."""
     out = run("bench_throughput.py", "--rows", "6", "--latency", "0.05", "--slots", "4", "--peers", "deepeval", "mlflow-summarization", "ragas-faithfulness")
-    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in out.splitlines()
-            if line.startswith(("| deepeval", "| mlflow-summarization", "| ragas-faithfulness"))}
-    assert set(rows) == {"deepeval", "mlflow-summarization", "ragas-faithfulness"}, out
-    assert rows["deepeval"][0] == "7.00" and rows["mlflow-summarization"][0] == "1.00", out
-    for cells in rows.values():
-        assert cells[4].endswith("x") and cells[5].endswith("x")  # rows/s vs ours, both of ours
-        assert int(cells[7]) >= 2 and cells[8] == "0", out  # concurrent, and no row failed
+    peers = {row["system"]: row for row in markdown_table(out, "system")}
+    assert set(peers) == {"deepeval", "mlflow-summarization", "ragas-faithfulness"}, out
+    assert peers["deepeval"]["calls per row"] == "7.00" and peers["mlflow-summarization"]["calls per row"] == "1.00", out
+    for row in peers.values():
+        assert row["rows/s vs ours (alignment + richness)"].endswith("x") and row["rows/s vs ours (+ coverage)"].endswith("x")
+        assert int(row["most requests in flight"]) >= 2 and row["rows failed"] == "0", out  # concurrent, no row failed
 
 
 def test_bench_agreement_smoke():
@@ -65,8 +68,9 @@ def test_bench_agreement_smoke():
     finally:
         server.terminate()
         server.wait(timeout=10)
-    assert "| qags_xsum | ours: `aligned`, `support_rate` (scripted-judge) | 4 |" in out and "G-Eval (GPT-4) 0.537" in out
-    assert "DeepEval" not in out  # the peers run only when asked (--peers)
+    rows = markdown_table(out, "set")  # ours alone: the peers run only when asked (--peers)
+    assert [(row["set"], row["system (judge)"], row["pairs"]) for row in rows] == [("qags_xsum", "ours: `aligned`, `support_rate` (scripted-judge)", "4")]
+    assert "G-Eval (GPT-4) 0.537" in rows[0]["published (judge)"]
 
 
 @needs_peers
@@ -81,14 +85,13 @@ def test_bench_agreement_peers_smoke():
     finally:
         server.terminate()
         server.wait(timeout=10)
+    systems = {row["system (judge)"]: row for row in markdown_table(out, "set") if row["set"] == "qags_xsum"}
     for system in ("ours: `aligned`, `support_rate`", "DeepEval SummarizationMetric", "MLflow Summarization"):
-        line = next((line for line in out.splitlines() if line.startswith(f"| qags_xsum | {system} (scripted-judge) | 4 |")), None)
-        assert line is not None, out
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        assert cells[7] == "0.000", line  # no judge errors: the scripted answers fit every system
+        row = systems[f"{system} (scripted-judge)"]
+        assert row["pairs"] == "4" and row["judge errors"] == "0.000", row  # the scripted answers fit every system
     # The scripted judge passes every summary: DeepEval's score is 1 everywhere, so nothing to correlate.
-    deepeval = next(line for line in out.splitlines() if "DeepEval" in line).split("|")
-    assert deepeval[9].strip() == "1.000" and deepeval[6].strip() == "n/a"
+    deepeval = systems["DeepEval SummarizationMetric (scripted-judge)"]
+    assert deepeval["judge pass rate"] == "1.000" and deepeval["Spearman"] == "n/a"
 
 
 def test_peer_failures_are_counted_and_left_out_of_agreement():
@@ -135,8 +138,10 @@ def test_bench_cost_smoke():
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     out = run("bench_cost.py", "--articles", "3", "--peers")  # the peers' own run is by hand (their venv)
-    assert "| ours: alignment + richness | 2.00 |" in out and "| ours: + coverage | 4.00 |" in out
-    assert "| 5 |" in out
+    systems = {row["system"]: row for row in markdown_table(out, "system")}
+    assert systems["ours: alignment + richness"]["judge calls per row"] == "2.00" and systems["ours: + coverage"]["judge calls per row"] == "4.00"
+    by_models = {row["models per article"]: float(row["judge calls per row"]) for row in markdown_table(out, "models per article")}
+    assert list(by_models) == ["1", "2", "5"] and by_models["1"] > by_models["2"] > by_models["5"]  # key points once per article
 
 
 def test_peer_answers_fit_each_peers_format():

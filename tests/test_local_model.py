@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Literal
+from typing import Literal, get_args
 
 import pytest
 from pydantic import BaseModel, Field
 
 from mlflow_genai_metrics import Judge, JudgeRequest
+from mlflow_genai_metrics.judge import ErrorKind
 from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError
 
 pytestmark = pytest.mark.local_model
@@ -107,24 +108,33 @@ ARTICLES = [
 ]
 
 
-def test_the_whole_method_runs_end_to_end_on_real_local_models(tmp_path):
-    """SmolLM2 writes the summaries and judges them: every row is judged or carries its error, none is lost."""
+@pytest.fixture(scope="module")
+def whole_method(tmp_path_factory):
+    """SmolLM2 writes the summaries of ARTICLES and judges them (once for the tests below): (model id, result)."""
     from mlflow_genai_metrics import judge_summaries, summarize
 
     with LocalModelServer("smollm2-135m") as server:
-        judge = Judge(server.model_id, server.base_url, cache_dir=tmp_path, context_window=8192, max_concurrency=2)
+        judge = Judge(server.model_id, server.base_url, cache_dir=tmp_path_factory.mktemp("cache"), context_window=8192, max_concurrency=2)
         generated = summarize(ARTICLES, client=judge, max_tokens=120)
         assert generated["error"].eq("").all(), generated["error"].tolist()
-        result = judge_summaries(ARTICLES, list(generated["summary"]), judge=judge)
-    assert len(result.rows) == 2
-    for _, row in result.rows.iterrows():
-        # 135M parameters: verdicts are noise, but each row is either fully scored or names its error.
-        if row["error"]:
-            assert row["error"].split(" failed: ")[0] in {"claim extraction", "claim verification", "coverage check", "key-point extraction (for this row's source)"}
-        else:
-            assert row["claim_count"] == row["supported_claims"] + row["contradicted_claims"] + row["unverifiable_claims"]
-    assert result.metrics["judge/calls"] > 0
-    assert result.signature.startswith("judge:smollm2-135m|base:localhost|claims:v1-")
+        return server.model_id, judge_summaries(ARTICLES, list(generated["summary"]), judge=judge)
+
+
+def test_every_row_of_a_real_run_ends_judged_with_claims_or_failed_with_a_named_error_kind(whole_method):
+    rows = whole_method[1].rows
+    assert len(rows) == len(ARTICLES)
+    judged = rows["error"] == ""
+    # 135M parameters: the verdicts are noise and most rows end no_claims, but no row is lost or scored in silence.
+    assert (rows.loc[judged, "claim_count"] > 0).all() and rows.loc[judged, "aligned"].notna().all()
+    kinds = rows.loc[~judged, "error"].str.extract(r" failed: ([a-z_]+)", expand=False)
+    assert kinds.isin(get_args(ErrorKind)).all(), rows.loc[~judged, "error"].tolist()
+    assert rows.loc[~judged, "aligned"].isna().all()
+
+
+def test_a_real_run_is_signed_with_the_model_the_server_reported(whole_method):
+    model_id, result = whole_method
+    assert result.reported_models and not result.judge_model_mismatch, result.reported_models
+    assert result.signature.startswith(f"judge:{model_id}|base:localhost|")
 
 
 def test_the_recording_endpoint_forwards_to_a_real_model_and_logs_its_token_counts(tmp_path):

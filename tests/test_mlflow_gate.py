@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+from dataclasses import dataclass
+
 import mlflow
 import pandas as pd
 import pytest
@@ -16,10 +21,11 @@ from mlflow_genai_metrics import (
     summarization_scorers,
 )
 from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.testing import ScriptedJudgeServer
 
 from conftest import SECRET_KEY
 from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, frame
+from mlflow_helpers import ARTICLES, CONTRADICTIONS, Endpoint, frame
 
 
 def evaluate_candidate(server, model_name: str, *, judge=None, run_name=None) -> tuple[str, str]:
@@ -36,10 +42,104 @@ def evaluate_candidate(server, model_name: str, *, judge=None, run_name=None) ->
     return run.info.run_id, info.model_uri
 
 
+# Evaluated runs are shared by the tests of this module (an evaluation costs seconds): one store, one endpoint, and
+# a registered model name per test, so that no test sees another's registrations.
+
+
+@contextlib.contextmanager
+def isolated_environment(tmp_path_factory):
+    """conftest's per-test isolation, for the module-wide set-up (which runs before it), with the candidates' key."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("MGM_JUDGE_MODEL", "MGM_JUDGE_BASE_URL", "OPENAI_BASE_URL"):
+            patch.delenv(name, raising=False)
+        patch.setenv("MGM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "mgm-cache"))
+        patch.setenv("OPENAI_API_KEY", SECRET_KEY)  # what a deployed SummarizerModel reads
+        yield patch
+
+
+@dataclass(frozen=True)
+class SharedStore:
+    uri: str
+    experiment_id: str
+
+    def activate(self) -> None:
+        mlflow.set_tracking_uri(self.uri)
+        mlflow.set_registry_uri(self.uri)
+        mlflow.set_experiment(experiment_id=self.experiment_id)
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shared-store")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    yield SharedStore(uri, mlflow.create_experiment("mgm-tests", artifact_location=(folder / "artifacts").as_uri()))
+    mlflow.set_tracking_uri("")
+
+
+@pytest.fixture(scope="module")
+def shared_endpoint():
+    with ScriptedJudgeServer(Endpoint(), models=Endpoint.models) as server:
+        yield server
+
+
 @pytest.fixture
-def endpoint(scripted_server, monkeypatch):
+def store(shared_store, monkeypatch):
+    """The shared store as this test's tracking store and registry (as ``mlflow_store`` makes a fresh one)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", shared_store.uri)
+    monkeypatch.setenv("MLFLOW_REGISTRY_URI", shared_store.uri)
+    shared_store.activate()
+    yield shared_store.uri
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow.set_tracking_uri("")
+
+
+@pytest.fixture
+def endpoint(shared_endpoint, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # what a deployed SummarizerModel reads
-    return scripted_server(Endpoint(), models=Endpoint.models)
+    return shared_endpoint
+
+
+@pytest.fixture
+def registered_name(request) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "-", request.node.name)[-64:]
+
+
+def shared_run(store: SharedStore, tmp_path_factory, server, model_name: str, **options) -> tuple[str, str]:
+    with isolated_environment(tmp_path_factory):
+        store.activate()
+        return evaluate_candidate(server, model_name, **options)
+
+
+@pytest.fixture(scope="module")
+def good_run(shared_store, shared_endpoint, tmp_path_factory) -> tuple[str, str]:
+    return shared_run(shared_store, tmp_path_factory, shared_endpoint, "good-summarizer")
+
+
+@pytest.fixture(scope="module")
+def bad_run(shared_store, shared_endpoint, tmp_path_factory) -> tuple[str, str]:
+    return shared_run(shared_store, tmp_path_factory, shared_endpoint, "bad-summarizer")
+
+
+@pytest.fixture(scope="module")
+def bad_again_run(shared_store, shared_endpoint, tmp_path_factory) -> tuple[str, str]:
+    """The bad summarizer evaluated a second time: a candidate exactly as good as the first."""
+    return shared_run(shared_store, tmp_path_factory, shared_endpoint, "bad-summarizer", run_name="bad again")
+
+
+@pytest.fixture(scope="module")
+def other_judge_run(shared_store, shared_endpoint, tmp_path_factory) -> tuple[str, str]:
+    """The good summarizer judged with another judge setting (a seed): a signature that differs."""
+    return shared_run(shared_store, tmp_path_factory, shared_endpoint, "good-summarizer", judge=judge_for(shared_endpoint, seed=3))
+
+
+def registered(name: str) -> list:
+    return MlflowClient().search_registered_models(filter_string=f"name = '{name}'")
+
+
+def champion_version(name: str) -> str:
+    return str(MlflowClient().get_model_version_by_alias(name, "champion").version)
 
 
 def test_a_summarizer_model_stores_no_api_key_and_summarizes_through_the_endpoint(endpoint, mlflow_store, tmp_path):
@@ -64,9 +164,8 @@ def test_a_summarizer_that_fails_raises_instead_of_returning_placeholder_text(sc
         model.predict(None, pd.DataFrame({"text": ["An article."]}))
 
 
-def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run(endpoint, mlflow_store):
-    good, _ = evaluate_candidate(endpoint, "good-summarizer")
-    bad, _ = evaluate_candidate(endpoint, "bad-summarizer")
+def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run(store, good_run, bad_run):
+    (good, _), (bad, _) = good_run, bad_run
     table = compare_runs([good, bad])
     alignment = table[(table["run_id"] == bad) & (table["metric"] == "alignment")].iloc[0]
     assert alignment["value"] == 0.5 and alignment["difference_vs_first"] == -0.5
@@ -79,67 +178,87 @@ def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run
     assert paths == {"mgm/plots/alignment_vs_richness.png", "mgm/plots/metrics.png", "mgm/plots/categories.png"}
 
 
-def test_compare_runs_refuses_mixed_judges_unless_asked_and_then_says_so(endpoint, mlflow_store):
-    first, _ = evaluate_candidate(endpoint, "good-summarizer")
-    other, _ = evaluate_candidate(endpoint, "good-summarizer", judge=judge_for(endpoint, temperature=0.5))
-    with pytest.raises(SignatureMismatchError, match="temp: 0 != 0.5"):
-        compare_runs([first, other])
-    table = compare_runs([first, other], allow_mixed_judges=True)
-    assert table[table["run_id"] == other]["note"].str.startswith("MIXED JUDGES").all()
+def test_compare_runs_refuses_runs_judged_with_different_settings(store, good_run, other_judge_run):
+    with pytest.raises(SignatureMismatchError, match=r"seed: \S+ != 3"):
+        compare_runs([good_run[0], other_judge_run[0]])
+
+
+def test_compare_runs_of_different_judges_on_request_marks_the_comparison_mixed(store, good_run, other_judge_run):
+    table = compare_runs([good_run[0], other_judge_run[0]], allow_mixed_judges=True)
+    assert table[table["run_id"] == other_judge_run[0]]["note"].str.startswith("MIXED JUDGES").all()
     assert MlflowClient().get_run(table.attrs["comparison_run_id"]).data.tags["mgm.note"].startswith("MIXED JUDGES")
 
 
-def test_the_gate_registers_on_pass_and_moves_the_alias(endpoint, mlflow_store):
-    run_id, uri = evaluate_candidate(endpoint, "good-summarizer")
-    result = register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": ">= 0.9", "alignment_ci_low": ">= 0.5", "rougeL": ">= 0.3"})
+def test_the_gate_registers_on_pass_and_moves_the_alias(store, good_run, registered_name):
+    run_id, uri = good_run
+    result = register_if_passing(uri, registered_name, run_id=run_id, rules={"alignment": ">= 0.9", "alignment_ci_low": ">= 0.5", "rougeL": ">= 0.3"})
     assert result.passed and result.registered_version == "1" and result.alias_moved
-    client = MlflowClient()
-    version = client.get_model_version_by_alias("summarizer", "champion")
+    version = MlflowClient().get_model_version_by_alias(registered_name, "champion")
     assert str(version.version) == "1"
     assert version.tags["mgm.alignment"] == "1" and version.tags["mgm.signature"].startswith("judge:scripted-judge")
     assert version.tags["mgm.evaluation_run_id"] == run_id
 
 
-def test_the_gate_registers_nothing_on_fail_and_says_why(endpoint, mlflow_store):
-    run_id, uri = evaluate_candidate(endpoint, "bad-summarizer")
-    result = register_if_passing(uri, "summarizer", run_id=run_id, rules=["alignment>=0.9", "defect_rate/contradiction<=0.05", "richness>=1"])
+def test_the_gate_registers_nothing_on_fail_and_says_why(store, bad_run, registered_name):
+    run_id, uri = bad_run
+    result = register_if_passing(uri, registered_name, run_id=run_id, rules=["alignment>=0.9", "defect_rate/contradiction<=0.05", "richness>=1"])
     assert not result.passed and result.registered_version is None
     assert [str(o.rule) for o in result.failed] == ["alignment >= 0.9", "defect_rate/contradiction <= 0.05"]
     assert result.failed[0].actual == 0.5
     assert "FAIL alignment >= 0.9: actual 0.5" in str(result)
-    assert MlflowClient().search_registered_models() == []
+    assert registered(registered_name) == []
 
 
-def test_malformed_rules_and_unknown_metrics_are_errors_before_anything_is_registered(endpoint, mlflow_store):
-    run_id, uri = evaluate_candidate(endpoint, "good-summarizer")
-    with pytest.raises(ValueError, match="malformed rule for 'alignment'"):
-        register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": "at least 0.9"})
-    with pytest.raises(ValueError, match="malformed rule"):
-        register_if_passing(uri, "summarizer", run_id=run_id, rules=["alignment is high"])
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [({"alignment": "at least 0.9"}, "malformed rule for 'alignment'"), (["alignment is high"], "malformed rule")],
+    ids=["mapping", "text"],
+)
+def test_a_malformed_rule_is_an_error_before_anything_is_registered(store, good_run, registered_name, rules, message):
+    run_id, uri = good_run
+    with pytest.raises(ValueError, match=message):
+        register_if_passing(uri, registered_name, run_id=run_id, rules=rules)
+    assert registered(registered_name) == []
+
+
+def test_a_rule_on_an_unknown_metric_is_an_error_before_anything_is_registered(store, good_run, registered_name):
+    run_id, uri = good_run
     with pytest.raises(ValueError, match=r"unknown metric\(s\) \['alignmnet'\]"):
-        register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignmnet": ">= 0.9"})
-    assert MlflowClient().search_registered_models() == []
+        register_if_passing(uri, registered_name, run_id=run_id, rules={"alignmnet": ">= 0.9"})
+    assert registered(registered_name) == []
 
 
-def test_beat_champion_moves_the_alias_only_for_a_significant_gain_under_the_same_judge(endpoint, mlflow_store):
-    bad_run, bad_uri = evaluate_candidate(endpoint, "bad-summarizer")
-    assert register_if_passing(bad_uri, "summarizer", run_id=bad_run, rules={"richness": ">= 1"}, beat_champion=True).passed
-    client = MlflowClient()
-    assert str(client.get_model_version_by_alias("summarizer", "champion").version) == "1"
+@pytest.fixture
+def first_candidate(store, bad_run, registered_name):
+    """The bad summarizer gated with ``beat_champion`` while there is no champion yet: it becomes the champion."""
+    run_id, uri = bad_run
+    return register_if_passing(uri, registered_name, run_id=run_id, rules={"richness": ">= 1"}, beat_champion=True)
 
-    worse_run, worse_uri = evaluate_candidate(endpoint, "bad-summarizer", run_name="bad again")
-    again = register_if_passing(worse_uri, "summarizer", run_id=worse_run, rules={"richness": ">= 1"}, beat_champion=True)
-    assert not again.passed and "difference +0.0000" in again.failed[0].detail
-    assert str(client.get_model_version_by_alias("summarizer", "champion").version) == "1"
 
-    mixed_run, mixed_uri = evaluate_candidate(endpoint, "good-summarizer", judge=judge_for(endpoint, seed=3))
-    refused = register_if_passing(mixed_uri, "summarizer", run_id=mixed_run, rules={"richness": ">= 1"}, beat_champion=True)
+def test_beat_champion_registers_the_first_candidate_when_there_is_no_champion(first_candidate, registered_name):
+    assert first_candidate.passed and first_candidate.registered_version == "1"
+    assert champion_version(registered_name) == "1"
+
+
+def test_beat_champion_refuses_a_candidate_no_better_than_the_champion(first_candidate, bad_again_run, registered_name):
+    run_id, uri = bad_again_run
+    again = register_if_passing(uri, registered_name, run_id=run_id, rules={"richness": ">= 1"}, beat_champion=True)
+    assert not again.passed and again.registered_version is None and "difference +0.0000" in again.failed[0].detail
+    assert champion_version(registered_name) == "1"
+
+
+def test_beat_champion_refuses_a_candidate_judged_under_another_judge(first_candidate, other_judge_run, registered_name):
+    run_id, uri = other_judge_run
+    refused = register_if_passing(uri, registered_name, run_id=run_id, rules={"richness": ">= 1"}, beat_champion=True)
     assert not refused.passed and "refused: judge signatures differ" in refused.failed[0].detail
+    assert champion_version(registered_name) == "1"
 
-    good_run, good_uri = evaluate_candidate(endpoint, "good-summarizer")
-    better = register_if_passing(good_uri, "summarizer", run_id=good_run, rules={"richness": ">= 1"}, beat_champion=True)
+
+def test_beat_champion_moves_the_alias_for_a_significant_gain_under_the_same_judge(first_candidate, good_run, registered_name):
+    run_id, uri = good_run
+    better = register_if_passing(uri, registered_name, run_id=run_id, rules={"richness": ">= 1"}, beat_champion=True)
     assert better.passed and better.registered_version == "2"
-    assert str(client.get_model_version_by_alias("summarizer", "champion").version) == "2"
+    assert champion_version(registered_name) == "2"
 
 
 def test_the_full_loop_log_evaluate_both_paths_compare_gate_register(endpoint, mlflow_store, tmp_path):
@@ -164,30 +283,68 @@ def test_the_full_loop_log_evaluate_both_paths_compare_gate_register(endpoint, m
     assert result.passed and str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version) == "1"
 
 
-def test_the_command_line_evaluates_compares_and_gates_with_exit_codes(endpoint, mlflow_store, tmp_path, monkeypatch, capsys):
+@pytest.fixture(scope="module")
+def cli_evaluations(shared_store, shared_endpoint, tmp_path_factory) -> dict[str, tuple[int, str]]:
+    """``mgm evaluate`` on a file of good summaries (with references) and on one of bad ones: (exit code, output)."""
+    folder = tmp_path_factory.mktemp("cli-data")
+    frame().to_csv(folder / "good.csv", index=False)
+    bad = frame().assign(summary=CONTRADICTIONS["no"] + list(frame()["summary"][3:]))
+    bad.to_json(folder / "bad.jsonl", orient="records", lines=True)
+    evaluations = {}
+    with isolated_environment(tmp_path_factory) as patch:
+        patch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
+        patch.setenv("MGM_JUDGE_BASE_URL", shared_endpoint.base_url)
+        for name, options in (("good", ["good.csv", "--reference-col", "reference"]), ("bad", ["bad.jsonl"])):
+            output = io.StringIO()
+            with contextlib.redirect_stdout(output):
+                code = mgm(["evaluate", str(folder / options[0]), *options[1:], "--id-col", "id", "--tracking-uri", shared_store.uri, "--experiment", "cli"])
+            evaluations[name] = (code, output.getvalue())
+    return evaluations
+
+
+def cli_run_id(evaluation: tuple[int, str]) -> str:
+    return evaluation[1].split("run ")[1].split()[0]
+
+
+def test_mgm_evaluate_logs_a_run_with_the_judge_s_metrics_and_exits_0(store, cli_evaluations):
+    code, output = cli_evaluations["good"]
+    assert code == 0, output
+    metrics = MlflowClient().get_run(cli_run_id(cli_evaluations["good"])).data.metrics
+    assert metrics["alignment"] == 1.0 and "rougeL" in metrics  # judged, and compared with the references
+    assert "alignment" in output
+
+
+def test_mgm_evaluate_exits_2_naming_a_missing_column(store, tmp_path, capsys):
     data = tmp_path / "data.csv"
     frame().to_csv(data, index=False)
-    bad = frame().assign(summary=["The council rejected the budget.", "Shares in Acme fell sharply.", "Everton lost to Liverpool."] + list(frame()["summary"][3:]))
-    bad_path = tmp_path / "bad.jsonl"
-    bad.to_json(bad_path, orient="records", lines=True)
-    monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
-    monkeypatch.setenv("MGM_JUDGE_BASE_URL", endpoint.base_url)
-    common = ["--tracking-uri", mlflow_store, "--experiment", "cli"]
-    assert mgm(["evaluate", str(data), "--reference-col", "reference", "--id-col", "id", *common]) == 0
-    good_run = capsys.readouterr().out.split("run ")[1].split()[0]
-    assert mgm(["evaluate", str(bad_path), "--id-col", "id", *common]) == 0
-    bad_run = capsys.readouterr().out.split("run ")[1].split()[0]
-    assert mgm(["compare", good_run, bad_run, "--tracking-uri", mlflow_store]) == 0
-    assert "comparison logged as run" in capsys.readouterr().out
-    with mlflow.start_run():
-        uri = SummarizerModel("good-summarizer", endpoint.base_url).log(name="summarizer").model_uri
-    assert mgm(["gate", bad_run, "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>=0.9", "--tracking-uri", mlflow_store]) == 1
-    assert "gate failed: nothing registered" in capsys.readouterr().out
-    assert mgm(["gate", good_run, "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>=0.9", "--tracking-uri", mlflow_store]) == 0
-    assert mgm(["gate", good_run, "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>>0.9", "--tracking-uri", mlflow_store]) == 2
-    assert "malformed rule" in capsys.readouterr().err
-    assert mgm(["evaluate", str(data), "--source-col", "article", *common]) == 2
+    assert mgm(["evaluate", str(data), "--source-col", "article", "--tracking-uri", store, "--experiment", "cli"]) == 2
     assert "has no column ['article']" in capsys.readouterr().err
+
+
+def test_mgm_compare_logs_a_comparison_run_and_exits_0(store, cli_evaluations, capsys):
+    runs = [cli_run_id(cli_evaluations["good"]), cli_run_id(cli_evaluations["bad"])]
+    assert mgm(["compare", *runs, "--tracking-uri", store]) == 0
+    comparison_run = capsys.readouterr().out.split("comparison logged as run ")[1].split()[0]
+    assert MlflowClient().get_run(comparison_run).data.tags["mgm.compared_runs"] == ",".join(runs)
+
+
+def test_mgm_gate_exits_1_and_registers_nothing_when_a_rule_fails(store, cli_evaluations, good_run, registered_name, capsys):
+    gate = ["gate", cli_run_id(cli_evaluations["bad"]), "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
+    assert mgm([*gate, "--rule", "alignment>=0.9"]) == 1
+    assert "gate failed: nothing registered" in capsys.readouterr().out
+    assert registered(registered_name) == []
+
+
+def test_mgm_gate_exits_0_and_registers_when_every_rule_passes(store, cli_evaluations, good_run, registered_name):
+    gate = ["gate", cli_run_id(cli_evaluations["good"]), "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
+    assert mgm([*gate, "--rule", "alignment>=0.9"]) == 0
+    assert champion_version(registered_name) == "1"
+
+
+def test_mgm_gate_exits_2_on_a_malformed_rule(store, good_run, registered_name, capsys):
+    gate = ["gate", good_run[0], "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
+    assert mgm([*gate, "--rule", "alignment>>0.9"]) == 2
+    assert "malformed rule" in capsys.readouterr().err
 
 
 def _logged_result(server, summaries, *, fail_on_bad: bool, run_name: str) -> tuple[str, str]:
