@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.run(args)
-    except (ValueError, KeyError, FileNotFoundError, JudgeConfigError) as exc:
+    except (ValueError, FileNotFoundError, JudgeConfigError) as exc:  # bad input; any other error is a bug: its traceback shows
         print(f"mgm {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -1,4 +1,4 @@
-"""Reading a table of rows from a file."""
+"""Reading a table of rows from a file, and the error for a table that lacks a column the caller named."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["read_table"]
+__all__ = ["MissingColumnError", "read_table"]
+
+
+class MissingColumnError(ValueError):
+    """A table lacks a column the caller named: bad input (the command line's exit code 2), not a lookup bug."""
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

@@ -164,6 +164,23 @@ def test_a_summarizer_that_fails_raises_instead_of_returning_placeholder_text(sc
         model.predict(None, pd.DataFrame({"text": ["An article."]}))
 
 
+def test_a_logged_summarizer_model_pins_the_installed_version_of_each_dependency(store, good_run):
+    from importlib.metadata import version
+    from pathlib import Path
+
+    requirements = Path(mlflow.pyfunc.get_model_dependencies(good_run[1])).read_text().split()
+    for name in ("mlflow", "openai", "pandas", "pydantic", "sacrebleu", "tenacity"):
+        assert f"{name}=={version(name)}" in requirements, requirements
+    assert all("==" in requirement for requirement in requirements), requirements
+
+
+def test_a_logged_summarizer_model_records_the_version_of_the_code_it_carries(store, good_run):
+    import mlflow_genai_metrics
+
+    info = mlflow.models.get_model_info(good_run[1])
+    assert info.metadata["mlflow_genai_metrics_version"] == mlflow_genai_metrics.__version__
+
+
 def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run(store, good_run, bad_run):
     (good, _), (bad, _) = good_run, bad_run
     table = compare_runs([good, bad])

@@ -182,7 +182,7 @@ def test_bad_rows_are_named_before_any_call(spark, scripted_server):
     message = str(raised.value)
     assert "id 2: the source is empty" in message and "id 3: the id appears 2 times" in message
     assert server.request_count == 0
-    with pytest.raises(KeyError, match="no column"):
+    with pytest.raises(ValueError, match="no column"):
         judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), summary_col="output")
     with pytest.raises(ValueError, match="overwrite"):
         judge_summaries_spark(spark.createDataFrame(data.assign(aligned=1)), judge=loopback_judge(server), carry_cols=["aligned"])

@@ -171,5 +171,5 @@ def test_a_misnamed_column_lists_the_columns_present(scripted_server):
     from mlflow_genai_metrics import judge_summaries_frame
 
     frame = pd.DataFrame({"article": ["a"], "summary": ["s"]})
-    with pytest.raises(KeyError, match=r"no column \['source'\]; it has \['article', 'summary'\]"):
+    with pytest.raises(ValueError, match=r"no column \['source'\]; it has \['article', 'summary'\]"):
         judge_summaries_frame(frame, judge=judge_for(scripted_server()))

@@ -11,7 +11,6 @@ from ..judge import Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..tables import MissingColumnError
-from ..tables import MissingColumnError
 from ..traditional import traditional_metrics
 from .judging import check_settings, judge_rows, prepare_rows
 from .records import RowInput, RowJudgement

@@ -13,7 +13,18 @@ import pandas as pd
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import redact_url
 
-__all__ = ["SummarizerModel"]
+__all__ = ["SummarizerModel", "pinned_requirements"]
+
+
+def pinned_requirements() -> list[str]:
+    """This package's own dependencies (not its extras), each pinned to the version installed here: what the code
+    logged beside a model needs to load and give the same summaries wherever the model is served."""
+    from importlib.metadata import requires, version
+
+    from packaging.requirements import Requirement
+
+    needed = [Requirement(line) for line in requires("mlflow_genai_metrics") or []]
+    return [f"{r.name}=={version(r.name)}" for r in needed if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
 class SummarizerModel(mlflow.pyfunc.PythonModel):
@@ -85,7 +96,9 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
 
         options: dict[str, Any] = {
             "code_paths": [str(Path(mlflow_genai_metrics.__file__).parent)],
-            "pip_requirements": ["mlflow", "openai", "pandas", "pydantic", "tenacity", "tqdm", "platformdirs"],
+            "pip_requirements": pinned_requirements(),
+            # The package travels as code, not as a requirement (no index need serve it): its version is recorded.
+            "metadata": {"mlflow_genai_metrics_version": mlflow_genai_metrics.__version__},
         }
         options.update(log_model_options)
         return mlflow.pyfunc.log_model(name=name, python_model=self, **options)
