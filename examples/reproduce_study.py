@@ -82,7 +82,7 @@ def main() -> int:
     by_category = result.by_category.pivot(index="category", columns="candidate", values=["alignment", "richness"])
     by_category.columns = [f"{metric}: {candidate}" for metric, candidate in by_category.columns]
     text = (
-        f"{len(articles)} BBC articles, judge `{judge.signature}`, {elapsed / 60:.1f} min\n\n"
+        f"{len(articles)} BBC articles, judge `{judge.model}` at {judge.endpoint_label}, {elapsed / 60:.1f} min\n\n"
         + format_table(result.table)
         + "\n\nPer category (mean of per-row values):\n\n"
         + format_table(by_category.round(3).reset_index())

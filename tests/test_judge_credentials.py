@@ -29,7 +29,9 @@ def judge_with_password(server, **options) -> Judge:
 
 def test_repr_signature_and_shown_url_hide_the_password(scripted_server):
     judge = judge_with_password(scripted_server())
-    for shown in (repr(judge), judge.signature, judge.shown_url, judge.endpoint_label):
+    from mlflow_genai_metrics.signature import summarization_signature
+
+    for shown in (repr(judge), summarization_signature(judge), judge.shown_url, judge.endpoint_label):
         assert PASSWORD not in shown and "judge-user" not in shown
     assert judge.shown_url.startswith("http://***@127.0.0.1:")
 

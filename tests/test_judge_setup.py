@@ -50,15 +50,24 @@ def test_the_cache_defaults_to_mgm_cache_dir_and_none_turns_it_off(monkeypatch, 
     assert Judge("m", "http://127.0.0.1:1/v1", cache_dir=None).cache is None
 
 
+def _judge_part(judge: Judge) -> dict[str, str]:
+    from mlflow_genai_metrics.signature import Signature, summarization_signature
+
+    return Signature.parse(summarization_signature(judge, coverage=False)).part_fields("judge")
+
+
 def test_the_signature_pins_model_host_temperature_and_seed():
-    judge = Judge("gpt-4o-mini", "https://api.openai.com/v1", SECRET_KEY, seed=7)
-    assert judge.signature == "judge:gpt-4o-mini|base:api.openai.com|temp:0|seed:7"
+    judge = Judge("gpt-4o-mini", "https://api.openai.com/v1", SECRET_KEY, seed=7, max_tokens=900)
+    fields = _judge_part(judge)
+    assert (fields["judge"], fields["base"], fields["temp"], fields["seed"], fields["max_tokens"]) == (
+        "gpt-4o-mini", "api.openai.com", "0", "7", "900")
 
 
 def test_local_servers_on_any_port_share_one_signature():
     first = Judge("smollm2-135m", "http://127.0.0.1:40001/v1")
     second = Judge("smollm2-135m", "http://localhost:40002/v1")
-    assert first.signature == second.signature == "judge:smollm2-135m|base:localhost|temp:0|seed:none"
+    assert _judge_part(first) == _judge_part(second)
+    assert (_judge_part(first)["judge"], _judge_part(first)["base"]) == ("smollm2-135m", "localhost")
 
 
 def test_invalid_settings_are_refused():
@@ -121,6 +130,6 @@ def test_with_limits_copies_the_judge_with_other_limits(scripted_server, tmp_pat
     share = judge.with_limits(max_concurrency=2, max_requests_per_s=5)
     assert (share.max_concurrency, share.max_requests_per_s) == (2, 5.0)
     assert (judge.max_concurrency, judge.max_requests_per_s) == (8, None)
-    assert (share.model, share.base_url, share.seed, share.cache.directory, share.signature) == (
-        judge.model, judge.base_url, 3, tmp_path, judge.signature)
+    assert (share.model, share.base_url, share.seed, share.cache.directory, _judge_part(share)) == (
+        judge.model, judge.base_url, 3, tmp_path, _judge_part(judge))
     assert share.ask(ask_about("claim")).ok and server.requests[-1].status == 200

@@ -176,12 +176,6 @@ class Judge:
     # -- what produced the numbers ----------------------------------------------------------------------------------
 
     @property
-    def signature(self) -> str:
-        """The judge's part of a run signature: ``judge:<model>|base:<host>|temp:<t>|seed:<seed>``."""
-        seed = "none" if self.seed is None else self.seed
-        return f"judge:{self.model}|base:{self.endpoint_label}|temp:{self.temperature:g}|seed:{seed}"
-
-    @property
     def response_mode(self) -> ResponseMode | None:
         """The response mode this endpoint accepted, once a call has found it."""
         return self._endpoint.mode
