@@ -1,0 +1,100 @@
+"""On-disk cache of grounding results, keyed by (model tag, source hash, summary hash), beside the judge's cache.
+
+A SQLite file (``grounding-cache.sqlite3``) in ``judge.cache.default_cache_dir()``, owner-only like the judge's
+(0700 folder, 0600 file: the reasoning quotes the summaries). Looking a row up costs tens of microseconds against
+about a millisecond and a half to score it (``docs/benchmarks.md``), so a rerun reads instead of recomputing. A
+new model file has a new tag, so its rows are never mixed with another model's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import asdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..judge.cache import _owner_only, default_cache_dir
+from .scoring import RowGrounding
+
+__all__ = ["CACHE_FILE", "GroundingCache", "text_hash"]
+
+CACHE_FILE = "grounding-cache.sqlite3"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS grounding (
+    key TEXT PRIMARY KEY,  -- model tag|source hash|summary hash
+    model_tag TEXT NOT NULL,
+    result_json TEXT NOT NULL
+)
+"""
+_CHUNK = 900  # keys per SELECT (well under SQLite's limit on parameters)
+
+Key = tuple[str, str, str]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class GroundingCache:
+    """Grounding results by (model tag, source hash, summary hash); safe to share between threads and processes."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None):
+        self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
+        self.path = self.directory / CACHE_FILE
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid: int | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():  # a connection must not cross a fork
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _owner_only(self.directory, 0o700)
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
+                if path.exists():
+                    _owner_only(path, 0o600)
+            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def get_many(self, keys: Sequence[Key]) -> dict[Key, RowGrounding]:
+        """The stored results among ``keys`` (absent keys are simply missing)."""
+        wanted = {"|".join(key): key for key in keys}
+        distinct = list(wanted)
+        found: dict[Key, RowGrounding] = {}
+        with self._lock:
+            conn = self._connection()
+            for start in range(0, len(distinct), _CHUNK):
+                chunk = distinct[start : start + _CHUNK]
+                query = f"SELECT key, result_json FROM grounding WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, value in conn.execute(query, chunk):
+                    found[wanted[key]] = RowGrounding(**json.loads(value))
+        return found
+
+    def put_many(self, items: Sequence[tuple[Key, RowGrounding]]) -> None:
+        """Store results; a key stored before keeps its first value (same model and texts, same result)."""
+        records = [("|".join(key), key[0], json.dumps(asdict(value))) for key, value in items]
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            conn.executemany("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records)
+            conn.execute("COMMIT")
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._connection().execute("SELECT COUNT(*) FROM grounding").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+

@@ -1,0 +1,130 @@
+"""``grounding_metrics``: the grounding check on rows, alone (no judge), with aggregates and intervals.
+
+    from mlflow_genai_metrics import grounding_metrics
+    result = grounding_metrics(articles, summaries, ids=ids)
+    result.rows[["id", "grounding", "grounded", "grounding_reasoning"]]
+    result.metrics["grounding"], result.metrics["grounded_rate_ci_low"]
+
+Aggregates, named as every other aggregate (``summarization.scoring.interval_names``): ``grounding`` (the mean
+over rows, bootstrap interval) and ``grounded_rate`` (the share of rows grounded, Wilson interval), each with
+``_ci_low``, ``_ci_high`` and ``_n``. A summary with no sentence has no grounding (empty, never 0) and is left out
+of both. Results are cached on disk by (model tag, source, summary), so a rerun recomputes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, wilson_interval
+from ..summarization.judging import check_settings, prepare_rows
+from ..summarization.scoring import interval_names, rate_metrics
+from .cache import GroundingCache, text_hash
+from .model import load_model
+from .scoring import RowGrounding, score_pairs
+
+__all__ = ["GROUNDING_AGGREGATES", "GROUNDING_COLUMNS", "GroundingResult", "grounding_aggregates", "grounding_metrics", "grounding_statistics"]
+
+GROUNDING_COLUMNS = ["grounding", "grounded", "grounding_reasoning"]
+GROUNDING_AGGREGATES = ["grounding", "grounded_rate"]
+
+
+@dataclass(frozen=True)
+class GroundingResult:
+    """``rows``: id, source_key, grounding, grounded, grounding_reasoning, in input order; ``metrics``: the
+    aggregates; ``model_tag``: the model file's tag (a signature part); ``computed_rows`` and ``cache_hits``:
+    how many rows were scored now and how many were read from the cache."""
+
+    rows: pd.DataFrame
+    metrics: dict[str, float]
+    model_tag: str
+    computed_rows: int
+    cache_hits: int
+
+
+def grounding_statistics(rows: pd.DataFrame) -> dict[str, RatioStatistic]:
+    """Each aggregate as a ratio of row sums (rows without a grounding count in neither part)."""
+    return {
+        "grounding": RatioStatistic.mean_of(rows["grounding"].to_numpy(dtype=float, na_value=np.nan)),
+        "grounded_rate": RatioStatistic.mean_of(rows["grounded"].to_numpy(dtype=float, na_value=np.nan)),
+    }
+
+
+def grounding_aggregates(
+    histograms: dict[str, RatioHistogram],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> dict[str, float]:
+    """``grounding`` with its bootstrap interval, ``grounded_rate`` with its Wilson interval, each with n, from the
+    histograms (so that rows scored in parts give the single-process numbers)."""
+    metrics = rate_metrics({"grounding": histograms["grounding"]}, resamples=resamples, seed=seed, confidence=confidence)
+    rate = histograms["grounded_rate"]
+    low, high, count = interval_names("grounded_rate")
+    metrics["grounded_rate"] = rate.value
+    metrics[low], metrics[high] = wilson_interval(rate, confidence=confidence)
+    metrics[count] = float(rate.counted_rows)
+    return metrics
+
+
+def _scored(sources: list[str], summaries: list[str], cache: GroundingCache | None, tag: str) -> tuple[list[RowGrounding], int, int]:
+    """Each pair's result: from the cache where it has one, else computed (once per distinct pair) and stored."""
+    keys = [(tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+    found = cache.get_many(keys) if cache is not None else {}
+    missing = list(dict.fromkeys(key for key in keys if key not in found))
+    if missing:
+        first = {key: position for position, key in reversed(list(enumerate(keys)))}
+        computed = score_pairs([sources[first[k]] for k in missing], [summaries[first[k]] for k in missing])
+        fresh = dict(zip(missing, computed))
+        if cache is not None:
+            cache.put_many(list(fresh.items()))
+        found = {**found, **fresh}
+    recomputed = set(missing)
+    hits = sum(1 for key in keys if key not in recomputed)
+    return [found[key] for key in keys], len(missing), hits
+
+
+def grounding_metrics(
+    sources: Sequence[str],
+    summaries: Sequence[str],
+    *,
+    ids: Sequence[Any] | None = None,
+    cache: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> GroundingResult:
+    """The grounding check on every (source, summary) row, with no judge call.
+
+    Inputs are validated as ``judge_summaries`` validates them (every bad row named, before anything is scored).
+    ``cache=False`` scores every row afresh and stores nothing; ``cache_dir`` defaults to the judge cache's folder
+    (``$MGM_CACHE_DIR`` or the user cache dir).
+    """
+    check_settings(resamples=resamples, confidence=confidence, seed=seed)
+    inputs = prepare_rows(sources, summaries, ids)
+    model = load_model()
+    store = GroundingCache(cache_dir) if cache else None
+    try:
+        results, computed, hits = _scored([r.source for r in inputs], [r.summary for r in inputs], store, model.tag)
+    finally:
+        if store is not None:
+            store.close()
+    rows = pd.DataFrame(
+        {
+            "id": [r.id for r in inputs],
+            "source_key": [r.source_key for r in inputs],
+            "grounding": pd.array([r.grounding for r in results], dtype="float64"),
+            "grounded": pd.array([r.grounded for r in results], dtype="Int64"),
+            "grounding_reasoning": [r.reasoning for r in results],
+        }
+    )
+    histograms = {name: statistic.histogram() for name, statistic in grounding_statistics(rows).items()}
+    metrics = grounding_aggregates(histograms, resamples=resamples, seed=seed, confidence=confidence)
+    return GroundingResult(rows=rows, metrics=metrics, model_tag=model.tag, computed_rows=computed, cache_hits=hits)

@@ -1,0 +1,123 @@
+"""The shipped grounding model: gradient-boosted trees in a versioned JSON file, scored with numpy.
+
+The file (``grounding-v1.json`` beside this module) is written by ``mlflow_genai_metrics.grounding.train`` from a
+scikit-learn ``HistGradientBoostingClassifier``: its baseline, every tree's nodes, the features in order, the
+``grounded`` threshold and the two ``lexical_support`` thresholds of the suspect rule, how they were fixed, and a
+few training rows with scikit-learn's own predictions (``check``), which the loader must reproduce. No pickle:
+the file is text, diffable, and its hash is part of the model's tag (``grounding:v1-3f2a``), so an edited file
+changes the tag even if nobody bumped its version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MODEL_FILE", "MODEL_TAG", "GroundingModel", "load_model", "model_tag"]
+
+MODEL_FILE = Path(__file__).with_name("grounding-v1.json")
+
+
+def model_tag(path: str | Path = MODEL_FILE) -> str:
+    """``grounding:<version>-<first 4 hex digits of the file's SHA-256>``."""
+    data = Path(path).read_bytes()
+    version = json.loads(data)["version"]
+    return f"grounding:{version}-{hashlib.sha256(data).hexdigest()[:4]}"
+
+
+@dataclass(frozen=True)
+class GroundingModel:
+    """Trees as padded arrays (tree x node), so every row walks every tree at once."""
+
+    tag: str
+    features: tuple[str, ...]
+    threshold: float  # grounded = 1 when grounding >= threshold
+    support_low: float  # a "yes" on a claim below this is suspect
+    support_high: float  # a "no" or "idk" on a claim above this is suspect
+    baseline: float
+    feature: np.ndarray
+    split: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    missing_left: np.ndarray
+    is_leaf: np.ndarray
+    value: np.ndarray
+    depth: int
+    meta: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any], tag: str) -> GroundingModel:
+        trees = spec["trees"]
+        width = max(len(tree["value"]) for tree in trees)
+
+        def padded(name: str, dtype: type, fill: Any) -> np.ndarray:
+            array = np.full((len(trees), width), fill, dtype=dtype)
+            for row, tree in enumerate(trees):
+                array[row, : len(tree[name])] = tree[name]
+            return array
+
+        return cls(
+            tag=tag,
+            features=tuple(spec["features"]),
+            threshold=float(spec["threshold"]),
+            support_low=float(spec["suspect"]["support_low"]),
+            support_high=float(spec["suspect"]["support_high"]),
+            baseline=float(spec["baseline"]),
+            feature=padded("feature", np.int64, 0),
+            split=padded("threshold", np.float64, 0.0),
+            left=padded("left", np.int64, 0),
+            right=padded("right", np.int64, 0),
+            missing_left=padded("missing_left", bool, True),
+            is_leaf=padded("is_leaf", bool, True),
+            value=padded("value", np.float64, 0.0),
+            depth=max(int(tree["depth"]) for tree in trees),
+            meta={k: v for k, v in spec.items() if k != "trees"},
+        )
+
+    def raw(self, features: np.ndarray) -> np.ndarray:
+        """Log-odds of "consistent" per row, summed tree by tree in scikit-learn's order."""
+        features = np.asarray(features, dtype=np.float64).reshape(-1, len(self.features))
+        rows = np.arange(len(features))[:, None]
+        trees = np.arange(self.feature.shape[0])[None, :]
+        node = np.zeros((len(features), self.feature.shape[0]), dtype=np.int64)
+        for _ in range(self.depth):
+            x = features[rows, self.feature[trees, node]]
+            # scikit-learn's rule: a missing value follows missing_go_to_left, else x <= threshold goes left
+            go_left = np.where(np.isnan(x), self.missing_left[trees, node], x <= self.split[trees, node])
+            following = np.where(go_left, self.left[trees, node], self.right[trees, node])
+            node = np.where(self.is_leaf[trees, node], node, following)
+        leaves = self.value[trees, node]
+        raw = np.zeros(len(features), dtype=np.float64)
+        raw += self.baseline
+        for column in range(leaves.shape[1]):
+            raw += leaves[:, column]
+        return raw
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """P(consistent) per row: the grounding score, in [0, 1]."""
+        from scipy.special import expit
+
+        return expit(self.raw(features))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> GroundingModel:
+    return GroundingModel.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), model_tag(path))
+
+
+def load_model(path: str | Path = MODEL_FILE) -> GroundingModel:
+    """The model in ``path`` (default: the shipped one), read once per process."""
+    return _load(str(Path(path).resolve()))
+
+
+def __getattr__(name: str) -> str:
+    # Read on first use, so the training script can run before the model file exists.
+    if name == "MODEL_TAG":
+        return model_tag()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

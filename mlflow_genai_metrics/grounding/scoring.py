@@ -1,0 +1,127 @@
+"""Rows and claims -> grounding scores with the shipped model, and the suspect rule for judge verdicts.
+
+``grounding`` of a row is the model's probability that people would find the summary fully consistent with its
+source, from the row's features. ``lexical_support`` of one claim (or one summary sentence) is the same model on
+that sentence alone, as a one-sentence summary. A judge's verdict is suspect when it says ``yes`` to a claim whose
+support is below ``support_low``, or ``no``/``idk`` to one whose support is above ``support_high`` (both fixed once
+from the training splits and stored in the model file; ``docs/metrics.md`` says how).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, row_features, summary_features
+from .model import GroundingModel, load_model
+
+__all__ = ["RowGrounding", "lexical_support", "lexical_supports", "score_pairs", "suspect", "support_thresholds"]
+
+
+@dataclass(frozen=True)
+class RowGrounding:
+    """One row's grounding (None for a summary with no sentence), grounded flag and reasoning."""
+
+    grounding: float | None
+    grounded: int | None
+    reasoning: str
+
+
+def _sources(texts: Sequence[str]) -> list[SourceIndex]:
+    """One index per distinct source text (summaries of one article share it)."""
+    built: dict[str, SourceIndex] = {}
+    return [built[text] if text in built else built.setdefault(text, SourceIndex(text)) for text in texts]
+
+
+_BEST_SENTENCE = list(SENTENCE_FEATURES).index("best_sentence_support")
+
+
+def _why(sentence: SentenceFeatures) -> str:
+    reasons = []
+    if sentence.novel_numbers:
+        reasons.append(f"numbers or dates the source lacks (or has with another unit): {', '.join(sentence.novel_numbers[:5])}")
+    if sentence.novel_names:
+        reasons.append(f"names the source lacks: {', '.join(sentence.novel_names[:5])}")
+    reasons.extend(sentence.flips[:3])
+    others = [w for w in sentence.novel_words if w not in sentence.novel_names]
+    if others:
+        reasons.append(f"words the source lacks: {', '.join(others[:6])}")
+    if not reasons:
+        best = sentence.values[_BEST_SENTENCE]
+        reasons.append(f"its words are in the source but spread out (the best-matching source sentence holds {best:.0%} of them)")
+    return "; ".join(reasons)
+
+
+
+
+def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: GroundingModel | None = None) -> list[RowGrounding]:
+    """Grounding, grounded and reasoning for each (source, summary) pair, in order."""
+    model = model or load_model()
+    indexes = _sources(sources)
+    per_row = [summary_features(summary, index) for summary, index in zip(summaries, indexes)]
+    # One matrix for every row and every sentence alone: one pass through the trees.
+    matrix = [row_features(sentences, index) for sentences, index in zip(per_row, indexes) if sentences]
+    matrix += [row_features([s], index) for sentences, index in zip(per_row, indexes) for s in sentences]
+    scores = iter(model.predict(np.array(matrix, dtype=np.float64)) if matrix else [])
+    row_scores = [float(next(scores)) if sentences else None for sentences in per_row]
+    results = []
+    for sentences, score in zip(per_row, row_scores):
+        if score is None:
+            results.append(RowGrounding(None, None, "The summary has no sentence to check."))
+            continue
+        supports = [float(next(scores)) for _ in sentences]
+        weakest = int(np.argmin(supports))
+        grounded = int(score >= model.threshold)
+        head = f"grounding {score:.2f} ({'grounded' if grounded else 'not grounded'}, threshold {model.threshold:.2f}); {len(sentences)} sentences."
+        quoted = " ".join(sentences[weakest].text.split())
+        detail = f'Least supported (support {supports[weakest]:.2f}): "{quoted[:300]}" -- {_why(sentences[weakest])}'
+        results.append(RowGrounding(score, grounded, f"{head}\n{detail}"))
+    return results
+
+
+def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: GroundingModel | None = None) -> list[float]:
+    """``lexical_support`` of each claim against its source (a source shared by many claims is indexed once);
+    NaN for a claim with no word or number."""
+    model = model or load_model()
+    indexes = _sources(sources)
+    vectors, positions = [], []
+    for position, (claim, index) in enumerate(zip(claims, indexes)):
+        sentences = summary_features(" ".join(claim.split()), index)  # a claim is one statement: one line
+        if sentences:
+            vectors.append(row_features(sentences, index))
+            positions.append(position)
+    supports = [math.nan] * len(claims)
+    for position, value in zip(positions, model.predict(np.array(vectors)) if vectors else []):
+        supports[position] = float(value)
+    return supports
+
+
+def lexical_support(claim: str, source: str, *, model: GroundingModel | None = None) -> float:
+    """How much of ``claim`` the source supports, in [0, 1], from the sentence features (no judge call).
+
+    >>> lexical_support("The council approved the budget.", "On Monday the council approved the budget.") > 0.5
+    True
+    """
+    return lexical_supports([claim], [source], model=model)[0]
+
+
+def support_thresholds(model: GroundingModel | None = None) -> tuple[float, float]:
+    """(support_low, support_high) of the suspect rule, as stored in the model file."""
+    model = model or load_model()
+    return model.support_low, model.support_high
+
+
+def suspect(verdict: str, support: float, *, model: GroundingModel | None = None) -> bool:
+    """True when the judge's ``verdict`` disagrees sharply with the claim's ``lexical_support``: ``yes`` below
+    ``support_low``, or ``no``/``idk`` above ``support_high``. A NaN support is never suspect."""
+    low, high = support_thresholds(model)
+    if support is None or math.isnan(support):
+        return False
+    if verdict == "yes":
+        return support < low
+    if verdict in ("no", "idk"):
+        return support > high
+    raise ValueError(f"a verdict is yes, no or idk, not {verdict!r}")

@@ -1,0 +1,187 @@
+"""Small, local text handling for the grounding check: sentences, tokens, Porter stems, numbers, names.
+
+Nothing is downloaded: sentences are split by ``traditional.split_sentences`` (a rule), tokens by one regular
+expression, stems by NLTK's ``PorterStemmer`` (code, no data package). Every word's analysis is memoised, so a
+corpus pays for each distinct word once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..traditional import split_sentences
+
+__all__ = ["NEGATIONS", "STOPWORDS", "Sentence", "Token", "analyse_sentences", "opposites", "stem", "word_key"]
+
+# Numbers keep their separators ("1,000", "3.5"); words keep an inner apostrophe ("didn't", "o'neill").
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['\u2019][^\W\d_]+)*|%|[$\u00a3\u20ac]")
+# Function words: never counted as content, so support is about what a sentence says, not how.
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be been before being below between both
+    but by can could did do does doing down during each few for from further had has have having he her here hers
+    herself him himself his how i if in into is it its itself just me more most my myself now of off on once only
+    or other our ours ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were what when where
+    which while who whom why will with would you your yours yourself yourselves s t d ll re ve m said says say
+    told according one mr mrs ms dr also us via per cent percent may might must shall upon""".split()
+)
+NEGATIONS = frozenset(
+    "not no never none nobody nothing neither nor without cannot n't didn't doesn't don't isn't wasn't weren't "
+    "aren't won't wouldn't couldn't shouldn't hasn't haven't hadn't can't ain't fail failed fails unable".split()
+)
+_NUMBER_WORDS = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
+    "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "dozen": 12, "half": 0.5,
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "ninth": 9, "tenth": 10, "twice": 2, "double": 2, "triple": 3,
+}
+_SCALES = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "million": 1e6, "millions": 1e6, "bn": 1e9,
+           "billion": 1e9, "billions": 1e9, "tn": 1e12, "trillion": 1e12}
+_DATE_WORDS = frozenset(
+    "january february march april may june july august september october november december jan feb mar apr jun jul "
+    "aug sep sept oct nov dec monday tuesday wednesday thursday friday saturday sunday yesterday today tomorrow "
+    "tonight weekend morning afternoon evening night spring summer autumn winter".split()
+)
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The Porter stem of a lowercase word (memoised)."""
+    return _stemmer().stem(word)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():
+    from nltk.stem.porter import PorterStemmer
+
+    return PorterStemmer()
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    text: str  # as written
+    lower: str
+    key: str  # what is compared: a Porter stem, or a number's canonical value
+    kind: str  # "content", "stop", "number", "symbol"
+    capitalised: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    text: str
+    tokens: tuple[Token, ...]
+
+
+@lru_cache(maxsize=300_000)
+def _word(lower: str) -> tuple[str, str]:
+    """(key, kind) of a lowercase word token."""
+    if lower in _NUMBER_WORDS:
+        return _canonical(_NUMBER_WORDS[lower]), "number"
+    if lower.replace("\u2019", "'") in NEGATIONS:
+        return "not", "neg"
+    if lower in STOPWORDS or lower in _SCALES:
+        return lower, "stop"
+    return stem(lower), "date" if lower in _DATE_WORDS else "content"
+
+
+def word_key(lower: str) -> str:
+    """What a lowercase word is compared as (its stem; a function word or a number word as itself or its value)."""
+    return _word(lower)[0]
+
+
+# Opposites an edit can swap, as "word/opposite" pairs.
+_ANTONYM_PAIRS = [tuple(pair.split("/")) for pair in """increase/decrease rise/fall raise/cut up/down gain/loss
+win/lose won/lost more/less higher/lower above/below before/after accept/reject approve/reject open/close start/end
+begin/finish buy/sell male/female first/last positive/negative larger/smaller large/small big/small longer/shorter
+long/short major/minor early/late earlier/later allow/ban agree/disagree include/exclude including/excluding
+success/failure profit/loss strong/weak add/remove increase/reduce grow/shrink best/worst better/worse
+maximum/minimum majority/minority young/old import/export guilty/innocent alive/dead legal/illegal true/false
+support/oppose private/public same/different easy/difficult cheap/expensive rich/poor north/south east/west
+husband/wife son/daughter father/mother brother/sister man/woman men/women boy/girl over/under inside/outside
+always/never all/none most/least many/few increased/decreased increasing/decreasing rising/falling lowest/highest
+enable/prevent agreed/refused accepted/rejected won/defeated high/low rise/decline growth/decline improve/worsen
+improved/worsened strengthen/weaken expand/contract hire/fire join/leave joined/left arrive/depart pass/fail
+passed/failed like/dislike love/hate happy/sad confirm/deny confirmed/denied remember/forget send/receive
+sent/received give/take gave/took borrow/lend lead/follow top/bottom front/back enter/exit online/offline
+upgrade/downgrade overestimate/underestimate outperform/underperform upside/downside upward/downward
+bullish/bearish surplus/deficit asset/liability input/output fewer/more slower/faster slow/fast weaker/stronger
+smaller/bigger reduced/increased raised/lowered rose/fell gained/lost victory/defeat sooner/later stop/start
+internal/external domestic/foreign buyer/seller employer/employee teacher/student parent/child modern/ancient
+future/past next/previous hot/cold wet/dry dark/light heavy/light full/empty safe/dangerous certain/uncertain
+correct/incorrect right/wrong accurate/inaccurate similar/different everyone/nobody everything/nothing often/rarely
+optimistic/pessimistic successful/unsuccessful open/closed internal/external ahead/behind""".split()]
+_PREFIXES = ("un", "in", "im", "il", "ir", "dis", "non", "mis")
+_STRIPPED_PREFIXES = ("un", "dis", "non", "il", "ir")  # "in", "im", "mis" begin too many plain words
+
+
+_OPPOSITES: dict[str, set[str]] = {}
+for _a, _b in _ANTONYM_PAIRS:
+    _OPPOSITES.setdefault(_a, set()).add(_b)
+    _OPPOSITES.setdefault(_b, set()).add(_a)
+
+
+@lru_cache(maxsize=100_000)
+def opposites(lower: str) -> frozenset[str]:
+    """Lowercase words that say the opposite of a lowercase word: listed antonyms and prefixed negatives
+    ("likely" / "unlikely"), compared as written (no stemming: it is checked for every unmatched word)."""
+    found = set(_OPPOSITES.get(lower, ()))
+    found.update(prefix + lower for prefix in _PREFIXES)
+    found.update(lower[len(p):] for p in _STRIPPED_PREFIXES if lower.startswith(p) and len(lower) - len(p) >= 4)
+    return frozenset(found)
+
+
+def _canonical(value: float) -> str:
+    return f"{value:.6g}"
+
+
+_KNOWN: dict[str, Token] = {}  # word as written -> its token; a plain dict is the fastest memo here
+_KNOWN_LIMIT = 500_000
+
+
+def _word_token(word: str) -> Token:
+    """The token of a word or symbol as written (numbers are read in context by ``_tokens``)."""
+    if not word[0].isalpha():
+        return Token(word, word.lower(), word, "symbol", False)
+    lower = word.lower()
+    if "'" in lower or "\u2019" in lower:
+        key, kind = _word(lower)
+        if kind == "content":  # a possessive or contraction tail ("council's") is the word itself
+            key, kind = _word(re.split(r"['\u2019]", lower, maxsplit=1)[0])
+    else:
+        key, kind = _word(lower)
+    return Token(word, lower, key, kind, word[0].isupper())
+
+
+def _tokens(text: str) -> list[Token]:
+    raw = _TOKEN.findall(text)
+    tokens: list[Token] = []
+    known = _KNOWN
+    for index, word in enumerate(raw):
+        token = known.get(word)
+        if token is None:
+            if word[0].isdigit():
+                tokens.append(_number(word, raw[index + 1] if index + 1 < len(raw) else ""))
+                continue
+            if len(known) > _KNOWN_LIMIT:
+                known.clear()
+            token = known[word] = _word_token(word)
+        tokens.append(token)
+    return tokens
+
+
+def _number(word: str, following: str) -> Token:
+    """A number read with the word after it: "5m" and "5 million" are both 5000000."""
+    try:
+        value = float(word.replace(",", ""))
+    except ValueError:  # "1.2.3" and the like: not one number
+        return Token(word, word, word, "symbol", False)
+    return Token(word, word, _canonical(value * _SCALES.get(following.lower(), 1.0)), "number", False)
+
+
+def analyse_sentences(text: str) -> list[Sentence]:
+    """The text's sentences, each with its tokens."""
+    return [Sentence(sentence, tuple(_tokens(sentence))) for sentence in split_sentences(text)]

@@ -1,0 +1,196 @@
+"""Train the grounding model and write the shipped model file (the only place scikit-learn is fitted).
+
+    .venv/bin/python -m mlflow_genai_metrics.grounding.train            # writes grounding/grounding-v1.json
+
+Training data, and nothing else: ``frank.jsonl`` split ``valid`` and ``summedits.jsonl`` split ``evaluation``
+from ``../shared/data/faithfulness`` (the evaluation splits, FRANK ``test``, SummEdits ``test`` and both QAGS
+sets, are never read here). The binary label is people's: 1 = fully consistent.
+
+Steps, all deterministic: features per row and per summary sentence; 5-fold cross-validation grouped by source
+document (summaries of one article never straddle folds) for out-of-fold scores; from those, the ``grounded``
+threshold (the one that maximises balanced accuracy over the training rows) and the suspect rule's thresholds
+(``support_low``: 5th percentile of the support of every sentence of summaries people found fully consistent;
+``support_high``: 95th percentile of the weakest sentence's support in summaries people found inconsistent); then
+the final model on every training row, written as JSON with a few rows' features and scikit-learn's predictions
+for the loader to reproduce.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .features import ROW_FEATURES, SENTENCE_FEATURES, row_features, summary_features
+from .model import MODEL_FILE
+from .scoring import _sources
+
+__all__ = ["TRAINING_SPLITS", "export_model", "fit", "main", "training_rows"]
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "faithfulness"
+TRAINING_SPLITS = {"frank": "valid", "summedits": "evaluation"}
+# Features whose direction people's labels disagree on between the sets (on SummEdits, whose inconsistent
+# summaries are edits of consistent ones, more copied words go with *less* consistency) are left free; every
+# detector of a specific error may only lower the score, so a planted error can never raise it.
+FREE = ("content_support", "best_sentence_support", "best_two_support", "novel_words", "untrained_rule")
+PARAMS = {"max_iter": 200, "learning_rate": 0.05, "max_leaf_nodes": 8, "early_stopping": False, "random_state": 0}
+FOLDS = 5
+CHECK_ROWS = 4  # per training set: rows whose sklearn predictions the loader must reproduce
+
+
+def monotonic_constraints() -> list[int]:
+    """Per row feature: +1 (may only raise the score), -1 (may only lower it) or 0 (free; also the length features)."""
+    signs = []
+    for name in ROW_FEATURES:
+        base = name.rsplit("_", 1)[0]
+        kind = SENTENCE_FEATURES.get(base)
+        signs.append(0 if kind is None or base in FREE else (1 if kind == "share" else -1))
+    return signs
+
+
+def training_rows(data: Path = DATA) -> pd.DataFrame:
+    """The training splits, with ``set`` and ``human_binary``; refuses a file without the expected split."""
+    from ..meta import load_labelled
+
+    parts = []
+    for name, split in TRAINING_SPLITS.items():
+        frame = load_labelled(data / f"{name}.jsonl")
+        if split not in set(frame["split"]):
+            raise ValueError(f"{name}.jsonl has no split {split!r} (it has {sorted(set(frame['split']))})")
+        parts.append(frame[frame["split"] == split].assign(set=name)[["id", "set", "source", "summary", "human_binary"]])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _features(rows: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Row vectors, and per row the vectors of each of its sentences alone."""
+    indexes = _sources(list(rows["source"]))
+    vectors, sentence_vectors = [], []
+    for summary, index in zip(rows["summary"], indexes):
+        sentences = summary_features(summary, index)
+        vectors.append(row_features(sentences, index))
+        sentence_vectors.append(np.array([row_features([s], index) for s in sentences]).reshape(-1, len(ROW_FEATURES)))
+    return np.array(vectors, dtype=np.float64), sentence_vectors
+
+
+def _best_threshold(labels: np.ndarray, scores: np.ndarray) -> float:
+    """The cut (midway between two adjacent distinct scores) that maximises balanced accuracy."""
+    from sklearn.metrics import balanced_accuracy_score
+
+    distinct = np.unique(scores)
+    cuts = (distinct[:-1] + distinct[1:]) / 2
+    accuracies = [balanced_accuracy_score(labels, scores >= cut) for cut in cuts]
+    return float(cuts[int(np.argmax(accuracies))])
+
+
+def fit(rows: pd.DataFrame, *, folds: int = FOLDS, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The model file's content (a dict) from labelled rows (``source``, ``summary``, ``human_binary``, ``set``)."""
+    import sklearn
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+    from sklearn.model_selection import GroupKFold
+
+    params = {**PARAMS, "monotonic_cst": monotonic_constraints(), **(params or {})}
+    vectors, sentence_vectors = _features(rows)
+    labels = rows["human_binary"].to_numpy(dtype=int)
+    usable = ~np.isnan(vectors).any(axis=1)  # a summary with no sentence says nothing to learn from
+    vectors, labels, rows = vectors[usable], labels[usable], rows[usable].reset_index(drop=True)
+    sentence_vectors = [v for v, keep in zip(sentence_vectors, usable) if keep]
+    out_of_fold = np.zeros(len(rows))
+    weakest = np.zeros(len(rows))
+    supports: list[np.ndarray] = [np.empty(0)] * len(rows)
+    for train, held in GroupKFold(folds).split(vectors, labels, groups=rows["source"]):
+        model = HistGradientBoostingClassifier(**params).fit(vectors[train], labels[train])
+        out_of_fold[held] = model.predict_proba(vectors[held])[:, 1]
+        for position in held:
+            supports[position] = model.predict_proba(sentence_vectors[position])[:, 1]
+            weakest[position] = supports[position].min()
+    threshold = _best_threshold(labels, out_of_fold)
+    consistent_sentences = np.concatenate([s for s, label in zip(supports, labels) if label == 1])
+    support_low = float(np.percentile(consistent_sentences, 5))
+    support_high = float(np.percentile(weakest[labels == 0], 95))
+
+    final = HistGradientBoostingClassifier(**params).fit(vectors, labels)
+    per_set = {}
+    for name in sorted(set(rows["set"])):
+        mine = (rows["set"] == name).to_numpy()
+        per_set[name] = {
+            "rows": int(mine.sum()),
+            "consistent": int(labels[mine].sum()),
+            "out_of_fold_auc": round(float(roc_auc_score(labels[mine], out_of_fold[mine])), 4),
+            "out_of_fold_balanced_accuracy": round(float(balanced_accuracy_score(labels[mine], out_of_fold[mine] >= threshold)), 4),
+        }
+    check = [position for name in sorted(set(rows["set"])) for position in np.flatnonzero((rows["set"] == name).to_numpy())[:CHECK_ROWS]]
+    spec = export_model(final)
+    spec.update(
+        threshold=threshold,
+        suspect={
+            "support_low": support_low,
+            "support_high": support_high,
+            "how": "out-of-fold lexical_support of single sentences on the training rows: support_low = 5th percentile over "
+            "every sentence of summaries people found fully consistent; support_high = 95th percentile of the weakest "
+            "sentence of summaries people found inconsistent",
+        },
+        training={
+            "data": {name: f"{name}.jsonl split {split}" for name, split in TRAINING_SPLITS.items()},
+            "per_set": per_set,
+            "params": {**params, "monotonic_cst": dict(zip(ROW_FEATURES, params["monotonic_cst"]))},
+            "folds": f"{folds}-fold GroupKFold by source document",
+            "threshold_how": "maximises balanced accuracy of the out-of-fold scores over all training rows",
+            "sklearn": sklearn.__version__,
+        },
+        check={
+            "ids": [f"{rows['set'][p]}:{rows['id'][p]}" for p in check],
+            "features": [[float(v) for v in vectors[p]] for p in check],
+            "predictions": [float(v) for v in final.predict_proba(vectors[check])[:, 1]],
+        },
+    )
+    return spec
+
+
+def export_model(model: Any) -> dict[str, Any]:
+    """A fitted binary ``HistGradientBoostingClassifier`` as plain lists (numerical features only)."""
+    if model.n_trees_per_iteration_ != 1 or getattr(model, "is_categorical_", None) is not None:
+        raise ValueError("only a binary classifier on numerical features can be exported")
+    trees = []
+    for (predictor,) in model._predictors:  # scikit-learn keeps the fitted trees here; nodes are plain records
+        nodes = predictor.nodes
+        trees.append(
+            {
+                "feature": nodes["feature_idx"].tolist(),
+                "threshold": nodes["num_threshold"].tolist(),
+                "left": nodes["left"].tolist(),
+                "right": nodes["right"].tolist(),
+                "missing_left": nodes["missing_go_to_left"].astype(bool).tolist(),
+                "is_leaf": nodes["is_leaf"].astype(bool).tolist(),
+                "value": nodes["value"].tolist(),
+                "depth": int(nodes["depth"].max()),
+            }
+        )
+    return {"name": "grounding", "version": "v1", "features": list(ROW_FEATURES), "sentence_features": list(SENTENCE_FEATURES),
+            "baseline": float(model._baseline_prediction.ravel()[0]), "trees": trees}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA, help="folder of the labelled sets (default: ../shared/data/faithfulness)")
+    parser.add_argument("--out", type=Path, default=MODEL_FILE, help=f"model file to write (default: {MODEL_FILE.name} in the package)")
+    args = parser.parse_args(argv)
+    rows = training_rows(args.data)
+    spec = fit(rows)
+    args.out.write_text(json.dumps(spec, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
+    from .model import model_tag
+
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB), tag {model_tag(args.out)}")
+    print(f"grounded threshold {spec['threshold']:.4f}; suspect support_low {spec['suspect']['support_low']:.4f}, support_high {spec['suspect']['support_high']:.4f}")
+    for name, figures in spec["training"]["per_set"].items():
+        print(f"  {name}: {figures}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
