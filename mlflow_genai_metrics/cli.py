@@ -58,6 +58,7 @@ def _judge(args: argparse.Namespace):
 def _evaluate(args: argparse.Namespace) -> int:
     import mlflow
 
+    from .summarization.metrics import METRICS
     from .summarization.scoring import interval_names
     from .tables import read_table
     from .tracking import summarization_metrics
@@ -88,7 +89,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         evaluation = mlflow.models.evaluate(
             data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
         )
-    shown = ["alignment", "richness", "coverage", "defect_rate/contradiction", "judge_error_rate", "rougeL", "judge/calls"]
+    shown = [spec.name for spec in METRICS.aggregates() if spec.headline] + ["rougeL", "judge/calls"]
     print(f"run {run.info.run_id} ({len(data)} rows)")
     for name in shown:
         if name in evaluation.metrics:
@@ -188,8 +189,19 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _meta_eval(args: argparse.Namespace) -> int:
-    from .meta import load_labelled, meta_evaluate
+    from .meta import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
 
+    if args.grounding_only:
+        name = Path(args.data).name.split(".")[0]
+        rows = evaluation_rows(load_labelled(args.data), name, args.split)
+        by = args.by or next((c for c in ("domain", "origin") if c in rows.columns), None)
+        grounding = grounding_meta_evaluate(rows, by=by)
+        print(f"{Path(args.data).name}: {len(rows)} pairs ({args.split or 'every split it was not trained on'}); grounding model {grounding.model_tag}")
+        for key, value in grounding.metrics.items():
+            print(f"  {key:<32} {value:.3f}")
+        if not grounding.groups.empty:
+            print(grounding.groups.round(3).to_string(index=False))
+        return EXIT_OK
     report = meta_evaluate(load_labelled(args.data), judge=_judge(args), sample=args.sample, seed=args.seed, progress=True)
     print(f"{Path(args.data).name}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
     for name in ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate"):
@@ -250,6 +262,9 @@ def _parser() -> argparse.ArgumentParser:
     meta.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
     meta.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
     meta.add_argument("--concurrency", type=int, default=8)
+    meta.add_argument("--grounding-only", action="store_true", help="measure the grounding check (no judge) instead of the judge")
+    meta.add_argument("--split", default=None, help="with --grounding-only: only this split (default: every split the model was not trained on)")
+    meta.add_argument("--by", default=None, help="with --grounding-only: figures per value of this column (default: domain or origin)")
     meta.set_defaults(run=_meta_eval)
 
     compare = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")

@@ -5,7 +5,10 @@
     report = meta_evaluate(labelled, judge=judge, sample=100)
     report.metrics["balanced_accuracy"], report.metrics["spearman"]
 
-Also ``mgm meta-eval FILE --sample N``. Reported: balanced accuracy and Cohen's kappa of ``aligned`` against the
+Also ``mgm meta-eval FILE --sample N``. The grounding check (no judge) is measured the same way by
+``grounding_meta_evaluate`` (``mgm meta-eval FILE --grounding-only``): AUC of ``grounding`` and balanced accuracy
+of ``grounded`` against the binary label, Spearman of ``grounding`` against the graded label, beside the untrained
+rule of issue 15, on the rows of a file that the model was not trained on. Reported: balanced accuracy and Cohen's kappa of ``aligned`` against the
 binary human label (1 = the summary is fully consistent), Spearman and Kendall correlation of ``support_rate``
 with the graded human label, the confusion matrix, and how many rows the judge failed on (left out, counted).
 Statistics from scikit-learn and scipy.
@@ -23,7 +26,17 @@ import pandas as pd
 from .judge import Judge
 from .summarization import SummarizationResult, judge_summaries
 
-__all__ = ["MetaReport", "agreement", "load_labelled", "meta_evaluate", "stratified_labelled_sample"]
+__all__ = [
+    "GroundingMetaReport",
+    "MetaReport",
+    "agreement",
+    "evaluation_rows",
+    "grounding_meta_evaluate",
+    "load_labelled",
+    "meta_evaluate",
+    "stratified_labelled_sample",
+    "untrained_rule_scores",
+]
 
 
 def load_labelled(path: str | Path) -> pd.DataFrame:
@@ -112,3 +125,92 @@ def meta_evaluate(labelled: pd.DataFrame, *, judge: Judge, sample: int | None = 
         judge_aligned_rate=result.metrics["alignment"],
     )
     return MetaReport(metrics=metrics, confusion=confusion, result=result)
+
+
+def evaluation_rows(labelled: pd.DataFrame, name: str, split: str | None = None) -> pd.DataFrame:
+    """The rows of set ``name`` (a file's stem: frank, summedits...) the grounding model may be measured on:
+    ``split`` when given, else every row outside the split it was trained on (FRANK ``valid``, SummEdits
+    ``evaluation``). Asking for a training split is refused."""
+    from .grounding.train import TRAINING_SPLITS
+
+    trained_on = TRAINING_SPLITS.get(name)
+    if split is not None and split == trained_on:
+        raise ValueError(f"{name} split {split!r} trained the grounding model; measure it on another split")
+    if "split" not in labelled.columns:
+        return labelled.reset_index(drop=True)
+    splits = labelled["split"].astype("string").fillna("")
+    keep = splits == split if split is not None else splits != (trained_on or "\0")
+    return labelled[keep.to_numpy()].reset_index(drop=True)
+
+
+def untrained_rule_scores(sources, summaries) -> list[float]:
+    """Issue 15's untrained rule per row: per summary sentence the share of its stemmed content words found in the
+    source (0 when it holds a number the source lacks); the row's score is the minimum over its sentences."""
+    from .grounding.features import SENTENCE_FEATURES, SourceIndex, summary_features
+
+    column = list(SENTENCE_FEATURES).index("untrained_rule")
+    indexes: dict[str, SourceIndex] = {}
+    scores = []
+    for source, summary in zip(sources, summaries):
+        index = indexes.get(source) or indexes.setdefault(source, SourceIndex(source))
+        sentences = summary_features(summary, index)
+        scores.append(min(s.values[column] for s in sentences) if sentences else math.nan)
+    return scores
+
+
+@dataclass
+class GroundingMetaReport:
+    """``metrics``: the figures on all rows; ``groups``: the same per value of ``by`` (e.g. SummEdits' domain)."""
+
+    metrics: dict[str, float]
+    groups: pd.DataFrame
+    model_tag: str
+
+
+def _is_graded(rows: pd.DataFrame) -> bool:
+    """A set's label is a grade (a share of sentences, as FRANK's and QAGS's, even when every summary has one
+    sentence) unless its scale says it is binary (SummEdits)."""
+    scales = rows["label_scale"].dropna().astype(str) if "label_scale" in rows.columns else pd.Series([], dtype=str)
+    return not (len(scales) and scales.str.lower().str.startswith("binary").all())
+
+
+def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) -> dict[str, float]:
+    from sklearn.metrics import roc_auc_score
+
+    binary = rows["human_binary"].to_numpy(dtype=int)
+    both_classes = len(set(binary)) > 1
+    grades = rows["human_graded"] if graded else [math.nan] * len(rows)
+    figures: dict[str, float] = {"rows": float(len(rows)), "human_consistent_rate": float(binary.mean())}
+    for prefix, score, flag in (
+        ("grounding", rows["grounding"], rows["grounded"]),
+        ("rule", rows["rule"], (rows["rule"] >= rule_threshold).astype(float).where(rows["rule"].notna())),
+    ):
+        usable = score.notna().to_numpy()
+        metrics, _ = agreement(binary, flag.astype(float), grades, score)
+        figures[f"{prefix}_auc"] = float(roc_auc_score(binary[usable], score[usable])) if both_classes else math.nan
+        figures[f"{prefix}_balanced_accuracy"] = metrics["balanced_accuracy"]
+        figures[f"{prefix}_spearman"] = metrics["spearman"]
+    figures["grounded_rate"] = float(rows["grounded"].astype(float).mean())
+    return figures
+
+
+def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) -> GroundingMetaReport:
+    """The shipped grounding model (read from its file) and the untrained rule against the human labels:
+    AUC and balanced accuracy against ``human_binary`` (the model at its fixed threshold, the rule at the one the
+    model file records from the training splits), Spearman against ``human_graded`` where it is graded."""
+    from .grounding import grounding_metrics, load_model
+
+    model = load_model()
+    result = grounding_metrics(labelled["source"], labelled["summary"], ids=list(range(len(labelled))), cache=False)
+    rows = labelled.assign(
+        grounding=result.rows["grounding"].to_numpy(),
+        grounded=result.rows["grounded"].astype("float64").to_numpy(),
+        rule=untrained_rule_scores(labelled["source"], labelled["summary"]),
+    )
+    rule_threshold = float(model.meta["untrained_rule"]["threshold"])
+    graded = _is_graded(rows)
+    groups = []
+    if by is not None and by in rows.columns:
+        for value, part in rows.groupby(by, sort=True):
+            groups.append({by: value, **_grounding_figures(part, rule_threshold, graded)})
+    return GroundingMetaReport(_grounding_figures(rows, rule_threshold, graded), pd.DataFrame(groups), result.model_tag)
