@@ -84,7 +84,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             print(f"logged candidate {args.model} as {info.model_uri}")
             data = data.assign(**{args.summary_col: candidate.predict(None, data)})
         metrics = summarization_metrics(
-            judge, coverage=not args.no_coverage, source_col=args.source_col, id_col=args.id_col, category_col=args.category_col, progress=True,
+            judge, coverage=not args.no_coverage, ter=args.ter, source_col=args.source_col, id_col=args.id_col, category_col=args.category_col, progress=True,
         )
         evaluation = mlflow.models.evaluate(
             data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
@@ -247,6 +247,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens (long sources are chunked)")
     evaluate.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
     evaluate.add_argument("--no-coverage", action="store_true", help="skip key points and coverage")
+    evaluate.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
     evaluate.add_argument("--limit", type=int, default=None, help="first N rows only")
     evaluate.add_argument("--experiment", default="mgm", help="MLflow experiment name (default: mgm)")
     evaluate.add_argument("--run-name", default=None)

@@ -50,11 +50,11 @@ from .summarization.judging import judge_rows, prepare_rows
 from .summarization.result import run_report
 from .summarization.metrics import METRICS, MetricRegistry
 from .summarization.scoring import USAGE_COLUMNS, Estimate, rate_statistics, result_metrics, rows_table
-from .traditional import ROUGE_TYPES, corpus_scores, traditional_metrics
+from .traditional import ROUGE_TYPES, corpus_scores, statistics_column, traditional_metrics, traditional_signatures
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
 
-_INTERNAL = ["_claims", "_key_points", "_bleu_stats", "_chrf_stats", "_usage_counts"]
+_INTERNAL = ["_claims", "_key_points", "_usage_counts"]
 _USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed into the result's usage
 _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim_index", T.IntegerType()),
@@ -72,7 +72,12 @@ _KEY_POINTS = T.ArrayType(T.StructType([
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
-def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool) -> T.StructType:
+def _corpus(ter: bool) -> tuple[str, ...]:
+    """The corpus metrics computed with references (TER only on request: it is slow)."""
+    return ("bleu", "chrf", *(("ter",) if ter else ()))
+
+
+def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False) -> T.StructType:
     long, double, text = T.LongType(), T.DoubleType(), T.StringType()
     fields = [T.StructField("id", id_type), *carried]
     fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows("judge", *(("coverage",) if coverage else ()))]
@@ -82,10 +87,10 @@ def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: 
     fields += [T.StructField(name, double if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
     fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
     if references:
-        fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, "bleu", "chrf", "summary_words", "compression_ratio")]
+        fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, *_corpus(ter), "summary_words", "compression_ratio")]
+        # sacreBLEU's per-row statistics stay in the rows, as in one process: corpus scores and paired tests use them
+        fields += [T.StructField(statistics_column(name), T.ArrayType(double)) for name in _corpus(ter)]
     fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_usage_counts", text)]
-    if references:
-        fields += [T.StructField("_bleu_stats", T.ArrayType(double)), T.StructField("_chrf_stats", T.ArrayType(double))]
     return T.StructType(fields)
 
 
@@ -104,6 +109,7 @@ class _PartitionPlan:
     carry_cols: tuple[str, ...]
     run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
     registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
+    ter: bool = False
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         held: pd.DataFrame | None = None
@@ -139,11 +145,13 @@ class _PartitionPlan:
             for j in judgements
         ]
         if self.reference_col is not None:
-            traditional = traditional_metrics([r.summary for r in rows], batch[self.reference_col].tolist(), [r.source for r in rows], n_jobs=1)
+            traditional = traditional_metrics(
+                [r.summary for r in rows], batch[self.reference_col].tolist(), [r.source for r in rows], ter=self.ter, n_jobs=1
+            )
             for name in traditional.rows.columns:
                 table[name] = traditional.rows[name].to_numpy(dtype=float)
-            table["_bleu_stats"] = [list(map(float, s)) for s in traditional.statistics["bleu"]]
-            table["_chrf_stats"] = [list(map(float, s)) for s in traditional.statistics["chrf"]]
+            for name, values in traditional.statistics.items():
+                table[statistics_column(name)] = [list(map(float, s)) for s in values]
         return table[self.columns]
 
 
@@ -170,6 +178,7 @@ class SparkSummarizationResult:
     max_source_tokens: int | None
     coverage: bool
     references: bool
+    ter: bool = False
     prices: Any = field(default=None, repr=False)
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
@@ -181,6 +190,7 @@ class SparkSummarizationResult:
         return summarization_signature(
             self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens,
             response_mode=response_mode_of(self.usage), resamples=self.resamples, confidence=self.confidence,
+            reference=traditional_signatures(self.ter) if self.references else None,
             bootstrap_seed=self.seed,
         )
 
@@ -251,8 +261,8 @@ class SparkSummarizationResult:
 
     def _corpus_metrics(self) -> dict[str, float]:
         summed = {}
-        for name in ("bleu", "chrf"):
-            column = f"_{name}_stats"
+        for name in _corpus(self.ter):
+            column = statistics_column(name)
             by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
             summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
         return corpus_scores(summed)
@@ -327,6 +337,7 @@ def judge_summaries_spark(
     id_col: str = "id",
     reference_col: str | None = None,
     coverage: bool = True,
+    ter: bool = False,
     max_source_tokens: int | None = None,
     partitions: int | None = None,
     carry_cols: Sequence[str] = (),
@@ -355,11 +366,11 @@ def judge_summaries_spark(
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
     carried = [df.schema[name] for name in carry_cols]
-    schema = _judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None)
+    schema = _judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None, ter)
     registry = METRICS.snapshot()
     plan = _PartitionPlan(
         share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols,
-        uuid.uuid4().hex, registry,
+        uuid.uuid4().hex, registry, ter,
     )
     wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
     judged = (
@@ -376,6 +387,7 @@ def judge_summaries_spark(
         max_source_tokens=max_source_tokens,
         coverage=coverage,
         references=reference_col is not None,
+        ter=ter,
         prices=judge.prices,
         resamples=resamples,
         seed=seed,

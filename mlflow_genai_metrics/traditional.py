@@ -38,6 +38,7 @@ __all__ = [
     "lcs_length",
     "paired_corpus_difference",
     "split_sentences",
+    "statistics_column",
     "traditional_metrics",
     "traditional_signatures",
 ]
@@ -200,6 +201,11 @@ class TraditionalResult:
     metrics: dict[str, float]
     statistics: dict[str, list[list[float]]] = field(default_factory=dict, repr=False)
     signatures: dict[str, str] = field(default_factory=dict)
+
+
+def statistics_column(name: str) -> str:
+    """The per-row table's column holding a corpus metric's sacreBLEU statistics: ``bleu`` -> ``bleu_stats``."""
+    return f"{name}_stats"
 
 
 def traditional_signatures(ter: bool = False) -> dict[str, str]:

@@ -82,3 +82,39 @@ def test_a_registered_metric_reaches_the_spark_result(scripted_server):
         metrics = result.metrics
     assert rows["long_summary"].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
     assert (metrics["long_summary_rate"], metrics["long_summary_rate_n"]) == (0.5, 8)
+
+
+def _reference_result(server, summaries, **options):
+    data = _data()
+    references = [f"The council approved budget {i}." for i in range(8)]
+    return judge_summaries(data["source"], summaries, judge=judge_for(server), coverage=False, references=references, **options)
+
+
+def test_corpus_bleu_and_chrf_are_compared_pair_by_pair_on_their_sacrebleu_statistics(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    data = _data()
+    a = _reference_result(server, data["long"])
+    b = _reference_result(server, data["short"])  # the short summaries are the references: a clear gain
+    comparison = compare_results(a, b)
+    for name in ("bleu", "chrf"):
+        difference = comparison.difference(name)
+        assert difference["a"] == pytest.approx(a.metrics[name]) and difference["b"] == pytest.approx(b.metrics[name])
+        assert difference["difference"] > 0 and difference["p_value"] < 0.05
+
+
+def test_ter_is_computed_on_request_and_signed(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    result = _reference_result(server, _data()["long"], ter=True)
+    assert "ter" in result.rows and "ter" in result.metrics and "ter_stats" in result.rows
+    assert "|ter:nrefs=1," in result.signature and "|bleu:nrefs=1," in result.signature
+    assert "ter" not in _reference_result(server, _data()["long"]).metrics
+
+
+def test_runs_whose_reference_metrics_were_computed_differently_are_compared_on_the_judge_metrics_only(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    a = _reference_result(server, _data()["long"])
+    b = _reference_result(server, _data()["short"])
+    changed = b.signature.replace("|bleu:nrefs=1,", "|bleu:nrefs=2,")
+    b2 = type(b)(b.rows, b.claims, b.key_points, b.metrics, changed, b.judgements, b.usage)
+    table = compare_results(a, b2).table
+    assert "alignment" in set(table["metric"]) and not {"bleu", "chrf", "rougeL"} & set(table["metric"])

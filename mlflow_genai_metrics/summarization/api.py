@@ -11,7 +11,7 @@ from ..judge import Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..tables import MissingColumnError
-from ..traditional import traditional_metrics
+from ..traditional import statistics_column, traditional_metrics
 from .judging import check_settings, judge_rows, prepare_rows
 from .records import RowInput, RowJudgement
 from .result import SummarizationResult
@@ -38,6 +38,7 @@ def judge_summaries(
     ids: Sequence[Any] | None = None,
     references: Sequence[str | Sequence[str]] | None = None,
     coverage: bool = True,
+    ter: bool = False,
     max_source_tokens: int | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
@@ -50,7 +51,8 @@ def judge_summaries(
     >>> result.metrics["alignment"], result.metrics["alignment_ci_low"], result.metrics["richness"]
     >>> result.rows[["id", "claim_count", "aligned", "reasoning"]]
 
-    ``references`` adds ROUGE, BLEU and chrF (``traditional_metrics``) to the rows and the metrics. Sources longer
+    ``references`` adds ROUGE, BLEU and chrF (``traditional_metrics``; TER too with ``ter=True``) to the rows and the
+    metrics. Sources longer
     than ``max_source_tokens`` (default: what ``judge.context_window`` leaves room for; no limit when unknown) are
     verified chunk by chunk, and the verdicts combined (see ``chunking``). Confidence intervals are percentile
     bootstrap intervals over rows (``resamples``, fixed ``seed``). Bad input raises before any call is made,
@@ -72,6 +74,7 @@ def judge_summaries(
         coverage=coverage,
         max_source_tokens=max_source_tokens,
         references=references,
+        ter=ter,
         resamples=resamples,
         seed=seed,
         confidence=confidence,
@@ -87,6 +90,7 @@ def build_result(
     max_source_tokens: int | None,
     references: Sequence[str | Sequence[str]] | None = None,
     extra_columns: dict[str, Sequence[Any]] | None = None,
+    ter: bool = False,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
@@ -99,11 +103,13 @@ def build_result(
     table = rows_table(judgements, coverage=coverage)
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
         table.insert(position, name, list(values))
-    corpus = None
+    corpus, reference_signatures = None, None
     if references is not None:
-        traditional = traditional_metrics([row.summary for row in rows], references, [row.source for row in rows])
-        table = pd.concat([table, traditional.rows], axis=1)
-        corpus = traditional.metrics
+        traditional = traditional_metrics([row.summary for row in rows], references, [row.source for row in rows], ter=ter)
+        # sacreBLEU's per-row statistics travel with the rows: corpus BLEU, chrF and TER are compared pair by pair
+        statistics = pd.DataFrame({statistics_column(name): values for name, values in traditional.statistics.items()})
+        table = pd.concat([table, traditional.rows, statistics], axis=1)
+        corpus, reference_signatures = traditional.metrics, traditional.signatures
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(
         histograms, usage, prices=judge.prices, corpus=corpus, resamples=resamples, seed=seed, confidence=confidence
@@ -116,6 +122,7 @@ def build_result(
         estimates=found,
         signature=summarization_signature(
             judge, coverage=coverage, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
+            reference=reference_signatures,
             resamples=resamples, confidence=confidence, bootstrap_seed=seed,
         ),
         judgements=list(judgements),

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..signature import FAMILY_PARTS, Signature
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, paired_bootstrap
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, PairedDifference, paired_bootstrap
+from ..traditional import paired_corpus_difference, statistics_column
 from .ids import canonical_id
 from .metrics import METRICS
 from .scoring import rate_statistics
@@ -169,9 +170,21 @@ def paired_table(
         if METRICS.aggregate(name).family in left_out:
             continue
         paired = paired_bootstrap(stats_a[name], stats_b[name], resamples=resamples, seed=seed, confidence=confidence)
-        significant = bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence)
-        records.append({"metric": name, **asdict(paired), "significant": significant})
+        records.append(_record(name, paired, confidence))
+    for spec in METRICS.aggregates("reference"):
+        column = statistics_column(spec.name)
+        if spec.kind != "corpus" or spec.family in left_out or column not in rows_a or column not in rows_b:
+            continue
+        # Corpus BLEU, chrF, TER: the pairs resampled together, their sacreBLEU statistics summed, as sacreBLEU does.
+        statistics_a, statistics_b = ([list(map(float, cell)) for cell in rows[column]] for rows in (rows_a, rows_b))
+        paired = paired_corpus_difference(spec.name, statistics_a, statistics_b, resamples=resamples, seed=seed, confidence=confidence)
+        records.append(_record(spec.name, paired, confidence))
     return pd.DataFrame.from_records(records)
+
+
+def _record(name: str, paired: PairedDifference, confidence: float) -> dict:
+    significant = bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence)
+    return {"metric": name, **asdict(paired), "significant": significant}
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,7 @@ def summarization_metrics(
     *,
     coverage: bool = True,
     traditional: bool = True,
+    ter: bool = False,
     source_col: str = "inputs",
     id_col: str | None = None,
     category_col: str | None = None,
@@ -164,7 +165,7 @@ def summarization_metrics(
     With ``targets``, ``traditional=True`` adds ROUGE, BLEU and chrF per row and as run metrics. The run also gets
     the tables, report, signature and plots described in ``run_logging``.
     """
-    shared = SharedJudgement(judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+    shared = SharedJudgement(judge, coverage=coverage, ter=ter, max_source_tokens=max_source_tokens, progress=progress)
     adapter = _ClassicAdapter(shared, traditional=traditional, id_col=id_col, category_col=category_col)
     families = ("judge", *(("coverage",) if coverage else ()), *(("reference",) if traditional else ()), "length")
     metrics = []

@@ -29,9 +29,12 @@ def _content_key(row: RowInput) -> tuple[str, str]:
 class SharedJudgement:
     """Memoised judgements and results for one judge and one set of options."""
 
-    def __init__(self, judge: Judge, *, coverage: bool = True, max_source_tokens: int | None = None, progress: bool | None = None):
+    def __init__(
+        self, judge: Judge, *, coverage: bool = True, ter: bool = False, max_source_tokens: int | None = None, progress: bool | None = None
+    ):
         self.judge = judge
         self.coverage = coverage
+        self.ter = ter
         self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
         self.progress = progress
         self._judgements: dict[tuple[str, str], RowJudgement] = {}
@@ -108,6 +111,7 @@ class SharedJudgement:
             max_source_tokens=self.max_source_tokens,
             references=references,
             extra_columns=extra_columns,
+            ter=self.ter,
         )
         with self._lock:
             self._results[fingerprint] = result
