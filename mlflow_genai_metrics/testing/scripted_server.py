@@ -23,11 +23,12 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-try:  # the `testing` extra: only a started server needs them; the records below import without them
+from .script import Fault, LoggedRequest, Reply, Script, ScriptedRequest, count_tokens
+
+try:  # the `testing` extra: only a started server needs them; the records (script.py) import without them
     import uvicorn
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -39,9 +40,7 @@ except ImportError as missing:
 else:
     _SERVER_DEPENDENCIES_MISSING = None
 
-__all__ = ["Fault", "LoggedRequest", "Reply", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
-
-FaultKind = Literal["rate_limit", "status", "disconnect", "raw"]
+__all__ = ["Fault", "LoggedRequest", "Reply", "Script", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
 
 
 def _require_server_dependencies() -> None:
@@ -51,110 +50,6 @@ def _require_server_dependencies() -> None:
             f"the scripted judge server needs starlette and uvicorn ({_SERVER_DEPENDENCIES_MISSING}): "
             'pip install "mlflow_genai_metrics[testing]"'
         ) from _SERVER_DEPENDENCIES_MISSING
-
-
-def count_tokens(text: str) -> int:
-    """The scripted server's token count: whitespace-separated words."""
-    return len(text.split())
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A successful chat completion. ``finish_reason="length"`` emulates a reply cut off by max_tokens;
-    ``delay_s`` longer than the client's timeout emulates a reply that comes too late; ``trickle_s`` sends the body
-    one byte every ``trickle_s`` seconds (no single read ever waits long, the whole reply takes long); ``model`` is
-    the model id the reply reports (by default the one requested)."""
-
-    content: str
-    finish_reason: str = "stop"
-    delay_s: float = 0.0
-    trickle_s: float = 0.0
-    model: str | None = None
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A failure to inject instead of a reply."""
-
-    kind: FaultKind
-    status: int = 500
-    message: str = "injected fault"
-    retry_after_s: float | None = None
-    body: bytes = b""
-    content_type: str | None = "application/json"
-
-    @classmethod
-    def rate_limit(cls, retry_after_s: float | None = 1.0) -> Fault:
-        return cls("rate_limit", status=429, message="Rate limit reached", retry_after_s=retry_after_s)
-
-    @classmethod
-    def server_error(cls, status: int = 500, message: str = "internal server error") -> Fault:
-        return cls("status", status=status, message=message)
-
-    @classmethod
-    def http(cls, status: int, message: str) -> Fault:
-        return cls("status", status=status, message=message)
-
-    @classmethod
-    def raw(cls, body: bytes | str, content_type: str | None = "application/json", status: int = 200) -> Fault:
-        """Send exactly this body: a proxy's HTML page, an empty body, ``null``, JSON of the wrong shape
-        (``content_type=None`` sends no content type)."""
-        return cls("raw", status=status, body=body.encode() if isinstance(body, str) else body, content_type=content_type)
-
-    @classmethod
-    def disconnect(cls) -> Fault:
-        """Send the headers and half a body, then close the connection."""
-        return cls("disconnect")
-
-
-@dataclass(frozen=True)
-class ScriptedRequest:
-    """What the script sees of one request."""
-
-    body: dict[str, Any]
-    index: int  # 0-based arrival order over the server's life
-    attempt: int  # how many earlier requests had exactly these messages and response_format
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return self.body.get("messages", [])
-
-    @property
-    def last_user_message(self) -> str:
-        for message in reversed(self.messages):
-            if message.get("role") == "user":
-                return str(message.get("content", ""))
-        return ""
-
-    @property
-    def prompt_text(self) -> str:
-        return "\n".join(str(m.get("content", "")) for m in self.messages)
-
-    @property
-    def response_format_type(self) -> str | None:
-        fmt = self.body.get("response_format")
-        return fmt.get("type") if isinstance(fmt, dict) else None
-
-    @property
-    def is_repair(self) -> bool:
-        """True when the client is re-asking after an invalid answer (an assistant turn is in the history)."""
-        return any(m.get("role") == "assistant" for m in self.messages)
-
-
-@dataclass
-class LoggedRequest:
-    index: int
-    body: dict[str, Any]
-    purpose: str
-    status: int
-    response_format: str | None
-    prompt_tokens: int
-    completion_tokens: int
-    arrived: float
-    finished: float = 0.0
-
-
-Script = Callable[[ScriptedRequest], "Reply | Fault"]
 
 
 class _Disconnect(Response):

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..traditional import split_sentences
-from .scripted_server import Reply, ScriptedRequest
+from .script import Reply, ScriptedRequest
 
 __all__ = ["SummarizationJudgeScript", "marked_sections", "pass_of"]
 
