@@ -28,6 +28,7 @@ from .summarization import (
     judge_summaries,
     judge_summaries_frame,
 )
+from .grounding import GroundingResult, grounding_metrics
 from .traditional import TraditionalResult, traditional_metrics
 
 # The MLflow layer loads on first use, so that judging without MLflow never pays for importing it.
@@ -70,6 +71,8 @@ __all__ = [
     "__version__",
     "compare_results",
     "compare_runs",
+    "GroundingResult",
+    "grounding_metrics",
     "log_result",
     "register_if_passing",
     "judge_summaries",

@@ -88,10 +88,8 @@ class SourceIndex:
             for key in informative:
                 self.where[key] = self.where.get(key, 0) | bit
             self.negated.append(any(t.kind == "neg" for t in sentence.tokens))
-            for position, token in enumerate(sentence.tokens):
-                if token.capitalised and position > 0 and token.kind == "content":
-                    self.names.add(token.key)
-            for number, unit in _number_units(sentence.tokens):
+            self.names.update(t.key for t in sentence.tokens[1:] if t.capitalised and t.kind == "content")
+            for number, unit in _number_units(sentence.tokens) if "number" in {t.kind for t in sentence.tokens} else ():
                 self.numbers_with_unit.add((number, unit))
                 self.number_units.add(number)
         self.keys = set(self.where)
@@ -265,7 +263,9 @@ def row_features(sentences: list[SentenceFeatures], source: SourceIndex) -> list
         return [math.nan] * len(ROW_FEATURES)
     row: list[float] = []
     count = len(sentences)
-    for column, kind in enumerate(_KINDS):
+    if count == 1:  # one sentence (a claim): its minimum, mean, maximum and sum are its value
+        row = [value for value in sentences[0].values for value in (value, value)]
+    for column, kind in enumerate(_KINDS if count > 1 else ()):
         values = [s.values[column] for s in sentences]
         total = sum(values)
         row.extend((min(values), total / count) if kind == "share" else (max(values), total))

@@ -33,7 +33,7 @@ def model_tag(path: str | Path = MODEL_FILE) -> str:
 
 @dataclass(frozen=True)
 class GroundingModel:
-    """Trees as padded arrays (tree x node), so every row walks every tree at once."""
+    """Trees as padded arrays (tree x node); rows go through each tree together, split node by node."""
 
     tag: str
     features: tuple[str, ...]
@@ -48,7 +48,6 @@ class GroundingModel:
     missing_left: np.ndarray
     is_leaf: np.ndarray
     value: np.ndarray
-    depth: int
     meta: dict[str, Any]
 
     @classmethod
@@ -76,28 +75,35 @@ class GroundingModel:
             missing_left=padded("missing_left", bool, True),
             is_leaf=padded("is_leaf", bool, True),
             value=padded("value", np.float64, 0.0),
-            depth=max(int(tree["depth"]) for tree in trees),
             meta={k: v for k, v in spec.items() if k != "trees"},
         )
 
     def raw(self, features: np.ndarray) -> np.ndarray:
         """Log-odds of "consistent" per row, summed tree by tree in scikit-learn's order."""
         features = np.asarray(features, dtype=np.float64).reshape(-1, len(self.features))
-        rows = np.arange(len(features))[:, None]
-        trees = np.arange(self.feature.shape[0])[None, :]
-        node = np.zeros((len(features), self.feature.shape[0]), dtype=np.int64)
-        for _ in range(self.depth):
-            x = features[rows, self.feature[trees, node]]
-            # scikit-learn's rule: a missing value follows missing_go_to_left, else x <= threshold goes left
-            go_left = np.where(np.isnan(x), self.missing_left[trees, node], x <= self.split[trees, node])
-            following = np.where(go_left, self.left[trees, node], self.right[trees, node])
-            node = np.where(self.is_leaf[trees, node], node, following)
-        leaves = self.value[trees, node]
         raw = np.zeros(len(features), dtype=np.float64)
         raw += self.baseline
-        for column in range(leaves.shape[1]):
-            raw += leaves[:, column]
+        everyone = np.arange(len(features))
+        for tree in range(self.feature.shape[0]):
+            raw += self._tree_values(tree, features, everyone)
         return raw
+
+    def _tree_values(self, tree: int, features: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Each row's leaf value in one tree: rows are split node by node (a few numpy steps per node)."""
+        values = np.empty(len(features), dtype=np.float64)
+        pending = [(0, rows)]
+        while pending:
+            node, here = pending.pop()
+            if self.is_leaf[tree, node]:
+                values[here] = self.value[tree, node]
+                continue
+            x = features[here, self.feature[tree, node]]
+            # scikit-learn's rule: a missing value follows missing_go_to_left, else x <= threshold goes left
+            left = np.isnan(x) if self.missing_left[tree, node] else np.zeros(len(x), dtype=bool)
+            left |= x <= self.split[tree, node]
+            pending.append((self.left[tree, node], here[left]))
+            pending.append((self.right[tree, node], here[~left]))
+        return values
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """P(consistent) per row: the grounding score, in [0, 1]."""

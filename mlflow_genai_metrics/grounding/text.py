@@ -61,7 +61,7 @@ def _stemmer():
     return PorterStemmer()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # compared by identity: "None in tokens" stays a C-level scan
 class Token:
     text: str  # as written
     lower: str
@@ -158,18 +158,17 @@ def _word_token(word: str) -> Token:
 
 def _tokens(text: str) -> list[Token]:
     raw = _TOKEN.findall(text)
-    tokens: list[Token] = []
-    known = _KNOWN
-    for index, word in enumerate(raw):
-        token = known.get(word)
-        if token is None:
-            if word[0].isdigit():
-                tokens.append(_number(word, raw[index + 1] if index + 1 < len(raw) else ""))
-                continue
-            if len(known) > _KNOWN_LIMIT:
-                known.clear()
-            token = known[word] = _word_token(word)
-        tokens.append(token)
+    tokens = list(map(_KNOWN.get, raw))  # most words were seen before: one C-level pass
+    if None in tokens:
+        for index, token in enumerate(tokens):
+            if token is None:
+                word = raw[index]
+                if word[0].isdigit():  # never memoised: its value depends on the word after it
+                    tokens[index] = _number(word, raw[index + 1] if index + 1 < len(raw) else "")
+                    continue
+                if len(_KNOWN) > _KNOWN_LIMIT:
+                    _KNOWN.clear()
+                tokens[index] = _KNOWN[word] = _word_token(word)
     return tokens
 
 

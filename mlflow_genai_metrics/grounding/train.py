@@ -28,7 +28,7 @@ import pandas as pd
 
 from .features import ROW_FEATURES, SENTENCE_FEATURES, row_features, summary_features
 from .model import MODEL_FILE
-from .scoring import _sources
+from .scoring import _indexed
 
 __all__ = ["TRAINING_SPLITS", "export_model", "fit", "main", "training_rows"]
 
@@ -68,9 +68,8 @@ def training_rows(data: Path = DATA) -> pd.DataFrame:
 
 def _features(rows: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
     """Row vectors, and per row the vectors of each of its sentences alone."""
-    indexes = _sources(list(rows["source"]))
     vectors, sentence_vectors = [], []
-    for summary, index in zip(rows["summary"], indexes):
+    for summary, index in zip(rows["summary"], _indexed(list(rows["source"]))):
         sentences = summary_features(summary, index)
         vectors.append(row_features(sentences, index))
         sentence_vectors.append(np.array([row_features([s], index) for s in sentences]).reshape(-1, len(ROW_FEATURES)))

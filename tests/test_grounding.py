@@ -1,0 +1,193 @@
+"""The grounding check: the shipped model file, what lowers a summary's grounding, the suspect rule, and
+``grounding_metrics`` (validation, determinism, the cache, the aggregates)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mlflow_genai_metrics
+from mlflow_genai_metrics.grounding import (
+    MODEL_FILE,
+    grounding_metrics,
+    lexical_support,
+    lexical_supports,
+    load_model,
+    model_tag,
+    score_pairs,
+    suspect,
+    support_thresholds,
+)
+from mlflow_genai_metrics.grounding.cache import CACHE_FILE
+from mlflow_genai_metrics.grounding.features import SourceIndex, row_features, summary_features
+
+from conftest import SHARED_DATA
+
+SOURCE = (
+    "The city council of Leeds approved a budget of 45 million pounds on Tuesday. The mayor, Anna Clarke, said the "
+    "money would pay for new schools and two hospitals. Opposition leader Tom Baker voted against the plan, saying "
+    "taxes would rise. Work on the first school will start in March, officials said."
+)
+FAITHFUL = (
+    "The city council of Leeds approved a budget of 45 million pounds on Tuesday. The mayor, Anna Clarke, said the "
+    "money would pay for new schools and two hospitals."
+)
+
+
+def grounding_of(summary: str, source: str = SOURCE) -> float:
+    return score_pairs([source], [summary])[0].grounding
+
+
+def test_shipped_model_scores_exactly_as_scikit_learn_did_at_training():
+    spec = json.loads(MODEL_FILE.read_text())
+    check = spec["check"]
+    scores = load_model().predict(np.array(check["features"]))
+    assert len(check["predictions"]) >= 4
+    assert np.max(np.abs(scores - np.array(check["predictions"]))) <= 1e-12
+
+
+def test_features_of_the_check_rows_are_those_the_model_was_trained_on():
+    """Feature code that drifted from the shipped model's training would silently change every score."""
+    folder = SHARED_DATA / "faithfulness"
+    if not folder.exists():
+        pytest.skip(f"the labelled sets are not at {folder} (../shared/data beside the project)")
+    check = json.loads(MODEL_FILE.read_text())["check"]
+    frames = {name: pd.read_json(folder / f"{name}.jsonl", lines=True).set_index("id") for name in ("frank", "summedits")}
+    for key, stored in zip(check["ids"], check["features"]):
+        name, row_id = key.split(":", 1)
+        row = frames[name].loc[row_id]
+        index = SourceIndex(row["source"])
+        assert np.allclose(row_features(summary_features(row["summary"], index), index), stored, rtol=0, atol=1e-12), key
+
+
+def test_model_tag_carries_the_version_and_changes_with_the_file(tmp_path):
+    copy = tmp_path / MODEL_FILE.name
+    shutil.copy(MODEL_FILE, copy)
+    assert model_tag(copy) == model_tag() == load_model().tag
+    assert model_tag().startswith("grounding:v1-") and len(model_tag().split("-")[-1]) == 4
+    spec = json.loads(copy.read_text())
+    spec["trees"][0]["value"][-1] += 1e-9
+    copy.write_text(json.dumps(spec))
+    assert model_tag(copy) != model_tag()
+
+
+def test_faithful_summary_is_grounded():
+    result = score_pairs([SOURCE], [FAITHFUL])[0]
+    assert result.grounded == 1 and result.grounding >= load_model().threshold
+
+
+def test_planted_wrong_number_lowers_grounding():
+    assert grounding_of(FAITHFUL.replace("45 million", "60 million")) < grounding_of(FAITHFUL)
+
+
+def test_swapped_entity_lowers_grounding():
+    assert grounding_of(FAITHFUL.replace("Leeds", "Bristol")) < grounding_of(FAITHFUL)
+    assert grounding_of(FAITHFUL.replace("Anna Clarke", "Tom Baker")) < grounding_of(FAITHFUL)  # another of its names
+
+
+def test_invented_sentence_lowers_grounding():
+    invented = FAITHFUL + " The budget was criticised by the Prime Minister in Parliament last year."
+    assert grounding_of(invented) < grounding_of(FAITHFUL)
+
+
+def test_reasoning_quotes_the_least_supported_sentence_and_why():
+    result = score_pairs([SOURCE], [FAITHFUL.replace("45 million", "60 million")])[0]
+    assert '"The city council of Leeds approved a budget of 60 million pounds on Tuesday."' in result.reasoning
+    assert "numbers or dates the source lacks" in result.reasoning and "60" in result.reasoning.splitlines()[1]
+
+
+def test_summary_with_no_sentence_has_no_grounding():
+    result = score_pairs([SOURCE], ["  ...  "])[0]
+    assert result.grounding is None and result.grounded is None and "no sentence" in result.reasoning
+
+
+def test_yes_on_an_invented_claim_is_suspect_and_on_a_copied_claim_is_not():
+    invented = lexical_support("The Prime Minister criticised the budget in Parliament.", SOURCE)
+    copied = lexical_support("The city council of Leeds approved a budget of 45 million pounds on Tuesday.", SOURCE)
+    assert suspect("yes", invented) and not suspect("yes", copied)
+
+
+def test_no_on_a_copied_claim_is_suspect_and_on_an_invented_claim_is_not():
+    invented = lexical_support("The Prime Minister criticised the budget in Parliament.", SOURCE)
+    copied = lexical_support("The city council of Leeds approved a budget of 45 million pounds on Tuesday.", SOURCE)
+    assert suspect("no", copied) and suspect("idk", copied) and not suspect("no", invented)
+
+
+def test_suspect_thresholds_come_from_the_model_file_and_are_ordered():
+    spec = json.loads(MODEL_FILE.read_text())["suspect"]
+    assert support_thresholds() == (spec["support_low"], spec["support_high"])
+    assert 0 < spec["support_low"] < spec["support_high"] < 1
+    assert not suspect("yes", math.nan)
+    with pytest.raises(ValueError, match="yes, no or idk"):
+        suspect("maybe", 0.5)
+
+
+def test_lexical_supports_of_many_claims_equal_each_alone():
+    claims = ["The mayor is Anna Clarke.", "Tom Baker voted against the plan.", "...", "Taxes were cut."]
+    many = lexical_supports(claims, [SOURCE] * len(claims))
+    assert math.isnan(many[2])
+    assert [m for i, m in enumerate(many) if i != 2] == [lexical_support(c, SOURCE) for i, c in enumerate(claims) if i != 2]
+
+
+def test_grounding_metrics_is_exported_from_the_package():
+    assert mlflow_genai_metrics.grounding_metrics is grounding_metrics
+    assert "grounding_metrics" in mlflow_genai_metrics.__all__
+
+
+def test_grounding_metrics_names_bad_rows():
+    with pytest.raises(ValueError) as raised:
+        grounding_metrics([SOURCE, "", SOURCE], [FAITHFUL, FAITHFUL, 7], ids=["a", "b", "c"])
+    message = str(raised.value)
+    assert "row 1 (id 'b'): the source is empty" in message and "row 2 (id 'c'): the summary is not text" in message
+
+
+def rows_and_metrics(**options):
+    summaries = [FAITHFUL, FAITHFUL.replace("45", "60"), FAITHFUL + " The Prime Minister resigned.", ""]
+    return grounding_metrics([SOURCE] * 4, summaries, ids=["ok", "number", "invented", "empty"], **options)
+
+
+def test_grounding_metrics_rows_and_aggregates():
+    result = rows_and_metrics()
+    rows = result.rows.set_index("id")
+    assert list(result.rows.columns) == ["id", "source_key", "grounding", "grounded", "grounding_reasoning"]
+    assert pd.isna(rows.loc["empty", "grounding"]) and pd.isna(rows.loc["empty", "grounded"])
+    m = result.metrics
+    assert m["grounding_n"] == m["grounded_rate_n"] == 3.0  # the empty summary counts in neither
+    assert m["grounding"] == pytest.approx(rows["grounding"].dropna().mean())
+    assert m["grounding_ci_low"] <= m["grounding"] <= m["grounding_ci_high"]
+    assert m["grounded_rate"] == pytest.approx(rows["grounded"].dropna().mean())
+    assert 0 < m["grounded_rate_ci_low"] < m["grounded_rate_ci_high"] < 1  # Wilson: never collapses to a point
+    assert result.model_tag == model_tag()
+
+
+def test_grounding_metrics_is_deterministic():
+    first, second = rows_and_metrics(cache=False), rows_and_metrics(cache=False)
+    pd.testing.assert_frame_equal(first.rows, second.rows)
+    assert first.metrics == second.metrics
+
+
+def test_a_rerun_reads_the_cache_and_recomputes_nothing(tmp_path):
+    first = rows_and_metrics(cache_dir=tmp_path)
+    again = rows_and_metrics(cache_dir=tmp_path)
+    assert (first.computed_rows, first.cache_hits) == (4, 0)
+    assert (again.computed_rows, again.cache_hits) == (0, 4)
+    pd.testing.assert_frame_equal(first.rows, again.rows)
+    assert first.metrics == again.metrics
+
+
+def test_without_the_cache_every_row_is_computed(tmp_path):
+    rows_and_metrics(cache_dir=tmp_path)
+    assert rows_and_metrics(cache_dir=tmp_path, cache=False).computed_rows == 4
+
+
+def test_grounding_cache_is_owner_only(tmp_path):
+    folder = tmp_path / "cache"
+    rows_and_metrics(cache_dir=folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / CACHE_FILE).stat().st_mode) == 0o600

@@ -1,0 +1,89 @@
+"""The grounding model's training export, and its measurement against people (``mgm meta-eval --grounding-only``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlflow_genai_metrics.grounding import ROW_FEATURES
+from mlflow_genai_metrics.grounding.model import GroundingModel
+from mlflow_genai_metrics.grounding.train import export_model, monotonic_constraints
+from mlflow_genai_metrics.meta import evaluation_rows, grounding_meta_evaluate, load_labelled, untrained_rule_scores
+
+SOURCE = "The council approved a budget of 45 million pounds on Tuesday. The mayor said it pays for two schools."
+
+
+def test_exported_trees_score_as_scikit_learn_does_including_missing_values():
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(0)
+    features = rng.random((120, 35))
+    labels = (features[:, 0] + features[:, 3] > 1).astype(int)
+    features[::7, 3] = np.nan  # trained with missing values: each split learns where they go
+    fitted = HistGradientBoostingClassifier(max_iter=15, max_leaf_nodes=6, random_state=0).fit(features, labels)
+    spec = export_model(fitted)
+    spec.update(threshold=0.5, suspect={"support_low": 0.1, "support_high": 0.9})
+    loaded = GroundingModel.from_dict(json.loads(json.dumps(spec)), "grounding:test")  # through JSON text
+    probe = rng.random((50, 35))
+    probe[::3, 3] = np.nan
+    assert np.max(np.abs(loaded.predict(probe) - fitted.predict_proba(probe)[:, 1])) <= 1e-12
+
+
+def test_error_detectors_may_only_lower_the_score():
+    signs = dict(zip(ROW_FEATURES, monotonic_constraints()))
+    assert signs["novel_numbers_max"] == signs["negation_added_sum"] == signs["antonym_flip_max"] == -1
+    assert signs["bigram_support_min"] == signs["order_support_mean"] == 1
+    assert signs["content_support_min"] == signs["sentences"] == 0
+
+
+def test_untrained_rule_is_the_weakest_sentences_share_and_zero_with_a_new_number():
+    rule = untrained_rule_scores([SOURCE] * 3, [
+        "The council approved a budget on Tuesday.",
+        "The council approved a budget. The mayor resigned in disgrace.",
+        "The council approved a budget of 60 million pounds.",
+    ])
+    assert rule[0] == 1.0
+    assert rule[1] == pytest.approx(1 / 3)  # mayor found; resigned, disgrace not
+    assert rule[2] == 0.0
+
+
+def labelled(tmp_path, split: str = "test") -> pd.DataFrame:
+    summaries = [("The council approved a budget of 45 million pounds on Tuesday.", 1.0),
+                 ("The mayor said the budget pays for two schools.", 1.0),
+                 ("The council rejected a budget of 90 million pounds on Friday.", 0.0),
+                 ("The Prime Minister praised the football club in Parliament.", 0.0)]
+    rows = [{"id": f"r{i}", "source": SOURCE, "summary": s, "label": label, "split": split, "domain": "news" if i % 2 else "sport",
+             "label_scale": "share of summary sentences judged supported, [0,1]"} for i, (s, label) in enumerate(summaries * 2)]
+    path = tmp_path / "labelled.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return load_labelled(path)
+
+
+def test_training_splits_are_never_measured(tmp_path):
+    frame = labelled(tmp_path, split="valid")
+    assert evaluation_rows(frame, "frank").empty  # every row is FRANK's training split
+    with pytest.raises(ValueError, match="trained the grounding model"):
+        evaluation_rows(frame, "frank", "valid")
+    assert len(evaluation_rows(frame, "qags_xsum")) == 8
+
+
+def test_grounding_meta_evaluate_measures_the_shipped_model_and_the_rule(tmp_path):
+    report = grounding_meta_evaluate(labelled(tmp_path), by="domain")
+    m = report.metrics
+    assert m["rows"] == 8 and m["grounding_auc"] == 1.0 and m["grounding_spearman"] > 0.8
+    assert {"grounding_balanced_accuracy", "rule_auc", "rule_balanced_accuracy", "rule_spearman", "grounded_rate"} <= set(m)
+    assert list(report.groups["domain"]) == ["news", "sport"] and report.model_tag.startswith("grounding:v1-")
+
+
+def test_mgm_meta_eval_grounding_only_needs_no_judge(tmp_path, capsys):
+    from mlflow_genai_metrics.cli import main as mgm
+
+    frame = labelled(tmp_path)
+    path = tmp_path / "qags_xsum.jsonl"
+    frame.drop(columns=["human_binary", "human_graded"]).to_json(path, orient="records", lines=True)
+    assert mgm(["meta-eval", str(path), "--grounding-only"]) == 0  # no judge model or endpoint configured
+    out = capsys.readouterr().out
+    assert "grounding_auc                    1.000" in out and "grounding model grounding:v1-" in out
