@@ -8,6 +8,13 @@ For each labelled set in ../shared/data/faithfulness (FRANK, QAGS-CNNDM, QAGS-XS
 by the binary human label, judged (claims + verification), then balanced accuracy and Cohen's kappa of `aligned`
 against the binary label, Spearman and Kendall of `support_rate` against the graded label.
 
+``--grounding`` measures the grounding check instead (no judge at all): the shipped model file, on the rows it was
+not trained on (FRANK split test, SummEdits split test, both QAGS sets), AUC and balanced accuracy at its fixed
+threshold against the binary label, Spearman against the graded label, beside issue 15's untrained rule, the
+targets and the published figures; then per SummEdits domain and per FRANK origin.
+
+    .venv/bin/python benchmarks/bench_agreement.py --grounding
+
 ``--peers`` (default: deepeval mlflow-summarization) also runs the peers' summarization judges, in the peers' own
 virtual env (``peers/run_peer.py --scores-out``), on the same sample (``meta.stratified_labelled_sample``) against the
 same judge endpoint: DeepEval's ``SummarizationMetric`` (defaults; pass = score >= its threshold 0.5, its score
@@ -33,7 +40,14 @@ from peer_runs import MISSING, PEERS_PYTHON, run_peer, write_rows  # noqa: E402
 
 from mlflow_genai_metrics import Judge  # noqa: E402
 from mlflow_genai_metrics.local import LocalModelServer  # noqa: E402
-from mlflow_genai_metrics.meta import agreement, load_labelled, meta_evaluate, stratified_labelled_sample  # noqa: E402
+from mlflow_genai_metrics.meta import (  # noqa: E402
+    agreement,
+    evaluation_rows,
+    grounding_meta_evaluate,
+    load_labelled,
+    meta_evaluate,
+    stratified_labelled_sample,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "faithfulness"
 SETS = ["frank", "qags_cnndm", "qags_xsum", "summedits"]
@@ -44,6 +58,11 @@ PUBLISHED = {
     "qags_xsum": "G-Eval (GPT-4) 0.537, AlignScore-large 0.572 (Spearman)",
     "summedits": "GPT-4 0.821, Gemini-pro 0.755, Claude 2.1 0.744, QAFactEval 0.655, SummaC-Conv 0.571, humans 0.909 (balanced accuracy)",
 }
+
+# Issue 15's targets for the grounding check, on the rows it was not trained on: (figure, at least).
+GROUNDING_TARGETS = {"frank": ("grounding_auc", 0.85), "qags_xsum": ("grounding_auc", 0.75),
+                     "qags_cnndm": ("grounding_auc", 0.65), "summedits": ("grounding_balanced_accuracy", 0.60)}
+GROUNDING_SPLITS = {"frank": "test", "summedits": "test"}  # QAGS: every row (they have no split)
 
 AGREEMENT_PEERS = ["deepeval", "mlflow-summarization"]
 PEER_NAMES = {"deepeval": "DeepEval SummarizationMetric", "deepeval-no-reason": "DeepEval SummarizationMetric (no reason)",
@@ -83,6 +102,38 @@ def row(name: str, system: str, m: dict[str, float], published: str) -> str:
             f"{fmt(m['kendall'])} | {fmt(m['judge_error_rate'])} | {fmt(m['judge_pass_rate'])} | {fmt(m['human_consistent_rate'])} | {published} |")
 
 
+def grounding_lines(sets: list[str], sample: int | None = None) -> list[str]:
+    """The grounding check's agreement table (and per-group tables), from the shipped model file."""
+    from mlflow_genai_metrics.grounding import MODEL_FILE, load_model
+
+    model = load_model()
+    lines = [f"grounding model `{model.tag}` (read from `{MODEL_FILE.name}`), grounded at >= {model.threshold:.4f}; "
+             f"untrained rule at >= {model.meta['untrained_rule']['threshold']:.4f} (both fixed on the training splits)", "",
+             "| set | rows | people's consistent rate | grounding AUC | grounding balanced accuracy | grounding Spearman | grounded rate "
+             "| rule AUC | rule balanced accuracy | rule Spearman | target | published (judge) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    groups = []
+    for name in sets:
+        split = GROUNDING_SPLITS.get(name)
+        rows = evaluation_rows(load_labelled(DATA / f"{name}.jsonl"), name, split)
+        rows = stratified_labelled_sample(rows, sample)
+        by = next((c for c in ("domain", "origin") if c in rows.columns), None)
+        report = grounding_meta_evaluate(rows, by=by)
+        m = report.metrics
+        figure, least = GROUNDING_TARGETS[name]
+        target = f"{'AUC' if figure == 'grounding_auc' else 'balanced accuracy'} >= {least:.2f}: {'met' if m[figure] >= least else 'not met'}"
+        lines.append(f"| {name} | {int(m['rows'])} ({split or 'all'}) | {fmt(m['human_consistent_rate'])} | {fmt(m['grounding_auc'])} | "
+                     f"{fmt(m['grounding_balanced_accuracy'])} | {fmt(m['grounding_spearman'])} | {fmt(m['grounded_rate'])} | "
+                     f"{fmt(m['rule_auc'])} | {fmt(m['rule_balanced_accuracy'])} | {fmt(m['rule_spearman'])} | {target} | {PUBLISHED[name]} |")
+        for _, group in report.groups.iterrows():
+            groups.append(f"| {name} | {by} {group[by]} | {int(group['rows'])} | {fmt(group['human_consistent_rate'])} | {fmt(group['grounding_auc'])} | "
+                          f"{fmt(group['grounding_balanced_accuracy'])} | {fmt(group['grounded_rate'])} | {fmt(group['rule_auc'])} | {fmt(group['rule_balanced_accuracy'])} |")
+    if groups:
+        lines += ["", "| set | group | rows | people's consistent rate | grounding AUC | grounding balanced accuracy | grounded rate | rule AUC | rule balanced accuracy |",
+                  "|---|---|---|---|---|---|---|---|---|", *groups]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=30, help="pairs per set (default 30)")
@@ -92,12 +143,17 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--judge-base-url", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--peers", nargs="*", default=None, help=f"also run these peers on the same sample (alone: {' '.join(AGREEMENT_PEERS)})")
+    parser.add_argument("--grounding", action="store_true", help="measure the grounding check (no judge) on the splits it was not trained on")
     parser.add_argument("--peer-concurrency", type=int, default=2, help="rows each peer judges at once (default 2, as our local judge)")
     args = parser.parse_args(argv)
     peers = (args.peers or AGREEMENT_PEERS) if args.peers is not None else []
     if not DATA.exists():
         print(f"skipped: the labelled sets are not at {DATA} (../shared/data beside the project)")
         return []
+    if args.grounding:  # every row unless --sample is given explicitly
+        lines = grounding_lines(args.sets, args.sample if "--sample" in (argv or []) else None)
+        print("\n".join(lines))
+        return lines
     lines = []
     with contextlib.ExitStack() as stack:
         if args.local:

@@ -153,3 +153,25 @@ def test_peer_answers_fit_each_peers_format():
     assert script.answer(questions) == {"answers": ["yes", "yes"]}
     claims = "The length of 'verdicts' ...\nSummary Claims:\n" + json.dumps(["x", "y", "z"]) + "\n\nJSON:"
     assert len(script.answer(claims)["verdicts"]) == 3
+
+
+def test_bench_grounding_smoke():
+    if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
+        pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
+    out = run("bench_grounding.py", "--rows", "20")
+    methods = {row["method"]: row for row in markdown_table(out, "method")}
+    assert {"grounding_metrics, no cache", "grounding_metrics, rerun (reads the cache)", "rouge-score rouge1/2/L (stemmed), row by row"} <= set(methods)
+    assert float(methods["grounding_metrics, no cache"]["rows/s (CPU, one core)"]) > 0
+    assert "rerun recomputed 0 rows" in out
+
+
+def test_bench_agreement_grounding_smoke():
+    """The grounding check's agreement table needs no judge: every set, on a few rows it was not trained on."""
+    if not (SHARED_DATA / "faithfulness").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    out = run("bench_agreement.py", "--grounding", "--sample", "12")
+    rows = {row["set"]: row for row in markdown_table(out, "set")}
+    assert set(rows) == {"frank", "qags_cnndm", "qags_xsum", "summedits"}
+    assert rows["frank"]["rows"] == "12 (test)" and rows["qags_xsum"]["rows"] == "12 (all)"
+    assert rows["summedits"]["grounding Spearman"] == "n/a"  # a binary label has no grade
+    assert "grounding model `grounding:v1-" in out
