@@ -191,3 +191,26 @@ def test_grounding_cache_is_owner_only(tmp_path):
     rows_and_metrics(cache_dir=folder)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / CACHE_FILE).stat().st_mode) == 0o600
+
+
+def test_the_model_file_is_package_data():
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    package = Path(mlflow_genai_metrics.__file__).parent
+    pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["mlflow_genai_metrics"]
+    assert any(fnmatch.fnmatch(MODEL_FILE.relative_to(package).as_posix(), glob) for glob in globs)
+
+
+def test_scoring_does_not_import_mlflow():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom mlflow_genai_metrics.grounding import grounding_metrics\n"
+            "grounding_metrics(['The council met.'], ['The council met.'], cache=False)\n"
+            "print('mlflow' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
