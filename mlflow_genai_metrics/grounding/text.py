@@ -13,7 +13,7 @@ from functools import lru_cache
 
 from ..traditional import split_sentences
 
-__all__ = ["NEGATIONS", "STOPWORDS", "Sentence", "Token", "analyse_sentences", "opposites", "stem", "word_key"]
+__all__ = ["NEGATIONS", "STOPWORDS", "Sentence", "Token", "analyse_sentences", "opposites", "stem"]
 
 # Numbers keep their separators ("1,000", "3.5"); words keep an inner apostrophe ("didn't", "o'neill").
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['\u2019][^\W\d_]+)*|%|[$\u00a3\u20ac]")
@@ -66,7 +66,7 @@ class Token:
     text: str  # as written
     lower: str
     key: str  # what is compared: a Porter stem, or a number's canonical value
-    kind: str  # "content", "stop", "number", "symbol"
+    kind: str  # "content", "date", "number", "neg" (any negation word), "stop" or "symbol"
     capitalised: bool
 
 
@@ -86,11 +86,6 @@ def _word(lower: str) -> tuple[str, str]:
     if lower in STOPWORDS or lower in _SCALES:
         return lower, "stop"
     return stem(lower), "date" if lower in _DATE_WORDS else "content"
-
-
-def word_key(lower: str) -> str:
-    """What a lowercase word is compared as (its stem; a function word or a number word as itself or its value)."""
-    return _word(lower)[0]
 
 
 # Opposites an edit can swap, as "word/opposite" pairs.
