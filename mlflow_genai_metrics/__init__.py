@@ -4,7 +4,7 @@ The core (``judge``, ``summarization``, ``traditional``, ``stats``) imports noth
 MLflow-specific lives in one subpackage.
 """
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 from .generate import summarize
 from .judge import (

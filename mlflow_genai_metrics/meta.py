@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .judge import Judge
+from .tables import load_labelled
 from .summarization import SummarizationResult, judge_summaries
 
 __all__ = [
@@ -37,20 +38,6 @@ __all__ = [
     "stratified_labelled_sample",
     "untrained_rule_scores",
 ]
-
-
-def load_labelled(path: str | Path) -> pd.DataFrame:
-    """A faithfulness file (``id``, ``source``, ``summary``, ``label``...) with ``human_binary`` and ``human_graded``.
-
-    Binary: ``label_binary`` when the file has it (FRANK), else ``label == 1`` (QAGS: every sentence supported;
-    SummEdits: consistent). Graded: ``label`` (a share in [0, 1], or 0/1).
-    """
-    frame = pd.read_json(path, lines=True)
-    missing = [c for c in ("id", "source", "summary", "label") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: a labelled set needs columns {missing}; it has {list(frame.columns)}")
-    binary = frame["label_binary"] if "label_binary" in frame.columns else (frame["label"] >= 1.0)
-    return frame.assign(human_binary=binary.astype(int), human_graded=frame["label"].astype(float))
 
 
 def stratified_labelled_sample(frame: pd.DataFrame, n: int | None, *, seed: int = 0) -> pd.DataFrame:
@@ -131,7 +118,7 @@ def evaluation_rows(labelled: pd.DataFrame, name: str, split: str | None = None)
     """The rows of set ``name`` (a file's stem: frank, summedits...) the grounding model may be measured on:
     ``split`` when given, else every row outside the split it was trained on (FRANK ``valid``, SummEdits
     ``evaluation``). Asking for a training split is refused."""
-    from .grounding.train import TRAINING_SPLITS
+    from .grounding.model import TRAINING_SPLITS
 
     trained_on = TRAINING_SPLITS.get(name)
     if split is not None and split == trained_on:

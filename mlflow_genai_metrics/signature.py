@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._version import __version__
 from .prompts import PROMPT_NAMES, load_prompt
 
 if TYPE_CHECKING:
@@ -161,8 +162,6 @@ def summarization_signature(
 ) -> str:
     """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings.
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
-    from . import __version__
-
     judge_part = None
     if judge is not None:
         names = ["claims", "claims_retry", "verify", *(["keypoints", "coverage"] if coverage else [])]

@@ -1,4 +1,5 @@
-"""Reading a table of rows from a file, and the error for a table that lacks a column the caller named."""
+"""Reading a table of rows from a file (and a human-labelled faithfulness set), and the error for a table that
+lacks a column the caller named."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["MissingColumnError", "read_table"]
+__all__ = ["MissingColumnError", "load_labelled", "read_table"]
 
 
 class MissingColumnError(ValueError):
@@ -49,3 +50,17 @@ def _jsonl_records(path: str | Path) -> list[dict]:
                 raise ValueError(f"{path}, line {number}: each line must be one JSON object (a row), not {type(record).__name__}")
             records.append(record)
     return records
+
+
+def load_labelled(path: str | Path) -> pd.DataFrame:
+    """A faithfulness file (``id``, ``source``, ``summary``, ``label``...) with ``human_binary`` and ``human_graded``.
+
+    Binary: ``label_binary`` when the file has it (FRANK), else ``label == 1`` (QAGS: every sentence supported;
+    SummEdits: consistent). Graded: ``label`` (a share in [0, 1], or 0/1).
+    """
+    frame = pd.read_json(path, lines=True)
+    missing = [c for c in ("id", "source", "summary", "label") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: a labelled set needs columns {missing}; it has {list(frame.columns)}")
+    binary = frame["label_binary"] if "label_binary" in frame.columns else (frame["label"] >= 1.0)
+    return frame.assign(human_binary=binary.astype(int), human_graded=frame["label"].astype(float))

@@ -27,13 +27,12 @@ import numpy as np
 import pandas as pd
 
 from .features import ROW_FEATURES, SENTENCE_FEATURES, row_features, summary_features
-from .model import MODEL_FILE
+from .model import MODEL_FILE, TRAINING_SPLITS
 from .scoring import _indexed
 
 __all__ = ["TRAINING_SPLITS", "export_model", "fit", "main", "training_rows"]
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "faithfulness"
-TRAINING_SPLITS = {"frank": "valid", "summedits": "evaluation"}
 # Features whose direction people's labels disagree on between the sets (on SummEdits, whose inconsistent
 # summaries are edits of consistent ones, more copied words go with *less* consistency) are left free; every
 # detector of a specific error may only lower the score, so a planted error can never raise it.
@@ -55,7 +54,7 @@ def monotonic_constraints() -> list[int]:
 
 def training_rows(data: Path = DATA) -> pd.DataFrame:
     """The training splits, with ``set`` and ``human_binary``; refuses a file without the expected split."""
-    from ..meta import load_labelled
+    from ..tables import load_labelled
 
     parts = []
     for name, split in TRAINING_SPLITS.items():

@@ -10,6 +10,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 
+from .._version import __version__
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import redact_url
 
@@ -92,13 +93,11 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
 
     def log(self, name: str = "summarizer", **log_model_options: Any) -> Any:
         """``mlflow.pyfunc.log_model`` with this package shipped beside the model, so it loads anywhere."""
-        import mlflow_genai_metrics
-
         options: dict[str, Any] = {
-            "code_paths": [str(Path(mlflow_genai_metrics.__file__).parent)],
+            "code_paths": [str(Path(__file__).resolve().parents[1])],  # the package folder
             "pip_requirements": pinned_requirements(),
             # The package travels as code, not as a requirement (no index need serve it): its version is recorded.
-            "metadata": {"mlflow_genai_metrics_version": mlflow_genai_metrics.__version__},
+            "metadata": {"mlflow_genai_metrics_version": __version__},
         }
         options.update(log_model_options)
         return mlflow.pyfunc.log_model(name=name, python_model=self, **options)
