@@ -17,7 +17,7 @@ from dataclasses import asdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..judge.cache import _owner_only, default_cache_dir
+from ..judge.cache import default_cache_dir, open_owner_only
 from .scoring import RowGrounding
 
 __all__ = ["CACHE_FILE", "GroundingCache", "text_hash"]
@@ -51,18 +51,7 @@ class GroundingCache:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():  # a connection must not cross a fork
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _owner_only(self.directory, 0o700)
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-            for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-                if path.exists():
-                    _owner_only(path, 0o600)
-            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=60000")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid = open_owner_only(self.directory, self.path, _SCHEMA), os.getpid()
         return self._conn
 
     def get_many(self, keys: Sequence[Key]) -> dict[Key, RowGrounding]:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .replies import CallResult
 
-__all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "default_cache_dir"]
+__all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "default_cache_dir", "open_owner_only"]
 
 CACHE_FILE = "judge-cache.sqlite3"
 # A table of its own (the earlier ``answers`` table held validated answers only): old files open, their rows unused.
@@ -79,6 +79,23 @@ def cache_key(
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def open_owner_only(directory: Path, path: Path, schema: str) -> sqlite3.Connection:
+    """A SQLite file in WAL mode, its folder 0700 and its files 0600 whatever existed before (cached answers quote
+    the user's articles and summaries), with ``schema`` created; safe for many threads and processes."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _owner_only(directory, 0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))  # SQLite gives new -wal/-shm the same mode
+    for existing in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if existing.exists():
+            _owner_only(existing, 0o600)
+    conn = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA busy_timeout=60000")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(schema)
+    return conn
+
+
 def _owner_only(path: Path, mode: int) -> None:
     """Give ``path`` exactly ``mode`` (0700, 0600); a clear error if that cannot be done."""
     current = stat.S_IMODE(path.stat().st_mode)
@@ -114,19 +131,7 @@ class JudgeCache:
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross a fork; each process opens its own.
         if self._conn is None or self._pid != os.getpid():
-            # Owner-only, whatever existed before: cached replies quote the user's articles and summaries.
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _owner_only(self.directory, 0o700)
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # SQLite gives new -wal/-shm the same mode
-            for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
-                if path.exists():
-                    _owner_only(path, 0o600)
-            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA busy_timeout=60000")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-            self._conn, self._pid = conn, os.getpid()
+            self._conn, self._pid = open_owner_only(self.directory, self.path, _SCHEMA), os.getpid()
         return self._conn
 
     def get(self, key: str) -> Transcript | None:
