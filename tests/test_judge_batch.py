@@ -157,7 +157,8 @@ def ask_from_threads(judge, *, threads: int, each: int) -> None:
 def test_the_bound_holds_across_threads_each_running_its_own_event_loop(scripted_server):
     server = scripted_server(latency_s=0.05)
     ask_from_threads(judge_for(server, max_concurrency=3), threads=4, each=6)
-    assert server.request_count == 24
+    # Every question reached the server (a connection the server dropped under load may be retried: counted once)
+    assert len({str(r.body["messages"]) for r in server.requests if r.status == 200}) == 24
     assert server.max_in_flight == 3
 
 
