@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, wilson_interval
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic
 from ..summarization.judging import check_settings, prepare_rows
-from ..summarization.scoring import interval_names, rate_metrics
+from ..summarization.metrics import METRICS
+from ..summarization.scoring import rate_metrics
 from .cache import GroundingCache, text_hash
 from .model import load_model
 from .scoring import RowGrounding, score_pairs
@@ -48,11 +48,9 @@ class GroundingResult:
 
 
 def grounding_statistics(rows: pd.DataFrame) -> dict[str, RatioStatistic]:
-    """Each aggregate as a ratio of row sums (rows without a grounding count in neither part)."""
-    return {
-        "grounding": RatioStatistic.mean_of(rows["grounding"].to_numpy(dtype=float, na_value=np.nan)),
-        "grounded_rate": RatioStatistic.mean_of(rows["grounded"].to_numpy(dtype=float, na_value=np.nan)),
-    }
+    """Each aggregate of the registry's grounding family as a ratio of row sums (rows without a grounding count in
+    neither part)."""
+    return {spec.name: spec.ratio_statistic(rows) for spec in METRICS.aggregates("grounding")}
 
 
 def grounding_aggregates(
@@ -62,15 +60,9 @@ def grounding_aggregates(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
 ) -> dict[str, float]:
-    """``grounding`` with its bootstrap interval, ``grounded_rate`` with its Wilson interval, each with n, from the
-    histograms (so that rows scored in parts give the single-process numbers)."""
-    metrics = rate_metrics({"grounding": histograms["grounding"]}, resamples=resamples, seed=seed, confidence=confidence)
-    rate = histograms["grounded_rate"]
-    low, high, count = interval_names("grounded_rate")
-    metrics["grounded_rate"] = rate.value
-    metrics[low], metrics[high] = wilson_interval(rate, confidence=confidence)
-    metrics[count] = float(rate.counted_rows)
-    return metrics
+    """``grounding`` with its bootstrap interval, ``grounded_rate`` with its Wilson interval (the registry says which
+    is a proportion), each with n, from the histograms (so that rows scored in parts give the single-process numbers)."""
+    return rate_metrics(histograms, resamples=resamples, seed=seed, confidence=confidence)
 
 
 def _scored(sources: list[str], summaries: list[str], cache: GroundingCache | None, tag: str) -> tuple[list[RowGrounding], int, int]:

@@ -33,7 +33,7 @@ __all__ = ["METRICS", "MetricRegistry", "MetricSpec", "RowFacts", "row_facts"]
 
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
-Family = Literal["judge", "coverage", "reference", "length", "usage"]
+Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding"]
 
 
 @dataclass(frozen=True)
@@ -257,5 +257,9 @@ METRICS = MetricRegistry(
         _aggregate("summary_words", "mean words per summary", False, "mean", of="summary_words", family="length", over="all", share=False),
         _aggregate("compression_ratio", "mean summary words / source words", False, "mean", of="compression_ratio",
                    family="length", over="all", share=False),
+        # The model-free grounding check (rows without a grounding, e.g. empty summaries, count in neither part).
+        _aggregate("grounding", "mean grounding score of the rows scored", True, "mean", of="grounding", family="grounding", over="all"),
+        _aggregate("grounded_rate", "share of the rows scored that are grounded", True, "proportion", of="grounded",
+                   family="grounding", over="all"),
     ]
 )
