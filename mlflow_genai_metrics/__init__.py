@@ -28,7 +28,7 @@ from .summarization import (
     judge_summaries,
     judge_summaries_frame,
 )
-from .grounding import GroundingResult, grounding_metrics
+from .summarization.grounding_only import GroundingResult, grounding_metrics
 from .traditional import TraditionalResult, traditional_metrics
 
 # The MLflow layer loads on first use, so that judging without MLflow never pays for importing it.

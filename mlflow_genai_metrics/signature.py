@@ -42,6 +42,7 @@ FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
     "reference": ("reference",),
     "length": (),
     "grounding": ("grounding",),
+    "suspect": ("judge", "grounding"),
 }
 
 
@@ -160,7 +161,8 @@ def summarization_signature(
     confidence: float | None = None,
     bootstrap_seed: int | None = None,
 ) -> str:
-    """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings.
+    """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings;
+    ``grounding`` is the grounding model's tag (``grounding:v1-dff1``), its field reads ``grounding:v1-dff1``.
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
     judge_part = None
     if judge is not None:
@@ -173,7 +175,7 @@ def summarization_signature(
             chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
         )
     return Signature(
-        judge=judge_part, reference=reference, grounding=grounding, resamples=resamples, confidence=confidence,
+        judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None, resamples=resamples, confidence=confidence,
         bootstrap_seed=bootstrap_seed, version=__version__,
     ).format()
 

@@ -41,6 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .grounding.model import model_tag
 from .judge import Judge, Usage
 from .signature import summarization_signature
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
@@ -49,7 +50,7 @@ from .tables import MissingColumnError
 from .summarization.judging import judge_rows, prepare_rows
 from .summarization.result import run_report
 from .summarization.metrics import METRICS, MetricRegistry
-from .summarization.scoring import USAGE_COLUMNS, Estimate, rate_statistics, result_metrics, rows_table
+from .summarization.scoring import USAGE_COLUMNS, Estimate, rate_statistics, result_metrics, row_families, rows_table
 from .traditional import ROUGE_TYPES, corpus_scores, statistics_column, traditional_metrics, traditional_signatures
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
@@ -62,6 +63,8 @@ _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("verdict", T.StringType()),
     T.StructField("reason", T.StringType()),
     T.StructField("duplicates_removed", T.IntegerType()),
+    T.StructField("lexical_support", T.DoubleType()),
+    T.StructField("suspect", T.BooleanType()),
 ]))
 _KEY_POINTS = T.ArrayType(T.StructType([
     T.StructField("key_point_index", T.IntegerType()),
@@ -77,12 +80,16 @@ def _corpus(ter: bool) -> tuple[str, ...]:
     return ("bleu", "chrf", *(("ter",) if ter else ()))
 
 
-def _judged_schema(id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False) -> T.StructType:
+def _judged_schema(
+    id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False, grounding: bool = True
+) -> T.StructType:
     long, double, text = T.LongType(), T.DoubleType(), T.StringType()
     fields = [T.StructField("id", id_type), *carried]
-    fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows("judge", *(("coverage",) if coverage else ()))]
+    families = row_families(coverage=coverage, grounding=grounding)
+    fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows(*families)]
     fields += [T.StructField("reasoning", text)]
     fields += [T.StructField("coverage_reasoning", text)] if coverage else []
+    fields += [T.StructField("grounding_reasoning", text)] if grounding else []
     fields += [T.StructField("error", text)]
     fields += [T.StructField(name, double if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
     fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
@@ -110,6 +117,7 @@ class _PartitionPlan:
     run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
     registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
     ter: bool = False
+    grounding: bool = True
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         held: pd.DataFrame | None = None
@@ -127,8 +135,10 @@ class _PartitionPlan:
 
     def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
-        judgements = judge_rows(rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False)
-        table = rows_table(judgements, coverage=self.coverage, registry=self.registry)
+        judgements = judge_rows(
+            rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False, grounding=self.grounding
+        )
+        table = rows_table(judgements, coverage=self.coverage, grounding=self.grounding, registry=self.registry)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()
@@ -136,7 +146,11 @@ class _PartitionPlan:
         table["_usage_counts"] = [json.dumps(j.usage.model_dump(include=set(_USAGE_COUNTS))) for j in judgements]
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
-            json.dumps([{"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates} for n, c in enumerate(j.claims, start=1)])
+            json.dumps([
+                {"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates,
+                 "lexical_support": c.lexical_support, "suspect": c.suspect}
+                for n, c in enumerate(j.claims, start=1)
+            ])
             for j in judgements
         ]
         table["_key_points"] = [
@@ -179,6 +193,7 @@ class SparkSummarizationResult:
     coverage: bool
     references: bool
     ter: bool = False
+    grounding: bool = True
     prices: Any = field(default=None, repr=False)
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
@@ -191,7 +206,7 @@ class SparkSummarizationResult:
             self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens,
             response_mode=response_mode_of(self.usage), resamples=self.resamples, confidence=self.confidence,
             reference=traditional_signatures(self.ter) if self.references else None,
-            bootstrap_seed=self.seed,
+            grounding=model_tag() if self.grounding else None, bootstrap_seed=self.seed,
         )
 
     @property
@@ -201,7 +216,9 @@ class SparkSummarizationResult:
     @property
     def claims(self) -> DataFrame:
         exploded = self.judged.select("id", F.explode(F.from_json("_claims", _CLAIMS)).alias("c"))
-        return exploded.select("id", "c.claim_index", "c.claim", "c.verdict", "c.reason", "c.duplicates_removed")
+        return exploded.select(
+            "id", "c.claim_index", "c.claim", "c.verdict", "c.reason", "c.duplicates_removed", "c.lexical_support", "c.suspect"
+        )
 
     @property
     def key_points(self) -> DataFrame:
@@ -337,6 +354,7 @@ def judge_summaries_spark(
     id_col: str = "id",
     reference_col: str | None = None,
     coverage: bool = True,
+    grounding: bool = True,
     ter: bool = False,
     max_source_tokens: int | None = None,
     partitions: int | None = None,
@@ -348,7 +366,8 @@ def judge_summaries_spark(
     """Judge each summary of ``df`` against its source on Spark; see the module's documentation.
 
     ``carry_cols`` (e.g. ``["model", "category"]``) are carried into ``rows`` after ``id``, so the result can be
-    grouped without a join. ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
+    grouped without a join. ``grounding`` adds the model-free check, as ``judge_summaries`` does.
+    ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
     that run at once gets an equal share (at least one call in flight). ``partitions`` defaults to Spark's default
     parallelism. The judging runs when the result is first used (``metrics``, an action on ``rows``...); the judged
     rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
@@ -366,11 +385,11 @@ def judge_summaries_spark(
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
     carried = [df.schema[name] for name in carry_cols]
-    schema = _judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None, ter)
+    schema = _judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None, ter, grounding)
     registry = METRICS.snapshot()
     plan = _PartitionPlan(
         share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols,
-        uuid.uuid4().hex, registry, ter,
+        uuid.uuid4().hex, registry, ter, grounding,
     )
     wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
     judged = (
@@ -388,6 +407,7 @@ def judge_summaries_spark(
         coverage=coverage,
         references=reference_col is not None,
         ter=ter,
+        grounding=grounding,
         prices=judge.prices,
         resamples=resamples,
         seed=seed,

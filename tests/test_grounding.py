@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import mlflow_genai_metrics
+from mlflow_genai_metrics import grounding_metrics
 from mlflow_genai_metrics.grounding import (
     MODEL_FILE,
-    grounding_metrics,
     lexical_support,
     lexical_supports,
     load_model,
@@ -208,7 +208,7 @@ def test_scoring_does_not_import_mlflow():
     import subprocess
     import sys
 
-    code = ("import sys\nfrom mlflow_genai_metrics.grounding import grounding_metrics\n"
+    code = ("import sys\nfrom mlflow_genai_metrics import grounding_metrics\n"
             "grounding_metrics(['The council met.'], ['The council met.'], cache=False)\n"
             "print('mlflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

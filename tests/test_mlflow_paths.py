@@ -131,7 +131,7 @@ def test_genai_feedback_carries_claims_as_json_metadata_and_failures_as_errors(s
     assert len(failed) == 1 and failed[0].value is None
     assert "claim extraction failed" in failed[0].error.error_message
     claims = json.loads(judged[0].metadata["claims"])
-    assert claims and set(claims[0]) == {"claim", "verdict", "reason", "duplicates"}
+    assert claims and set(claims[0]) == {"claim", "verdict", "reason", "duplicates", "lexical_support", "suspect"}
     logged = MlflowClient().get_run(evaluation.run_id).data.metrics
     assert logged["judge_error_rate"] == pytest.approx(1 / 6)
 

@@ -97,6 +97,9 @@ def test_spark_and_one_process_give_the_same_rows_claims_and_aggregates(spark, s
     ours = spark_rows.set_index("id").sort_index()
     theirs = single.rows.set_index("id").sort_index()
     assert len(ours) == len(data)
+    # the model-free check travels too: every column below is compared, these among them
+    assert {"grounding", "grounded", "grounding_reasoning", "suspect_verdicts"} <= set(theirs.columns) <= set(ours.columns)
+    assert {"grounding", "grounded_rate_ci_low", "judge/suspect_rate"} <= set(single.metrics)
     for column in theirs.columns:
         if column == "judge_latency_s":  # a duration: differs from run to run
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
 import threading
@@ -18,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..judge.cache import default_cache_dir, open_owner_only
-from .scoring import RowGrounding
+from .model import load_model
+from .scoring import RowGrounding, lexical_supports, score_pairs
 
-__all__ = ["CACHE_FILE", "GroundingCache", "text_hash"]
+__all__ = ["CACHE_FILE", "GroundingCache", "cached_groundings", "cached_supports", "text_hash"]
 
 CACHE_FILE = "grounding-cache.sqlite3"
 _SCHEMA = """
@@ -87,3 +89,44 @@ class GroundingCache:
                 self._conn.close()
             self._conn = None
 
+
+
+def _through_cache(keys: list[Key], cache: GroundingCache | None, compute) -> tuple[list[RowGrounding], int, int]:
+    """Each key's result: from the cache where it has one, else ``compute`` (given the positions of the first
+    occurrence of each missing key) and stored. Returns the results in order, how many distinct keys were computed
+    and how many keys were read from the cache."""
+    found = cache.get_many(keys) if cache is not None else {}
+    missing = list(dict.fromkeys(key for key in keys if key not in found))
+    if missing:
+        first = {key: position for position, key in reversed(list(enumerate(keys)))}
+        fresh = dict(zip(missing, compute([first[key] for key in missing])))
+        if cache is not None:
+            cache.put_many(list(fresh.items()))
+        found = {**found, **fresh}
+    recomputed = set(missing)
+    hits = sum(1 for key in keys if key not in recomputed)
+    return [found[key] for key in keys], len(missing), hits
+
+
+def cached_groundings(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache | None) -> tuple[list[RowGrounding], int, int]:
+    """Each (source, summary) pair's ``RowGrounding`` with the shipped model, computed once per distinct pair and
+    only when the cache lacks it; also how many pairs were computed now and how many rows came from the cache."""
+    model = load_model()
+    keys = [(model.tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+    return _through_cache(
+        keys, cache, lambda positions: score_pairs([sources[p] for p in positions], [summaries[p] for p in positions], model=model)
+    )
+
+
+def cached_supports(claims: Sequence[str], sources: Sequence[str], cache: GroundingCache | None) -> list[float]:
+    """Each claim's ``lexical_support`` against its source (NaN for a claim with no word), through the cache."""
+    model = load_model()
+    # A claim's entry is keyed apart from a summary's: the same text scored as a claim is stored as its support.
+    keys = [(model.tag, text_hash(source), "claim:" + text_hash(claim)) for claim, source in zip(claims, sources)]
+
+    def compute(positions: list[int]) -> list[RowGrounding]:
+        supports = lexical_supports([claims[p] for p in positions], [sources[p] for p in positions], model=model)
+        return [RowGrounding(None if math.isnan(s) else s, None, "") for s in supports]
+
+    results, _, _ = _through_cache(keys, cache, compute)
+    return [math.nan if r.grounding is None else r.grounding for r in results]

@@ -3,6 +3,7 @@ metrics of ``docs/metrics.md``. Imports nothing from MLflow."""
 
 from .api import judge_summaries, judge_summaries_frame
 from .chunking import combine_verdicts, split_source
+from .grounding_only import GroundingResult, grounding_metrics
 from .records import CheckedClaim, CoveredKeyPoint, RowJudgement
 from .comparison import (
     Comparison,
@@ -17,6 +18,7 @@ __all__ = [
     "CheckedClaim",
     "Comparison",
     "CoveredKeyPoint",
+    "GroundingResult",
     "InsufficientPairsError",
     "RowJudgement",
     "SignatureMismatchError",
@@ -24,6 +26,7 @@ __all__ = [
     "SummarizationResult",
     "combine_verdicts",
     "compare_results",
+    "grounding_metrics",
     "judge_summaries",
     "judge_summaries_frame",
     "split_source",

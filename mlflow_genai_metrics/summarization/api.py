@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..grounding.model import model_tag
 from ..judge import Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -23,9 +24,9 @@ __all__ = ["build_result", "response_mode_of", "judge_summaries", "judge_summari
 PROMPT_RESERVE_TOKENS = 3072
 
 
-def source_token_budget(judge: Judge) -> int | None:
-    """How many tokens of source fit in one verification call of this judge (None: no limit known)."""
-    if judge.context_window is None:
+def source_token_budget(judge: Judge | None) -> int | None:
+    """How many tokens of source fit in one verification call of this judge (None: no limit known, or no judge)."""
+    if judge is None or judge.context_window is None:
         return None
     return max(judge.context_window - PROMPT_RESERVE_TOKENS, 256)
 
@@ -34,10 +35,11 @@ def judge_summaries(
     sources: Sequence[str],
     summaries: Sequence[str],
     *,
-    judge: Judge,
+    judge: Judge | None,
     ids: Sequence[Any] | None = None,
     references: Sequence[str | Sequence[str]] | None = None,
     coverage: bool = True,
+    grounding: bool = True,
     ter: bool = False,
     max_source_tokens: int | None = None,
     resamples: int = DEFAULT_RESAMPLES,
@@ -52,7 +54,10 @@ def judge_summaries(
     >>> result.rows[["id", "claim_count", "aligned", "reasoning"]]
 
     ``references`` adds ROUGE, BLEU and chrF (``traditional_metrics``; TER too with ``ter=True``) to the rows and the
-    metrics. Sources longer
+    metrics. ``grounding=True`` (the default) adds the model-free check: ``grounding`` and ``grounded`` per row
+    with their aggregates, and on each judged claim its ``lexical_support`` and whether the verdict is ``suspect``
+    (``suspect_verdicts`` per row, ``judge/suspect_rate`` per run). ``judge=None`` asks no judge at all: the
+    result holds the grounding check (and the reference and length metrics) only. Sources longer
     than ``max_source_tokens`` (default: what ``judge.context_window`` leaves room for; no limit when unknown) are
     verified chunk by chunk, and the verdicts combined (see ``chunking``). Confidence intervals are percentile
     bootstrap intervals over rows (``resamples``, fixed ``seed``). Bad input raises before any call is made,
@@ -66,12 +71,13 @@ def judge_summaries(
     rows = prepare_rows(sources, summaries, ids, references)
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
-    judgements = judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+    judgements = judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress, grounding=grounding)
     return build_result(
         rows,
         judgements,
         judge=judge,
         coverage=coverage,
+        grounding=grounding,
         max_source_tokens=max_source_tokens,
         references=references,
         ter=ter,
@@ -85,9 +91,10 @@ def build_result(
     rows: Sequence[RowInput],
     judgements: Sequence[RowJudgement],
     *,
-    judge: Judge,
+    judge: Judge | None,
     coverage: bool,
     max_source_tokens: int | None,
+    grounding: bool = True,
     references: Sequence[str | Sequence[str]] | None = None,
     extra_columns: dict[str, Sequence[Any]] | None = None,
     ter: bool = False,
@@ -97,10 +104,11 @@ def build_result(
 ) -> SummarizationResult:
     """Tables, aggregates and signature from one judgement per row (``rows[i]`` goes with ``judgements[i]``).
 
-    ``extra_columns`` (e.g. ``{"category": [...]}``) are carried into ``result.rows`` after ``id``.
+    ``extra_columns`` (e.g. ``{"category": [...]}``) are carried into ``result.rows`` after ``id``. With
+    ``judge=None`` the rows carry no judge column and the metrics no judge usage.
     """
     usage = Usage.total([j.usage for j in judgements])
-    table = rows_table(judgements, coverage=coverage)
+    table = rows_table(judgements, coverage=coverage, judged=judge is not None, grounding=grounding)
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
         table.insert(position, name, list(values))
     corpus, reference_signatures = None, None
@@ -112,7 +120,8 @@ def build_result(
         corpus, reference_signatures = traditional.metrics, traditional.signatures
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(
-        histograms, usage, prices=judge.prices, corpus=corpus, resamples=resamples, seed=seed, confidence=confidence
+        histograms, usage if judge is not None else None, prices=judge.prices if judge is not None else None, corpus=corpus,
+        resamples=resamples, seed=seed, confidence=confidence,
     )
     return SummarizationResult(
         rows=table,
@@ -122,7 +131,7 @@ def build_result(
         estimates=found,
         signature=summarization_signature(
             judge, coverage=coverage, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
-            reference=reference_signatures,
+            reference=reference_signatures, grounding=model_tag() if grounding else None,
             resamples=resamples, confidence=confidence, bootstrap_seed=seed,
         ),
         judgements=list(judgements),

@@ -24,6 +24,7 @@ import pandas as pd
 from ..judge import Judge, JudgeError, JudgeReply, JudgeRequest, Usage
 from ..traditional import _texts
 from .chunking import MIN_CHUNK_TOKENS, combine_verdicts, split_source
+from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_cache
 from .ids import canonical_id
 from .passes import (
     check_coverage_request,
@@ -221,13 +222,35 @@ class _RowState:
 
 def judge_rows(
     rows: list[RowInput],
-    judge: Judge,
+    judge: Judge | None,
     *,
     coverage: bool = True,
     max_source_tokens: int | None = None,
     progress: bool | None = None,
+    grounding: bool = True,
+    grounding_cache_dir: Any = DEFAULT_GROUNDING_CACHE,
 ) -> list[RowJudgement]:
-    """Judge every row; a row whose judging failed carries the error and is never given a score."""
+    """Judge every row; a row whose judging failed carries the error and is never given a score.
+
+    ``grounding=True`` adds the model-free check to every row and claim (``grounded``), through the grounding cache
+    beside the judge's (``grounding_cache_dir``: another folder, or None for none). ``judge=None`` asks no judge:
+    the records carry only the grounding check (``judged`` is False).
+    """
+    if judge is None:
+        judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
+    else:
+        judgements = _judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+    if not grounding:
+        return judgements
+    store = grounding_cache(judge, grounding_cache_dir)
+    try:
+        return ground_judgements(rows, judgements, store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _judge_rows(rows: list[RowInput], judge: Judge, *, coverage: bool, max_source_tokens: int | None, progress: bool | None) -> list[RowJudgement]:
     chunks_of: dict[str, list[str]] = {}
     first_row_of: dict[str, int] = {}
     for index, row in enumerate(rows):

@@ -33,7 +33,8 @@ __all__ = ["METRICS", "MetricRegistry", "MetricSpec", "RowFacts", "row_facts"]
 
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
-Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding"]
+# "suspect": the judge's verdicts checked by the grounding model (needs both)
+Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +49,20 @@ class RowFacts:
     unverifiable: int | None
     key_points: int | None
     covered: int | None
+    # the model-free check: it needs no judge, so a failed row still has it (None when the check is off)
+    grounding: float | None = None
+    grounded: int | None = None
+    suspects: int | None = None  # judged claims whose verdict the check finds suspect (None: not checked)
 
 
 def row_facts(judgement: RowJudgement) -> RowFacts:
-    if judgement.error is not None:
-        return RowFacts(judgement, None, None, None, None, None, None)
+    checked = judgement.grounding
+    grounding = dict(grounding=checked.grounding, grounded=checked.grounded) if checked is not None else {}
+    if judgement.error is not None or not judgement.judged:
+        return RowFacts(judgement, None, None, None, None, None, None, **grounding)
     verdicts = [claim.verdict for claim in judgement.claims]
     points = judgement.key_points
+    flags = [claim.suspect for claim in judgement.claims]
     return RowFacts(
         judgement,
         claim_count=len(verdicts),
@@ -63,6 +71,8 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
         unverifiable=verdicts.count("idk"),
         key_points=len(points) if points else None,
         covered=sum(p.covered for p in points) if points else None,
+        suspects=None if checked is None or None in flags else sum(flags),
+        **grounding,
     )
 
 
@@ -85,6 +95,7 @@ class MetricSpec:
     of: str | None = None
     over: Literal["judged", "all"] = "judged"  # judge aggregates leave failed rows out of the denominator
     statistic: Callable[[pd.DataFrame], RatioStatistic] | None = None
+    reads: tuple[str, ...] = ()  # the row columns a ``statistic`` reads (computed only when the rows have them)
     share: bool = False  # a value in [0, 1], plotted on a share axis
     headline: bool = False  # shown first by the CLI and the comparison
 
@@ -102,7 +113,7 @@ class MetricSpec:
     @property
     def columns(self) -> tuple[str, ...]:
         """The row columns an aggregate reads: it is computed only when the rows have them."""
-        return (self.of,) if self.of else ()
+        return (self.of,) if self.of else self.reads
 
     def ratio_statistic(self, rows: pd.DataFrame) -> RatioStatistic:
         if self.statistic is not None:
@@ -199,11 +210,18 @@ def _row(name, description, greater, value, *, integer=True, family="judge", rea
     return MetricSpec(name, "row", description, greater, family=family, row_value=value, integer=integer, reasoning=reasoning)
 
 
-def _aggregate(name, description, greater, kind, *, of=None, statistic=None, family="judge", over="judged", share=True, headline=False) -> MetricSpec:
+def _aggregate(name, description, greater, kind, *, of=None, statistic=None, reads=(), family="judge", over="judged", share=True, headline=False) -> MetricSpec:
     return MetricSpec(
-        name, "aggregate", description, greater, family=family, kind=kind, of=of, statistic=statistic, over=over,
-        share=share, headline=headline,
+        name, "aggregate", description, greater, family=family, kind=kind, of=of, statistic=statistic, reads=reads,
+        over=over, share=share, headline=headline,
     )
+
+
+def _suspect_rate(rows: pd.DataFrame) -> RatioStatistic:
+    """Suspect verdicts / judged claims, over the rows whose verdicts were checked."""
+    suspects = _column(rows, "suspect_verdicts")
+    checked = ~np.isnan(suspects)
+    return RatioStatistic(np.where(checked, suspects, 0.0), np.where(checked, np.nan_to_num(_column(rows, "claim_count")), 0.0))
 
 
 _REFERENCE_ROWS = [
@@ -234,6 +252,12 @@ METRICS = MetricRegistry(
         _row("defect_contradiction", "1 when a claim is contradicted", False, _flag(lambda f: f.contradicted > 0)),
         _row("defect_unverifiable", "1 when a claim cannot be verified", False, _flag(lambda f: f.unverifiable > 0)),
         _row("defect_empty", "1 when the summary has no word", False, _flag(lambda f: f.claim_count == 0)),
+        _row("suspect_verdicts", "verdicts the model-free check disagrees with sharply (yes to a claim the source barely "
+             "supports, no/idk to one it plainly supports)", False, lambda f: f.suspects, family="suspect"),
+        _row("grounding", "model-free grounding score in [0, 1] (empty when the summary has no sentence)", True,
+             lambda f: f.grounding, integer=False, family="grounding", reasoning="grounding_reasoning"),
+        _row("grounded", "1 when grounding is at or above the model's fixed threshold", True, lambda f: f.grounded,
+             family="grounding", reasoning="grounding_reasoning"),
         *(MetricSpec(name, "row", text, name != "ter", family="reference", reasoning=None) for name, text in _REFERENCE_ROWS),
         MetricSpec("summary_words", "row", "words in the summary", False, family="length", reasoning=None),
         MetricSpec("compression_ratio", "row", "words in the summary / words in the source", False, family="length", reasoning=None),
@@ -247,6 +271,8 @@ METRICS = MetricRegistry(
         _aggregate("claim_support_rate", "supported claims / claims, over all judged rows", True, "ratio", statistic=_claim_support),
         _aggregate("richness", "mean claims per judged row", True, "mean", of="claim_count", share=False, headline=True),
         _aggregate("coverage", "mean coverage of the judged rows", True, "mean", of="coverage", family="coverage", headline=True),
+        _aggregate("judge/suspect_rate", "suspect verdicts / judged claims (the model-free second opinion)", False, "ratio",
+                   statistic=_suspect_rate, reads=("suspect_verdicts", "claim_count"), family="suspect"),
         _aggregate("judge_error_rate", "rows the judge failed on / all rows", False, "proportion", statistic=_error_rate,
                    over="all", headline=True),
         *(_aggregate(name, f"mean {name} over the rows", True, "mean", of=name, family="reference", over="all")

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..grounding.scoring import RowGrounding
 from ..judge import JudgeError, Usage
 
 __all__ = ["CheckedClaim", "CoveredKeyPoint", "RowError", "RowInput", "RowJudgement"]
@@ -28,6 +29,10 @@ class CheckedClaim(BaseModel):
     verdict: Literal["yes", "no", "idk"]
     reason: str
     duplicates: int = 0
+    # The model-free second opinion (None when the grounding check is off): how much of the claim the source
+    # supports, and whether the verdict disagrees sharply with it (``grounding.suspect``).
+    lexical_support: float | None = None
+    suspect: bool | None = None
 
 
 class CoveredKeyPoint(BaseModel):
@@ -57,7 +62,9 @@ class RowJudgement(BaseModel):
     """Claims with verdicts, key points with coverage, what judging the row cost, and any error.
 
     ``key_points`` is None when coverage was not asked for. When ``error`` is set the row was not judged: its
-    claims and key points are empty and no metric counts it (``judge_error_rate`` does).
+    claims and key points are empty and no metric counts it (``judge_error_rate`` does). ``judged`` is False when
+    no judge was asked at all (the grounding check alone). ``grounding`` is the model-free check of the row (None
+    when it is off); it needs no judge, so a row the judge failed on still has it.
     """
 
     id: str | int
@@ -66,3 +73,5 @@ class RowJudgement(BaseModel):
     key_points: list[CoveredKeyPoint] | None = None
     usage: Usage = Field(default_factory=Usage)
     error: RowError | None = None
+    judged: bool = True
+    grounding: RowGrounding | None = None

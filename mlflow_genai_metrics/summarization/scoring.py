@@ -33,6 +33,7 @@ __all__ = [
     "rate_statistics",
     "reasoning",
     "row_values",
+    "row_families",
     "rows_table",
 ]
 
@@ -58,17 +59,27 @@ def row_values(judgement: RowJudgement, *, coverage: bool = True) -> dict[str, f
     return {spec.name: spec.row_value(facts) for spec in METRICS.rows("judge", *(("coverage",) if coverage else ()))}
 
 
+def _claim_line(number: int, claim) -> str:
+    mark = f", suspect: source support {claim.lexical_support:.2f}" if claim.suspect else ""
+    return f"[{claim.verdict}{mark}] claim {number}: {claim.claim} -- {claim.reason}"
+
+
 def reasoning(judgement: RowJudgement) -> str:
-    """Every claim with its verdict and reason, contradicted first, then unverifiable, then supported."""
+    """Every claim with its verdict and reason, contradicted first, then unverifiable, then supported; within each,
+    the verdicts the model-free check finds suspect first, marked, so a reviewer starts with them."""
     if judgement.error is not None:
         return f"Not judged: {judgement.error}"
     if not judgement.claims:
         return "The summary makes no claim (defect: empty)."
-    ordered = sorted(enumerate(judgement.claims, start=1), key=lambda item: (_VERDICT_ORDER[item[1].verdict], item[0]))
+    ordered = sorted(
+        enumerate(judgement.claims, start=1), key=lambda item: (_VERDICT_ORDER[item[1].verdict], not item[1].suspect, item[0])
+    )
     counts = {v: sum(c.verdict == v for c in judgement.claims) for v in ("no", "idk", "yes")}
     head = f"{len(judgement.claims)} claims: {counts['no']} contradicted, {counts['idk']} unverifiable, {counts['yes']} supported."
-    lines = [f"[{claim.verdict}] claim {number}: {claim.claim} -- {claim.reason}" for number, claim in ordered]
-    return "\n".join([head, *lines])
+    suspects = sum(bool(c.suspect) for c in judgement.claims)
+    if suspects:
+        head += f" {suspects} suspect verdict{'s' if suspects > 1 else ''} (the model-free check disagrees)."
+    return "\n".join([head, *(_claim_line(number, claim) for number, claim in ordered)])
 
 
 def coverage_reasoning(judgement: RowJudgement) -> str | None:
@@ -80,24 +91,52 @@ def coverage_reasoning(judgement: RowJudgement) -> str | None:
     return "\n".join([head, *lines])
 
 
+def grounding_reasoning(judgement: RowJudgement) -> str | None:
+    return judgement.grounding.reasoning if judgement.grounding is not None else None
+
+
 def explanation(judgement: RowJudgement, column: str | None) -> str | None:
-    """The text a metric's ``reasoning`` column holds for this row (``reasoning`` or ``coverage_reasoning``)."""
-    return {"reasoning": reasoning, "coverage_reasoning": coverage_reasoning}[column](judgement) if column else None
+    """The text a metric's ``reasoning`` column holds for this row (``reasoning``, ``coverage_reasoning`` or
+    ``grounding_reasoning``)."""
+    explain = {"reasoning": reasoning, "coverage_reasoning": coverage_reasoning, "grounding_reasoning": grounding_reasoning}
+    return explain[column](judgement) if column else None
 
 
-def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True, registry: MetricRegistry = METRICS) -> pd.DataFrame:
+def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool = True) -> tuple[str, ...]:
+    """The registry families a result's rows carry: the judge's (and coverage) when a judge was asked, grounding
+    when the check is on."""
+    return (
+        *(("judge",) if judged else ()),
+        *(("coverage",) if judged and coverage else ()),
+        *(("grounding",) if grounding else ()),
+        *(("suspect",) if judged and grounding else ()),
+    )
+
+
+def rows_table(
+    judgements: Sequence[RowJudgement],
+    *,
+    coverage: bool = True,
+    judged: bool = True,
+    grounding: bool = True,
+    registry: MetricRegistry = METRICS,
+) -> pd.DataFrame:
     """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
-    only when it matches), every per-row value of the registry, reasoning, error and judge usage."""
-    specs = registry.rows("judge", *(("coverage",) if coverage else ()))
+    only when it matches), every per-row value of the registry's families (``row_families``), the reasoning
+    columns, error and judge usage."""
+    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding))
+    reasons = [
+        *(["reasoning"] if judged else []),
+        *(["coverage_reasoning"] if judged and coverage else []),
+        *(["grounding_reasoning"] if grounding else []),
+    ]
     records = []
     for judgement in judgements:
         usage = judgement.usage
         facts = row_facts(judgement)
         record: dict[str, object] = {"id": judgement.id, "source_key": judgement.source_key}
         record.update((spec.name, spec.row_value(facts)) for spec in specs)
-        record["reasoning"] = reasoning(judgement)
-        if coverage:
-            record["coverage_reasoning"] = coverage_reasoning(judgement)
+        record.update((column, explanation(judgement, column)) for column in reasons)
         record["error"] = str(judgement.error) if judgement.error is not None else ""
         record.update(
             judge_calls=usage.calls,
@@ -108,7 +147,6 @@ def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True, reg
             judge_cost_usd=usage.cost_usd,
         )
         records.append(record)
-    reasons = ["reasoning", *(["coverage_reasoning"] if coverage else [])]
     columns = ["id", "source_key", *(s.name for s in specs), *reasons, "error", *USAGE_COLUMNS]
     table = pd.DataFrame.from_records(records, columns=columns)
     for spec in specs:  # integers stay integers, empty for failed rows
@@ -117,15 +155,21 @@ def rows_table(judgements: Sequence[RowJudgement], *, coverage: bool = True, reg
     return table
 
 
+CLAIM_COLUMNS = ["id", "claim_index", "claim", "verdict", "reason", "duplicates_removed", "lexical_support", "suspect"]
+
+
 def claims_table(judgements: Sequence[RowJudgement]) -> pd.DataFrame:
-    """One row per (summary, distinct claim): the verdict, its reason and how many repeats of the claim were removed."""
-    columns = ["id", "claim_index", "claim", "verdict", "reason", "duplicates_removed"]
+    """One row per (summary, distinct claim): the verdict, its reason, how many repeats of the claim were removed,
+    and the model-free second opinion (``lexical_support``, ``suspect``; empty when the check is off)."""
     records = [
-        (j.id, number, c.claim, c.verdict, c.reason, c.duplicates)
+        (j.id, number, c.claim, c.verdict, c.reason, c.duplicates, c.lexical_support, c.suspect)
         for j in judgements
         for number, c in enumerate(j.claims, start=1)
     ]
-    return pd.DataFrame.from_records(records, columns=columns)
+    table = pd.DataFrame.from_records(records, columns=CLAIM_COLUMNS)
+    table["lexical_support"] = table["lexical_support"].astype("float64")
+    table["suspect"] = table["suspect"].astype("boolean")
+    return table
 
 
 def key_points_table(judgements: Sequence[RowJudgement]) -> pd.DataFrame:
@@ -182,7 +226,7 @@ def corpus_names() -> list[str]:
 
 def result_metrics(
     histograms: dict[str, RatioHistogram],
-    usage: Usage,
+    usage: Usage | None,
     *,
     prices: Prices | None = None,
     corpus: dict[str, float] | None = None,
@@ -192,13 +236,14 @@ def result_metrics(
 ) -> tuple[dict[str, Estimate], dict[str, float]]:
     """The one way from counted rows to a result's numbers, for one process and for Spark alike: each registered
     aggregate's ``Estimate`` (from its histogram, in the registry's order), and every number under its MLflow name
-    (the estimates, the judge's usage, the corpus statistics)."""
+    (the estimates, the judge's usage unless no judge was asked (``usage=None``), the corpus statistics)."""
     ordered = {name: histograms[name] for name in aggregate_names() if name in histograms}
     found = estimates(ordered, resamples=resamples, seed=seed, confidence=confidence)
     metrics: dict[str, float] = {}
     for estimate in found.values():
         metrics.update(estimate.as_metrics())
-    metrics.update(usage_metrics(usage, prices))
+    if usage is not None:
+        metrics.update(usage_metrics(usage, prices))
     metrics.update({name: value for name, value in (corpus or {}).items() if name in corpus_names()})
     return found, metrics
 

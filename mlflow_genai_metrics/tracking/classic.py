@@ -25,7 +25,7 @@ from ..judge import Judge
 from ..summarization.judging import prepare_rows
 from ..summarization.result import SummarizationResult
 from ..summarization.metrics import METRICS
-from ..summarization.scoring import interval_names
+from ..summarization.scoring import interval_names, row_families
 from .run_logging import log_result
 from .shared import SharedJudgement
 
@@ -116,13 +116,15 @@ class _ClassicAdapter:
         return eval_fn
 
 
-def _row_metric(column: str, justification: str | None) -> Callable[[SummarizationResult], MetricValue]:
+def _row_metric(column: str, justification: str | None, *, needs_judge: bool = True) -> Callable[[SummarizationResult], MetricValue]:
     def compute(result: SummarizationResult) -> MetricValue:
         rows = result.rows
         justifications = None
-        if justification is not None:  # a failed row's justification is its "Not judged: <error>" reasoning
+        if justification is not None and needs_judge:  # a failed row's justification is its "Not judged: <error>" reasoning
             chosen = rows["reasoning"].where(rows["error"] != "", rows[justification].fillna(""))
             justifications = chosen.tolist()
+        elif justification is not None:  # the grounding check needs no judge: its reasoning stands on every row
+            justifications = rows[justification].fillna("").tolist()
         aggregates = _aggregates(result, column)  # e.g. coverage's mean and interval; {} for claim_count
         return MetricValue(scores=[_cell(v) for v in rows[column]], justifications=justifications, aggregate_results=aggregates)
 
@@ -146,9 +148,10 @@ def _aggregate_metric(name: str) -> Callable[[SummarizationResult], MetricValue]
 
 
 def summarization_metrics(
-    judge: Judge,
+    judge: Judge | None,
     *,
     coverage: bool = True,
+    grounding: bool = True,
     traditional: bool = True,
     ter: bool = False,
     source_col: str = "inputs",
@@ -163,14 +166,19 @@ def summarization_metrics(
     ``evaluator_config={"col_mapping": {"inputs": "article"}}``); ``id_col`` (row ids, for comparing runs row by
     row; default: the row position) and ``category_col`` (for per-category plots) are optional columns.
     With ``targets``, ``traditional=True`` adds ROUGE, BLEU and chrF per row and as run metrics. The run also gets
-    the tables, report, signature and plots described in ``run_logging``.
+    the tables, report, signature and plots described in ``run_logging``. ``grounding=True`` adds the model-free
+    check (``grounding``, ``grounded``, ``grounded_rate``, and ``suspect_verdicts`` / ``judge/suspect_rate`` on
+    the judge's verdicts); ``judge=None`` logs the grounding check (and the reference metrics) with no judge call.
     """
-    shared = SharedJudgement(judge, coverage=coverage, ter=ter, max_source_tokens=max_source_tokens, progress=progress)
+    shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, progress=progress)
     adapter = _ClassicAdapter(shared, traditional=traditional, id_col=id_col, category_col=category_col)
-    families = ("judge", *(("coverage",) if coverage else ()), *(("reference",) if traditional else ()), "length")
+    families = (
+        *row_families(judged=judge is not None, coverage=coverage, grounding=grounding), *(("reference",) if traditional else ()), "length"
+    )
     metrics = []
     for spec in METRICS.rows(*families):
-        compute = _row_metric(spec.name, spec.reasoning) if spec.row_value else _traditional_metric(spec.name)
+        needs_judge = spec.family != "grounding"
+        compute = _row_metric(spec.name, spec.reasoning, needs_judge=needs_judge) if spec.row_value else _traditional_metric(spec.name)
         logs = not metrics  # the first metric logs the run's tables, report and plots
         metrics.append(make_metric(eval_fn=adapter.eval_fn(compute, source_col, metric=spec.name, logs=logs), greater_is_better=spec.greater_is_better, name=spec.name))
     groups = {_USAGE_GROUP}

@@ -23,6 +23,7 @@ import mlflow
 from mlflow.entities import Feedback
 from mlflow.genai.scorers import Scorer, scorer
 
+from ..grounding.model import model_tag
 from ..judge import Judge
 from ..signature import summarization_signature
 from ..summarization.ids import canonical_id
@@ -103,10 +104,20 @@ def _feedback(name: str, judgement: RowJudgement, signature: str) -> Feedback:
     return Feedback(name=name, value=value, rationale=why, metadata=metadata)
 
 
+def _grounding_feedback(judgement: RowJudgement) -> Feedback:
+    """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
+    checked = judgement.grounding
+    if checked is None or checked.grounding is None:
+        return Feedback(name="grounding", error="the summary has no sentence to check")
+    metadata = {"row_id": str(judgement.id), "grounded": str(checked.grounded)}
+    return Feedback(name="grounding", value=checked.grounding, rationale=checked.reasoning, metadata=metadata)
+
+
 def summarization_scorers(
     judge: Judge,
     *,
     coverage: bool = True,
+    grounding: bool = True,
     source_key: str = "text",
     id_key: str = "id",
     category_key: str = "category",
@@ -116,14 +127,18 @@ def summarization_scorers(
 
     The source is ``inputs`` when it is a string, else ``inputs[source_key]``; the summary is ``outputs``. Row ids
     (for comparing runs row by row) come from ``inputs[id_key]`` when present, else from a hash of the source, so
-    the same article pairs up across runs; ``inputs[category_key]`` feeds the per-category plot.
+    the same article pairs up across runs; ``inputs[category_key]`` feeds the per-category plot. ``grounding=True``
+    adds a ``grounding`` scorer (the model-free check; its run metric is ``grounding`` with its interval, logged
+    with the other results, so MLflow's own mean is not logged beside it).
     """
-    shared = SharedJudgement(judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=False)
+    shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, progress=False)
     adapter = _GenaiAdapter(shared, source_key=source_key, id_key=id_key, category_key=category_key)
 
     @functools.cache
     def signature() -> str:
-        return summarization_signature(judge, coverage=coverage, max_source_tokens=shared.max_source_tokens)
+        return summarization_signature(
+            judge, coverage=coverage, max_source_tokens=shared.max_source_tokens, grounding=model_tag() if grounding else None
+        )
 
     def make(name: str) -> Scorer:
         def score(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
@@ -132,6 +147,11 @@ def summarization_scorers(
         return scorer(score, name=name)
 
     scorers = [make(name) for name in judge_row_columns(coverage=coverage)]
+    if grounding:
+        def grounding_score(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
+            return _grounding_feedback(adapter.judgement(inputs, outputs, trace))
+
+        scorers.append(scorer(grounding_score, name="grounding", aggregations=[]))
 
     def judge_error(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
         judgement = adapter.judgement(inputs, outputs, trace)

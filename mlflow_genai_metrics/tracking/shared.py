@@ -30,10 +30,18 @@ class SharedJudgement:
     """Memoised judgements and results for one judge and one set of options."""
 
     def __init__(
-        self, judge: Judge, *, coverage: bool = True, ter: bool = False, max_source_tokens: int | None = None, progress: bool | None = None
+        self,
+        judge: Judge | None,
+        *,
+        coverage: bool = True,
+        grounding: bool = True,
+        ter: bool = False,
+        max_source_tokens: int | None = None,
+        progress: bool | None = None,
     ):
-        self.judge = judge
+        self.judge = judge  # None: the grounding check alone, no judge call
         self.coverage = coverage
+        self.grounding = grounding
         self.ter = ter
         self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
         self.progress = progress
@@ -54,7 +62,10 @@ class SharedJudgement:
                     missing.setdefault(key, row)
         if missing:
             batch = list(missing.values())
-            judged = judge_rows(batch, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=self.progress)
+            judged = judge_rows(
+                batch, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=self.progress,
+                grounding=self.grounding,
+            )
             with self._lock:
                 for key, judgement in zip(missing, judged):
                     if key not in self._judgements:
@@ -70,7 +81,7 @@ class SharedJudgement:
         if self._judged_in[key] != self.session:
             requests = judgement.usage.requests
             update["usage"] = Usage(
-                requests=requests, cache_hits=requests, cost_usd=0.0 if self.judge.prices else None,
+                requests=requests, cache_hits=requests, cost_usd=0.0 if self.judge is not None and self.judge.prices else None,
                 reported_models=judgement.usage.reported_models, response_modes=judgement.usage.response_modes,
             )
         return judgement.model_copy(update=update)
@@ -108,6 +119,7 @@ class SharedJudgement:
             self.judgements(rows),
             judge=self.judge,
             coverage=self.coverage,
+            grounding=self.grounding,
             max_source_tokens=self.max_source_tokens,
             references=references,
             extra_columns=extra_columns,

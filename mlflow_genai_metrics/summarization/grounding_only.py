@@ -1,4 +1,5 @@
-"""``grounding_metrics``: the grounding check on rows, alone (no judge), with aggregates and intervals.
+"""``grounding_metrics``: the grounding check (``grounding`` package) on rows, alone (no judge), with aggregates and
+intervals; the same numbers as ``judge_summaries(..., judge=None)`` gives, in a smaller result.
 
     from mlflow_genai_metrics import grounding_metrics
     result = grounding_metrics(articles, summaries, ids=ids)
@@ -20,13 +21,12 @@ from typing import Any
 
 import pandas as pd
 
+from ..grounding.cache import GroundingCache, cached_groundings
+from ..grounding.model import model_tag
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic
-from ..summarization.judging import check_settings, prepare_rows
-from ..summarization.metrics import METRICS
-from ..summarization.scoring import rate_metrics
-from .cache import GroundingCache, text_hash
-from .model import load_model
-from .scoring import RowGrounding, score_pairs
+from .judging import check_settings, prepare_rows
+from .metrics import METRICS
+from .scoring import rate_metrics
 
 __all__ = ["GROUNDING_AGGREGATES", "GROUNDING_COLUMNS", "GroundingResult", "grounding_aggregates", "grounding_metrics", "grounding_statistics"]
 
@@ -65,23 +65,6 @@ def grounding_aggregates(
     return rate_metrics(histograms, resamples=resamples, seed=seed, confidence=confidence)
 
 
-def _scored(sources: list[str], summaries: list[str], cache: GroundingCache | None, tag: str) -> tuple[list[RowGrounding], int, int]:
-    """Each pair's result: from the cache where it has one, else computed (once per distinct pair) and stored."""
-    keys = [(tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
-    found = cache.get_many(keys) if cache is not None else {}
-    missing = list(dict.fromkeys(key for key in keys if key not in found))
-    if missing:
-        first = {key: position for position, key in reversed(list(enumerate(keys)))}
-        computed = score_pairs([sources[first[k]] for k in missing], [summaries[first[k]] for k in missing])
-        fresh = dict(zip(missing, computed))
-        if cache is not None:
-            cache.put_many(list(fresh.items()))
-        found = {**found, **fresh}
-    recomputed = set(missing)
-    hits = sum(1 for key in keys if key not in recomputed)
-    return [found[key] for key in keys], len(missing), hits
-
-
 def grounding_metrics(
     sources: Sequence[str],
     summaries: Sequence[str],
@@ -101,10 +84,9 @@ def grounding_metrics(
     """
     check_settings(resamples=resamples, confidence=confidence, seed=seed)
     inputs = prepare_rows(sources, summaries, ids)
-    model = load_model()
     store = GroundingCache(cache_dir) if cache else None
     try:
-        results, computed, hits = _scored([r.source for r in inputs], [r.summary for r in inputs], store, model.tag)
+        results, computed, hits = cached_groundings([r.source for r in inputs], [r.summary for r in inputs], store)
     finally:
         if store is not None:
             store.close()
@@ -119,4 +101,4 @@ def grounding_metrics(
     )
     histograms = {name: statistic.histogram() for name, statistic in grounding_statistics(rows).items()}
     metrics = grounding_aggregates(histograms, resamples=resamples, seed=seed, confidence=confidence)
-    return GroundingResult(rows=rows, metrics=metrics, model_tag=model.tag, computed_rows=computed, cache_hits=hits)
+    return GroundingResult(rows=rows, metrics=metrics, model_tag=model_tag(), computed_rows=computed, cache_hits=hits)
