@@ -72,7 +72,8 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
             for label in ("first", "rerun"):
                 judge = Judge("scripted-judge", base_url, "bench", cache_dir=cache, max_concurrency=slots)
                 wall, cpu = time.perf_counter(), time.process_time()
-                result = judge_summaries(sources, summaries, judge=judge, coverage=coverage, resamples=200)
+                # The judge path alone: the model-free grounding check has its own speed benchmark (bench_grounding.py)
+                result = judge_summaries(sources, summaries, judge=judge, coverage=coverage, grounding=False, resamples=200)
                 figures[f"{label}_wall_s"] = time.perf_counter() - wall
                 figures[f"{label}_cpu_s"] = time.process_time() - cpu
                 figures[f"{label}_calls"] = result.metrics["judge/calls"]
