@@ -188,28 +188,69 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _figure(name: str, metrics: dict[str, float], width: int = 24) -> str:
+    """``name  value  [low, high]  n=..`` where the metric has an interval, else ``name  value``."""
+    from .summarization.scoring import interval_names
+
+    low, high, n = (metrics.get(k) for k in interval_names(name))
+    interval = f"  [{low:.3f}, {high:.3f}]  n={n:.0f}" if low is not None and high is not None and n is not None else ""
+    return f"  {name:<{width}} {metrics[name]:.3f}{interval}"
+
+
 def _meta_eval(args: argparse.Namespace) -> int:
     from .meta import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
 
+    data = Path(args.data)
+    labelled = load_labelled(args.data)
+    if not args.no_log:  # a bad store or experiment is found before any row is judged
+        _tracking(args)
+        from .tracking.agreement import log_meta_report
     if args.grounding_only:
-        name = Path(args.data).name.split(".")[0]
-        rows = evaluation_rows(load_labelled(args.data), name, args.split)
+        rows = evaluation_rows(labelled, data.name.split(".")[0], args.split)
         by = args.by or next((c for c in ("domain", "origin") if c in rows.columns), None)
         grounding = grounding_meta_evaluate(rows, by=by)
-        print(f"{Path(args.data).name}: {len(rows)} pairs ({args.split or 'every split it was not trained on'}); grounding model {grounding.model_tag}")
+        print(f"{data.name}: {len(rows)} pairs ({args.split or 'every split it was not trained on'}); grounding model {grounding.model_tag}")
         for key, value in grounding.metrics.items():
             print(f"  {key:<32} {value:.3f}")
         if not grounding.groups.empty:
             print(grounding.groups.round(3).to_string(index=False))
-        return EXIT_OK
-    report = meta_evaluate(load_labelled(args.data), judge=_judge(args), sample=args.sample, seed=args.seed, progress=True)
-    print(f"{Path(args.data).name}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
-    for name in ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate"):
-        print(f"  {name:<24} {report.metrics[name]:.3f}")
+        metrics, confusion, signature, groups = grounding.metrics, grounding.confusion, grounding.signature, grounding.groups
+        params = {"mgm.meta.data": data.name, "mgm.meta.mode": "grounding", "mgm.meta.split": args.split or "untrained splits", "mgm.meta.by": by}
+    else:
+        report = meta_evaluate(labelled, judge=_judge(args), sample=args.sample, seed=args.seed, progress=True)
+        print(f"{data.name}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
+        for name in ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate"):
+            print(_figure(name, report.metrics))
+        print(report.confusion.to_string())
+        if args.plot:
+            report.figure().savefig(args.plot, dpi=110)
+            print(f"confusion matrix plot: {args.plot}")
+        metrics, confusion, signature, groups = report.metrics, report.confusion, report.result.signature, None
+        params = {"mgm.meta.data": data.name, "mgm.meta.mode": "judge", "mgm.meta.sample": args.sample, "mgm.meta.seed": args.seed}
+    if not args.no_log:
+        run_id = log_meta_report(metrics, confusion, experiment=args.experiment, signature=signature, params=params, groups=groups)
+        print(f"logged as run {run_id} (experiment {args.experiment})")
+    return EXIT_OK
+
+
+def _agreement(args: argparse.Namespace) -> int:
+    from .tracking import judge_agreement
+    from .tracking.agreement import log_agreement
+
+    _tracking(args)
+    report = judge_agreement(args.experiment, run_id=args.run_id, name=args.name, log=False)
+    source = f"run {report.source_run_id}" if report.source_run_id else f"experiment {args.experiment or report.experiment_id}"
+    if not report.counts["pairs_used"]:
+        counts = ", ".join(f"{k} {v}" for k, v in report.counts.items() if v)
+        raise ValueError(f"no trace of {source} has both a judge verdict and people's under {args.name!r} ({counts or 'no trace'})")
+    print(f"agreement of the judge with people on {args.name!r}, {source}:")
+    for name in ("balanced_accuracy", "cohen_kappa"):
+        print(_figure(name, report.metrics))
+    for key, value in report.counts.items():
+        print(f"  {key:<24} {value}")
     print(report.confusion.to_string())
-    if args.plot:
-        report.figure().savefig(args.plot, dpi=110)
-        print(f"confusion matrix plot: {args.plot}")
+    if not args.no_log:
+        print(f"logged as run {log_agreement(report)}")
     return EXIT_OK
 
 
@@ -266,7 +307,18 @@ def _parser() -> argparse.ArgumentParser:
     meta.add_argument("--grounding-only", action="store_true", help="measure the grounding check (no judge) instead of the judge")
     meta.add_argument("--split", default=None, help="with --grounding-only: only this split (default: every split the model was not trained on)")
     meta.add_argument("--by", default=None, help="with --grounding-only: figures per value of this column (default: domain or origin)")
+    meta.add_argument("--experiment", default="mgm-meta-eval", help="MLflow experiment of the report's run (default: mgm-meta-eval)")
     meta.set_defaults(run=_meta_eval)
+
+    agreement = commands.add_parser("agreement", help="agreement of the judge's feedback with people's on traces")
+    source = agreement.add_mutually_exclusive_group()
+    source.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to read (default: $MLFLOW_EXPERIMENT_NAME)")
+    source.add_argument("--run-id", default=None, help="read the traces of this run only (e.g. an evaluation run)")
+    agreement.add_argument("--name", default="claim_alignment", help="feedback name (default: claim_alignment)")
+    agreement.set_defaults(run=_agreement)
+    for reporting in (meta, agreement):  # both log their report as a run
+        reporting.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
+        tracking_option(reporting)
 
     compare = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
     compare.add_argument("run_ids", nargs="+")

@@ -9,7 +9,8 @@ Also ``mgm meta-eval FILE --sample N``. The grounding check (no judge) is measur
 ``grounding_meta_evaluate`` (``mgm meta-eval FILE --grounding-only``): AUC of ``grounding`` and balanced accuracy
 of ``grounded`` against the binary label, Spearman of ``grounding`` against the graded label, beside the untrained
 rule of issue 15, on the rows of a file that the model was not trained on. Reported: balanced accuracy and Cohen's kappa of ``aligned`` against the
-binary human label (1 = the summary is fully consistent), Spearman and Kendall correlation of ``support_rate``
+binary human label (1 = the summary is fully consistent), with bootstrap intervals and n (``binary_agreement``, which
+``tracking.judge_agreement`` shares for feedback people leave on traces), Spearman and Kendall correlation of ``support_rate``
 with the graded human label, the confusion matrix, and how many rows the judge failed on (left out, counted).
 Statistics from scikit-learn and scipy.
 """
@@ -24,13 +25,17 @@ import numpy as np
 import pandas as pd
 
 from .judge import Judge
-from .tables import load_labelled
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, category_bootstrap_interval
 from .summarization import SummarizationResult, judge_summaries
+from .summarization.scoring import Estimate
+from .tables import load_labelled
 
 __all__ = [
     "GroundingMetaReport",
     "MetaReport",
     "agreement",
+    "binary_agreement",
+    "confusion_frame",
     "evaluation_rows",
     "grounding_meta_evaluate",
     "load_labelled",
@@ -74,29 +79,62 @@ class MetaReport:
         return display.figure_
 
 
+def _balanced_accuracy(cells: np.ndarray) -> np.ndarray:
+    """Mean of the recall of each human class; NaN when people used one class only. ``cells``: (..., 4)."""
+    tn, fp, fn, tp = np.moveaxis(np.asarray(cells, dtype=float), -1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (tp / (tp + fn) + tn / (tn + fp)) / 2
+
+
+def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
+    """(observed - chance agreement) / (1 - chance), in counts so that a degenerate table is exactly 0/0 = NaN."""
+    tn, fp, fn, tp = np.moveaxis(np.asarray(cells, dtype=float), -1, 0)
+    n = tn + fp + fn + tp
+    chance = (tp + fn) * (tp + fp) + (tn + fp) * (tn + fn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (n * (tp + tn) - chance) / (n * n - chance)
+
+
+def binary_agreement(
+    confusion, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, confidence: float = 0.95
+) -> dict[str, Estimate]:
+    """Balanced accuracy and Cohen's kappa of a judge against people from the 2 x 2 confusion matrix (rows: people
+    no/yes, columns: judge no/yes), each with its percentile bootstrap interval (pairs resampled: a multinomial draw
+    over the four cells, ``stats.category_bootstrap_interval``) and n, the pairs it stands on.
+
+        binary_agreement([[3, 1], [0, 4]])["cohen_kappa"].value  # 0.75
+    """
+    cells = np.asarray(confusion, dtype=np.int64).reshape(4)  # tn, fp, fn, tp
+    found = {}
+    for name, statistic in (("balanced_accuracy", _balanced_accuracy), ("cohen_kappa", _cohen_kappa)):
+        low, high = category_bootstrap_interval(cells, statistic, resamples=resamples, seed=seed, confidence=confidence)
+        found[name] = Estimate(name, float(statistic(cells)), low, high, int(cells.sum()), "bootstrap")
+    return found
+
+
+def confusion_frame(matrix, *, people=("inconsistent", "consistent"), judge=("not aligned", "aligned")) -> pd.DataFrame:
+    """The 2 x 2 counts with labelled rows (people) and columns (judge)."""
+    return pd.DataFrame(np.asarray(matrix, dtype=int), index=[f"people: {p}" for p in people], columns=[f"judge: {j}" for j in judge])
+
+
 def agreement(human_binary, judge_aligned, human_graded, judge_support_rate) -> tuple[dict[str, float], pd.DataFrame]:
     """The agreement statistics over rows where both sides have a value."""
     from scipy.stats import kendalltau, spearmanr
-    from sklearn.metrics import balanced_accuracy_score, cohen_kappa_score, confusion_matrix
 
     human_binary, judge_aligned = np.asarray(human_binary, dtype=float), np.asarray(judge_aligned, dtype=float)
     both = ~np.isnan(human_binary) & ~np.isnan(judge_aligned)
     y_true, y_pred = human_binary[both].astype(int), judge_aligned[both].astype(int)
+    matrix = np.bincount(2 * y_true + y_pred, minlength=4).reshape(2, 2)
     metrics: dict[str, float] = {"rows_compared": float(both.sum())}
-    if both.sum() and len(set(y_true)) > 1:
-        metrics["balanced_accuracy"] = float(balanced_accuracy_score(y_true, y_pred))
-    else:
-        metrics["balanced_accuracy"] = math.nan
-    metrics["cohen_kappa"] = float(cohen_kappa_score(y_true, y_pred)) if both.sum() > 1 else math.nan
+    for estimate in binary_agreement(matrix).values():
+        metrics.update(estimate.as_metrics())
     graded, support = np.asarray(human_graded, dtype=float), np.asarray(judge_support_rate, dtype=float)
     usable = ~np.isnan(graded) & ~np.isnan(support)
     metrics["rows_correlated"] = float(usable.sum())
     constant = usable.sum() < 3 or np.ptp(graded[usable]) == 0 or np.ptp(support[usable]) == 0
     metrics["spearman"] = math.nan if constant else float(spearmanr(graded[usable], support[usable]).statistic)
     metrics["kendall"] = math.nan if constant else float(kendalltau(graded[usable], support[usable]).statistic)
-    matrix = confusion_matrix(y_true, y_pred, labels=[0, 1]) if both.sum() else np.zeros((2, 2), dtype=int)
-    confusion = pd.DataFrame(matrix, index=["people: inconsistent", "people: consistent"], columns=["judge: not aligned", "judge: aligned"])
-    return metrics, confusion
+    return metrics, confusion_frame(matrix)
 
 
 def meta_evaluate(labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None) -> MetaReport:
@@ -147,11 +185,20 @@ def untrained_rule_scores(sources, summaries) -> list[float]:
 
 @dataclass
 class GroundingMetaReport:
-    """``metrics``: the figures on all rows; ``groups``: the same per value of ``by`` (e.g. SummEdits' domain)."""
+    """``metrics``: the figures on all rows; ``groups``: the same per value of ``by`` (e.g. SummEdits' domain);
+    ``confusion``: people's binary label by the model's ``grounded`` flag."""
 
     metrics: dict[str, float]
     groups: pd.DataFrame
     model_tag: str
+    confusion: pd.DataFrame
+
+    @property
+    def signature(self) -> str:
+        """The run signature of a grounding-only measurement: the grounding model file's tag."""
+        from .signature import summarization_signature
+
+        return summarization_signature(None, grounding=self.model_tag).format()
 
 
 def _is_graded(rows: pd.DataFrame) -> bool:
@@ -161,7 +208,8 @@ def _is_graded(rows: pd.DataFrame) -> bool:
     return not (len(scales) and scales.str.lower().str.startswith("binary").all())
 
 
-def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) -> dict[str, float]:
+def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) -> tuple[dict[str, float], pd.DataFrame]:
+    """The figures of ``rows`` and the confusion matrix of the model's ``grounded`` flag."""
     from sklearn.metrics import roc_auc_score
 
     binary = rows["human_binary"].to_numpy(dtype=int)
@@ -173,20 +221,21 @@ def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) 
         ("rule", rows["rule"], (rows["rule"] >= rule_threshold).astype(float).where(rows["rule"].notna())),
     ):
         usable = score.notna().to_numpy()
-        metrics, _ = agreement(binary, flag.astype(float), grades, score)
+        metrics, confusion = agreement(binary, flag.astype(float), grades, score)
+        if prefix == "grounding":
+            grounded_confusion = confusion_frame(confusion.to_numpy(), judge=("not grounded", "grounded"))
         figures[f"{prefix}_auc"] = float(roc_auc_score(binary[usable], score[usable])) if both_classes else math.nan
         figures[f"{prefix}_balanced_accuracy"] = metrics["balanced_accuracy"]
         figures[f"{prefix}_spearman"] = metrics["spearman"]
     figures["grounded_rate"] = float(rows["grounded"].astype(float).mean())
-    return figures
+    return figures, grounded_confusion
 
 
 def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) -> GroundingMetaReport:
     """The shipped grounding model (read from its file) and the untrained rule against the human labels:
     AUC and balanced accuracy against ``human_binary`` (the model at its fixed threshold, the rule at the one the
     model file records from the training splits), Spearman against ``human_graded`` where it is graded."""
-    from .grounding import load_model
-    from .summarization.grounding_only import grounding_metrics
+    from .grounding import grounding_metrics, load_model
 
     model = load_model()
     result = grounding_metrics(labelled["source"], labelled["summary"], ids=list(range(len(labelled))), cache=False)
@@ -200,5 +249,6 @@ def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) ->
     groups = []
     if by is not None and by in rows.columns:
         for value, part in rows.groupby(by, sort=True):
-            groups.append({by: value, **_grounding_figures(part, rule_threshold, graded)})
-    return GroundingMetaReport(_grounding_figures(rows, rule_threshold, graded), pd.DataFrame(groups), result.model_tag)
+            groups.append({by: value, **_grounding_figures(part, rule_threshold, graded)[0]})
+    figures, confusion = _grounding_figures(rows, rule_threshold, graded)
+    return GroundingMetaReport(figures, pd.DataFrame(groups), result.model_tag, confusion)

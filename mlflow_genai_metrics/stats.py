@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as scipy_stats
 
-__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "paired_bootstrap", "paired_corpus_bootstrap", "ratio", "wilson_interval"]
+__all__ = ["RatioHistogram", "RatioStatistic", "bootstrap_interval", "category_bootstrap_interval", "paired_bootstrap", "paired_corpus_bootstrap", "ratio", "wilson_interval"]
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 12345
@@ -132,18 +132,43 @@ def bootstrap_interval(
 ) -> tuple[float, float]:
     """The percentile bootstrap interval of ``statistic`` (rows resampled with replacement, via its histogram)."""
     histogram = statistic.histogram() if isinstance(statistic, RatioStatistic) else statistic
-    rows = histogram.rows
-    if rows < 2 or not histogram.denominators.any():
+    if histogram.rows < 2 or not histogram.denominators.any():
+        return (float("nan"), float("nan"))
+    pairs = np.column_stack([histogram.numerators, histogram.denominators])
+
+    def ratios(drawn: np.ndarray) -> np.ndarray:
+        sums = drawn @ pairs  # drawn: rows drawn per distinct pair
+        return sums[:, 0] / sums[:, 1]
+
+    return category_bootstrap_interval(histogram.counts, ratios, resamples=resamples, seed=seed, confidence=confidence)
+
+
+def category_bootstrap_interval(
+    counts: np.ndarray,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of a statistic of rows that each fall in one of a few categories (a
+    histogram's distinct pairs, a confusion matrix's cells), given the rows per category (``counts``).
+
+    Drawing N rows with replacement is a multinomial draw of N over the categories, so this is the row bootstrap
+    at a cost set by the number of categories. ``statistic`` maps drawn counts (resamples x categories) to one
+    value per resample; a resample it is undefined on (NaN) is ignored. Fewer than 2 rows give (nan, nan).
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    rows = int(counts.sum())
+    if rows < 2:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    shares = histogram.counts / rows
-    pairs = np.column_stack([histogram.numerators, histogram.denominators])
+    shares = counts / rows
     parts = []
     for start in range(0, resamples, _BATCH):
-        drawn = rng.multinomial(rows, shares, size=min(_BATCH, resamples - start))  # rows drawn per distinct pair
-        sums = drawn @ pairs
+        drawn = rng.multinomial(rows, shares, size=min(_BATCH, resamples - start))
         with np.errstate(invalid="ignore", divide="ignore"):
-            parts.append(sums[:, 0] / sums[:, 1])
+            parts.append(np.asarray(statistic(drawn), dtype=float))
     return _percentiles(np.concatenate(parts), confidence)
 
 

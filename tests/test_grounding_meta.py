@@ -84,6 +84,27 @@ def test_mgm_meta_eval_grounding_only_needs_no_judge(tmp_path, capsys):
     frame = labelled(tmp_path)
     path = tmp_path / "qags_xsum.jsonl"
     frame.drop(columns=["human_binary", "human_graded"]).to_json(path, orient="records", lines=True)
-    assert mgm(["meta-eval", str(path), "--grounding-only"]) == 0  # no judge model or endpoint configured
+    assert mgm(["meta-eval", str(path), "--grounding-only", "--no-log"]) == 0  # no judge model or endpoint configured
     out = capsys.readouterr().out
     assert "grounding_auc                    1.000" in out and "grounding model grounding:v1-" in out
+
+
+def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_store, capsys):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_genai_metrics.cli import main as mgm
+    from mlflow_genai_metrics.signature import parse_signature
+
+    labelled(tmp_path)
+    experiment_id = mlflow.create_experiment("mgm-meta-eval", artifact_location=(tmp_path / "meta").as_uri())
+    assert mgm(["meta-eval", str(tmp_path / "labelled.jsonl"), "--grounding-only", "--tracking-uri", mlflow_store]) == 0
+    client = MlflowClient()
+    [run] = client.search_runs([experiment_id])
+    assert run.info.run_id in capsys.readouterr().out
+    assert run.data.metrics["grounding_auc"] == 1.0 and run.data.metrics["rows"] == 8
+    assert run.data.params["mgm.meta.data"] == "labelled.jsonl" and run.data.params["mgm.meta.mode"] == "grounding"
+    assert parse_signature(run.data.tags["mgm.signature"])["grounding"].startswith("grounding:v1-")
+    confusion = client.load_table(experiment_id, "mgm/meta_confusion.json", run_ids=[run.info.run_id]).set_index("people")
+    assert int(confusion.to_numpy().sum()) == 8 and list(confusion.columns) == ["judge: not grounded", "judge: grounded"]
+    assert len(client.load_table(experiment_id, "mgm/meta_groups.json", run_ids=[run.info.run_id])) == 2  # per domain

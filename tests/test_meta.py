@@ -55,16 +55,39 @@ def test_meta_evaluate_measures_a_judge_that_agrees_with_people(scripted_server,
     assert figure.axes[0].get_xlabel() == "judge: aligned"
 
 
-def test_mgm_meta_eval_prints_the_agreement(scripted_server, tmp_path, monkeypatch, capsys):
+def test_mgm_meta_eval_prints_the_agreement_and_logs_nothing_with_no_log(scripted_server, tmp_path, monkeypatch, capsys, mlflow_store):
+    import mlflow
+
     from mlflow_genai_metrics.cli import main as mgm
 
     path, verdicts = labelled_set(tmp_path)
     server = scripted_server(SummarizationJudgeScript(verdicts=verdicts))
     monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
     monkeypatch.setenv("MGM_JUDGE_BASE_URL", server.base_url)
-    assert mgm(["meta-eval", str(path), "--sample", "6", "--plot", str(tmp_path / "cm.png")]) == 0
+    assert mgm(["meta-eval", str(path), "--sample", "6", "--plot", str(tmp_path / "cm.png"), "--no-log"]) == 0
     out = capsys.readouterr().out
-    assert "balanced_accuracy        1.000" in out and (tmp_path / "cm.png").exists()
+    assert "balanced_accuracy        1.000  [1.000, 1.000]  n=6" in out and (tmp_path / "cm.png").exists()
+    assert "logged as run" not in out and mlflow.get_experiment_by_name("mgm-meta-eval") is None
+
+
+def test_mgm_meta_eval_logs_its_report_as_a_run(scripted_server, tmp_path, monkeypatch, mlflow_store):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from mlflow_genai_metrics.cli import main as mgm
+
+    path, verdicts = labelled_set(tmp_path)
+    server = scripted_server(SummarizationJudgeScript(verdicts=verdicts))
+    monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
+    monkeypatch.setenv("MGM_JUDGE_BASE_URL", server.base_url)
+    experiment_id = mlflow.create_experiment("meta", artifact_location=(tmp_path / "meta").as_uri())
+    assert mgm(["meta-eval", str(path), "--sample", "6", "--experiment", "meta"]) == 0
+    [run] = MlflowClient().search_runs([experiment_id])
+    assert run.data.metrics["cohen_kappa"] == 1.0 and run.data.metrics["balanced_accuracy_n"] == 6
+    assert run.data.params["mgm.meta.data"] == "labelled.jsonl" and run.data.params["mgm.meta.sample"] == "6"
+    assert run.data.tags["mgm.signature"].startswith("judge:scripted-judge|")
+    confusion = MlflowClient().load_table(experiment_id, "mgm/meta_confusion.json", run_ids=[run.info.run_id])
+    assert confusion.set_index("people").loc["people: consistent", "judge: aligned"] == 3
 
 
 @pytest.mark.parametrize("name", ["frank.jsonl", "qags_cnndm.jsonl", "qags_xsum.jsonl", "summedits.jsonl"])

@@ -2,6 +2,7 @@
 run artifacts, run comparison, the candidate-model wrapper and the registration gate. It only adapts the core's
 results into MLflow objects."""
 
+from .agreement import AgreementReport, judge_agreement
 from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
 from .gate import GateResult, Rule, RuleOutcome, parse_rules, register_if_passing
@@ -12,12 +13,14 @@ from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_resu
 __all__ = [
     "ARTIFACT_DIR",
     "SIGNATURE_TAG",
+    "AgreementReport",
     "EvaluatedRun",
     "GateResult",
     "Rule",
     "RuleOutcome",
     "SummarizerModel",
     "compare_runs",
+    "judge_agreement",
     "load_run",
     "log_result",
     "log_spark_result",

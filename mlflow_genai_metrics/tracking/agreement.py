@@ -1,0 +1,278 @@
+"""The judge's agreement with people, read back from the feedback on an experiment's (or one run's) traces.
+
+    from mlflow_genai_metrics.tracking import judge_agreement
+    report = judge_agreement("my-app", name="claim_alignment")   # or judge_agreement(run_id=evaluation_run_id)
+    report.metrics["cohen_kappa"], report.counts["pairs_used"], report.confusion
+
+Per trace, under the feedback name ``name``:
+
+- **the judge's verdict**: the latest valid (not overridden) feedback from an ``LLM_JUDGE`` source that has no
+  error; a feedback with an error is not a verdict (a later error never erases an earlier verdict), and a trace
+  whose judge feedback are all errors counts as ``judge_error``;
+- **the people's verdict**: each person's (``HUMAN`` source id) latest valid feedback is their vote; the majority
+  of the votes decides, a tie is left out and counted (``human_ties``);
+- a value is a verdict when it is "yes"/"no", "true"/"false" (any case), True/False or 1/0; anything else (a
+  share, "unknown", a list) is never guessed: a person's such value is no vote, and a trace whose judge value or
+  every vote is such counts as ``unusable_values``.
+
+Each trace lands in exactly one count: ``pairs_used``, ``judge_only`` (no person labelled it), ``human_only`` (no
+judge feedback), ``judge_error``, ``unusable_values``, ``human_ties`` or ``unlabelled`` (no feedback under
+``name``); they add up to ``traces_seen``. Balanced accuracy and Cohen's kappa (``meta.binary_agreement``: the
+people are the truth, intervals from the pairs' bootstrap) are logged as an MLflow run in the source experiment
+with the counts, the confusion matrix and the per-trace table (``mlflow.log_table``) and tags naming the source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import mlflow
+import pandas as pd
+from mlflow.entities import AssessmentSourceType, Feedback, Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from ..meta import binary_agreement, confusion_frame
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
+
+__all__ = ["AgreementReport", "TraceVerdicts", "judge_agreement", "log_agreement", "log_meta_report", "log_report_run", "normalise_verdict", "trace_verdicts"]
+
+OUTCOMES = ("pairs_used", "judge_only", "human_only", "judge_error", "unusable_values", "human_ties", "unlabelled")
+COMBINE_RULE = "majority of each person's latest verdict; ties left out"
+CONFUSION_TABLE = f"{ARTIFACT_DIR}/agreement_confusion.json"
+TRACES_TABLE = f"{ARTIFACT_DIR}/agreement_traces.json"
+_YES, _NO = frozenset({"yes", "true", "1"}), frozenset({"no", "false", "0"})
+
+
+def normalise_verdict(value: Any) -> bool | None:
+    """True for yes/true/1, False for no/false/0 (strings in any case, booleans, numbers); None for anything else."""
+    if isinstance(value, Enum):  # MLflow's CategoricalRating
+        value = value.value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return {1: True, 0: False}.get(value) if value in (0, 1) else None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        return True if text in _YES else False if text in _NO else None
+    return None
+
+
+@dataclass(frozen=True)
+class TraceVerdicts:
+    """One trace's verdicts under a feedback name and the count it lands in (one of ``OUTCOMES``)."""
+
+    trace_id: str
+    judge: bool | None
+    people: dict[str, bool | None]  # person -> their latest value, normalised (None: not a verdict)
+    human: bool | None  # the people's majority
+    outcome: str
+
+
+def _latest(feedback: list[Feedback]) -> Feedback:
+    # Two feedback logged in the same millisecond: the store's order (creation order) decides.
+    return max(enumerate(feedback), key=lambda p: (p[1].last_update_time_ms or 0, p[1].create_time_ms or 0, p[0]))[1]
+
+
+def trace_verdicts(trace_id: str, assessments: list, name: str, judge_source_id: str | None = None) -> TraceVerdicts:
+    """Sort a trace's assessments under ``name`` into the judge's verdict and the people's (rules in the module doc)."""
+    feedback = [a for a in assessments if isinstance(a, Feedback) and a.name == name and a.valid is not False]
+    judged = [f for f in feedback if f.source.source_type == AssessmentSourceType.LLM_JUDGE and judge_source_id in (None, f.source.source_id)]
+    labelled = [f for f in feedback if f.source.source_type == AssessmentSourceType.HUMAN and f.error is None]
+    verdicts = [f for f in judged if f.error is None]
+    judge = normalise_verdict(_latest(verdicts).value) if verdicts else None
+    people = {}
+    for person in dict.fromkeys(f.source.source_id for f in labelled):
+        people[person] = normalise_verdict(_latest([f for f in labelled if f.source.source_id == person]).value)
+    votes = Counter(v for v in people.values() if v is not None)
+    human = None if votes[True] == votes[False] else votes[True] > votes[False]
+    if not judged and not labelled:
+        outcome = "unlabelled"
+    elif not judged:
+        outcome = "human_only"
+    elif not labelled:
+        outcome = "judge_only"
+    elif not verdicts:
+        outcome = "judge_error"
+    elif judge is None or not votes:
+        outcome = "unusable_values"
+    elif human is None:
+        outcome = "human_ties"
+    else:
+        outcome = "pairs_used"
+    return TraceVerdicts(trace_id, judge, people, human, outcome)
+
+
+@dataclass
+class AgreementReport:
+    """``metrics``: balanced accuracy and Cohen's kappa with ``_ci_low``/``_ci_high``/``_n``; ``counts``: traces
+    per outcome, ``traces_seen`` and ``people``; ``confusion``: people (rows) by judge (columns); ``traces``: one row
+    per trace; ``run_id``: the MLflow run the report was logged as (None with ``log=False``)."""
+
+    name: str
+    experiment_id: str
+    source_run_id: str | None
+    judge_source_id: str | None
+    metrics: dict[str, float]
+    counts: dict[str, int]
+    confusion: pd.DataFrame
+    traces: pd.DataFrame
+    run_id: str | None = None
+
+
+def _not_found(error: MlflowException) -> bool:
+    return error.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND")
+
+
+def _experiment(client: MlflowClient, id_or_name: str):
+    found = client.get_experiment_by_name(id_or_name)
+    if found is None and id_or_name.isdigit():
+        try:
+            found = client.get_experiment(id_or_name)
+        except MlflowException as error:
+            if not _not_found(error):
+                raise
+    if found is None or found.lifecycle_stage == "deleted":
+        raise ValueError(f"no experiment {id_or_name!r} in the tracking store {mlflow.get_tracking_uri()}")
+    return found
+
+
+def _source(client: MlflowClient, experiment_id_or_name: str | None, run_id: str | None) -> tuple[str, str | None]:
+    """The experiment id to search and the run to filter on; a missing one is a ValueError."""
+    if run_id is not None:
+        try:
+            run = client.get_run(run_id)
+        except MlflowException as error:
+            if _not_found(error):
+                raise ValueError(f"no run {run_id!r} in the tracking store {mlflow.get_tracking_uri()}") from None
+            raise
+        if experiment_id_or_name is not None and _experiment(client, experiment_id_or_name).experiment_id != run.info.experiment_id:
+            raise ValueError(f"run {run_id} is not in experiment {experiment_id_or_name!r}")
+        return run.info.experiment_id, run_id
+    experiment_id_or_name = experiment_id_or_name or os.environ.get("MLFLOW_EXPERIMENT_NAME") or os.environ.get("MLFLOW_EXPERIMENT_ID")
+    if not experiment_id_or_name:
+        raise ValueError("name an experiment or a run whose traces to read (or set MLFLOW_EXPERIMENT_NAME)")
+    return _experiment(client, experiment_id_or_name).experiment_id, None
+
+
+def judge_agreement(
+    experiment_id_or_name: str | None = None,
+    *,
+    run_id: str | None = None,
+    name: str = "claim_alignment",
+    judge_source_id: str | None = None,
+    max_traces: int | None = None,
+    log: bool = True,
+) -> AgreementReport:
+    """How well the judge's feedback ``name`` agrees with the feedback people left under the same name on the
+    traces of an experiment (id or name; default ``$MLFLOW_EXPERIMENT_NAME``) or of one run (``run_id``, e.g. an
+    evaluation run). ``judge_source_id`` keeps one judge's feedback (its source id, e.g. the model) when several
+    judged. With ``log=True`` the report is logged as a run in the source experiment. Rules: the module doc.
+
+        report = judge_agreement(run_id=run.info.run_id)
+        print(report.metrics["balanced_accuracy"], report.counts)
+    """
+    client = MlflowClient()
+    experiment_id, source_run_id = _source(client, experiment_id_or_name, run_id)
+    traces = mlflow.search_traces(
+        locations=[experiment_id], run_id=source_run_id, max_results=max_traces, return_type="list", include_spans=False, flush=True
+    )
+    sorted_traces = [trace_verdicts(t.info.trace_id, t.info.assessments or [], name, judge_source_id) for t in traces]
+    pairs = [t for t in sorted_traces if t.outcome == "pairs_used"]
+    matrix = [[0, 0], [0, 0]]
+    for pair in pairs:
+        matrix[int(pair.human)][int(pair.judge)] += 1
+    metrics: dict[str, float] = {}
+    for estimate in binary_agreement(matrix).values():
+        metrics.update(estimate.as_metrics())
+    outcomes = Counter(t.outcome for t in sorted_traces)
+    counts = {"traces_seen": len(sorted_traces), **{o: outcomes[o] for o in OUTCOMES}}
+    counts["people"] = len({p for t in sorted_traces for p in t.people})
+    table = pd.DataFrame(
+        [{"trace_id": t.trace_id, "judge": t.judge, "human": t.human, "people": json.dumps(t.people), "outcome": t.outcome} for t in sorted_traces],
+        columns=["trace_id", "judge", "human", "people", "outcome"],
+    )
+    confusion = confusion_frame(matrix, people=("no", "yes"), judge=("no", "yes"))
+    report = AgreementReport(name, experiment_id, source_run_id, judge_source_id, metrics, counts, confusion, table)
+    if log:
+        log_agreement(report)
+    return report
+
+
+def log_agreement(report: AgreementReport) -> str:
+    """Log ``report`` as a finished run of its source experiment (metrics, counts, tables, tags naming the source);
+    sets and returns ``report.run_id``."""
+    tags = {"mgm.agreement.feedback_name": report.name, "mgm.agreement.source_experiment": report.experiment_id}
+    if report.source_run_id:
+        tags["mgm.agreement.source_run"] = report.source_run_id
+    if report.judge_source_id:
+        tags["mgm.agreement.judge_source"] = report.judge_source_id
+    report.run_id = log_report_run(
+        report.experiment_id, f"agreement {report.name}", {**report.metrics, **report.counts},
+        params={"mgm.agreement.combine": COMBINE_RULE}, tags=tags,
+        tables={CONFUSION_TABLE: _labelled(report.confusion), TRACES_TABLE: report.traces},
+    )
+    return report.run_id
+
+
+def _labelled(confusion: pd.DataFrame) -> pd.DataFrame:
+    """A confusion matrix as a table: its row labels become the first column (a logged table has no index)."""
+    return confusion.rename_axis("people").reset_index()
+
+
+def log_report_run(
+    experiment_id: str,
+    run_name: str,
+    metrics: dict[str, float],
+    *,
+    params: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
+    tables: dict[str, pd.DataFrame] | None = None,
+) -> str:
+    """A finished run holding a report: its metrics (NaN left out), params, tags and tables; failed if logging fails."""
+    client = MlflowClient()
+    run_id = client.create_run(experiment_id, run_name=run_name).info.run_id
+    try:
+        now = int(time.time() * 1000)
+        client.log_batch(
+            run_id,
+            metrics=[Metric(k, v, now, 0) for k, v in loggable_metrics(metrics).items()],
+            params=[Param(k, str(v)) for k, v in (params or {}).items() if v is not None],
+            tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
+        )
+        for artifact_file, table in (tables or {}).items():
+            mlflow.log_table(table, artifact_file, run_id=run_id)
+    except BaseException:
+        client.set_terminated(run_id, "FAILED")
+        raise
+    client.set_terminated(run_id)
+    return run_id
+
+
+def log_meta_report(
+    metrics: dict[str, float],
+    confusion: pd.DataFrame,
+    *,
+    experiment: str,
+    signature: str,
+    params: dict[str, Any],
+    groups: pd.DataFrame | None = None,
+) -> str:
+    """An ``mgm meta-eval`` report as a run of ``experiment`` (created when missing): the figures as metrics, the
+    confusion matrix (and the per-group figures) as tables, the data file and settings as params, the signature
+    tag."""
+    client = MlflowClient()
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    tables = {f"{ARTIFACT_DIR}/meta_confusion.json": _labelled(confusion)}
+    if groups is not None and not groups.empty:
+        tables[f"{ARTIFACT_DIR}/meta_groups.json"] = groups
+    return log_report_run(
+        experiment_id, f"meta-eval {params.get('mgm.meta.data', '')}".strip(), metrics, params=params, tags={SIGNATURE_TAG: signature}, tables=tables
+    )
