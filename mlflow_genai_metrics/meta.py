@@ -235,7 +235,8 @@ def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) ->
     """The shipped grounding model (read from its file) and the untrained rule against the human labels:
     AUC and balanced accuracy against ``human_binary`` (the model at its fixed threshold, the rule at the one the
     model file records from the training splits), Spearman against ``human_graded`` where it is graded."""
-    from .grounding import grounding_metrics, load_model
+    from .grounding import load_model
+    from .summarization.grounding_only import grounding_metrics
 
     model = load_model()
     result = grounding_metrics(labelled["source"], labelled["summary"], ids=list(range(len(labelled))), cache=False)
