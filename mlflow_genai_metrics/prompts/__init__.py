@@ -13,7 +13,9 @@ pass, so text inserted for one field is never scanned for another's placeholder.
 
 Each prompt puts its instructions first, then the text shared by every call about one source (the source, or a
 source's key points), then what differs per call: that leading part is byte-identical across those calls, so
-endpoints' prompt caches can reuse it.
+endpoints' prompt caches can reuse it. The prompts that read the source (``SOURCE_PROMPTS``) open with the very
+same preamble and source block, their task after it, so the key-point call about a source and every verification
+call against it share that prefix too.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
-__all__ = ["PROMPT_NAMES", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
+__all__ = ["PROMPT_NAMES", "SOURCE_PROMPTS", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
 
 PROMPT_NAMES = ("claims", "claims_retry", "verify", "keypoints", "coverage")
+# The prompts that read the source: each opens with the same bytes, up to and including the source block.
+SOURCE_PROMPTS = ("keypoints", "verify")
 _HEADER = re.compile(r"^# (?P<name>[a-z_]+) (?P<version>v\d+)\n")
 _FIELD = re.compile(r"\{([a-z_]+)\}")
 

@@ -5,6 +5,10 @@
 - key points: one call per distinct source text (or chunk), reused for every summary of that source;
 - coverage: one call per summary, the key points before the summary.
 
+Key points and verification read the source and open with the same preamble and source block (``SOURCE_PROMPTS``),
+their task and what differs per call after it: an endpoint's prompt cache serves the source once per source (or
+chunk), whichever pass and candidate's summary comes next.
+
 The verification and coverage answers are lists whose length the schema fixes to the number of claims (key
 points), numbered 1..n: a reply with another count or order fails validation, and the judge is asked again with
 the error shown. With ``json_schema`` or llama.cpp's grammar the count is enforced while decoding.

@@ -1,0 +1,78 @@
+"""Every pass that reads the source opens with the same bytes (instructions, then the source), whatever differs per
+call, so an endpoint's prompt cache reads each source once; the prompts' versions say so in the signature."""
+
+from __future__ import annotations
+
+import os
+
+from mlflow_genai_metrics import judge_summaries
+from mlflow_genai_metrics.prompts import SOURCE_PROMPTS, load_prompt, marker
+from mlflow_genai_metrics.summarization.chunking import split_source
+from mlflow_genai_metrics.summarization.passes import extract_key_points_request, verify_claims_request
+from mlflow_genai_metrics.testing import SummarizationJudgeScript, marked_sections
+
+from helpers import judge_for
+
+ARTICLE = "Everton beat Liverpool 1-0 on Saturday. David Weir is an Everton defender. The crowd was 40,000."
+
+
+def prompt_of(request) -> str:
+    return request.messages[0].content
+
+
+def source_block_end(prompt: str, source: str) -> int:
+    """Where the source's closing marker line ends."""
+    closing = f"{marker('ARTICLE', source)}\n{source}\n{marker('ARTICLE', source)}\n"
+    return prompt.index(closing) + len(closing)
+
+
+def test_the_key_points_and_every_verification_prompt_about_one_source_share_every_byte_up_to_the_end_of_the_source():
+    prompts = [
+        prompt_of(extract_key_points_request(ARTICLE)),
+        prompt_of(verify_claims_request(ARTICLE, ["Everton won."])),
+        prompt_of(verify_claims_request(ARTICLE, ["Weir is a defender.", "Everton lost.", "The crowd was small."])),
+    ]
+    shared = os.path.commonprefix(prompts)
+    assert len(shared) >= source_block_end(prompts[0], ARTICLE)
+    assert shared.index(ARTICLE) > 0  # instructions first, then the source
+
+
+def test_nothing_that_differs_per_pass_or_call_comes_before_the_source():
+    for prompt in (prompt_of(extract_key_points_request(ARTICLE)), prompt_of(verify_claims_request(ARTICLE, ["Everton won."]))):
+        before = prompt[: source_block_end(prompt, ARTICLE)]
+        assert "CLAIMS" not in before and "key points" not in before.lower() and "claim" not in before.lower()
+
+
+def test_the_source_prompts_templates_open_with_the_same_text_up_to_the_source_block():
+    block = "{source_marker}\n{source}\n{source_marker}\n"
+    heads = {name: load_prompt(name).template.split(block)[0] + block for name in SOURCE_PROMPTS}
+    assert len(set(heads.values())) == 1, heads
+
+
+def test_every_chunk_of_a_chunked_source_is_the_shared_prefix_of_its_key_points_and_verification_prompts():
+    source = "\n".join(f"Paragraph {n}: Everton beat Liverpool and David Weir played in defence." for n in range(12))
+    chunks = split_source(source, 64)
+    assert len(chunks) > 1
+    for chunk in chunks:
+        key_points = prompt_of(extract_key_points_request(chunk))
+        verification = prompt_of(verify_claims_request(chunk, ["Everton won."]))
+        assert len(os.path.commonprefix([key_points, verification])) >= source_block_end(key_points, chunk)
+
+
+def test_the_scripted_judge_reads_the_reordered_prompts_and_a_chunked_run_judges_every_chunk(scripted_server):
+    source = "\n".join(f"Paragraph {n}: Everton beat Liverpool and David Weir played in defence." for n in range(12))
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_summaries([source], ["Everton beat Liverpool. Weir played in defence."], judge=judge_for(server),
+                             max_source_tokens=64, resamples=10)
+    assert result.rows.loc[0, "error"] == "" and result.rows.loc[0, "claim_count"] == 2
+    chunks = split_source(source, 64)
+    verified = [marked_sections(r.body["messages"][0]["content"])["ARTICLE"] for r in server.requests if r.purpose == "ClaimVerdicts"]
+    listed = [marked_sections(r.body["messages"][0]["content"])["ARTICLE"] for r in server.requests if r.purpose == "ExtractedKeyPoints"]
+    assert sorted(verified) == sorted(listed) == sorted(chunks)
+
+
+def test_the_signature_carries_the_new_source_prompt_versions(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_summaries([ARTICLE], ["Everton beat Liverpool."], judge=judge_for(server), resamples=10)
+    assert f"|{load_prompt('verify').tag}|" in f"|{result.signature}|" and load_prompt("verify").version == "v3"
+    assert f"|{load_prompt('keypoints').tag}|" in f"|{result.signature}|" and load_prompt("keypoints").version == "v2"
