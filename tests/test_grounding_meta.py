@@ -94,6 +94,7 @@ def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_
     from mlflow.tracking import MlflowClient
 
     from mlflow_genai_metrics.cli import main as mgm
+    from mlflow_genai_metrics.grounding import model_tag
     from mlflow_genai_metrics.signature import parse_signature
 
     labelled(tmp_path)
@@ -104,7 +105,8 @@ def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_
     assert run.info.run_id in capsys.readouterr().out
     assert run.data.metrics["grounding_auc"] == 1.0 and run.data.metrics["rows"] == 8
     assert run.data.params["mgm.meta.data"] == "labelled.jsonl" and run.data.params["mgm.meta.mode"] == "grounding"
-    assert parse_signature(run.data.tags["mgm.signature"])["grounding"].startswith("grounding:v1-")
+    grounding = parse_signature(run.data.tags["mgm.signature"])["grounding"]
+    assert grounding.startswith("v1-") and model_tag().endswith(grounding)  # the model file's tag
     confusion = client.load_table(experiment_id, "mgm/meta_confusion.json", run_ids=[run.info.run_id]).set_index("people")
     assert int(confusion.to_numpy().sum()) == 8 and list(confusion.columns) == ["judge: not grounded", "judge: grounded"]
     assert len(client.load_table(experiment_id, "mgm/meta_groups.json", run_ids=[run.info.run_id])) == 2  # per domain
