@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.prompts import SOURCE_PROMPTS, load_prompt, marker
 from mlflow_genai_metrics.summarization.chunking import split_source
@@ -76,3 +78,68 @@ def test_the_signature_carries_the_new_source_prompt_versions(scripted_server):
     result = judge_summaries([ARTICLE], ["Everton beat Liverpool."], judge=judge_for(server), resamples=10)
     assert f"|{load_prompt('verify').tag}|" in f"|{result.signature}|" and load_prompt("verify").version == "v3"
     assert f"|{load_prompt('keypoints').tag}|" in f"|{result.signature}|" and load_prompt("keypoints").version == "v2"
+
+
+# -- cached prompt tokens: reported, summed, priced -------------------------------------------------------------------
+
+CANDIDATES = ["Everton beat Liverpool on Saturday.", "David Weir defends for Everton.", "A crowd of 40,000 watched."]
+
+
+def words_through_source(prompt: str) -> int:
+    return len(prompt[: source_block_end(prompt, ARTICLE)].split())
+
+
+def test_the_cached_tokens_an_endpoint_reports_are_the_usages_cached_prompt_tokens(scripted_server):
+    server = scripted_server(SummarizationJudgeScript(), prefix_cache_block=16)
+    result = judge_summaries([ARTICLE] * 3, CANDIDATES, judge=judge_for(server), resamples=10)
+    reported = sum(r.cached_tokens for r in server.requests)
+    assert reported > 0
+    assert result.usage.cached_prompt_tokens == reported
+    assert result.metrics["judge/cached_prompt_tokens"] == reported
+
+
+def test_every_verification_call_finds_the_source_cached_by_the_key_point_call(scripted_server):
+    server = scripted_server(SummarizationJudgeScript(), prefix_cache_block=4)
+    judge_summaries([ARTICLE] * 3, CANDIDATES, judge=judge_for(server), resamples=10)
+    verifications = [r for r in server.requests if r.purpose == "ClaimVerdicts"]
+    assert len(verifications) == 3
+    for request in verifications:
+        shared = words_through_source(request.body["messages"][0]["content"])
+        assert request.cached_tokens >= shared - shared % 4
+
+
+def test_without_a_prompt_cache_no_cached_tokens_are_counted(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_summaries([ARTICLE] * 3, CANDIDATES, judge=judge_for(server), resamples=10)
+    assert result.usage.cached_prompt_tokens == 0 and result.usage.prompt_tokens > 0
+
+
+def test_cached_prompt_tokens_cost_the_cached_input_price_when_prices_have_one(scripted_server):
+    from mlflow_genai_metrics import Prices
+
+    server = scripted_server(SummarizationJudgeScript(), prefix_cache_block=4)
+    judge = judge_for(server, prices=Prices(input=1.0, output=2.0, cached_input=0.25))
+    usage = judge_summaries([ARTICLE] * 3, CANDIDATES, judge=judge, resamples=10).usage
+    assert usage.cached_prompt_tokens > 0
+    expected = ((usage.prompt_tokens - usage.cached_prompt_tokens) * 1.0 + usage.cached_prompt_tokens * 0.25
+                + usage.completion_tokens * 2.0) / 1e6
+    assert usage.cost_usd == pytest.approx(expected)
+
+
+def test_without_a_cached_input_price_cached_tokens_cost_the_input_price():
+    from mlflow_genai_metrics import Prices
+
+    assert Prices.coerce((1.0, 2.0)).cost(1000, 100, 600) == pytest.approx((1000 * 1.0 + 100 * 2.0) / 1e6)
+    assert Prices.coerce((1.0, 2.0, 0.5)).cost(1000, 100, 600) == pytest.approx((400 * 1.0 + 600 * 0.5 + 100 * 2.0) / 1e6)
+
+
+def test_prompt_token_details_of_another_shape_are_ignored_not_a_bad_reply():
+    from mlflow_genai_metrics.judge.replies import read_completion
+
+    class Response:
+        headers = {"content-type": "application/json"}
+        content = (b'{"choices": [{"message": {"content": "{}"}, "finish_reason": "stop"}], '
+                   b'"usage": {"prompt_tokens": 9, "completion_tokens": 1, "prompt_tokens_details": "n/a"}}')
+
+    result = read_completion(Response(), str)
+    assert result.prompt_tokens == 9 and result.cached_prompt_tokens == 0

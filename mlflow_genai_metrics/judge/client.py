@@ -200,7 +200,7 @@ class Judge:
             usage.response_modes[reply.mode] = usage.response_modes.get(reply.mode, 0) + 1
         usage.requests = 1
         if self.prices is not None:
-            usage.cost_usd = self.prices.cost(usage.prompt_tokens, usage.completion_tokens)
+            usage.cost_usd = self.prices.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens)
         with self._usage_lock:
             self._usage.add(usage)
         return reply

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "AnswerT",
@@ -72,28 +72,37 @@ class JudgeRequest(BaseModel, Generic[AnswerT]):
 
 
 class Prices(BaseModel):
-    """Prices in USD per million tokens, for turning token counts into cost."""
+    """Prices in USD per million tokens, for turning token counts into cost: ``Prices(input=0.15, output=0.60)``, and
+    with ``cached_input`` (``Prices(input=0.15, output=0.60, cached_input=0.075)``) the price of the prompt tokens the
+    endpoint served from its prompt cache (``Usage.cached_prompt_tokens``); without it they cost ``input``."""
 
     model_config = ConfigDict(frozen=True)
 
-    input_per_million: float = Field(ge=0)
-    output_per_million: float = Field(ge=0)
+    input_per_million: float = Field(ge=0, validation_alias=AliasChoices("input_per_million", "input"))
+    output_per_million: float = Field(ge=0, validation_alias=AliasChoices("output_per_million", "output"))
+    cached_input_per_million: float | None = Field(
+        default=None, ge=0, validation_alias=AliasChoices("cached_input_per_million", "cached_input")
+    )
 
     @classmethod
-    def coerce(cls, value: Prices | Mapping[str, float] | tuple[float, float] | None) -> Prices | None:
-        """Accept ``Prices``, ``{"input": .., "output": ..}`` or ``(input, output)``."""
+    def coerce(
+        cls, value: Prices | Mapping[str, float] | tuple[float, float] | tuple[float, float, float] | None
+    ) -> Prices | None:
+        """Accept ``Prices``, ``{"input": .., "output": ..[, "cached_input": ..]}`` or ``(input, output[, cached_input])``."""
         if value is None or isinstance(value, Prices):
             return value
         if isinstance(value, Mapping):
-            return cls(
-                input_per_million=value.get("input", value.get("input_per_million")),
-                output_per_million=value.get("output", value.get("output_per_million")),
-            )
-        input_price, output_price = value
-        return cls(input_per_million=input_price, output_per_million=output_price)
+            return cls.model_validate(dict(value))
+        return cls.model_validate(dict(zip(("input", "output", "cached_input"), value, strict=False)))
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
+        """USD for these tokens; ``cached_prompt_tokens`` (part of ``prompt_tokens``) at the cached-input price."""
+        cached = min(cached_prompt_tokens, prompt_tokens) if self.cached_input_per_million is not None else 0
+        return (
+            (prompt_tokens - cached) * self.input_per_million
+            + cached * (self.cached_input_per_million or 0.0)
+            + completion_tokens * self.output_per_million
+        ) / 1e6
 
 
 class Usage(BaseModel):
@@ -110,6 +119,7 @@ class Usage(BaseModel):
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those the endpoint reported serving from its prompt cache
     latency_s: float = 0.0
     call_latencies_s: list[float] = Field(default_factory=list)
     cost_usd: float | None = None
@@ -118,7 +128,8 @@ class Usage(BaseModel):
 
     def add(self, other: Usage) -> Usage:
         """Add ``other`` into this record, in place (a running total grows without copying its history)."""
-        for name in ("requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens", "latency_s"):
+        for name in ("requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens",
+                     "cached_prompt_tokens", "latency_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.call_latencies_s.extend(other.call_latencies_s)
         for model, count in other.reported_models.items():

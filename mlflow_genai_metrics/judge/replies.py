@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import openai
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 __all__ = ["EXCERPT_CHARS", "BadReply", "CallResult", "excerpt", "read_completion"]
 
@@ -33,6 +33,7 @@ class CallResult(BaseModel):
     model: str | None = None  # the model id the endpoint reports having answered with
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those the endpoint served from its prompt cache
 
 
 class _Message(BaseModel):
@@ -45,9 +46,23 @@ class _Choice(BaseModel):
     finish_reason: str | None = None
 
 
+class _PromptDetails(BaseModel):
+    cached_tokens: TokenCount | None = None
+
+
 class _Usage(BaseModel):
     prompt_tokens: TokenCount | None = None
     completion_tokens: TokenCount | None = None
+    prompt_tokens_details: _PromptDetails | None = None  # OpenAI's, vLLM's and llama.cpp's report of cached tokens
+
+    @field_validator("prompt_tokens_details", mode="wrap")
+    @classmethod
+    def _details_or_none(cls, value: Any, handler: Any) -> _PromptDetails | None:
+        # An optional detail: one of another shape is ignored (no cached tokens counted), not a bad reply.
+        try:
+            return handler(value)
+        except ValidationError:
+            return None
 
 
 class _Completion(BaseModel):
@@ -106,6 +121,7 @@ def read_completion(response: Any, redact: Callable[[str], str]) -> CallResult:
     except ValidationError as exc:
         raise bad(_problems(exc)) from None
     choice, usage = completion.choices[0], completion.usage or _Usage()
+    cached = (usage.prompt_tokens_details or _PromptDetails()).cached_tokens or 0
     return CallResult(
         content=choice.message.content,
         finish_reason=choice.finish_reason,
@@ -113,4 +129,5 @@ def read_completion(response: Any, redact: Callable[[str], str]) -> CallResult:
         model=completion.model,
         prompt_tokens=usage.prompt_tokens or 0,
         completion_tokens=usage.completion_tokens or 0,
+        cached_prompt_tokens=min(cached, usage.prompt_tokens or 0),
     )

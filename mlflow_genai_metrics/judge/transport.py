@@ -178,6 +178,7 @@ class Transport:
         self._reached = True
         usage.prompt_tokens += result.prompt_tokens
         usage.completion_tokens += result.completion_tokens
+        usage.cached_prompt_tokens += result.cached_prompt_tokens
 
     def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()

@@ -212,6 +212,7 @@ def usage_metrics(usage: Usage, prices: Prices | None) -> dict[str, float]:
         "judge/calls": float(usage.calls),
         "judge/prompt_tokens": float(usage.prompt_tokens),
         "judge/completion_tokens": float(usage.completion_tokens),
+        "judge/cached_prompt_tokens": float(usage.cached_prompt_tokens),
         "judge/cache_hit_rate": usage.cache_hit_rate if usage.cache_hit_rate is not None else float("nan"),
     }
     if prices is not None:

@@ -112,6 +112,7 @@ class LoggedRequest:
     completion_tokens: int
     arrived: float
     finished: float = 0.0
+    cached_tokens: int = 0  # of prompt_tokens, those the server's emulated prompt cache held (``prefix_cache_block``)
 
 
 Script = Callable[[ScriptedRequest], "Reply | Fault"]

@@ -18,6 +18,7 @@ Token counts are whitespace-separated words: deterministic, and what the benchma
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import socket
 import threading
@@ -73,7 +74,11 @@ class ScriptedJudgeServer:
     - ``models``: the ids ``/v1/models`` lists; a request for any other model gets 404;
     - ``list_models``: False answers 404 to ``/v1/models``, as endpoints without a listing do;
     - ``forward_to``: a base URL (e.g. a ``LocalModelServer``'s) to pass every request on to, recording it, instead
-      of answering from the script: the recording endpoint the benchmarks put in front of a real model.
+      of answering from the script: the recording endpoint the benchmarks put in front of a real model;
+    - ``prefix_cache_block``: emulate a prompt cache with blocks of this many tokens (vLLM's are 16): a prompt's
+      leading whole blocks that an earlier prompt began with are reported as cached, in the reply's
+      ``usage.prompt_tokens_details.cached_tokens`` and in ``LoggedRequest.cached_tokens`` (None: no cache, and no
+      ``prompt_tokens_details`` in replies).
 
     ``model_listings`` counts the ``/v1/models`` requests (they are not in ``requests``).
     """
@@ -86,12 +91,14 @@ class ScriptedJudgeServer:
     models: tuple[str, ...] = ("scripted-judge",)
     forward_to: str | None = None
     list_models: bool = True
+    prefix_cache_block: int | None = None
     requests: list[LoggedRequest] = field(default_factory=list)
     max_in_flight: int = 0
     model_listings: int = 0
 
     def __post_init__(self) -> None:
         self._seen: Counter[str] = Counter()
+        self._cached_blocks: set[bytes] = set()  # digests of every block-aligned prompt prefix seen so far
         self._in_flight = 0
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -212,6 +219,7 @@ class ScriptedJudgeServer:
                 completion_tokens=0,
                 arrived=arrived,
             )
+            entry.cached_tokens = self._cache_prefix(body)
             self.requests.append(entry)
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -223,6 +231,21 @@ class ScriptedJudgeServer:
                 entry.finished = time.monotonic()
         return response
 
+    def _cache_prefix(self, body: dict[str, Any]) -> int:
+        """The emulated prompt cache (call under the lock): how many leading tokens, in whole blocks, an earlier
+        prompt began with; this prompt's blocks are remembered for the next."""
+        if not self.prefix_cache_block:
+            return 0
+        words = [word for m in body.get("messages", []) for word in str(m.get("content", "")).split()]
+        block, digest, cached, hit = self.prefix_cache_block, hashlib.sha256(), 0, True
+        for start in range(0, len(words) - block + 1, block):
+            digest.update("\0".join(words[start : start + block]).encode() + b"\1")
+            key = digest.copy().digest()
+            hit = hit and key in self._cached_blocks
+            cached += block if hit else 0
+            self._cached_blocks.add(key)
+        return cached
+
     async def _forward(self, request: Request, *, raw_body: bytes, entry: LoggedRequest) -> Response:
         headers = {"Content-Type": "application/json", "Authorization": request.headers.get("authorization", "")}
         status, payload = await _post(f"{self.forward_to.rstrip('/')}/chat/completions", raw_body, headers)
@@ -233,6 +256,7 @@ class ScriptedJudgeServer:
             # The real server's token counts replace the word counts.
             entry.prompt_tokens = int(usage.get("prompt_tokens", entry.prompt_tokens))
             entry.completion_tokens = int(usage.get("completion_tokens", 0))
+            entry.cached_tokens = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         except (ValueError, AttributeError):
             pass
         return Response(payload, status_code=status, media_type="application/json")
@@ -268,6 +292,13 @@ class ScriptedJudgeServer:
             await asyncio.sleep(outcome.delay_s)
         entry.status = 200
         entry.completion_tokens = count_tokens(outcome.content)
+        usage = {
+            "prompt_tokens": entry.prompt_tokens,
+            "completion_tokens": entry.completion_tokens,
+            "total_tokens": entry.prompt_tokens + entry.completion_tokens,
+        }
+        if self.prefix_cache_block:
+            usage["prompt_tokens_details"] = {"cached_tokens": entry.cached_tokens}
         completion = JSONResponse(
             {
                 "id": f"chatcmpl-scripted-{scripted.index}",
@@ -281,11 +312,7 @@ class ScriptedJudgeServer:
                         "finish_reason": outcome.finish_reason,
                     }
                 ],
-                "usage": {
-                    "prompt_tokens": entry.prompt_tokens,
-                    "completion_tokens": entry.completion_tokens,
-                    "total_tokens": entry.prompt_tokens + entry.completion_tokens,
-                },
+                "usage": usage,
             }
         )
         if outcome.trickle_s:
