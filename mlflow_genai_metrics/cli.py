@@ -202,9 +202,11 @@ def _meta_eval(args: argparse.Namespace) -> int:
 
     data = Path(args.data)
     labelled = load_labelled(args.data)
-    if not args.no_log:  # a bad store or experiment is found before any row is judged
+    if not args.no_log:
         _tracking(args)
-        from .tracking.agreement import log_meta_report
+        from .tracking.agreement import log_meta_report, report_experiment
+
+        experiment_id = report_experiment(args.experiment)  # a bad store fails here, before any row is judged
     if args.grounding_only:
         rows = evaluation_rows(labelled, data.name.split(".")[0], args.split)
         by = args.by or next((c for c in ("domain", "origin") if c in rows.columns), None)
@@ -228,7 +230,7 @@ def _meta_eval(args: argparse.Namespace) -> int:
         metrics, confusion, signature, groups = report.metrics, report.confusion, report.result.signature, None
         params = {"mgm.meta.data": data.name, "mgm.meta.mode": "judge", "mgm.meta.sample": args.sample, "mgm.meta.seed": args.seed}
     if not args.no_log:
-        run_id = log_meta_report(metrics, confusion, experiment=args.experiment, signature=signature, params=params, groups=groups)
+        run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups)
         print(f"logged as run {run_id} (experiment {args.experiment})")
     return EXIT_OK
 

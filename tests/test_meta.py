@@ -102,3 +102,17 @@ def test_the_shared_labelled_sets_load_with_binary_and_graded_labels(name):
     assert len(sample) == 40 and set(sample["human_binary"]) == {0, 1}
     if name == "frank.jsonl":
         assert (frame["human_binary"] == pd.read_json(path, lines=True)["label_binary"]).all()
+
+
+def test_mgm_meta_eval_refuses_a_deleted_experiment_before_judging_any_row(scripted_server, tmp_path, monkeypatch, mlflow_store, capsys):
+    import mlflow
+
+    from mlflow_genai_metrics.cli import main as mgm
+
+    path, verdicts = labelled_set(tmp_path)
+    server = scripted_server(SummarizationJudgeScript(verdicts=verdicts))
+    monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
+    monkeypatch.setenv("MGM_JUDGE_BASE_URL", server.base_url)
+    mlflow.delete_experiment(mlflow.create_experiment("meta", artifact_location=(tmp_path / "meta").as_uri()))
+    assert mgm(["meta-eval", str(path), "--experiment", "meta"]) == 2
+    assert "experiment 'meta' is deleted" in capsys.readouterr().err and server.count() == 0

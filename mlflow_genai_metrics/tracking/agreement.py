@@ -41,7 +41,10 @@ from mlflow.tracking import MlflowClient
 from ..meta import binary_agreement, confusion_frame
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
 
-__all__ = ["AgreementReport", "TraceVerdicts", "judge_agreement", "log_agreement", "log_meta_report", "log_report_run", "normalise_verdict", "trace_verdicts"]
+__all__ = [
+    "AgreementReport", "TraceVerdicts", "judge_agreement", "log_agreement", "log_meta_report", "log_report_run", "normalise_verdict",
+    "report_experiment", "trace_verdicts",
+]
 
 OUTCOMES = ("pairs_used", "judge_only", "human_only", "judge_error", "unusable_values", "human_ties", "unlabelled")
 COMBINE_RULE = "majority of each person's latest verdict; ties left out"
@@ -255,21 +258,26 @@ def log_report_run(
     return run_id
 
 
+def report_experiment(name: str) -> str:
+    """The id of experiment ``name``, created when missing (so a bad store fails before any work)."""
+    client = MlflowClient()
+    found = client.get_experiment_by_name(name)
+    if found is not None and found.lifecycle_stage == "deleted":
+        raise ValueError(f"experiment {name!r} is deleted: restore it or name another")
+    return found.experiment_id if found is not None else client.create_experiment(name)
+
+
 def log_meta_report(
     metrics: dict[str, float],
     confusion: pd.DataFrame,
     *,
-    experiment: str,
+    experiment_id: str,
     signature: str,
     params: dict[str, Any],
     groups: pd.DataFrame | None = None,
 ) -> str:
-    """An ``mgm meta-eval`` report as a run of ``experiment`` (created when missing): the figures as metrics, the
-    confusion matrix (and the per-group figures) as tables, the data file and settings as params, the signature
-    tag."""
-    client = MlflowClient()
-    found = client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
+    """An ``mgm meta-eval`` report as a run of ``experiment_id``: the figures as metrics, the confusion matrix (and
+    the per-group figures) as tables, the data file and settings as params, the signature tag."""
     tables = {f"{ARTIFACT_DIR}/meta_confusion.json": _labelled(confusion)}
     if groups is not None and not groups.empty:
         tables[f"{ARTIFACT_DIR}/meta_groups.json"] = groups
