@@ -3,6 +3,9 @@
     # local models (llama.cpp on 127.0.0.1), a stratified sample of 50 articles:
     .venv/bin/python examples/reproduce_study.py --sample 50 --local
 
+    # the same summaries, with the model-free grounding check only (no judge call):
+    .venv/bin/python examples/reproduce_study.py --sample 50 --local --grounding-only
+
     # any OpenAI-compatible candidates and judge, e.g. OpenAI:
     export OPENAI_API_KEY=sk-...
     .venv/bin/python examples/reproduce_study.py --sample 200 \
@@ -11,7 +14,8 @@
 
 A candidate is NAME=MODEL or NAME=MODEL@BASE_URL. Without --sample, all 2,225 articles are used (deduplicated:
 about 2,088). The data is read from ../shared/data/bbc_news_summary.jsonl (or --data); it is never copied.
-Prints the study's table and per-category results, and writes them as Markdown to --out.
+Prints the study's table (the judge's metrics beside the model-free grounding check's) and per-category results,
+and writes them as Markdown to --out.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pathlib import Path
 
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.local import LocalModelServer
-from mlflow_genai_metrics.study import Candidate, format_table, load_articles, local_store, run_study, stratified_sample, ui_command
+from mlflow_genai_metrics.study import (
+    Candidate, comparison_lines, format_table, load_articles, local_store, run_study, stratified_sample, ui_command,
+)
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news_summary.jsonl"
 
@@ -44,6 +50,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--local", action="store_true", help="candidates Gemma 3 270M and SmolLM2-135M, judge SmolLM2, all local")
     parser.add_argument("--candidate", action="append", type=parse_candidate, default=[], help="NAME=MODEL[@BASE_URL] (repeatable)")
+    parser.add_argument("--grounding-only", action="store_true", help="no judge: the model-free grounding check alone")
     parser.add_argument("--judge-model", default=None, help="default: $MGM_JUDGE_MODEL")
     parser.add_argument("--judge-base-url", default=None, help="default: $MGM_JUDGE_BASE_URL, else OpenAI")
     parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
@@ -70,23 +77,32 @@ def main() -> int:
                 Candidate("gemma3-270m", gemma.model_id, gemma.base_url, max_tokens=args.max_tokens),
                 Candidate("smollm2-135m", smollm.model_id, smollm.base_url, max_tokens=args.max_tokens),
             ]
+        if args.grounding_only:
+            judge = None
+        elif args.local:
             judge = Judge(args.judge_model or smollm.model_id, args.judge_base_url or smollm.base_url,
                           max_concurrency=2, context_window=args.judge_context or smollm.n_ctx)
         else:
             judge = Judge(args.judge_model, args.judge_base_url, **judge_options)
         if not candidates:
             parser.error("no candidates: pass --candidate NAME=MODEL[@BASE_URL] or --local")
-        print(f"{len(articles)} articles ({articles['category'].value_counts().to_dict()}); judge {judge.model}; store {uri}")
+        judged_by = judge.model if judge else "none (grounding only)"
+        print(f"{len(articles)} articles ({articles['category'].value_counts().to_dict()}); judge {judged_by}; store {uri}")
         result = run_study(articles, candidates, judge, experiment="bbc-study", artifact_location=Path(args.store) / "artifacts")
     elapsed = time.perf_counter() - started
-    by_category = result.by_category.pivot(index="category", columns="candidate", values=["alignment", "richness"])
+    by_category = result.by_category.pivot(index="category", columns="candidate", values=["alignment", "richness", "grounding"])
     by_category.columns = [f"{metric}: {candidate}" for metric, candidate in by_category.columns]
+    by_category = by_category.dropna(axis=1, how="all")  # with no judge, only grounding has values
+    compared = comparison_lines(result.comparison) if result.comparison is not None else []
+    compared += [f"not compared: {result.comparison_refused}"] if result.comparison_refused else []
+    paired = "".join(f"- {line}\n" for line in compared)
     text = (
-        f"{len(articles)} BBC articles, judge `{judge.model}` at {judge.endpoint_label}, {elapsed / 60:.1f} min\n\n"
+        f"{len(articles)} BBC articles, {f'judge `{judge.model}` at {judge.endpoint_label}' if judge else 'no judge'}, {elapsed / 60:.1f} min\n\n"
         + format_table(result.table)
         + "\n\nPer category (mean of per-row values):\n\n"
         + format_table(by_category.round(3).reset_index())
         + "\n"
+        + (f"\nPaired differences against the first candidate:\n\n{paired}" if paired else "")
     )
     print("\n" + text)
     print(f"runs: {result.run_ids}\nopen them: {ui_command(uri)}")

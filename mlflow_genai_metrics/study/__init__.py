@@ -7,11 +7,13 @@ the BBC corpus with any OpenAI-compatible candidates and judge.
 
 from .articles import demo_articles, load_articles, stratified_sample
 from .run import Candidate, StudyResult, local_store, run_study, ui_command
-from .table import format_table, judge_failure_summary
+from .table import COMPARED, comparison_lines, format_table, judge_failure_summary
 
 __all__ = [
+    "COMPARED",
     "Candidate",
     "StudyResult",
+    "comparison_lines",
     "demo_articles",
     "format_table",
     "judge_failure_summary",

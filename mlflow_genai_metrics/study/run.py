@@ -3,6 +3,7 @@ runs are compared, and a gate decides what gets registered."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ class Candidate:
 @dataclass
 class StudyResult:
     table: pd.DataFrame  # one row per candidate: the study's table
-    by_category: pd.DataFrame  # alignment and richness per candidate and category
+    by_category: pd.DataFrame  # alignment, richness and grounding per candidate and category
     run_ids: dict[str, str]
     comparison: pd.DataFrame | None
     gates: dict[str, object] = field(default_factory=dict)
@@ -42,7 +43,7 @@ class StudyResult:
 def run_study(
     articles: pd.DataFrame,
     candidates: Sequence[Candidate],
-    judge: Judge,
+    judge: Judge | None,
     *,
     experiment: str = "mgm-study",
     artifact_location: str | Path | None = None,
@@ -54,9 +55,11 @@ def run_study(
 ) -> StudyResult:
     """Summarize ``articles`` (columns ``id``, ``category``, ``text``, optional ``reference``) with every candidate,
     evaluate each as an MLflow run in ``experiment`` (its ``SummarizerModel`` logged), compare the runs, and gate
-    each candidate with ``gate_rules`` (registering those that pass). The current MLflow tracking URI is used; a new
-    experiment keeps its artifacts in ``artifact_location`` when given. Articles whose generation failed are left
-    out of that candidate's run and counted as generation errors.
+    each candidate with ``gate_rules`` (registering those that pass). Every run also carries the model-free
+    grounding check (``grounding``, ``grounded_rate``, and ``judge/suspect_rate`` on the judge's verdicts);
+    ``judge=None`` runs the study with that check alone, no judge call. The current MLflow tracking URI is used; a
+    new experiment keeps its artifacts in ``artifact_location`` when given. Articles whose generation failed are
+    left out of that candidate's run and counted as generation errors.
     """
     import mlflow
 
@@ -89,15 +92,11 @@ def run_study(
             evaluation = mlflow.models.evaluate(data=data, predictions="summary", targets=targets, extra_metrics=metrics)
         run_ids[candidate.name], model_uris[candidate.name] = run.info.run_id, info.model_uri
         rows.append(study_row(candidate.name, candidate.model, evaluation.metrics, int((~ok).sum())))
-        table = evaluation.tables["eval_results_table"]
-        per_category = pd.DataFrame(
-            {"category": data["category"], "aligned": table["aligned/score"], "claim_count": table["claim_count/score"]}
-        ).groupby("category").mean(numeric_only=True)
-        categories.append(per_category.rename(columns={"aligned": "alignment", "claim_count": "richness"}).assign(candidate=candidate.name).reset_index())
+        categories.append(_per_category(data["category"], evaluation.tables["eval_results_table"]).assign(candidate=candidate.name).reset_index())
     comparison, refused = None, None
     if len(run_ids) > 1:
         try:
-            comparison = compare_runs(list(run_ids.values()))
+            comparison = compare_runs(list(run_ids.values()), log=True)  # the study keeps its comparison run and plots
         except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
             refused = str(error)
     failures = {name: judge_failure_summary(load_run(run_id).rows["error"]) for name, run_id in run_ids.items()}
@@ -107,11 +106,24 @@ def run_study(
             gates[candidate.name] = register_if_passing(
                 model_uris[candidate.name], registered_name, run_id=run_ids[candidate.name], rules=gate_rules, alias=None
             )
-    by_category = pd.concat(categories, ignore_index=True)[["candidate", "category", "alignment", "richness"]] if categories else pd.DataFrame()
+    by_category = pd.concat(categories, ignore_index=True)[["candidate", "category", *_CATEGORY_COLUMNS.values()]] if categories else pd.DataFrame()
     return StudyResult(
         pd.DataFrame(rows), by_category, run_ids, comparison, gates, experiment_id,
         comparison_refused=refused, judge_failures={name: text for name, text in failures.items() if text},
     )
+
+
+# Per-category means of per-row values: the share aligned, the claims per summary, the grounding score.
+_CATEGORY_COLUMNS = {"aligned": "alignment", "claim_count": "richness", "grounding": "grounding"}
+
+
+def _per_category(categories: pd.Series, table: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each per-row value by category (empty cells, e.g. judge failures, left out; NaN where a run lacks it)."""
+    frame = pd.DataFrame({"category": categories.to_numpy()})
+    for row, name in _CATEGORY_COLUMNS.items():
+        column = f"{row}/score"
+        frame[name] = pd.to_numeric(table[column], errors="coerce").to_numpy() if column in table else math.nan
+    return frame.groupby("category").mean()
 
 
 def ui_command(tracking_uri: str) -> str:

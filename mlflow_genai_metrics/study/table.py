@@ -1,15 +1,19 @@
-"""The study's table: one row per candidate, the headline metrics with their intervals, and its failures."""
+"""The study's table: one row per candidate, the headline metrics with their intervals (the judge's and the
+model-free grounding check's), and its failures."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from ..summarization.scoring import interval_names
 
-__all__ = ["format_table", "judge_failure_summary", "study_row"]
+__all__ = ["COMPARED", "comparison_lines", "format_table", "judge_failure_summary", "study_row"]
+
+# The paired differences the study prints: the judge's headline metrics, then the model-free grounding check's.
+COMPARED = ("alignment", "richness", "coverage", "grounding", "grounded_rate", "judge/suspect_rate")
 
 
 def judge_failure_summary(errors: pd.Series) -> str:
@@ -33,7 +37,9 @@ def _with_interval(metrics: Mapping[str, float], name: str, digits: int = 3) -> 
 
 
 def study_row(name: str, model: str, metrics: Mapping[str, float], generation_errors: int) -> dict[str, object]:
-    """One candidate's row of the study's table, formatted ("n/a" where the run has no value)."""
+    """One candidate's row of the study's table, formatted ("n/a" where the run has no value): the judge's metrics,
+    then ``grounding`` and ``grounded_rate`` (no judge involved) and the share of the judge's verdicts the
+    grounding check finds suspect (``judge/suspect_rate``), then the reference metric, the failures and the cost."""
 
     def plain(key: str, digits: int = 3) -> str:
         value = metrics.get(key, math.nan)
@@ -45,6 +51,9 @@ def study_row(name: str, model: str, metrics: Mapping[str, float], generation_er
         "alignment [95% CI]": _with_interval(metrics, "alignment"),
         "richness [95% CI]": _with_interval(metrics, "richness", 2),
         "coverage": plain("coverage"),
+        "grounding [95% CI]": _with_interval(metrics, "grounding"),  # the model-free check: no judge in it
+        "grounded [95% CI]": _with_interval(metrics, "grounded_rate"),
+        "suspect verdicts": plain("judge/suspect_rate"),
         "defect: contradiction": plain("defect_rate/contradiction"),
         "defect: unverifiable": plain("defect_rate/unverifiable"),
         "defect: empty": plain("defect_rate/empty"),
@@ -62,3 +71,15 @@ def format_table(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for _, row in table.iterrows()]
     return "\n".join(lines)
+
+
+def comparison_lines(comparison: pd.DataFrame, metrics: Sequence[str] = COMPARED) -> list[str]:
+    """``"b vs a: grounding +0.200 [+0.100, +0.300], p = 0.002"``: every run against the first (``compare_runs``'
+    table), for each of ``metrics`` that was compared pair by pair."""
+    first = comparison["run_name"].iloc[0] if len(comparison) else ""
+    paired = comparison[comparison["metric"].isin(metrics) & comparison["p_value"].notna()]
+    return [
+        f"{row['run_name']} vs {first}: {row['metric']} {row['difference_vs_first']:+.3f} "
+        f"[{row['difference_ci_low']:+.3f}, {row['difference_ci_high']:+.3f}], p = {row['p_value']:.3f}"
+        for _, row in paired.iterrows()
+    ]

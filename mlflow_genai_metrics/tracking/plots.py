@@ -72,8 +72,10 @@ def alignment_vs_richness(runs: Mapping[str, Mapping[str, float]], *, note: str 
     return _finish(fig, ax, legend=False, note=note)
 
 
-def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str = "aligned", note: str | None = None):
-    """Mean of a per-row value by category, one bar per run (rows without a value left out)."""
+def category_bars(rows: Mapping[str, pd.DataFrame], *, metric: str | None = None, note: str | None = None):
+    """Mean of a per-row value by category, one bar per run (rows without a value left out); by default
+    ``aligned``, or ``grounding`` when a run has no judge column (the grounding check alone)."""
+    metric = metric or ("aligned" if all("aligned" in table for table in rows.values()) else "grounding")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     categories = sorted({c for table in rows.values() for c in table["category"].dropna().astype(str)})
     width = 0.8 / max(len(rows), 1)
