@@ -183,14 +183,18 @@ def test_results_from_different_judges_are_not_compared_unless_asked(scripted_se
 
 
 def test_the_signature_pins_judge_prompts_settings_and_version(scripted_server):
+    from mlflow_genai_metrics.grounding import model_tag
     from mlflow_genai_metrics.prompts import load_prompt
     from mlflow_genai_metrics.signature import Signature
 
     a, _ = _judge_two_models(scripted_server())
     fields = a.signature.split("|")
     assert fields[:4] == ["judge:scripted-judge", "base:localhost", "mode:json_schema", "max_tokens:default"]
-    assert [f.split(":")[0] for f in fields[4:]] == ["claims", "claims_retry", "verify", "temp", "seed", "resamples", "confidence", "bootstrap_seed", "mgm"]
+    assert [f.split(":")[0] for f in fields[4:]] == [
+        "claims", "claims_retry", "verify", "temp", "seed", "grounding", "resamples", "confidence", "bootstrap_seed", "mgm"
+    ]
     assert fields[4:7] == [load_prompt("claims").tag, load_prompt("claims_retry").tag, load_prompt("verify").tag]
+    assert fields[9] == "grounding:" + model_tag().removeprefix("grounding:")  # the grounding model file, pinned too
     assert Signature.parse(a.signature).format() == a.signature
 
 
