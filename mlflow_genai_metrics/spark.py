@@ -286,8 +286,8 @@ class SparkSummarizationResult:
 
     def write_tables(self, folder: Path) -> None:
         """As ``SummarizationResult.write_tables``, written by Spark as Parquet folders (``rows.parquet/part-*``;
-        ``pandas.read_parquet`` and ``tracking.load_run`` read them whole); no JSON copies, since that would bring
-        every row to the driver."""
+        ``pandas.read_parquet`` and ``tracking.load_run`` read them whole), never collected on the driver (the
+        logger shows the first ``SPARK_TABLE_ROWS`` rows of each as an MLflow table)."""
         for name in ("rows", "claims", "key_points"):
             target = folder / f"{name}.parquet"
             table = getattr(self, name)

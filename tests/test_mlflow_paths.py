@@ -20,18 +20,18 @@ RUN_METRICS = ["alignment", "alignment_ci_low", "alignment_ci_high", "defect_rat
                "defect_rate/contradiction_ci_low", "defect_rate/unverifiable", "defect_rate/empty", "strict_alignment",
                "claim_support_rate", "richness", "richness_ci_high", "coverage", "coverage_ci_low", "judge_error_rate",
                "judge/calls", "judge/prompt_tokens", "judge/completion_tokens", "judge/cache_hit_rate"]
-ARTIFACTS = ["mgm/claims.json", "mgm/claims.parquet", "mgm/key_points.json", "mgm/key_points.parquet",
-             "mgm/report.json", "mgm/rows.json", "mgm/rows.parquet", "mgm/plots/metrics.png",
-             "mgm/plots/verdicts.png", "mgm/plots/categories.png"]
+ARTIFACTS = ["mgm/claims.parquet", "mgm/key_points.parquet", "mgm/report.json", "mgm/rows.parquet", "mgm_claims.json",
+             "mgm_key_points.json", "mgm_rows.json", "mgm_plot_metrics.png", "mgm_plot_verdicts.png",
+             "mgm_plot_categories.png"]
 
 
 def artifact_paths(run_id: str) -> list[str]:
     client = MlflowClient()
-    found, folders = [], ["mgm"]
+    found, folders = [], [None]
     while folders:
         for item in client.list_artifacts(run_id, folders.pop()):
             (folders if item.is_dir else found).append(item.path)
-    return sorted(found)
+    return sorted(path for path in found if path.startswith("mgm"))
 
 
 def judge_calls_for_judge_summaries(scripted_server) -> int:
@@ -155,7 +155,7 @@ def test_a_category_whose_every_row_failed_still_gets_its_report_and_plots(scrip
     with mlflow.start_run() as run:
         evaluation = mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", category_col="category"))
     assert evaluation.metrics["judge_error_rate"] == pytest.approx(2 / 6)
-    assert "mgm/plots/categories.png" in artifact_paths(run.info.run_id)
+    assert "mgm_plot_categories.png" in artifact_paths(run.info.run_id)
 
 
 def test_mlflow_s_first_row_test_pass_logs_no_artifacts(scripted_server, mlflow_store):

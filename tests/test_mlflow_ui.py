@@ -1,17 +1,20 @@
-"""The MLflow UI, seen: a real `mlflow ui` on 127.0.0.1 rendered by headless Chromium shows our run."""
+"""The MLflow UI, seen: a real `mlflow ui` on 127.0.0.1 rendered by headless Chromium shows our runs."""
 
 from __future__ import annotations
 
 import mlflow
 
-from mlflow_genai_metrics import summarization_metrics
+from mlflow_genai_metrics import judge_summaries, log_result, summarization_metrics
 
 from browser import MlflowUi, chromium_path, render
 from helpers import judge_for
 from mlflow_helpers import Endpoint, frame
 
+TABLES = ("mgm_rows.json", "mgm_claims.json", "mgm_key_points.json")
+PLOTS = ("mgm_plot_metrics.png", "mgm_plot_verdicts.png")
 
-def test_the_run_page_lists_the_alignment_metric_and_the_artifacts(scripted_server, mlflow_store, tmp_path):
+
+def test_the_run_page_lists_the_alignment_metric_and_shows_its_tables_and_plots(scripted_server, mlflow_store, tmp_path):
     assert chromium_path() is not None, "Chromium is missing: ./run installs it (apt-get install chromium)"
     server = scripted_server(Endpoint(), models=Endpoint.models)
     with mlflow.start_run(run_name="ui-check") as run:
@@ -24,6 +27,25 @@ def test_the_run_page_lists_the_alignment_metric_and_the_artifacts(scripted_serv
         for metric in ("alignment", "alignment_ci_low", "defect_rate/contradiction", "richness", "judge/calls"):
             assert metric in overview, metric
         assert "mgm.signature" in overview
-        table = render(ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm/rows.json"))
-        assert "mgm/rows.json" in table and "biz/1" in table and "claim_count" in table
+        table = render(ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm_rows.json"))
+        assert "mgm_rows.json" in table and "biz/1" in table and "claim_count" in table
+        assert "View as table" in table  # offered for tables logged with mlflow.log_table
+        plot = render(ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm_plot_metrics.png"))
+        assert '<img alt="mgm_plot_metrics.png" src="blob:' in plot
     assert (tmp_path / "run.png").stat().st_size > 10_000
+
+
+def test_the_compare_view_of_two_runs_lists_their_common_tables_and_plots(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame()
+    result = judge_summaries(data["text"], data["summary"], judge=judge_for(server), ids=data["id"])
+    run_ids = []
+    for name in ("first", "second"):
+        with mlflow.start_run(run_name=name) as run:
+            log_result(result)
+        run_ids.append(run.info.run_id)
+    with MlflowUi(mlflow_store) as ui:
+        compare = render(ui.compare_url(run.info.experiment_id, run_ids))
+    assert "No common artifacts to display" not in compare
+    for artifact in TABLES + PLOTS:
+        assert f'artifact-name="{artifact}"' in compare, artifact

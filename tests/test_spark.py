@@ -251,7 +251,9 @@ def test_a_spark_run_is_logged_like_a_single_process_run(spark, scripted_server,
     assert a.tags["mgm.signature"] == b.tags["mgm.signature"]
     assert {k: v for k, v in a.params.items() if k.startswith("mgm.")} == {k: v for k, v in b.params.items() if k.startswith("mgm.")}
     artifacts = {f.path for f in client.list_artifacts(spark_run.info.run_id, "mgm")}
-    assert {"mgm/rows.parquet", "mgm/claims.parquet", "mgm/key_points.parquet", "mgm/report.json", "mgm/plots"} <= artifacts
+    assert {"mgm/rows.parquet", "mgm/claims.parquet", "mgm/key_points.parquet", "mgm/report.json"} <= artifacts
+    top = {f.path for f in client.list_artifacts(spark_run.info.run_id)}
+    assert {"mgm_rows.json", "mgm_claims.json", "mgm_key_points.json", "mgm_plot_metrics.png", "mgm_plot_verdicts.png"} <= top
 
     loaded = load_run(spark_run.info.run_id)
     assert sorted(loaded.rows["id"].astype(int)) == list(range(18))

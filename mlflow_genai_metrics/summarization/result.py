@@ -83,13 +83,11 @@ class SummarizationResult:
         return model_mismatch(self.signature, self.reported_models)
 
     def write_tables(self, folder: Path) -> None:
-        """``rows``, ``claims`` and ``key_points`` as JSON (readable in the MLflow UI) and Parquet (typed: nullable
-        integers stay integers). Ids are stored in their canonical text form, the form every comparison pairs them
-        in, so ``1`` in one run pairs with ``1`` in another."""
+        """``rows``, ``claims`` and ``key_points`` as Parquet (``rows.parquet``, ...; typed: nullable integers stay
+        integers), the copies a logger reads and logs. Ids are stored in their canonical text form, the form every
+        comparison pairs them in, so ``1`` in one run pairs with ``1`` in another."""
         for name in ("rows", "claims", "key_points"):
-            table = getattr(self, name)
-            table.to_json(folder / f"{name}.json", orient="records", indent=1, force_ascii=False)
-            columnar = table.copy()
+            columnar = getattr(self, name).copy()
             if "id" in columnar:
                 columnar["id"] = columnar["id"].map(canonical_id)
             columnar.to_parquet(folder / f"{name}.parquet", index=False)

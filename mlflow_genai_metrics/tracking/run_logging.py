@@ -2,15 +2,26 @@
 
 Every run gets the same artifact names, so two runs' artifacts line up in the UI:
 
-    mgm/rows.json  mgm/rows.parquet            one row per summary: values, reasoning, error, usage
-                                               (a Spark run: Parquet folders, no JSON)
-    mgm/claims.json  mgm/claims.parquet        one row per claim: verdict and reason
-    mgm/key_points.json  mgm/key_points.parquet one row per (summary, key point): covered and reason
-    mgm/report.json                            signature, row counts, every aggregate (written last)
-    mgm/plots/metrics.png  mgm/plots/verdicts.png  [mgm/plots/categories.png]
+    mgm_rows.json        one row per summary: values, reasoning, error, usage      (mlflow.log_table)
+    mgm_claims.json      one row per claim: verdict and reason                      (mlflow.log_table)
+    mgm_key_points.json  one row per (summary, key point): covered and reason       (mlflow.log_table)
+    mgm_plot_metrics.png  mgm_plot_verdicts.png  [mgm_plot_categories.png]
+    mgm/rows.parquet  mgm/claims.parquet  mgm/key_points.parquet   the same tables, typed (``load_run`` reads them;
+                                                                   a Spark run: Parquet folders)
+    mgm/report.json      signature, row counts, every aggregate (written last)
 
 and the tag ``mgm.signature``, the param ``mgm.signature`` and one param per signature field
 (``mgm.judge``, ``mgm.base``, ``mgm.claims``, ...).
+
+Why these names: the UI's compare view ("Artifacts" of two or more runs) lists only the *files at the top level*
+that every compared run has (it never opens a folder), so the tables and plots sit at the top level, under names
+that are the same on every run and start with ``mgm_`` so they sort together beside MLflow's own
+(``eval_results_table.json`` on the classic path). The tables go through ``mlflow.log_table``, which records them
+in the run's ``mlflow.loggedArtifacts`` tag: that tag is what makes the artifact view offer "View as table". A
+table is written once per run: ``log_table`` appends to an existing file, so logging again to the same run
+replaces each table's file instead (in ``log_table``'s own format, ``orient="split"``). A Spark result's tables
+are Parquet folders that never come to the driver whole: its JSON tables hold the first
+``SPARK_TABLE_ROWS`` rows of each Parquet copy, and ``mgm/*.parquet`` stays the complete record.
 """
 
 from __future__ import annotations
@@ -26,6 +37,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import mlflow
+import pandas as pd
+import pyarrow.dataset as pa_dataset
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
@@ -33,10 +46,33 @@ from ..signature import parse_signature
 from ..summarization.result import RunResult
 from . import plots
 
-__all__ = ["ARTIFACT_DIR", "SIGNATURE_TAG", "LoggingFailedError", "log_result", "log_spark_result", "loggable_metrics"]
+__all__ = [
+    "ARTIFACT_DIR",
+    "SIGNATURE_TAG",
+    "SPARK_TABLE_ROWS",
+    "TABLES",
+    "LoggingFailedError",
+    "log_result",
+    "log_spark_result",
+    "loggable_metrics",
+    "plot_artifact",
+    "table_artifact",
+]
 
 ARTIFACT_DIR = "mgm"
 SIGNATURE_TAG = "mgm.signature"
+TABLES = ("rows", "claims", "key_points")
+SPARK_TABLE_ROWS = 1_000  # rows of each Spark table shown as an MLflow table; the Parquet copy holds them all
+
+
+def table_artifact(name: str) -> str:
+    """The top-level artifact a run's table ``name`` ("rows", "claims", "key_points") is logged as."""
+    return f"mgm_{name}.json"
+
+
+def plot_artifact(name: str) -> str:
+    """The top-level artifact a run's plot ``name`` ("metrics", "verdicts", "categories") is saved as."""
+    return f"mgm_plot_{name}.png"
 
 
 def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
@@ -46,10 +82,11 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
 
 def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = False) -> str:
     """Log the tables, report, signature and plots of ``result`` (one process's ``SummarizationResult`` or Spark's)
-    to ``run_id`` (default: the active run).
+    to ``run_id`` (default: the active run), under the names of this module's docstring.
 
     ``log_metrics=True`` also logs every aggregate as a run metric (the classic ``mlflow.evaluate`` path logs them
-    itself, from the metrics' aggregate results).
+    itself, from the metrics' aggregate results). Logging the same result to the same run again leaves each table
+    with its rows once.
     """
     figures = {
         "metrics": lambda: plots.metric_bars({"this run": result.metrics}),
@@ -60,18 +97,46 @@ def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: boo
         figures["categories"] = lambda: plots.category_bars({"this run": categories})
     report = result.report()
     tags = {"mgm.judge_model_mismatch": "true"} if report.get("judge_model_mismatch") else {}
-    return _log(run_id, result.write_tables, figures, report, result.signature, result.metrics if log_metrics else None, tags)
+    # A one-process result's tables are in memory already; a Spark result's are read back only in part.
+    limit = None if isinstance(getattr(result, "rows", None), pd.DataFrame) else SPARK_TABLE_ROWS
+    return _log(run_id, result.write_tables, limit, figures, report, result.signature, result.metrics if log_metrics else None, tags)
 
 
 def log_spark_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = True) -> str:
     """``log_result`` for a ``judge_summaries_spark`` result, logging its metrics by default (no MLflow evaluation
-    logs them for it)."""
+    logs them for it). Its JSON tables hold the first ``SPARK_TABLE_ROWS`` rows of each table; the Parquet copies
+    under ``mgm/`` hold every row."""
     return log_result(result, run_id=run_id, log_metrics=log_metrics)
+
+
+def _read_table(path: Path, limit: int | None) -> pd.DataFrame:
+    """A table's Parquet copy (a file, or Spark's folder of parts), whole or its first ``limit`` rows."""
+    if limit is None:
+        return pd.read_parquet(path)
+    return pa_dataset.dataset(str(path), format="parquet").head(limit).to_pandas()
+
+
+def _log_table(client: MlflowClient, run_id: str, table: pd.DataFrame, artifact_file: str, existing: set[str]) -> None:
+    """``log_table``, written once per run: it would append to a file already there, so a rerun replaces it."""
+    if artifact_file not in existing:
+        client.log_table(run_id, table, artifact_file)
+        return
+    with tempfile.TemporaryDirectory(prefix="mgm-table-") as scratch:
+        path = Path(scratch) / artifact_file
+        table.to_json(path, orient="split", index=False, date_format="iso")  # log_table's own format
+        client.log_artifact(run_id, str(path))
+
+
+def _number_parts(folder: Path) -> None:
+    """Spark names its parts with a fresh uuid each time; numbered parts make a rerun replace them, not add to them."""
+    for index, part in enumerate(sorted(folder.glob("part-*"))):
+        part.rename(folder / f"part-{index:05d}.parquet")
 
 
 def _log(
     run_id: str | None,
     write_tables: Callable[[Path], None],
+    limit: int | None,
     figures: dict[str, Callable[[], Any]],
     report: dict[str, Any],
     signature: str,
@@ -82,38 +147,47 @@ def _log(
     if run_id is None:
         raise RuntimeError("no MLflow run to log to: pass run_id= or call inside mlflow.start_run()")
     client = MlflowClient()
-    # The tables are written to a local folder first and kept there if anything after fails, so nothing judged is
-    # lost to a logging failure; the error says where they are.
-    tmp = Path(tempfile.mkdtemp(prefix="mgm-artifacts-"))
-    folder = tmp / ARTIFACT_DIR
+    # The tables, report and plots are written to a local folder first and kept there if anything after fails, so
+    # nothing judged is lost to a logging failure; the error says where they are.
+    folder = Path(tempfile.mkdtemp(prefix="mgm-artifacts-")) / ARTIFACT_DIR
     try:
-        (folder / "plots").mkdir(parents=True)
+        folder.mkdir()
         write_tables(folder)
-        (tmp / "report.json").write_text(json.dumps(report, indent=1))
+        (folder / "report.json").write_text(json.dumps(report, indent=1))
         for name, draw in figures.items():
             figure = draw()
-            figure.savefig(folder / "plots" / f"{name}.png", dpi=110)
+            figure.savefig(folder / plot_artifact(name), dpi=110)
             plt.close(figure)
-        client.log_artifacts(run_id, str(folder), artifact_path=ARTIFACT_DIR)
+        existing = {item.path for item in client.list_artifacts(run_id)}
+        for name in TABLES:
+            copy = folder / f"{name}.parquet"
+            _log_table(client, run_id, _read_table(copy, limit), table_artifact(name), existing)
+            if copy.is_dir():  # Spark's folder of parts
+                _number_parts(copy)
+                client.log_artifacts(run_id, str(copy), artifact_path=f"{ARTIFACT_DIR}/{copy.name}")
+            else:
+                client.log_artifact(run_id, str(copy), artifact_path=ARTIFACT_DIR)
+        for name in figures:
+            client.log_artifact(run_id, str(folder / plot_artifact(name)))
         # The report goes last: a run whose mgm/report.json exists has every other artifact whole.
-        client.log_artifact(run_id, str(tmp / "report.json"), artifact_path=ARTIFACT_DIR)
+        client.log_artifact(run_id, str(folder / "report.json"), artifact_path=ARTIFACT_DIR)
         client.set_tag(run_id, SIGNATURE_TAG, signature)
         for key, value in (tags or {}).items():
             client.set_tag(run_id, key, value)
         params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
-        existing = client.get_run(run_id).data.params
+        existing_params = client.get_run(run_id).data.params
         for key, value in params.items():
-            if existing.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
+            if existing_params.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
                 client.log_param(run_id, key, value)
         if metrics is not None:
             client.log_batch(run_id, metrics=[Metric(k, v, int(time.time() * 1000), 0) for k, v in loggable_metrics(metrics).items()])
     except Exception as error:
         raise LoggingFailedError(
             f"logging to MLflow run {run_id} failed ({type(error).__name__}: {error}). Nothing judged is lost: the "
-            f"per-row tables, report and plots are in {folder} (and the judge's answers in its cache, so a rerun "
-            "makes no call)."
+            f"per-row tables (Parquet), report and plots are in {folder} (and the judge's answers in its cache, so "
+            "a rerun makes no call)."
         ) from error
-    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(folder.parent, ignore_errors=True)
     return run_id
 
 
