@@ -71,9 +71,11 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
     if args.limit:
         data = data.head(args.limit)
+    if args.grounding_only and (args.judge_model or args.judge_base_url or args.judge_context):
+        raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
     _tracking(args)
     mlflow.set_experiment(args.experiment)
-    judge = _judge(args)
+    judge = None if args.grounding_only else _judge(args)  # None: the grounding check alone, no judge call
     with mlflow.start_run(run_name=args.run_name) as run:
         if args.model:
             from .tracking import SummarizerModel
@@ -89,7 +91,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         evaluation = mlflow.models.evaluate(
             data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
         )
-    shown = [spec.name for spec in METRICS.aggregates() if spec.headline] + ["rougeL", "judge/calls"]
+    shown = [spec.name for spec in METRICS.aggregates() if spec.headline] + ["grounding", "grounded_rate", "judge/suspect_rate", "rougeL", "judge/calls"]
     print(f"run {run.info.run_id} ({len(data)} rows)")
     for name in shown:
         if name in evaluation.metrics:
@@ -130,9 +132,12 @@ def _gate(args: argparse.Namespace) -> int:
 DEMO_NOTE = (
     "NOTE: the judge here is SmolLM2-135M, a 135-million-parameter model on this CPU. Its verdicts only demonstrate\n"
     "the pipeline: it often returns no claim for a summary that has words, which is recorded as a judge failure\n"
-    "(no_claims) for that row, never as a score. Set MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and OPENAI_API_KEY to\n"
-    "judge with a real model."
+    "(no_claims) for that row, never as a score. grounding and grounded need no judge: they stand as they are.\n"
+    "Set MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and OPENAI_API_KEY to judge with a real model."
 )
+# The gate: the judge's headline and its error rate, and the model-free check (confident that most summaries are
+# grounded: the Wilson lower bound of grounded_rate, so that 8 articles must be nearly all grounded to pass).
+DEMO_GATE = {"alignment": ">= 0.5", "grounded_rate_ci_low": ">= 0.5", "judge_error_rate": "<= 0.25"}
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -142,7 +147,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     from .judge import Judge
     from .local import LocalModelServer
-    from .study import Candidate, format_table, load_articles, local_store, run_study, ui_command
+    from .study import Candidate, comparison_lines, format_table, load_articles, local_store, run_study, ui_command
 
     started = time.perf_counter()
     articles = load_articles(args.data)
@@ -166,20 +171,17 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"judge: {judge.model} at {judge.shown_url}; {len(articles)} articles; MLflow store {uri}", flush=True)
         result = run_study(
             articles, candidates, judge, experiment="mgm-demo", artifact_location=store / "artifacts",
-            gate_rules={"alignment": ">= 0.5", "judge_error_rate": "<= 0.25"}, candidate_concurrency=2,
+            gate_rules=DEMO_GATE, candidate_concurrency=2,
         )
     print("\n" + format_table(result.table))
-    print("\nby category (alignment, richness):")
+    print("\nby category (alignment, richness, grounding):")
     print(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     for name, failures in result.judge_failures.items():
         print(f"the judge failed on {failures} of {name}'s summaries: those rows have no score and count in judge_error_rate")
     if result.comparison_refused:
         print(f"comparison not made: {result.comparison_refused}")
     if result.comparison is not None:
-        paired = result.comparison[(result.comparison["metric"].isin(["alignment", "richness", "coverage"])) & result.comparison["p_value"].notna()]
-        for _, row in paired.iterrows():
-            print(f"{row['run_name']} vs {candidates[0].name}: {row['metric']} {row['difference_vs_first']:+.3f} "
-                  f"[{row['difference_ci_low']:+.3f}, {row['difference_ci_high']:+.3f}], p = {row['p_value']:.3f}")
+        print("\n".join(comparison_lines(result.comparison)))
     for name, gate in result.gates.items():
         print(f"\ngate for {name}: {gate}")
     if local_judge:
@@ -290,6 +292,10 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens (long sources are chunked)")
     evaluate.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
     evaluate.add_argument("--no-coverage", action="store_true", help="skip key points and coverage")
+    evaluate.add_argument(
+        "--grounding-only", action="store_true",
+        help="no judge at all: log the model-free grounding check (and the reference and length metrics when given)",
+    )
     evaluate.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
     evaluate.add_argument("--limit", type=int, default=None, help="first N rows only")
     evaluate.add_argument("--experiment", default="mgm", help="MLflow experiment name (default: mgm)")

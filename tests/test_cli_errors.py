@@ -10,13 +10,18 @@ import pandas as pd
 from mlflow_genai_metrics import Judge, cli, judge_summaries_frame
 
 
-def test_an_internal_key_error_surfaces_as_a_traceback_with_exit_code_1(tmp_path):
+def compare_with(broken_command: str, tmp_path) -> subprocess.CompletedProcess:
+    """``mgm compare`` in a fresh interpreter, its command replaced by ``broken_command`` (code defining ``broken``)."""
     code = (
-        "import sys\nfrom mlflow_genai_metrics import cli\n"
-        "cli._compare = lambda args: {}['a key the code expected']  # a bug inside a command\n"
-        f"sys.exit(cli.main(['compare', 'run-a', '--tracking-uri', 'sqlite:///{tmp_path / 'mlflow.db'}']))\n"
+        "import sys\nfrom mlflow.exceptions import MlflowException\nfrom mlflow_genai_metrics import cli\n"
+        f"{broken_command}\ncli._compare = broken\n"
+        f"sys.exit(cli.main(['compare', 'run-a', 'run-b', '--tracking-uri', 'sqlite:///{tmp_path / 'mlflow.db'}']))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_an_internal_key_error_surfaces_as_a_traceback_with_exit_code_1(tmp_path):
+    done = compare_with("broken = lambda args: {}['a key the code expected']  # a bug inside a command", tmp_path)
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "KeyError: 'a key the code expected'" in done.stderr
 
@@ -27,3 +32,21 @@ def test_a_missing_column_is_bad_input_with_exit_code_2(monkeypatch, capsys):
     monkeypatch.setattr(cli, "_evaluate", lambda args: judge_summaries_frame(frame, judge=judge))
     assert cli.main(["evaluate", "rows.csv"]) == 2
     assert "mgm evaluate: the DataFrame has no column ['source']" in capsys.readouterr().err
+
+
+def test_an_mlflow_error_that_is_not_bad_input_surfaces_as_a_traceback(tmp_path):
+    done = compare_with("def broken(args):\n    raise MlflowException('the store failed')  # INTERNAL_ERROR", tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "MlflowException: the store failed" in done.stderr
+
+
+def test_an_mlflow_not_found_error_is_bad_input_in_one_line_with_exit_code_2(monkeypatch, capsys):
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST
+
+    def missing(args):
+        raise MlflowException("Registered Model with name=summarizer not found\n(twice)", error_code=RESOURCE_DOES_NOT_EXIST)
+
+    monkeypatch.setattr(cli, "_gate", missing)
+    assert cli.main(["gate", "run-a", "--model-uri", "models:/summarizer/1", "--name", "summarizer", "--rule", "alignment>=0.9"]) == 2
+    assert capsys.readouterr().err == "mgm gate: Registered Model with name=summarizer not found (twice)\n"

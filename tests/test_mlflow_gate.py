@@ -142,28 +142,6 @@ def champion_version(name: str) -> str:
     return str(MlflowClient().get_model_version_by_alias(name, "champion").version)
 
 
-def test_a_summarizer_model_stores_no_api_key_and_summarizes_through_the_endpoint(endpoint, mlflow_store, tmp_path):
-    with mlflow.start_run():
-        info = SummarizerModel("good-summarizer", endpoint.base_url, input_col="text").log(name="summarizer")
-    model = mlflow.pyfunc.load_model(info.model_uri)
-    out = model.predict(pd.DataFrame({"text": [ARTICLES[0][2]]}))
-    assert list(out) == ["The council approved the budget on Monday."]
-    local = mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "model"))
-    from conftest import files_containing
-
-    assert files_containing(__import__("pathlib").Path(local), SECRET_KEY) == []
-
-
-def test_a_summarizer_that_fails_raises_instead_of_returning_placeholder_text(scripted_server, monkeypatch):
-    from mlflow_genai_metrics.testing import Fault
-
-    server = scripted_server(lambda r: Fault.server_error(503), models=("good-summarizer",))
-    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
-    model = SummarizerModel("good-summarizer", server.base_url, max_retries=0)
-    with pytest.raises(RuntimeError, match="failed to summarize 1 of 1 rows"):
-        model.predict(None, pd.DataFrame({"text": ["An article."]}))
-
-
 def test_a_logged_summarizer_model_pins_the_installed_version_of_each_dependency(store, good_run):
     from importlib.metadata import version
     from pathlib import Path
@@ -181,9 +159,9 @@ def test_a_logged_summarizer_model_records_the_version_of_the_code_it_carries(st
     assert info.metadata["mlflow_genai_metrics_version"] == mlflow_genai_metrics.__version__
 
 
-def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run(store, good_run, bad_run):
+def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run_on_request(store, good_run, bad_run):
     (good, _), (bad, _) = good_run, bad_run
-    table = compare_runs([good, bad])
+    table = compare_runs([good, bad], log=True)
     alignment = table[(table["run_id"] == bad) & (table["metric"] == "alignment")].iloc[0]
     assert alignment["value"] == 0.5 and alignment["difference_vs_first"] == -0.5
     assert alignment["difference_ci_high"] <= 0 and alignment["pairs_used"] == len(ARTICLES) and alignment["pairs_dropped_for_errors"] == 0
@@ -195,13 +173,23 @@ def test_compare_runs_tests_each_run_against_the_first_and_logs_a_comparison_run
     assert paths == {"mgm/plots/alignment_vs_richness.png", "mgm/plots/metrics.png", "mgm/plots/categories.png"}
 
 
+def runs_in(experiment_id: str) -> set[str]:
+    return {run.info.run_id for run in MlflowClient().search_runs([experiment_id])}
+
+
+def test_compare_runs_logs_nothing_unless_asked(store, good_run, bad_run, shared_store):
+    before = runs_in(shared_store.experiment_id)
+    table = compare_runs([good_run[0], bad_run[0]])
+    assert "comparison_run_id" not in table.attrs and runs_in(shared_store.experiment_id) == before
+
+
 def test_compare_runs_refuses_runs_judged_with_different_settings(store, good_run, other_judge_run):
     with pytest.raises(SignatureMismatchError, match=r"seed: \S+ != 3"):
         compare_runs([good_run[0], other_judge_run[0]])
 
 
 def test_compare_runs_of_different_judges_on_request_marks_the_comparison_mixed(store, good_run, other_judge_run):
-    table = compare_runs([good_run[0], other_judge_run[0]], allow_mixed_judges=True)
+    table = compare_runs([good_run[0], other_judge_run[0]], allow_mixed_judges=True, log=True)
     assert table[table["run_id"] == other_judge_run[0]]["note"].str.startswith("MIXED JUDGES").all()
     assert MlflowClient().get_run(table.attrs["comparison_run_id"]).data.tags["mgm.note"].startswith("MIXED JUDGES")
 
@@ -212,8 +200,45 @@ def test_the_gate_registers_on_pass_and_moves_the_alias(store, good_run, registe
     assert result.passed and result.registered_version == "1" and result.alias_moved
     version = MlflowClient().get_model_version_by_alias(registered_name, "champion")
     assert str(version.version) == "1"
-    assert version.tags["mgm.alignment"] == "1" and version.tags["mgm.signature"].startswith("judge:scripted-judge")
-    assert version.tags["mgm.evaluation_run_id"] == run_id
+    assert version.tags["mgm.gate.rule.alignment"] == ">= 0.9 actual 1 passed"
+    assert version.tags["mgm.signature"].startswith("judge:scripted-judge") and version.tags["mgm.evaluation_run_id"] == run_id
+
+
+def test_the_gate_tags_each_rule_with_its_threshold_and_actual_value_under_keys_without_spaces(first_candidate, good_run, registered_name):
+    run_id, uri = good_run
+    rules = {"alignment_ci_low": ">= 0.5", "defect_rate/contradiction": "<= 0.05"}
+    assert register_if_passing(uri, registered_name, run_id=run_id, rules=rules, beat_champion=True).passed
+    tags = MlflowClient().get_model_version(registered_name, "2").tags
+    assert tags["mgm.gate.rule.defect_rate/contradiction"] == "<= 0.05 actual 0 passed"
+    assert re.fullmatch(r">= 0\.5 actual 0\.\d+ passed", tags["mgm.gate.rule.alignment_ci_low"])
+    assert tags["mgm.gate.rule.alignment_vs_champion"].startswith("> 0 actual 0.5 passed (champion version 1: difference +0.5000")
+    assert [key for key in tags if " " in key] == []
+
+
+def test_the_registered_version_describes_the_run_the_rules_with_their_values_and_the_signature(store, good_run, registered_name):
+    run_id, uri = good_run
+    register_if_passing(uri, registered_name, run_id=run_id, rules=["alignment>=0.9", "rougeL>=0.3"])
+    version = MlflowClient().get_model_version(registered_name, "1")
+    assert f"evaluation run `{run_id}` (good-summarizer) passed every rule" in version.description
+    assert "- `alignment >= 0.9`: actual 1\n" in version.description
+    assert re.search(r"- `rougeL >= 0\.3`: actual 0\.\d+", version.description)
+    assert f"Judge signature: `{version.tags['mgm.signature']}`" in version.description
+
+
+@pytest.mark.parametrize(
+    ("model_uri", "message"),
+    [
+        ("models:/m-0123456789abcdef0123456789abcdef", "names no model: Logged model with ID 'm-0123456789abcdef0123456789abcdef' not found"),
+        ("models:/no-such-model@champion", "names no model: Registered Model with name=no-such-model not found"),
+        ("models:/summarizer/1/extra", "malformed model URI 'models:/summarizer/1/extra'"),
+        ("runs:/0123456789abcdef0123456789abcdef/summarizer", "names no model: Run with id=0123456789abcdef0123456789abcdef not found"),
+    ],
+    ids=["logged-model", "alias", "malformed", "run"],
+)
+def test_a_model_uri_naming_no_model_is_an_error_before_any_rule_is_evaluated(store, bad_run, registered_name, model_uri, message):
+    with pytest.raises(ValueError, match=re.escape(message)):  # the rule would fail: the URI is found first
+        register_if_passing(model_uri, registered_name, run_id=bad_run[0], rules={"alignment": ">= 0.9"})
+    assert registered(registered_name) == []
 
 
 def test_the_gate_registers_nothing_on_fail_and_says_why(store, bad_run, registered_name):
@@ -338,11 +363,19 @@ def test_mgm_evaluate_exits_2_naming_a_missing_column(store, tmp_path, capsys):
     assert "has no column ['article']" in capsys.readouterr().err
 
 
-def test_mgm_compare_logs_a_comparison_run_and_exits_0(store, cli_evaluations, capsys):
+def test_mgm_compare_with_log_logs_a_comparison_run_prints_its_id_and_exits_0(store, cli_evaluations, capsys):
     runs = [cli_run_id(cli_evaluations["good"]), cli_run_id(cli_evaluations["bad"])]
-    assert mgm(["compare", *runs, "--tracking-uri", store]) == 0
+    assert mgm(["compare", *runs, "--log", "--tracking-uri", store]) == 0
     comparison_run = capsys.readouterr().out.split("comparison logged as run ")[1].split()[0]
     assert MlflowClient().get_run(comparison_run).data.tags["mgm.compared_runs"] == ",".join(runs)
+
+
+def test_mgm_compare_without_log_logs_nothing_and_exits_0(store, cli_evaluations, capsys):
+    runs = [cli_run_id(cli_evaluations["good"]), cli_run_id(cli_evaluations["bad"])]
+    experiment = MlflowClient().get_run(runs[0]).info.experiment_id
+    before = runs_in(experiment)
+    assert mgm(["compare", *runs, "--tracking-uri", store]) == 0
+    assert "comparison logged" not in capsys.readouterr().out and runs_in(experiment) == before
 
 
 def test_mgm_gate_exits_1_and_registers_nothing_when_a_rule_fails(store, cli_evaluations, good_run, registered_name, capsys):
@@ -362,75 +395,3 @@ def test_mgm_gate_exits_2_on_a_malformed_rule(store, good_run, registered_name, 
     gate = ["gate", good_run[0], "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
     assert mgm([*gate, "--rule", "alignment>>0.9"]) == 2
     assert "malformed rule" in capsys.readouterr().err
-
-
-def _logged_result(server, summaries, *, fail_on_bad: bool, run_name: str) -> tuple[str, str]:
-    """A run holding a SummarizerModel and ``judge_summaries`` over 40 articles, logged with its metrics."""
-    from mlflow_genai_metrics import log_result
-
-    from test_comparison_pairing import _article, _result
-
-    with mlflow.start_run(run_name=run_name) as run:
-        info = SummarizerModel("good-summarizer", "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
-        result = _result(server, [_article(i) for i in range(40)], summaries, fail_on_bad=fail_on_bad)
-        log_result(result, log_metrics=True)
-    return run.info.run_id, info.model_uri
-
-
-def test_beat_champion_is_not_fooled_by_judge_failures_on_the_champion_s_bad_rows(scripted_server, mlflow_store):
-    from test_comparison_pairing import _summaries
-
-    server = scripted_server()
-    champion_run, champion_uri = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="champion")
-    assert register_if_passing(champion_uri, "summarizer", run_id=champion_run, rules={"richness": ">= 1"}).passed
-    # The same summaries, the same verdicts, but the judge answered 500 on every row the champion had contradicted.
-    candidate_run, candidate_uri = _logged_result(server, _summaries(40), fail_on_bad=True, run_name="candidate")
-    assert MlflowClient().get_run(candidate_run).data.metrics["alignment"] == 1.0
-
-    gate = register_if_passing(candidate_uri, "summarizer", run_id=candidate_run, rules={"richness": ">= 1"}, beat_champion=True)
-
-    assert not gate.passed and gate.registered_version is None
-    assert "difference +0.0000" in gate.failed[0].detail and "20 dropped for judge errors" in gate.failed[0].detail
-    assert str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version) == "1"
-
-
-def test_compare_runs_pairs_logged_ids_and_reports_pairs_left_out(scripted_server, mlflow_store):
-    from test_comparison_pairing import _summaries
-
-    server = scripted_server()
-    first, _ = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="a")
-    second, _ = _logged_result(server, _summaries(40), fail_on_bad=True, run_name="b")
-    table = compare_runs([first, second], log=False)
-    row = table[(table["run_id"] == second) & (table["metric"] == "alignment")].iloc[0]
-    assert (row["pairs_used"], row["pairs_dropped_for_errors"], row["only_in_first"], row["only_in_this"]) == (20, 20, 0, 0)
-    assert row["difference_vs_first"] == 0.0 and "20 dropped for judge errors" in row["note"]
-    assert row["n"] == 20 and row["ci_low"] < 1.0  # the candidate's own alignment: 20 judged rows, Wilson interval
-
-
-def test_a_gate_rule_on_an_aggregate_no_row_stood_on_fails_with_the_reason(scripted_server, mlflow_store):
-    from test_comparison_pairing import BAD
-
-    server = scripted_server()
-    run_id, uri = _logged_result(server, [BAD.format(i=i) for i in range(40)], fail_on_bad=True, run_name="all failed")
-    assert "alignment" not in MlflowClient().get_run(run_id).data.metrics  # no judged row: no value is logged
-    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"alignment": ">= 0.5", "judge_error_rate": "<= 0.25"})
-    assert not gate.passed and gate.registered_version is None
-    assert [o.detail for o in gate.failed][0] == "no value: no row of the run was judged (judge_error_rate 1)"
-
-
-def test_mgm_compare_refuses_runs_with_too_few_usable_pairs_with_exit_code_2(scripted_server, mlflow_store, capsys):
-    from test_comparison_pairing import _summaries
-
-    server = scripted_server()
-    first, _ = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="a")
-    most_failed = [s if i < 8 else s.replace("approved", "rejected") for i, s in enumerate(_summaries(40))]
-    second, _ = _logged_result(server, most_failed, fail_on_bad=True, run_name="b")
-    assert mgm(["compare", first, second, "--tracking-uri", mlflow_store]) == 2
-    assert "fewer than half of the smaller run" in capsys.readouterr().err
-    assert mgm(["compare", first, second, "--tracking-uri", mlflow_store, "--allow-partial"]) == 0
-    assert "PARTIAL" in capsys.readouterr().out
-
-
-def test_a_summarizer_model_refuses_a_base_url_carrying_credentials():
-    with pytest.raises(ValueError, match=r"http://\*\*\*@127.0.0.1:8080/v1 carries credentials"):
-        SummarizerModel("good-summarizer", "http://user:s3cret@127.0.0.1:8080/v1")

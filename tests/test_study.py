@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
 
-from mlflow_genai_metrics.study import Candidate, demo_articles, format_table, load_articles, run_study, stratified_sample
+from mlflow_genai_metrics.study import (
+    Candidate, comparison_lines, demo_articles, format_table, load_articles, run_study, stratified_sample,
+)
+from mlflow_genai_metrics.tracking import load_run
 
 from conftest import SECRET_KEY, SHARED_DATA
 from helpers import judge_for
@@ -27,6 +31,45 @@ def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server
     assert not result.gates["bad"].passed and result.gates["good"].passed
     markdown = format_table(result.table)
     assert markdown.splitlines()[0].startswith("| candidate | model | alignment [95% CI] |")
+
+
+def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(scripted_server, mlflow_store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    rules = {"alignment": ">= 0.9", "grounded_rate": ">= 0.9"}
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=rules, progress=False)
+    table = result.table.set_index("candidate")
+    grounding = table["grounding [95% CI]"].map(lambda cell: float(cell.split()[0]))
+    assert grounding["good"] > grounding["bad"] and table.loc["good", "grounded [95% CI]"].startswith("1.000 [")
+    assert 0 <= float(table.loc["good", "suspect verdicts"]) <= 1
+    header = format_table(result.table).splitlines()[0]
+    assert header.index("coverage") < header.index("grounding [95% CI]") < header.index("defect: contradiction")
+    by_category = result.by_category.set_index(["candidate", "category"])
+    assert by_category["grounding"].notna().all() and by_category.loc[("good", "sport"), "grounding"] > by_category.loc[("bad", "sport"), "grounding"]
+    lines = comparison_lines(result.comparison)
+    assert any(line.startswith("good vs bad: grounding +") for line in lines)
+    assert any(line.startswith("good vs bad: grounded_rate +") for line in lines)
+    for name, gate in result.gates.items():
+        outcome = next(o for o in gate.outcomes if o.rule.metric == "grounded_rate")
+        assert outcome.actual == pytest.approx(load_run(result.run_ids[name]).metrics["grounded_rate"])
+    assert [o.passed for o in result.gates["bad"].outcomes] == [False, False]  # 5 of 6 grounded: 0.833 < 0.9
+    assert result.gates["good"].passed
+
+
+def test_a_study_without_a_judge_gives_the_grounding_check_alone(scripted_server, mlflow_store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    result = run_study(frame().drop(columns=["summary"]), candidates, None, gate_rules={"grounded_rate": ">= 0.9"}, progress=False)
+    assert not [r for r in server.requests if r.body["model"] == "scripted-judge"]  # no judge call
+    assert all("judge:" not in load_run(run_id).signature for run_id in result.run_ids.values())
+    table = result.table.set_index("candidate")
+    assert table.loc["good", "alignment [95% CI]"] == "n/a" and table.loc["good", "judge calls"] == 0
+    assert table.loc["good", "grounded [95% CI]"].startswith("1.000 [") and table.loc["bad", "grounded [95% CI]"].startswith("0.833 [")
+    assert result.by_category["alignment"].isna().all() and result.by_category["grounding"].notna().all()
+    assert any(line.startswith("good vs bad: grounded_rate +0.167") for line in comparison_lines(result.comparison))
+    assert not result.gates["bad"].passed and result.gates["good"].passed
 
 
 def test_the_demo_articles_ship_with_the_package():
@@ -66,4 +109,10 @@ def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_p
     assert "| candidate | model | alignment [95% CI] |" in out
     assert "| gemma3-270m | gemma3-270m |" in out and "| smollm2-135m | smollm2-135m |" in out
     assert "gate for gemma3-270m:" in out and "NOTE: the judge here is SmolLM2-135M" in out
+    header = next(line for line in out.splitlines() if line.startswith("| candidate |"))
+    assert "| grounding [95% CI] | grounded [95% CI] | suspect verdicts |" in header
+    gemma = next(line for line in out.splitlines() if line.startswith("| gemma3-270m |")).split(" | ")
+    assert re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", gemma[header.split(" | ").index("grounding [95% CI]")])
+    assert "by category (alignment, richness, grounding):" in out
+    assert re.search(r"^  (PASS|FAIL) grounded_rate_ci_low >= 0\.5: actual \d", out, re.MULTILINE)  # evaluated, never missing
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'store' / 'mlflow.db'}" in out

@@ -1,4 +1,4 @@
-"""``compare_runs``: several evaluation runs side by side, each tested against the first, logged as a run."""
+"""``compare_runs``: several evaluation runs side by side, each tested against the first; logged as a run on request."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def compare_runs(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
-    log: bool = True,
+    log: bool = False,
     run_name: str = "comparison",
 ) -> pd.DataFrame:
     """Compare evaluation runs: one row per (run, metric) with its value, 95% interval and n, and, for every run
@@ -76,9 +76,9 @@ def compare_runs(
     ``only_in_first`` and ``only_in_this`` say what each comparison stands on. Runs whose judge signatures differ
     are refused (``SignatureMismatchError``) unless ``allow_mixed_judges=True``; too few usable pairs
     (``InsufficientPairsError``) unless ``allow_partial=True``; then the table's ``note`` column and the plots say
-    so. With ``log=True`` (default) a comparison run is logged in the first run's experiment: the table (JSON and
-    Parquet) and the plots (alignment against richness, bars with intervals, per-category bars when the rows have
-    a category).
+    so. Nothing is written to MLflow unless ``log=True``: then a comparison run is logged in the first run's
+    experiment (its id in ``table.attrs["comparison_run_id"]``) with the table (JSON and Parquet) and the plots
+    (alignment against richness, bars with intervals, per-category bars when the rows have a category).
     """
     if len(run_ids) < 2:
         raise ValueError("compare_runs needs at least two run ids")

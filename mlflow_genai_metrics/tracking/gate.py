@@ -16,14 +16,22 @@ from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import InsufficientPairsError, SignatureMismatchError, SourceMismatchError, compare_results
 from ..summarization.scoring import aggregate_names, interval_names
 from .compare import load_run
+from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
-__all__ = ["GateResult", "Rule", "RuleOutcome", "parse_rules", "register_if_passing"]
+__all__ = ["GateResult", "Rule", "RuleOutcome", "check_model_uri", "parse_rules", "register_if_passing"]
 
 _OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 _CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
+RULE_TAG_PREFIX = "mgm.gate.rule."
+# The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
+_MODEL_URI_FORMS = {
+    "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
+    "runs:": (re.compile(r"^runs:/[^/]+(?:/.*)?$"), "runs:/<run id>/<artifact path>"),
+}
+
 
 def _aggregate_names() -> frozenset[str]:
     """Every name a registered aggregate is logged under (value, interval bounds, n)."""
@@ -40,6 +48,11 @@ class Rule:
     def __str__(self) -> str:
         return f"{self.metric} {self.op} {self.threshold:g}"
 
+    @property
+    def tag_key(self) -> str:
+        """The version tag recording this rule: ``mgm.gate.rule.<metric>``, no spaces (``alignment_vs_champion``)."""
+        return RULE_TAG_PREFIX + re.sub(r"[^A-Za-z0-9_./-]+", "_", self.metric.strip())
+
 
 @dataclass(frozen=True)
 class RuleOutcome:
@@ -49,8 +62,20 @@ class RuleOutcome:
     detail: str = ""
 
     def __str__(self) -> str:
-        shown = "missing" if self.actual is None else f"{self.actual:.4g}"
-        return f"{'PASS' if self.passed else 'FAIL'} {self.rule}: actual {shown}{f' ({self.detail})' if self.detail else ''}"
+        return f"{'PASS' if self.passed else 'FAIL'} {self.rule}: actual {self.actual_text()}{self.because}"
+
+    def actual_text(self, digits: int = 4) -> str:
+        return "missing" if self.actual is None else f"{self.actual:.{digits}g}"
+
+    @property
+    def because(self) -> str:
+        return f" ({self.detail})" if self.detail else ""
+
+    @property
+    def tag_value(self) -> str:
+        """``">= 0.9 actual 0.93 passed"``: the threshold, the run's value and the verdict (and why, when said)."""
+        verdict = "passed" if self.passed else "failed"
+        return f"{self.rule.op} {self.rule.threshold:g} actual {self.actual_text(6)} {verdict}{self.because}"
 
 
 @dataclass
@@ -122,14 +147,20 @@ def register_if_passing(
     positive paired-bootstrap difference with p < 1 - ``confidence``, compared exactly as ``compare_results``
     compares (pairs by id and source, rows with a judge error on either side left out, too few usable pairs
     refused), under the same judge signature. A refused comparison fails the gate, with the reason; the pairs used
-    and left out are tagged on the version. On a pass the version is registered, tagged with the rule metrics, the
-    signature and the evaluation run, and ``alias`` is moved to it. On a fail nothing is registered and every
-    failed rule is reported with its actual and required values. Malformed rules and unknown metrics raise
-    ``ValueError`` before anything is registered.
+    and left out are tagged on the version. On a pass the version is registered and ``alias`` is moved to it; the
+    version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (the champion
+    rule's key is ``mgm.gate.rule.<beat_metric>_vs_<alias>``), the tags ``mgm.signature`` and
+    ``mgm.evaluation_run_id``, and a description naming the run, the rules with their values and the signature.
+    On a fail nothing is registered and every failed rule is reported with its actual and required values.
+    Malformed rules, unknown metrics and a ``model_uri`` that names no model raise ``ValueError``, and an unknown
+    ``run_id`` MLflow's ``MlflowException`` (RESOURCE_DOES_NOT_EXIST), before any rule is evaluated.
     """
     parsed = parse_rules(rules)
+    if beat_champion and not alias:
+        raise ValueError("beat_champion needs an alias naming the champion")
     client = MlflowClient()
     run = client.get_run(run_id)
+    check_model_uri(model_uri)
     metrics = run.data.metrics
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
@@ -159,11 +190,12 @@ def register_if_passing(
     tags = {
         EVALUATION_RUN_TAG: run_id,
         SIGNATURE_TAG: signature,
-        **{f"mgm.{o.rule.metric}": f"{o.actual:.6g}" for o in outcomes if o.actual is not None},
+        **{o.rule.tag_key: o.tag_value for o in outcomes},
         **comparison_tags,
     }
     for key, value in tags.items():
         client.set_model_version_tag(name, version.version, key, value)
+    client.update_model_version(name, version.version, description=_description(run, outcomes, signature))
     result.registered_version = str(version.version)
     if alias:
         client.set_registered_model_alias(name, alias, version.version)
@@ -171,16 +203,44 @@ def register_if_passing(
     return result
 
 
+def check_model_uri(model_uri: str) -> None:
+    """Raise ``ValueError`` unless ``model_uri`` names a model MLflow can load (its ``MLmodel`` file is read):
+    a malformed ``models:/`` or ``runs:/`` URI, an unknown run, logged model, registered model, version or alias.
+    Checked before registering, since ``mlflow.register_model`` creates the registered model before it fails."""
+    for scheme, (form, forms) in _MODEL_URI_FORMS.items():
+        if model_uri.startswith(scheme) and not form.match(model_uri):
+            raise ValueError(f"malformed model URI {model_uri!r}: write {forms}")
+    try:
+        mlflow.models.get_model_info(model_uri)
+    except MlflowException as error:
+        if not is_bad_input(error):
+            raise
+        raise ValueError(f"model URI {model_uri!r} names no model: {error.message}") from None
+
+
+def _description(run, outcomes: list[RuleOutcome], signature: str) -> str:
+    """The version's description (Markdown): which run, which rules passed with which values, the judge signature."""
+    name = run.info.run_name or "unnamed"
+    lines = [
+        f"Registered by the mlflow_genai_metrics gate: evaluation run `{run.info.run_id}` ({name}) passed every rule.",
+        "",
+        *(f"- `{o.rule}`: actual {o.actual_text(6)}{o.because}" for o in outcomes),
+        "",
+        f"Judge signature: `{signature or 'none recorded'}`",
+    ]
+    return "\n".join(lines)
+
+
 def _champion_outcome(
     client: MlflowClient, name: str, alias: str | None, run_id: str, metric: str, resamples: int, seed: int,
     confidence: float, messages: list[str], tags: dict[str, str],
 ) -> RuleOutcome:
     rule = Rule(f"{metric} vs {alias}", ">", 0.0)
-    if not alias:
-        raise ValueError("beat_champion needs an alias naming the champion")
     try:
         champion = client.get_model_version_by_alias(name, alias)
-    except MlflowException:
+    except MlflowException as error:
+        if not is_bad_input(error):  # a store that failed is not "no champion"
+            raise
         messages.append(f"no version holds alias {alias!r} yet: nothing to beat")
         return RuleOutcome(rule, None, True, "no champion yet")
     champion_run_id = champion.tags.get(EVALUATION_RUN_TAG)

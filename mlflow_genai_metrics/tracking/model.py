@@ -1,6 +1,7 @@
 """``SummarizerModel``: an OpenAI-compatible candidate model as an ``mlflow.pyfunc`` model, so a candidate can be
 logged, evaluated, gated and registered like any other model. It stores the model name, base URL and prompt,
-never an API key (the key comes from ``OPENAI_API_KEY`` where the model runs)."""
+never an API key (the key comes from ``OPENAI_API_KEY`` where the model runs). It is logged as code
+(``summarizer_code.py`` with its settings as the ``model_config``), not pickled."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, Schema
 
 from .._version import __version__
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import redact_url
 
 __all__ = ["SummarizerModel", "pinned_requirements"]
+
+CODE_FILE = Path(__file__).with_name("summarizer_code.py")  # what MLflow runs to rebuild the model
+_SETTINGS = ("model", "base_url", "prompt", "input_col", "max_tokens", "temperature", "max_concurrency", "max_retries")
 
 
 def pinned_requirements() -> list[str]:
@@ -62,6 +68,10 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
 
+    def settings(self) -> dict[str, Any]:
+        """The arguments this model was built with: logged as its ``model_config``, from which MLflow rebuilds it."""
+        return {name: getattr(self, name) for name in _SETTINGS}
+
     def _texts(self, model_input: Any) -> list[str]:
         if isinstance(model_input, pd.DataFrame):
             if self.input_col not in model_input.columns:
@@ -73,7 +83,9 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
             return [model_input]
         return list(model_input)
 
-    def predict(self, context, model_input, params=None):  # no type hints: MLflow would read them as a schema
+    # A DataFrame hint is one MLflow infers no schema from and converts nothing for: the input column stays free.
+    def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> list[str]:
+        """The summaries of ``model_input``'s ``input_col`` (a Series, a list of texts or one text work too)."""
         generated = summarize(
             self._texts(model_input),
             model=self.model,
@@ -92,12 +104,19 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
         return list(generated["summary"])
 
     def log(self, name: str = "summarizer", **log_model_options: Any) -> Any:
-        """``mlflow.pyfunc.log_model`` with this package shipped beside the model, so it loads anywhere."""
+        """``mlflow.pyfunc.log_model`` with this package shipped beside the model, so it loads anywhere. The model
+        is logged as code (``summarizer_code.py``) with its settings as the ``model_config``: nothing is pickled."""
         options: dict[str, Any] = {
+            "model_config": self.settings(),
+            # Said, not inferred (MLflow infers none from a DataFrame hint, and warns): one summary per row out. No
+            # input schema, so inputs keep their other columns (ids, categories) with no "extra inputs" warning.
+            "signature": ModelSignature(inputs=None, outputs=Schema([ColSpec("string")])),
+            # The input's shape without a row: MLflow's serving check predicts on it, which must call no endpoint.
+            "input_example": pd.DataFrame({self.input_col: pd.Series([], dtype=str)}),
             "code_paths": [str(Path(__file__).resolve().parents[1])],  # the package folder
             "pip_requirements": pinned_requirements(),
             # The package travels as code, not as a requirement (no index need serve it): its version is recorded.
             "metadata": {"mlflow_genai_metrics_version": __version__},
         }
         options.update(log_model_options)
-        return mlflow.pyfunc.log_model(name=name, python_model=self, **options)
+        return mlflow.pyfunc.log_model(name=name, python_model=str(CODE_FILE), **options)
