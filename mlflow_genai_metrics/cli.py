@@ -2,12 +2,14 @@
 
     mgm evaluate data.csv --source-col text --summary-col summary [--reference-col reference]
     mgm evaluate data.jsonl --source-col text --model gpt-4o-mini      # generate the summaries first
-    mgm compare RUN_ID RUN_ID ...
+    mgm compare RUN_ID RUN_ID ... [--log]
     mgm gate RUN_ID --model-uri models:/... --name summarizer --rule "alignment>=0.9" --rule "rougeL>=0.3"
     mgm serve smollm2-135m
 
-Exit codes a CI pipeline can use: 0 done (gate passed), 1 gate failed, 2 bad input or configuration.
-The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``.
+Exit codes a CI pipeline can use: 0 done (gate passed), 1 gate failed or evaluation failed (the judge failed on
+every row), 2 bad input or configuration (a missing column, a malformed rule, an unknown run id, model URI,
+registered model or alias), said in one line ``mgm <command>: <message>`` on stderr. Any other error is a bug and
+keeps its traceback. The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from pathlib import Path
 __all__ = ["main"]
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_EVALUATION_FAILED = EXIT_GATE_FAILED  # one code for "the work ran and its verdict is no"
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+DEFAULT_EXPERIMENT = "mgm"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -46,7 +50,22 @@ def _tracking(args: argparse.Namespace) -> None:
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
     mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
+    mlflow.set_registry_uri((None if args.tracking_uri else os.environ.get("MLFLOW_REGISTRY_URI")) or uri)
+
+
+def _experiment(args: argparse.Namespace):
+    """--experiment, else ``$MLFLOW_EXPERIMENT_NAME`` (or ``$MLFLOW_EXPERIMENT_ID``) as MLflow itself reads them, else mgm."""
+    import os
+
+    import mlflow
+
+    if args.experiment:
+        return mlflow.set_experiment(args.experiment)
+    if os.environ.get("MLFLOW_EXPERIMENT_NAME"):
+        return mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])
+    if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+        return mlflow.set_experiment(experiment_id=os.environ["MLFLOW_EXPERIMENT_ID"])
+    return mlflow.set_experiment(DEFAULT_EXPERIMENT)
 
 
 def _judge(args: argparse.Namespace):
@@ -74,7 +93,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.grounding_only and (args.judge_model or args.judge_base_url or args.judge_context):
         raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
     _tracking(args)
-    mlflow.set_experiment(args.experiment)
+    experiment = _experiment(args)
     judge = None if args.grounding_only else _judge(args)  # None: the grounding check alone, no judge call
     with mlflow.start_run(run_name=args.run_name) as run:
         if args.model:
@@ -92,14 +111,32 @@ def _evaluate(args: argparse.Namespace) -> int:
             data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
         )
     shown = [spec.name for spec in METRICS.aggregates() if spec.headline] + ["grounding", "grounded_rate", "judge/suspect_rate", "rougeL", "judge/calls"]
-    print(f"run {run.info.run_id} ({len(data)} rows)")
+    print(f"run {run.info.run_id} ({len(data)} rows) in experiment {experiment.name!r} of {mlflow.get_tracking_uri()}")
+    print(f"artifacts: {run.info.artifact_uri}")
     for name in shown:
         if name in evaluation.metrics:
             low_name, high_name, _ = interval_names(name)
             low, high = evaluation.metrics.get(low_name), evaluation.metrics.get(high_name)
             interval = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
             print(f"  {name:<28} {evaluation.metrics[name]:.4g}{interval}")
+    if evaluation.metrics.get("judge_error_rate") == 1.0:
+        return _evaluation_failed(run.info.run_id, len(data))
     return EXIT_OK
+
+
+def _evaluation_failed(run_id: str, rows: int) -> int:
+    """Every row a judge failure: no judge metric stands on anything, so the run is marked FAILED and mgm exits 1."""
+    from mlflow.tracking import MlflowClient
+
+    from .study import judge_failure_summary
+    from .tracking import load_run
+
+    errors = load_run(run_id).rows["error"]
+    first = next((e for e in errors.fillna("").astype(str) if e), "")
+    MlflowClient().set_terminated(run_id, status="FAILED")
+    detail = f"; the first error: {' '.join(first.split())}" if first else ""
+    print(f"mgm evaluate: the judge failed on every row, {judge_failure_summary(errors) or rows}: run {run_id} marked FAILED{detail}", file=sys.stderr)
+    return EXIT_EVALUATION_FAILED
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -107,14 +144,16 @@ def _compare(args: argparse.Namespace) -> int:
 
     _tracking(args)
     table = compare_runs(
-        args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges, allow_partial=args.allow_partial
+        args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges, allow_partial=args.allow_partial,
+        log=args.log,
     )
     columns = ["run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "p_value", "pairs_used", "pairs_dropped_for_errors"]
     with __import__("pandas").option_context("display.width", 220, "display.max_columns", 20):
         print(table[columns].to_string(index=False))
     for note in dict.fromkeys(n for n in table["note"] if n):
         print(f"note: {note}")
-    print(f"comparison logged as run {table.attrs.get('comparison_run_id')}")
+    if args.log:
+        print(f"comparison logged as run {table.attrs['comparison_run_id']}")
     return EXIT_OK
 
 
@@ -278,7 +317,16 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--concurrency", type=int, default=8, help="judge calls in flight, for a remote judge (default 8)")
     demo.set_defaults(run=_demo)
 
-    evaluate = commands.add_parser("evaluate", help="judge summaries in a file and log an MLflow evaluation run")
+    evaluate = commands.add_parser(
+        "evaluate", help="judge summaries in a file and log an MLflow evaluation run",
+        description=(
+            "Judge the summaries in a file and log an MLflow evaluation run: metrics, the per-row, per-claim and "
+            "key-point tables and plots. The run goes to --experiment (default: $MLFLOW_EXPERIMENT_NAME, else mgm) in "
+            f"the tracking store --tracking-uri (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI}); its "
+            "artifacts go to that experiment's artifact location (for a new experiment in a local SQLite store, "
+            "./mlruns/<experiment id>/<run id>/artifacts under the current folder), printed at the end."
+        ),
+    )
     evaluate.add_argument("data", help="a .csv, .jsonl, .json or .parquet file")
     evaluate.add_argument("--source-col", default="text", help="column with the source articles (default: text)")
     evaluate.add_argument("--summary-col", default="summary", help="column with the summaries (default: summary)")
@@ -298,7 +346,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
     evaluate.add_argument("--limit", type=int, default=None, help="first N rows only")
-    evaluate.add_argument("--experiment", default="mgm", help="MLflow experiment name (default: mgm)")
+    evaluate.add_argument("--experiment", default=None, help=f"MLflow experiment name (default: $MLFLOW_EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
     evaluate.add_argument("--run-name", default=None)
     tracking_option(evaluate)
     evaluate.set_defaults(run=_evaluate)
@@ -336,6 +384,7 @@ def _parser() -> argparse.ArgumentParser:
         "--allow-partial", action="store_true",
         help="compare even when fewer usable pairs (same id and source, judged on both sides) than half of the smaller run remain",
     )
+    compare.add_argument("--log", action="store_true", help="also log the comparison as a run (table and plots) in the first run's experiment")
     tracking_option(compare)
     compare.set_defaults(run=_compare)
 
@@ -352,28 +401,38 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _quiet_mlflow() -> None:
-    """Our own progress bars and tables are the output; MLflow's info lines and artifact bars would drown them."""
+    """Our own progress bars and tables are the output; MLflow's info lines and artifact bars would drown them.
+    Warnings are not filtered: the code that caused them is fixed instead (tests/test_quiet.py)."""
     import logging
     import os
-    import warnings
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     import mlflow  # noqa: F401  (MLflow configures its loggers on import: quieten them after that)
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"mlflow\.pyfunc")  # "add type hints to predict"
-    warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
+
+
+def _bad_input(error: Exception) -> bool:
+    """Bad input or configuration: ours (ValueError and its kin), or MLflow saying a name is unknown or a value invalid."""
+    from mlflow.exceptions import MlflowException
+
+    from .judge import JudgeConfigError
+    from .tracking.errors import is_bad_input
+
+    if isinstance(error, MlflowException):  # MLflow says what went wrong through its error code
+        return is_bad_input(error)
+    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _quiet_mlflow()
-    from .judge import JudgeConfigError
-
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError, JudgeConfigError) as exc:  # bad input; any other error is a bug: its traceback shows
-        print(f"mgm {args.command}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        if not _bad_input(exc):
+            raise  # a bug: its traceback shows
+        print(f"mgm {args.command}: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
 
 
