@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 from .answers import ResponseMode
+from .budget import Budget
 from .cache import JudgeCache
 from .conversation import conversation, needs_response_mode, play
 from .models import ReportedModels
@@ -80,6 +81,11 @@ class Judge:
 
     The response mode an endpoint accepts is found once per endpoint and process and shared by every Judge of the
     process (see ``modes``); ``with_limits`` copies share it, and a pickled Judge finds it again where it lands.
+
+    ``max_calls`` and ``max_cost_usd`` (the latter needs ``prices``) bound what this Judge spends, whatever the
+    concurrency: each HTTP attempt reserves its worst case before it is sent and settles to its reported usage
+    after (see ``budget``); a request that would pass the budget is not sent and gets a ``budget`` error, and a
+    rerun with a larger budget pays only for what the cache lacks. ``judge.budget`` shows what is spent.
     """
 
     model = _Setting[str]()
@@ -99,6 +105,8 @@ class Judge:
     progress = _Setting[bool | None]()
     reask_invalid = _Setting[bool]()
     check_model = _Setting[bool]()
+    max_calls = _Setting[int | None]()
+    max_cost_usd = _Setting[float | None]()
     shown_url = _Setting[str]()
     endpoint_label = _Setting[str]()
     cache_endpoint = _Setting[str]()
@@ -125,13 +133,16 @@ class Judge:
         progress: bool | None = None,
         reask_invalid: bool = False,
         check_model: bool = True,
+        max_calls: int | None = None,
+        max_cost_usd: float | None = None,
     ):
         settings = JudgeSettings.resolve(
             model, base_url, api_key, cache_dir=cache_dir, temperature=temperature, seed=seed,
             max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s, timeout_s=timeout_s,
             max_retries=max_retries, prices=prices, max_tokens=max_tokens, context_window=context_window,
             backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s, max_retry_after_s=max_retry_after_s,
-            progress=progress, reask_invalid=reask_invalid, check_model=check_model,
+            progress=progress, reask_invalid=reask_invalid, check_model=check_model, max_calls=max_calls,
+            max_cost_usd=max_cost_usd,
         )
         self._start(settings, EndpointModes.of_process())
 
@@ -142,12 +153,15 @@ class Judge:
         judge._start(settings, EndpointModes.of_process() if modes is None else modes)
         return judge
 
-    def _start(self, settings: JudgeSettings, modes: EndpointModes) -> None:
+    def _start(self, settings: JudgeSettings, modes: EndpointModes, budget: Budget | None = None) -> None:
         self.settings = settings
         self.cache: JudgeCache | None = JudgeCache(settings.cache_dir) if settings.cache_dir is not None else None
         self.endpoint_modes = modes
         self._endpoint = modes.endpoint(settings.base_url, settings.model)
-        self._transport = Transport(settings)
+        if budget is None and (settings.max_calls is not None or settings.max_cost_usd is not None):
+            budget = Budget(settings.max_calls, settings.max_cost_usd)
+        self.budget: Budget | None = budget  # what the calls so far spent of max_calls / max_cost_usd
+        self._transport = Transport(settings, budget)
         self._usage = Usage()
         self._usage_lock = threading.Lock()
         self._reported = ReportedModels()
@@ -161,10 +175,13 @@ class Judge:
         self._start(state["settings"], EndpointModes.of_process())
 
     def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> Judge:
-        """The same judge (settings, key, cache directory, registry of response modes) with other limits; it shares
-        no connection, limiter or usage with this one."""
+        """The same judge (settings, key, cache directory, registry of response modes, budget) with other limits; it
+        shares no connection, limiter or usage with this one, and spends from the same budget (a copy must not
+        double it)."""
         settings = self.settings.with_limits(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s)
-        return type(self).from_settings(settings, modes=self.endpoint_modes)
+        judge = object.__new__(type(self))
+        judge._start(settings, self.endpoint_modes, self.budget)
+        return judge
 
     def __repr__(self) -> str:
         cache = str(self.cache.directory) if self.cache else None

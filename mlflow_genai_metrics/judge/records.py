@@ -32,6 +32,7 @@ ErrorKind = Literal[
     "refused",  # the model refused or a content filter stopped it
     "bad_reply",  # HTTP 200 whose body is not a chat completion (HTML, empty, null, wrong shape), after every retry
     "no_claims",  # the judge returned no claim for a summary that has words, even when asked again
+    "budget",  # not sent: the Judge's max_calls or max_cost_usd would have been passed
 ]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .cache import default_cache_dir
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
@@ -72,6 +72,8 @@ class JudgeSettings(BaseModel):
     progress: bool | None = None
     reask_invalid: bool = False
     check_model: bool = True
+    max_calls: int | None = Field(None, ge=0)
+    max_cost_usd: float | None = Field(None, ge=0)
 
     @field_validator("base_url")
     @classmethod
@@ -82,6 +84,12 @@ class JudgeSettings(BaseModel):
     @classmethod
     def _coerce_prices(cls, value: Any) -> Prices | None:
         return Prices.coerce(value)
+
+    @model_validator(mode="after")
+    def _cost_needs_prices(self) -> JudgeSettings:
+        if self.max_cost_usd is not None and self.prices is None:
+            raise ValueError("max_cost_usd needs prices (USD per million tokens) to turn tokens into cost: pass prices=")
+        return self
 
     @classmethod
     def resolve(

@@ -30,12 +30,14 @@ from .errors import (
     row_error_kind,
     unreachable_error,
 )
+from .budget import COMPLETION_ALLOWANCE, Budget, BudgetExhausted, Reservation
 from .limits import Limiter, Pace, within_deadline
 from .models import check_served_model
 from .records import JudgeError, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
 from .settings import JudgeSettings
+from .tokens import estimate_prompt_tokens
 
 __all__ = ["Call", "CallFailed", "Transport"]
 
@@ -67,8 +69,9 @@ class Transport:
     """One Judge's way to its endpoint: connections (one client per event loop), the concurrency limiter, the pace,
     retries and the model check, for the ``settings`` given."""
 
-    def __init__(self, settings: JudgeSettings) -> None:
+    def __init__(self, settings: JudgeSettings, budget: Budget | None = None) -> None:
         self.settings = settings
+        self.budget = budget  # max_calls / max_cost_usd: each attempt reserves its worst case, settles after
         # One bound for every call of the Judge: every pass, every request, sync and async, on any thread's loop.
         self.limiter = Limiter(settings.max_concurrency)
         self._pace = Pace(settings.max_requests_per_s)
@@ -92,24 +95,58 @@ class Transport:
                     return await self._attempt(client, call, usage)
         except openai.APIError as exc:
             raise self._failure(exc, usage) from None
+        except BudgetExhausted as exc:
+            error = JudgeError(kind="budget", message=f"not sent: the judge's budget is spent ({exc})", attempts=usage.calls)
+            raise CallFailed(error, rejects_mode=False) from None
         raise AssertionError("unreachable")
 
     async def _attempt(self, client: openai.AsyncOpenAI, call: Call, usage: Usage) -> CallResult:
         """One HTTP attempt: a slot of the limiter, the pace, the total deadline."""
         async with self.limiter:
-            await asyncio.sleep(self._pace.reserve())
-            started = time.perf_counter()
+            held = await self.budget.reserve(self._worst_cost(call)) if self.budget is not None else None
+            outcome: CallResult | BaseException | None = None  # None: never sent
             try:
-                raw = await within_deadline(
-                    client.chat.completions.with_raw_response.create(**self._completion_kwargs(call)),
-                    self.settings.timeout_s,
-                )
-                result = read_completion(raw.http_response, self.settings.redact)
-            except BaseException as exc:
-                self._account(usage, started, exc)
-                raise
+                await asyncio.sleep(self._pace.reserve())
+                started = time.perf_counter()
+                try:
+                    raw = await within_deadline(
+                        client.chat.completions.with_raw_response.create(**self._completion_kwargs(call)),
+                        self.settings.timeout_s,
+                    )
+                    outcome = result = read_completion(raw.http_response, self.settings.redact)
+                except BaseException as exc:
+                    outcome = exc
+                    self._account(usage, started, exc)
+                    raise
+            finally:
+                self._settle(held, outcome)
         self._account(usage, started, result)
         return result
+
+    def _worst_cost(self, call: Call) -> float:
+        """The most this call can cost: its estimated prompt and its max_tokens (or the stated allowance)."""
+        prices = self.settings.prices
+        if prices is None:
+            return 0.0
+        return prices.cost(estimate_prompt_tokens(call.messages, call.response_format), call.max_tokens or COMPLETION_ALLOWANCE)
+
+    def _settle(self, held: Reservation | None, outcome: CallResult | BaseException | None) -> None:
+        """Settle a reservation to what the call cost: the reported tokens; nothing for an HTTP error status (the
+        endpoint refused it); the worst case where the endpoint may have processed it without saying (a timeout, a
+        dropped connection, a reply without token counts); a call never sent gives its reservation back."""
+        if held is None or self.budget is None:
+            return
+        if outcome is None:
+            self.budget.release(held)
+            return
+        prices = self.settings.prices
+        if isinstance(outcome, CallResult) and (outcome.prompt_tokens or outcome.completion_tokens):
+            cost = prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else 0.0
+        elif isinstance(outcome, openai.APIStatusError):
+            cost = 0.0
+        else:
+            cost = held.cost_usd
+        self.budget.settle(held, cost)
 
     def _failure(self, exc: openai.APIError, usage: Usage) -> CallFailed:
         settings = self.settings

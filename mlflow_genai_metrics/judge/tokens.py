@@ -1,0 +1,33 @@
+"""Counting tokens without a tokenizer: what chunking, the budget's reservations and the cost estimate use.
+
+No tokenizer is downloaded or bundled: the judge may be any model, each with its own. About 4 characters make a
+token of English text with common tokenizers; 3.5 overestimates on purpose (an extra chunk, a budget reservation
+a little too large), since an underestimate overflows a context window or a budget.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["CHARS_PER_TOKEN", "MESSAGE_OVERHEAD_TOKENS", "estimate_prompt_tokens", "estimate_tokens"]
+
+CHARS_PER_TOKEN = 3.5
+# What a chat template adds around each message (role name, start and end markers).
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """Tokens in ``text``, overestimated for English (``len / CHARS_PER_TOKEN``, rounded up)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def estimate_prompt_tokens(messages: Iterable[Mapping[str, Any]], response_format: Mapping[str, Any] | None = None) -> int:
+    """A chat completion's prompt tokens: every message's content and its template overhead, and the answer schema
+    when it travels in ``response_format`` (OpenAI counts it as prompt)."""
+    total = sum(estimate_tokens(str(message.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS for message in messages)
+    if response_format is not None:
+        total += estimate_tokens(json.dumps(response_format, separators=(",", ":")))
+    return total
