@@ -40,6 +40,12 @@ _TRACKING_NAMES = {
     "register_if_passing",
     "GateResult",
     "log_result",
+    "ClaimAlignment",
+    "KeyPointCoverage",
+    "Grounding",
+    "evaluate_summaries",
+    "log_summary_results",
+    "score_traces",
 }
 
 
@@ -51,8 +57,10 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'mlflow_genai_metrics' has no attribute {name!r}")
 
 __all__ = [
+    "ClaimAlignment",
     "Comparison",
     "GateResult",
+    "Grounding",
     "InsufficientPairsError",
     "SummarizerModel",
     "Judge",
@@ -60,6 +68,7 @@ __all__ = [
     "JudgeError",
     "JudgeReply",
     "JudgeRequest",
+    "KeyPointCoverage",
     "Message",
     "Prices",
     "SignatureMismatchError",
@@ -71,10 +80,13 @@ __all__ = [
     "__version__",
     "compare_results",
     "compare_runs",
+    "evaluate_summaries",
     "GroundingResult",
     "grounding_metrics",
     "log_result",
+    "log_summary_results",
     "register_if_passing",
+    "score_traces",
     "judge_summaries",
     "judge_summaries_frame",
     "summarize",

@@ -5,27 +5,39 @@ results into MLflow objects."""
 from .agreement import AgreementReport, judge_agreement
 from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
+from .evaluate import SummaryEvaluation, evaluate_summaries, log_summary_results
 from .gate import GateResult, Rule, RuleOutcome, parse_rules, register_if_passing
 from .genai import summarization_scorers
+from .judges import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage
 from .model import SummarizerModel
+from .monitor import MonitorReport, score_traces
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_result
 
 __all__ = [
     "ARTIFACT_DIR",
     "SIGNATURE_TAG",
     "AgreementReport",
+    "ClaimAlignment",
     "EvaluatedRun",
     "GateResult",
+    "Grounding",
+    "JudgeSpec",
+    "KeyPointCoverage",
+    "MonitorReport",
     "Rule",
     "RuleOutcome",
     "SummarizerModel",
+    "SummaryEvaluation",
     "compare_runs",
+    "evaluate_summaries",
     "judge_agreement",
     "load_run",
     "log_result",
     "log_spark_result",
+    "log_summary_results",
     "parse_rules",
     "register_if_passing",
+    "score_traces",
     "summarization_metrics",
     "summarization_scorers",
 ]

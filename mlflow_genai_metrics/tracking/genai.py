@@ -1,116 +1,296 @@
-"""Scorers for ``mlflow.genai.evaluate``.
+"""The one pipeline behind the MLflow-native judges: inputs -> rows -> one judgement per row -> the run's result.
 
-    mlflow.genai.evaluate(data=[{"inputs": {"text": article}, "outputs": summary}, ...],
-                          scorers=summarization_scorers(judge))
+Every judge (``judges.ClaimAlignment``, ``KeyPointCoverage``, ``Grounding``) reads its row's judgement from a
+``Pipeline``; judges made with the same settings share one, so a row is judged once however many of them score it.
+The pipeline remembers which rows each MLflow run scored, and ``finish(run_id)`` builds that run's result once and
+logs it (``log_result``: metrics with intervals and n, tables, plots, signature).
 
-One ``Feedback`` per metric per row (value, rationale = the judge's reasoning, JSON-encoded claims and verdicts
-in the metadata); a judge failure is ``Feedback(error=...)``, never a value. All scorers share one judgement per
-row. ``mlflow.genai.evaluate`` logs traces with assessments but no per-row table and only means: when every row is
-scored, the ``judge_error`` scorer's aggregation logs the exact aggregates of ``docs/metrics.md`` (with intervals),
-the tables, report, signature and plots to the evaluation run, as on the classic path.
+    mlflow.genai.evaluate(data=..., scorers=summarization_scorers(judge))   # the three judges on one pipeline
+
+The judge's own chat calls are made with MLflow tracing off for them (``mlflow.tracing.context(enabled=False)``,
+carried into the judge's event loop with the call's context), so they are never traces of the evaluation.
 """
 
 from __future__ import annotations
 
-import functools
-import json
+import logging
 import math
 import threading
-import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import mlflow
-from mlflow.entities import Feedback
-from mlflow.genai.scorers import Scorer, scorer
+import openai
 
-from ..grounding.model import model_tag
-from ..judge import Judge
-from ..signature import summarization_signature
+from ..judge import Judge, JudgeConfigError
+from ..judge.models import check_served_model
+from ..judge.runner import run_sync
 from ..summarization.ids import canonical_id
 from ..summarization.judging import prepare_rows, source_key
 from ..summarization.records import RowInput, RowJudgement
-from ..summarization.metrics import METRICS
-from ..summarization.scoring import explanation, judge_row_columns, row_values
+from ..summarization.result import SummarizationResult
 from .run_logging import log_result
 from .shared import SharedJudgement
 
-__all__ = ["summarization_scorers"]
+__all__ = ["REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "finish_run", "logged_result", "parse_row", "preflight", "summarization_scorers"]
+
+log = logging.getLogger(__name__)
+
+# Where a reference summary sits in MLflow's ``expectations``: MLflow's own key first (its Correctness and
+# Equivalence judges read ``expected_response``), then ours.
+REFERENCE_KEYS = ("expected_response", "expected_summary")
+_KEPT_RUNS = 32  # runs whose rows (or logged result) a pipeline remembers: enough for any notebook, bounded
 
 
+@dataclass(frozen=True)
+class InputKeys:
+    """Where the source, the row id and the category are in a row's ``inputs`` (a dict), and the summary in ``outputs``."""
 
-class _GenaiAdapter:
-    """Collects the rows one ``mlflow.genai.evaluate`` scores, and logs the run-level report when it is done."""
+    source: str = "text"
+    id: str = "id"
+    category: str = "category"
 
-    def __init__(self, shared: SharedJudgement, *, source_key: str, id_key: str, category_key: str):
-        self.shared = shared
-        self.source_key = source_key
-        self.id_key = id_key
-        self.category_key = category_key
-        self._pending: dict[tuple[str, str | None, str, str], tuple[RowInput, Any]] = {}
+
+@dataclass(frozen=True)
+class ParsedRow:
+    """One row as a judge sees it: the validated texts, its category and reference (if any), the trace it is on."""
+
+    row: RowInput
+    category: Any = None
+    reference: str | None = None
+    trace_id: str | None = None
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))  # MLflow turns None into NaN
+
+
+def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: InputKeys = InputKeys(), trace_id: str | None = None) -> ParsedRow:
+    """The row in MLflow's terms: the source is ``inputs`` (a string) or ``inputs[keys.source]``, the summary is
+    ``outputs`` (or ``outputs["summary"]``; a missing one is an empty summary), the id ``inputs[keys.id]`` (else a
+    hash of the source, so one article pairs up across runs), the reference ``expectations["expected_response"]``
+    (or ``["expected_summary"]``). Raises ``ValueError`` naming what is wrong."""
+    if isinstance(inputs, str):
+        source, row_id, category = inputs, None, None
+    elif isinstance(inputs, dict) and isinstance(inputs.get(keys.source), str):
+        source, row_id, category = inputs[keys.source], inputs.get(keys.id), inputs.get(keys.category)
+    else:
+        found = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+        raise ValueError(f"the source text must be `inputs` (a string) or `inputs[{keys.source!r}]`; got {found}")
+    summary = outputs.get("summary") if isinstance(outputs, dict) else outputs
+    if not _missing(summary) and not isinstance(summary, str):
+        raise ValueError(f"`outputs` must be the summary text (or {{'summary': text}}); got {type(outputs).__name__}")
+    reference = None
+    if isinstance(expectations, dict):
+        reference = next((expectations[k] for k in REFERENCE_KEYS if isinstance(expectations.get(k), str)), None)
+    row_id = row_id if not _missing(row_id) else source_key(source)
+    row = prepare_rows([source], ["" if _missing(summary) else summary], [row_id])[0]
+    return ParsedRow(row=row, category=None if _missing(category) else category, reference=reference, trace_id=trace_id)
+
+
+def preflight(judge: Judge) -> None:
+    """One cheap request before any row: the endpoint's model listing. A model it does not serve, a key it refuses
+    or an endpoint that does not answer raises ``JudgeConfigError`` in seconds (``Judge(check_model=False)`` skips it)."""
+    if not judge.check_model:
+        return
+    settings = judge.settings
+
+    async def check() -> None:
+        client = openai.AsyncOpenAI(api_key=settings.key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0)
+        try:
+            await check_served_model(client, settings, reached=False)
+        finally:
+            await client.close()
+
+    run_sync(check())
+
+
+class Pipeline:
+    """One judgement per row for one judge and one set of options, and the rows each MLflow run scored.
+
+    ``session_per_run``: bill the judge's usage to each run separately (a row judged for an earlier run shows as a
+    cache hit); ``evaluate_summaries`` judges before its run exists and turns it off.
+    """
+
+    def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool = True, max_source_tokens: int | None = None,
+                 keys: InputKeys = InputKeys(), session_per_run: bool = True):
+        self.shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, progress=False)
+        self.keys = keys
+        self.session_per_run = session_per_run
+        self._runs: OrderedDict[str | None, dict[tuple, ParsedRow]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._check_lock = threading.Lock()
+        self._checked = judge is None
+        self._config_error: JudgeConfigError | None = None
+        _ALL.add(self)
+
+    @property
+    def judge(self) -> Judge | None:
+        return self.shared.judge
+
+    @property
+    def coverage(self) -> bool:
+        return self.shared.coverage
+
+    def parse(self, inputs: Any, outputs: Any, expectations: Any = None, trace: Any = None) -> ParsedRow:
+        return parse_row(inputs, outputs, expectations, keys=self.keys, trace_id=getattr(getattr(trace, "info", None), "trace_id", None))
+
+    def check(self) -> None:
+        """The preflight, once: a configuration error is raised now and for every later row, with no further call."""
+        with self._check_lock:  # rows arriving together wait for the one check, then share its outcome
+            if self._config_error is not None:
+                raise self._config_error
+            if self._checked:
+                return
+            try:
+                preflight(self.judge)
+            except JudgeConfigError as error:
+                self._config_error = error
+                raise
+            self._checked = True
+
+    def judgement(self, parsed: ParsedRow, run_id: str | None = None) -> RowJudgement:
+        """The row's judgement (judged once, from any thread), remembered as scored by ``run_id``."""
+        self.check()
+        self._remember(parsed, run_id)
+        try:
+            with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
+                return self.shared.judgement(parsed.row)
+        except JudgeConfigError as error:
+            with self._check_lock:
+                self._config_error = error
+            raise
+
+    def judge_all(self, rows: Sequence[ParsedRow]) -> list[RowJudgement]:
+        """Judge many rows in one batch (the judge's concurrency, one pass per round), before any is read."""
+        self.check()
+        with mlflow.tracing.context(enabled=False):
+            return self.shared.judgements([p.row for p in rows])
+
+    def _remember(self, parsed: ParsedRow, run_id: str | None) -> None:
+        if parsed.trace_id is None:
+            return  # a direct call, outside any evaluation: no run to report to
+        with self._lock:
+            if run_id not in self._runs:
+                if self.session_per_run:
+                    self.shared.begin_session(run_id)
+                self._runs[run_id] = {}
+                while len(self._runs) > _KEPT_RUNS:
+                    self._runs.popitem(last=False)
+            row = parsed.row
+            self._runs[run_id].setdefault((canonical_id(row.id), parsed.trace_id, row.source_key, row.summary), parsed)
+
+    def remember(self, rows: Sequence[ParsedRow], run_id: str) -> None:
+        """Count these rows as scored by ``run_id`` (rows read back from a run's traces)."""
+        for parsed in rows:
+            self._remember(parsed, run_id)
+
+    def has_rows(self, run_id: str) -> bool:
+        with self._lock:
+            return bool(self._runs.get(run_id))
+
+    def result(self, run_id: str) -> SummarizationResult | None:
+        """The result of the rows ``run_id`` scored (None if none), forgetting them."""
+        with self._lock:
+            pending = list(self._runs.pop(run_id, {}).values())
+        if not pending:
+            return None
+        pending.sort(key=lambda p: (canonical_id(p.row.id), p.row.summary))
+        rows, seen = [], {}
+        for parsed in pending:  # the same id twice (two traces of one row): both count, the second as id#2
+            count = seen[parsed.row.id] = seen.get(parsed.row.id, 0) + 1
+            rows.append(parsed.row if count == 1 else parsed.row.model_copy(update={"id": f"{parsed.row.id}#{count}"}))
+        categories = [p.category for p in pending]
+        extra = {"category": categories} if any(c is not None for c in categories) else None
+        references = [p.reference for p in pending]
+        if any(r is None for r in references):
+            if any(r is not None for r in references):
+                log.warning("only %d of %d rows have a reference summary: ROUGE, BLEU and chrF are left out", sum(r is not None for r in references), len(rows))
+            references = None
+        return self.shared.result(rows, references=references, extra_columns=extra)
+
+    def finish(self, run_id: str) -> SummarizationResult | None:
+        """Log the result of the rows ``run_id`` scored to that run, once; later calls return what was logged."""
+        return _LOGGED.finish(self, run_id)
+
+
+class _LoggedRuns:
+    """Each run's logged result, so a run is logged once however many judges or pipelines report to it."""
+
+    def __init__(self) -> None:
+        self._results: OrderedDict[str, tuple[Pipeline, SummarizationResult]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def row(self, inputs: Any, outputs: Any) -> tuple[RowInput, Any]:
-        if isinstance(inputs, str):
-            source, row_id, category = inputs, None, None
-        elif isinstance(inputs, dict) and isinstance(inputs.get(self.source_key), str):
-            source, row_id, category = inputs[self.source_key], inputs.get(self.id_key), inputs.get(self.category_key)
-        else:
-            keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-            raise ValueError(f"the source text must be `inputs` (a string) or `inputs[{self.source_key!r}]`; got {keys}")
-        summary = outputs.get("summary") if isinstance(outputs, dict) else outputs
-        missing = summary is None or (isinstance(summary, float) and math.isnan(summary))  # MLflow turns None into NaN
-        if not missing and not isinstance(summary, str):
-            raise ValueError(f"`outputs` must be the summary text (or {{'summary': text}}); got {type(outputs).__name__}")
-        # A missing summary is a model that wrote nothing: an empty summary, scored as on every other path.
-        row_id = row_id if row_id is not None else source_key(source)
-        return prepare_rows([source], ["" if missing else summary], [row_id])[0], category
-
-    def judgement(self, inputs: Any, outputs: Any, trace: Any = None) -> RowJudgement:
-        row, category = self.row(inputs, outputs)
-        # One entry per evaluated row: rows with the same texts under different ids (or different traces) both count.
-        identity = getattr(getattr(trace, "info", None), "trace_id", None)
+    def get(self, run_id: str) -> SummarizationResult | None:
         with self._lock:
-            if not self._pending:  # the first row of a new evaluation: bill its judge usage afresh
-                self.shared.begin_session(uuid.uuid4().hex)
-            self._pending.setdefault((canonical_id(row.id), identity, row.source_key, row.summary), (row, category))
-        return self.shared.judgement(row)
+            found = self._results.get(run_id)
+        return found[1] if found else None
 
-    def finish(self) -> int:
-        """Log this evaluation's result to the active run; return the number of rows."""
+    def finish(self, pipeline: Pipeline, run_id: str) -> SummarizationResult | None:
+        with self._lock:  # one run is logged by one pipeline at a time
+            logged = self._results.get(run_id)
+            if logged is not None and logged[0] is not pipeline:
+                if pipeline.has_rows(run_id) and pipeline.judge is not None and logged[0].judge is not None:
+                    log.warning("run %s already holds the results of judge %s; the rows judged by %s are not logged again",
+                                run_id, logged[0].judge.model, pipeline.judge.model)
+                pipeline.result(run_id)  # forget its rows
+                return logged[1]
+            result = pipeline.result(run_id)
+            if result is None:
+                return logged[1] if logged else None
+            log_result(result, run_id=run_id, log_metrics=True)
+            self._results[run_id] = (pipeline, result)
+            while len(self._results) > _KEPT_RUNS:
+                self._results.popitem(last=False)
+            return result
+
+
+_LOGGED = _LoggedRuns()
+
+
+class _Pipelines:
+    """The process's pipelines, one per judge settings: judges made alike share their judgements and their runs."""
+
+    def __init__(self) -> None:
+        self._pipelines: dict[str, Pipeline] = {}
+        self._coverage: set[str] = set()
+        self._lock = threading.Lock()
+
+    def want_coverage(self, key: str) -> None:
+        """A ``KeyPointCoverage`` exists for these settings: their judgements include key points from now on."""
         with self._lock:
-            pending, self._pending = list(self._pending.values()), {}
-        pending.sort(key=lambda item: (str(item[0].id), item[0].summary))
-        rows, seen = [], {}
-        for row, _ in pending:
-            count = seen[row.id] = seen.get(row.id, 0) + 1
-            rows.append(row if count == 1 else row.model_copy(update={"id": f"{row.id}#{count}"}))
-        categories = [category for _, category in pending]
-        extra = {"category": categories} if any(c is not None for c in categories) else None
-        result = self.shared.result(rows, extra_columns=extra)
-        if mlflow.active_run() is not None:
-            log_result(result, log_metrics=True)
-        return len(rows)
+            self._coverage.add(key)
+            if key in self._pipelines and not self._pipelines[key].coverage:
+                del self._pipelines[key]
+
+    def get(self, key: str, make: Any) -> Pipeline:
+        """The pipeline for ``key``, made by ``make(coverage)`` the first time."""
+        with self._lock:
+            if key not in self._pipelines:
+                self._pipelines[key] = make(key in self._coverage)
+            return self._pipelines[key]
 
 
-def _feedback(name: str, judgement: RowJudgement, signature: str) -> Feedback:
-    if judgement.error is not None:
-        return Feedback(name=name, error=str(judgement.error))
-    value = row_values(judgement)[name]
-    why = explanation(judgement, METRICS.row(name).reasoning)
-    claims = [c.model_dump() for c in judgement.claims]
-    metadata = {"row_id": str(judgement.id), "claims": json.dumps(claims), "signature": signature}
-    if judgement.key_points is not None:
-        metadata["key_points"] = json.dumps([p.model_dump() for p in judgement.key_points])
-    return Feedback(name=name, value=value, rationale=why, metadata=metadata)
+
+PIPELINES = _Pipelines()
+_ALL: weakref.WeakSet[Pipeline] = weakref.WeakSet()  # every pipeline alive, shared or bound to its judges
 
 
-def _grounding_feedback(judgement: RowJudgement) -> Feedback:
-    """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
-    checked = judgement.grounding
-    if checked is None or checked.grounding is None:
-        return Feedback(name="grounding", error="the summary has no sentence to check")
-    metadata = {"row_id": str(judgement.id), "grounded": str(checked.grounded)}
-    return Feedback(name="grounding", value=checked.grounding, rationale=checked.reasoning, metadata=metadata)
+def logged_result(run_id: str) -> SummarizationResult | None:
+    """The result this process logged to ``run_id``, if it did."""
+    return _LOGGED.get(run_id)
+
+
+def finish_run(run_id: str) -> SummarizationResult | None:
+    """Log the results of ``run_id`` from whichever pipeline holds its rows (a judge's before the grounding check's)."""
+    candidates = sorted(list(_ALL), key=lambda p: p.judge is None)
+    for pipeline in candidates:
+        if pipeline.has_rows(run_id):
+            return pipeline.finish(run_id)
+    return _LOGGED.get(run_id)
 
 
 def summarization_scorers(
@@ -122,44 +302,18 @@ def summarization_scorers(
     id_key: str = "id",
     category_key: str = "category",
     max_source_tokens: int | None = None,
-) -> list[Scorer]:
-    """Scorers for ``mlflow.genai.evaluate``, one per per-row metric plus ``judge_error``, sharing one judgement per row.
+) -> list:
+    """The judges for ``mlflow.genai.evaluate`` on one pipeline: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
+    ``coverage=False``) and ``Grounding`` (unless ``grounding=False``; then the run results leave the grounding
+    check out too). Each gives one feedback per row; the run's results are logged once, when MLflow aggregates."""
+    from .judges import ClaimAlignment, Grounding, KeyPointCoverage
 
-    The source is ``inputs`` when it is a string, else ``inputs[source_key]``; the summary is ``outputs``. Row ids
-    (for comparing runs row by row) come from ``inputs[id_key]`` when present, else from a hash of the source, so
-    the same article pairs up across runs; ``inputs[category_key]`` feeds the per-category plot. ``grounding=True``
-    adds a ``grounding`` scorer (the model-free check; its run metric is ``grounding`` with its interval, logged
-    with the other results, so MLflow's own mean is not logged beside it).
-    """
-    shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, progress=False)
-    adapter = _GenaiAdapter(shared, source_key=source_key, id_key=id_key, category_key=category_key)
-
-    @functools.cache
-    def signature() -> str:
-        return summarization_signature(
-            judge, coverage=coverage, max_source_tokens=shared.max_source_tokens, grounding=model_tag() if grounding else None
-        )
-
-    def make(name: str) -> Scorer:
-        def score(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
-            return _feedback(name, adapter.judgement(inputs, outputs, trace), signature())
-
-        return scorer(score, name=name)
-
-    scorers = [make(name) for name in judge_row_columns(coverage=coverage)]
+    keys = InputKeys(source_key, id_key, category_key)
+    shared = Pipeline(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, keys=keys)
+    options = {"source_key": source_key, "id_key": id_key, "category_key": category_key}
+    judges = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
+    if coverage:
+        judges.append(KeyPointCoverage(judge, max_source_tokens=max_source_tokens, **options))
     if grounding:
-        def grounding_score(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
-            return _grounding_feedback(adapter.judgement(inputs, outputs, trace))
-
-        scorers.append(scorer(grounding_score, name="grounding", aggregations=[]))
-
-    def judge_error(inputs: Any, outputs: Any, trace: Any = None) -> Feedback:
-        judgement = adapter.judgement(inputs, outputs, trace)
-        return Feedback(name="judge_error", value=int(judgement.error is not None), rationale=str(judgement.error) if judgement.error is not None else "judged")
-
-    def rows(values: list[float]) -> float:
-        # MLflow calls this once, after every row is scored: the moment to log the run-level report.
-        return float(adapter.finish())
-
-    scorers.append(scorer(judge_error, name="judge_error", aggregations=["mean", rows]))
-    return scorers
+        judges.append(Grounding(**options))
+    return [j.bound_to(shared) for j in judges]

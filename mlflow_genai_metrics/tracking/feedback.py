@@ -1,0 +1,103 @@
+"""One judgement -> the one ``Feedback`` card each judge shows per row, native in MLflow's UI.
+
+- ``claim_alignment``: "yes"/"no" (MLflow's ``CategoricalRating``, as its own judges give), source ``LLM_JUDGE``
+  with the judge model's id, a Markdown rationale (one line per claim: verdict, claim, reason; contradicted first,
+  suspect verdicts marked), the counts in metadata;
+- ``key_point_coverage``: the share of the source's key points covered, the covered and missed ones listed;
+- ``grounding``: the model-free score with its reasoning, source ``CODE`` with the grounding model's tag.
+
+A row the judge failed on is one feedback with an error, never a value.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
+from mlflow.genai.judges import CategoricalRating
+
+from ..summarization.records import CheckedClaim, RowJudgement
+
+__all__ = ["claim_alignment_feedback", "error_feedback", "grounding_feedback", "judge_source", "key_point_coverage_feedback", "markdown_text"]
+
+_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, as in the per-row reasoning
+_VERDICT = {"no": "contradicted", "idk": "unverifiable", "yes": "supported"}
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~])")
+
+
+def markdown_text(text: str) -> str:
+    """``text`` on one line, its Markdown characters escaped: a claim or a reason shows as written."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(text.split()))
+
+
+def judge_source(model: str) -> AssessmentSource:
+    """The judge model as the feedback's source, as MLflow's own judges name theirs."""
+    return AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=model)
+
+
+def error_feedback(name: str, message: str, source: AssessmentSource, *, code: str = "JUDGE_ERROR") -> Feedback:
+    """The one feedback of a row the judge failed on: the error, no value."""
+    return Feedback(name=name, error=AssessmentError(error_code=code, error_message=message), source=source)
+
+
+def _claim_line(claim: CheckedClaim) -> str:
+    suspect = f" *(suspect: the source supports {claim.lexical_support:.2f} of it)*" if claim.suspect else ""
+    return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}"
+
+
+def claim_alignment_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
+    """Yes when the summary makes claims and the source contradicts none, with every claim listed."""
+    if judgement.error is not None:
+        return error_feedback(name, str(judgement.error), source)
+    claims = judgement.claims
+    counts = {verdict: sum(c.verdict == verdict for c in claims) for verdict in _ORDER}
+    aligned = bool(claims) and counts["no"] == 0
+    value = CategoricalRating.YES if aligned else CategoricalRating.NO
+    if not claims:
+        rationale = "**No**: the summary makes no claim (defect: empty)."
+    else:
+        head = (f"**{'Yes' if aligned else 'No'}**: {len(claims)} claims, {counts['no']} contradicted, "
+                f"{counts['idk']} unverifiable, {counts['yes']} supported.")
+        ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], not item[1].suspect, item[0]))
+        rationale = "\n".join([head, "", *(_claim_line(claim) for _, claim in ordered)])
+    metadata = {
+        "row_id": str(judgement.id),
+        "claims": str(len(claims)),
+        "supported": str(counts["yes"]),
+        "contradicted": str(counts["no"]),
+        "unverifiable": str(counts["idk"]),
+        "strictly_aligned": str(bool(claims) and counts["yes"] == len(claims)).lower(),
+    }
+    if claims:
+        metadata["support_rate"] = f"{counts['yes'] / len(claims):.4g}"
+    if any(c.suspect is not None for c in claims):
+        metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
+    return Feedback(name=name, value=value, rationale=rationale, source=source, metadata=metadata)
+
+
+def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
+    """The share of the source's key points the summary covers, the missed ones listed first."""
+    if judgement.error is not None:
+        return error_feedback(name, str(judgement.error), source)
+    points = judgement.key_points or []
+    if not points:
+        return error_feedback(name, "the judge listed no key point for this source: there is nothing to cover", source, code="NO_KEY_POINTS")
+    covered = [p for p in points if p.covered]
+    missed = [p for p in points if not p.covered]
+    lines = [f"**{len(covered)} of {len(points)} key points covered.**"]
+    for title, group in (("Missed", missed), ("Covered", covered)):
+        if group:
+            lines += ["", f"{title}:", *(f"- {markdown_text(p.key_point)} — {markdown_text(p.reason)}" for p in group)]
+    metadata = {"row_id": str(judgement.id), "key_points": str(len(points)), "covered": str(len(covered)), "missed": str(len(missed))}
+    return Feedback(name=name, value=len(covered) / len(points), rationale="\n".join(lines), source=source, metadata=metadata)
+
+
+def grounding_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
+    """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
+    checked = judgement.grounding
+    if checked is None or checked.grounding is None:
+        return error_feedback(name, "the summary has no sentence to check", source, code="NO_SENTENCE")
+    head, *rest = checked.reasoning.splitlines()
+    rationale = "\n".join([markdown_text(head), *([""] if rest else []), *(f"- {markdown_text(line)}" for line in rest)])
+    metadata = {"row_id": str(judgement.id), "grounded": str(bool(checked.grounded)).lower()}
+    return Feedback(name=name, value=checked.grounding, rationale=rationale, source=source, metadata=metadata)

@@ -1,0 +1,313 @@
+"""The summarization judges as MLflow scorers: ``ClaimAlignment``, ``KeyPointCoverage`` and ``Grounding``.
+
+    from mlflow_genai_metrics import Judge
+    from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
+
+    judge = Judge("gpt-4o-mini")
+    mlflow.genai.evaluate(data, scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()])
+    ClaimAlignment(judge).register().start(sampling_config=ScorerSamplingConfig(sample_rate=1.0))
+
+Each is a ``Scorer`` with a name, a description and serialisable settings (``judge``: the judge model, base URL,
+options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``). Judges made with
+the same settings share one judgement per row and report each run's results once (``genai.Pipeline``), through
+MLflow's aggregation hook: ``claim_alignment/claims`` (claims judged) and ``key_point_coverage/key_points`` (key
+points checked) are the numbers the hook returns; every other run metric has its own name (``docs/mlflow.md``).
+
+MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the
+judge as a ``@scorer`` whose body imports this package and rebuilds the judge from the settings its signature
+carries; ``register()``, ``start()``, ``update()``, ``stop()`` and ``model_dump()`` use it. Loading it back needs
+``MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS=true`` where it is loaded (MLflow executes the stored source), this package
+installed there, and the judge's key in that environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import types
+from typing import Any, ClassVar
+
+import pydantic
+from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
+from mlflow.genai.scorers import Scorer, scorer
+from mlflow.tracing.constant import TraceMetadataKey
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from ..grounding.model import model_tag
+from ..judge import Judge, JudgeConfigError
+from ..prompts import PROMPT_NAMES, load_prompt
+from ..summarization.records import RowJudgement
+from .feedback import claim_alignment_feedback, error_feedback, grounding_feedback, judge_source, key_point_coverage_feedback
+from .genai import PIPELINES, InputKeys, Pipeline
+
+__all__ = ["ClaimAlignment", "Grounding", "JudgeSpec", "KeyPointCoverage", "rebuilt", "summary_judge"]
+
+
+
+def installed_prompts() -> dict[str, str]:
+    """Each prompt's version tag in this installation (``v1-3f2a``), as the signature pins them."""
+    return {name: load_prompt(name).tag.split(":", 1)[1] for name in PROMPT_NAMES}
+
+
+class JudgeSpec(BaseModel):
+    """A judge's serialisable settings: what rebuilds the same judge elsewhere. Never the API key (the rebuilt judge
+    reads ``OPENAI_API_KEY`` where it runs) nor credentials in the base URL (shown as ``***``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    base_url: str
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    context_window: int | None = None
+    max_concurrency: int = 8
+    max_requests_per_s: float | None = None
+    timeout_s: float = 60.0
+    max_retries: int = 6
+    prices: dict[str, float] | None = None
+    check_model: bool = True
+    cache: bool = True
+    prompts: dict[str, str] = pydantic.Field(default_factory=installed_prompts)
+
+    @classmethod
+    def of(cls, judge: Judge) -> JudgeSpec:
+        """The settings of ``judge``."""
+        s = judge.settings
+        return cls(
+            model=s.model, base_url=s.shown_url, temperature=s.temperature, seed=s.seed, max_tokens=s.max_tokens,
+            context_window=s.context_window, max_concurrency=s.max_concurrency, max_requests_per_s=s.max_requests_per_s,
+            timeout_s=s.timeout_s, max_retries=s.max_retries, check_model=s.check_model, cache=s.cache_dir is not None,
+            prices=s.prices.model_dump(exclude_none=True) if s.prices is not None else None,
+        )
+
+    def build(self) -> Judge:
+        """The judge these settings describe; refused when this installation's prompts are not the ones named."""
+        if self.prompts != installed_prompts():
+            raise ValueError(
+                f"this judge was set up with the prompts {self.prompts}, but this installation of mlflow_genai_metrics "
+                f"has {installed_prompts()}: its numbers would not be the same judge's. Install the version it was "
+                "registered with, or register the judge again."
+            )
+        if "***" in self.base_url:
+            raise ValueError(f"the judge's base URL {self.base_url} held credentials, which its settings never keep: pass the key as OPENAI_API_KEY")
+        options = self.model_dump(exclude={"model", "base_url", "cache", "prompts"})
+        return Judge(self.model, self.base_url, **options, **({} if self.cache else {"cache_dir": None}))
+
+
+class _SummaryScorer(Scorer):
+    """What every judge shares: where the texts are in a row, the pipeline it reads, one feedback per row."""
+
+    source_key: str = "text"
+    id_key: str = "id"
+    category_key: str = "category"
+    judge_kind: ClassVar[str]
+    hook_metric: ClassVar[str | None] = None  # the number its aggregation hook returns, named <name>/<hook_metric>
+    _pipeline: Pipeline | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        if self.hook_metric is not None and "aggregations" not in self.model_fields_set:
+            self.aggregations = [self._aggregation_hook()]
+
+    # -- scoring ----------------------------------------------------------------------------------------------------
+
+    def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None) -> Feedback:
+        pipeline = self.pipeline()
+        parsed = pipeline.parse(inputs, outputs, expectations, trace)
+        run_id = (getattr(getattr(trace, "info", None), "request_metadata", None) or {}).get(TraceMetadataKey.SOURCE_RUN)
+        try:
+            judgement = pipeline.judgement(parsed, run_id)
+        except JudgeConfigError as error:
+            return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
+        return self.feedback(judgement)
+
+    def feedback(self, judgement: RowJudgement) -> Feedback:
+        """This judge's one feedback for a judged row."""
+        raise NotImplementedError
+
+    def source(self) -> AssessmentSource:
+        raise NotImplementedError
+
+    def pipeline(self) -> Pipeline:
+        """The pipeline this judge reads: the one it is bound to, else the process's for its settings."""
+        if self._pipeline is not None:
+            return self._pipeline
+        return PIPELINES.get(self.pipeline_key(), self._make_pipeline)
+
+    def pipeline_key(self) -> str:
+        return "grounding"
+
+    def _make_pipeline(self, coverage: bool) -> Pipeline:
+        return Pipeline(None, coverage=False, keys=self.input_keys())
+
+    def input_keys(self) -> InputKeys:
+        return InputKeys(self.source_key, self.id_key, self.category_key)
+
+    def bound_to(self, pipeline: Pipeline, **update: Any) -> _SummaryScorer:
+        """A copy of this judge reading ``pipeline`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
+        copy = self.model_copy(update=update)
+        copy._pipeline = pipeline
+        return copy
+
+    def _aggregation_hook(self) -> Any:
+        def aggregate(values: list[float]) -> float:
+            # MLflow calls this once, after every row is scored, in the thread that holds the evaluation's run.
+            import mlflow
+
+            from .genai import finish_run
+
+            run = mlflow.active_run()
+            result = finish_run(run.info.run_id) if run is not None else None
+            return float(self.hook_value(result)) if result is not None else float("nan")
+
+        aggregate.__name__ = self.hook_metric
+        return aggregate
+
+    def hook_value(self, result: Any) -> float:
+        raise NotImplementedError
+
+    # -- the registrable form -----------------------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that rebuilds this judge, JSON-ready (``rebuilt(settings)``)."""
+        fields = BaseModel.model_dump(self, mode="json", exclude={"aggregations", "timeout"})
+        return {"kind": self.judge_kind, **fields}
+
+    def registrable(self) -> Scorer:
+        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body imports this
+        package and rebuilds the judge from ``settings()``, which its signature carries as a default value."""
+        defaults = (None, None, None, None, self.settings())
+        func = types.FunctionType(summary_judge.__code__, summary_judge.__globals__, summary_judge.__name__, defaults)
+        return scorer(func, name=self.name, description=self.description, aggregations=[])
+
+    def register(self, *, name: str | None = None, experiment_id: str | None = None) -> Scorer:
+        """Register ``registrable()`` (see ``Scorer.register``); returns the registered scorer, ready to ``start``."""
+        return self.registrable().register(name=name, experiment_id=experiment_id)
+
+    def start(self, **options: Any) -> Scorer:
+        return self.registrable().start(**options)
+
+    def update(self, **options: Any) -> Scorer:
+        return self.registrable().update(**options)
+
+    def stop(self, **options: Any) -> Scorer:
+        return self.registrable().stop(**options)
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """The serialised form MLflow stores: that of ``registrable()``."""
+        return self.registrable().model_dump(**kwargs)
+
+
+class _JudgedScorer(_SummaryScorer):
+    """A judge that asks the judge model: its settings, and the live ``Judge`` it was made with (kept in-process)."""
+
+    judge: JudgeSpec
+    max_source_tokens: int | None = None
+    _live: Judge | None = PrivateAttr(default=None)
+
+    def __init__(self, judge: Judge | JudgeSpec | dict | None = None, /, **data: Any):
+        if "judge" in data:
+            judge = data.pop("judge")
+        live = Judge() if judge is None else judge if isinstance(judge, Judge) else None  # None: the environment's judge
+        super().__init__(judge=JudgeSpec.of(live) if live is not None else judge, **data)
+        self._live = live
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        if self.needs_coverage:
+            PIPELINES.want_coverage(self.pipeline_key())
+
+    needs_coverage: ClassVar[bool] = False
+
+    def live_judge(self) -> Judge:
+        """The ``Judge`` this judge asks (the one it was made with, else one built from its settings)."""
+        if self._live is None:
+            self._live = self.judge.build()
+        return self._live
+
+    def pipeline_key(self) -> str:
+        return json.dumps([self.judge.model_dump(mode="json"), self.max_source_tokens, self.input_keys().__dict__], sort_keys=True)
+
+    def _make_pipeline(self, coverage: bool) -> Pipeline:
+        return Pipeline(self.live_judge(), coverage=coverage, max_source_tokens=self.max_source_tokens, keys=self.input_keys())
+
+    def source(self) -> AssessmentSource:
+        return judge_source(self.judge.model)
+
+
+class ClaimAlignment(_JudgedScorer):
+    """Is every claim of the summary consistent with the source? "yes" when the summary makes claims and the source
+    contradicts none of them, else "no"; the rationale lists every claim with its verdict and reason."""
+
+    name: str = "claim_alignment"
+    description: str | None = (
+        "Splits the summary into claims and checks each against the source: yes when none is contradicted. "
+        "Rationale: every claim with its verdict (contradicted first) and reason."
+    )
+    judge_kind: ClassVar[str] = "claim_alignment"
+    hook_metric: ClassVar[str | None] = "claims"
+
+    def feedback(self, judgement: RowJudgement) -> Feedback:
+        return claim_alignment_feedback(self.name, judgement, self.source())
+
+    def hook_value(self, result: Any) -> float:
+        return float(result.rows["claim_count"].sum()) if "claim_count" in result.rows else 0.0
+
+
+class KeyPointCoverage(_JudgedScorer):
+    """What share of the source's key points does the summary cover? The rationale lists the missed and covered ones."""
+
+    name: str = "key_point_coverage"
+    description: str | None = "The share of the source's key points (listed by the judge) that the summary covers."
+    judge_kind: ClassVar[str] = "key_point_coverage"
+    hook_metric: ClassVar[str | None] = "key_points"
+    needs_coverage: ClassVar[bool] = True
+
+    def feedback(self, judgement: RowJudgement) -> Feedback:
+        return key_point_coverage_feedback(self.name, judgement, self.source())
+
+    def hook_value(self, result: Any) -> float:
+        return float(len(result.key_points))
+
+
+class Grounding(_SummaryScorer):
+    """The model-free grounding score in [0, 1]: how much of each summary sentence the source supports (no judge)."""
+
+    name: str = "grounding"
+    description: str | None = "Model-free grounding score in [0, 1]: how well the source supports each summary sentence (no judge call)."
+    judge_kind: ClassVar[str] = "grounding"
+
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        # MLflow would log its mean as grounding/mean, which the file store cannot keep beside the run's own grounding
+        if "aggregations" not in self.model_fields_set:
+            self.aggregations = []
+
+    def feedback(self, judgement: RowJudgement) -> Feedback:
+        return grounding_feedback(self.name, judgement, self.source())
+
+    def source(self) -> AssessmentSource:
+        return AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=model_tag())
+
+
+KINDS: dict[str, type[_SummaryScorer]] = {cls.judge_kind: cls for cls in (ClaimAlignment, KeyPointCoverage, Grounding)}
+
+
+@functools.lru_cache(maxsize=64)
+def _rebuild(settings: str) -> _SummaryScorer:
+    fields = json.loads(settings)
+    return KINDS[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
+
+
+def rebuilt(settings: dict[str, Any]) -> _SummaryScorer:
+    """The judge ``settings()`` describe, made once per process (so its rows share one pipeline)."""
+    return _rebuild(json.dumps(settings, sort_keys=True))
+
+
+def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, settings=None):
+    """The registrable form of a judge: MLflow stores this body and the signature (whose ``settings`` default names
+    the judge), and runs them where the scorer is loaded."""
+    from mlflow_genai_metrics.tracking.judges import rebuilt
+
+    return rebuilt(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)

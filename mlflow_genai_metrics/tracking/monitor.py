@@ -1,0 +1,115 @@
+"""Production monitoring without a server that runs custom scorers: score an experiment's traces not yet scored.
+
+    from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, score_traces
+    report = score_traces("my-summarizer-app", judges=[ClaimAlignment(judge), Grounding()])
+    # also: mgm monitor --experiment my-summarizer-app
+
+MLflow's own monitoring (``judge.register().start(...)``) runs registered judges on the tracking server, which an
+open-source server does only with ``MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS=true`` (it executes the judge's stored
+source). ``score_traces`` does the same from any process: each trace whose root span holds a source and a summary
+gets one feedback per judge, as in an evaluation. It is resumable: traces that already carry a judge's feedback
+are skipped, and the judge's cache answers again for rows judged before an interruption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import mlflow
+from mlflow.entities import AssessmentSourceType
+
+from .genai import ParsedRow, Pipeline
+
+__all__ = ["MonitorReport", "score_traces", "trace_rows"]
+
+
+@dataclass(frozen=True)
+class MonitorReport:
+    """What one pass over an experiment's traces did; ``traces_seen`` = ``already_scored`` + ``unusable`` + ``scored``."""
+
+    experiment_id: str
+    traces_seen: int
+    already_scored: int  # every judge's feedback was there already
+    unusable: int  # the root span holds no source and summary (e.g. another app's trace)
+    scored: int  # traces that got feedback now
+    judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
+
+
+def _root(trace: Any) -> Any:
+    return next((span for span in trace.data.spans if span.parent_id is None), None)
+
+
+def trace_rows(traces: Sequence[Any], pipeline: Pipeline) -> tuple[list[ParsedRow], list[str]]:
+    """Each trace as a row (its root span's inputs and outputs, its expectations), and the ids of the traces that
+    are not one."""
+    rows, unusable = [], []
+    for trace in traces:
+        root = _root(trace)
+        expectations = {a.name: a.value for a in trace.info.assessments if getattr(a, "expectation", None) is not None}
+        try:
+            if root is None:
+                raise ValueError("no root span")
+            rows.append(pipeline.parse(root.inputs, root.outputs, expectations, trace))
+        except ValueError:
+            unusable.append(trace.info.trace_id)
+    return rows, unusable
+
+
+def _ours(trace: Any, names: set[str]) -> set[str]:
+    """The judges' names under which the trace already has feedback that is not a person's."""
+    return {
+        a.name for a in trace.info.assessments
+        if a.name in names and getattr(a, "feedback", None) is not None and a.source.source_type != AssessmentSourceType.HUMAN
+    }
+
+
+def _experiment_id(experiment: str | None) -> str:
+    if experiment is None:
+        from mlflow.tracking.fluent import _get_experiment_id
+
+        return _get_experiment_id()
+    found = mlflow.get_experiment_by_name(experiment) or (mlflow.get_experiment(experiment) if experiment.isdigit() else None)
+    if found is None:
+        raise ValueError(f"no experiment named (or with id) {experiment!r} in {mlflow.get_tracking_uri()}")
+    return found.experiment_id
+
+
+def score_traces(
+    experiment: str | None = None,
+    judges: Sequence[Any] | None = None,
+    *,
+    filter_string: str | None = None,
+    max_traces: int | None = None,
+) -> MonitorReport:
+    """Attach each judge's feedback to the traces of ``experiment`` (name or id; default: the active one) that do
+    not carry it yet; ``filter_string`` is ``mlflow.search_traces``'s, ``max_traces`` caps the traces scored now.
+    ``judges`` as for ``evaluate_summaries`` (default: the three, the judge from the environment). The judge is
+    checked before any trace (``JudgeConfigError`` in seconds for a wrong model, key or endpoint)."""
+    from .evaluate import _pipeline
+    from .judges import ClaimAlignment, Grounding, KeyPointCoverage
+
+    judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
+    pipeline = _pipeline(judges)
+    experiment_id = _experiment_id(experiment)
+    pipeline.check()
+    traces = mlflow.search_traces(locations=[experiment_id], filter_string=filter_string, return_type="list")
+    names = {j.name for j in judges}
+    todo = [t for t in traces if _ours(t, names) != names]
+    rows, unusable = trace_rows(todo, pipeline)
+    rows = rows[:max_traces] if max_traces is not None else rows
+    done = {t.info.trace_id: _ours(t, names) for t in todo}
+    judgements = pipeline.judge_all(rows) if rows else []
+    roots = {t.info.trace_id: _root(t) for t in todo}
+    for parsed, judgement in zip(rows, judgements):
+        for judge in judges:
+            if judge.name in done[parsed.trace_id]:
+                continue
+            feedback = judge.feedback(judgement)
+            feedback.span_id = roots[parsed.trace_id].span_id  # on the root span, where evaluations put theirs
+            mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)
+    return MonitorReport(
+        experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo), unusable=len(unusable),
+        scored=len(rows), judge_errors=sum(j.error is not None for j in judgements),
+    )

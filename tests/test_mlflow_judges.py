@@ -1,0 +1,285 @@
+"""The MLflow-native judges (ClaimAlignment, KeyPointCoverage, Grounding) on a real SQLite store and the scripted
+judge: one feedback per judge per row, run results whatever judges are chosen, no judge call among the run's
+traces, expectations, evaluation datasets, and a wrong judge failing before the first row."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import mlflow
+import pytest
+from mlflow.entities import AssessmentSourceType
+from mlflow.genai.scorers import Scorer, scorer
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics import JudgeConfigError, evaluate_summaries
+from mlflow_genai_metrics.summarization.passes import extract_claims_request
+from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer
+from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage, log_summary_results
+
+from conftest import SECRET_KEY
+from helpers import judge_for
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence
+
+JUDGES = ("claim_alignment", "key_point_coverage", "grounding")
+CONTRADICTED = "The council rejected the budget."
+
+
+def records(*, contradicted: bool = False, references: bool = False) -> list[dict[str, Any]]:
+    """The six articles as ``mlflow.genai.evaluate`` data (biz/1 contradicted on request)."""
+    rows = []
+    for row_id, category, text in ARTICLES:
+        summary = CONTRADICTED if contradicted and row_id == "biz/1" else first_sentence(text)
+        row = {"inputs": {"text": text, "id": row_id, "category": category}, "outputs": summary}
+        if references:
+            row["expectations"] = {"expected_response": first_sentence(text) + " " + text.split(". ")[1]}
+        rows.append(row)
+    return rows
+
+
+def failing_on(*words: str) -> Endpoint:
+    """The scripted endpoint, answering garbage to the claims request of each summary containing one of ``words``."""
+    endpoint = Endpoint()
+    endpoint.judge.fault = lambda request, kind: (
+        Reply("garbage") if kind == "claims" and any(w in request.messages[0]["content"] for w in words) else None
+    )
+    return endpoint
+
+
+def run_traces(run_id: str) -> list:
+    mlflow.flush_trace_async_logging()  # a trace exported late (as the judge's own calls were) counts too
+    return mlflow.search_traces(run_id=run_id, return_type="list")
+
+
+def feedback(trace, name: str) -> list:
+    return [a for a in trace.info.assessments if a.name == name and getattr(a, "feedback", None) is not None]
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """One plain ``mlflow.genai.evaluate`` with the three judges: biz/1 contradicted, biz/2's claims failing."""
+
+    traces: dict[str, Any]  # row id -> trace
+    metrics: dict[str, float]
+    chat_requests: int
+    span_types: list[str]  # of every span MLflow made during the evaluation, whether or not it was kept
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> Evaluated:
+    folder = tmp_path_factory.mktemp("judges-store")
+    with pytest.MonkeyPatch.context() as patch, ScriptedJudgeServer(failing_on("Shares"), models=Endpoint.models) as server:
+        patch.setenv("MGM_CACHE_DIR", str(folder / "cache"))
+        mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+        try:
+            mlflow.set_experiment(experiment_id=mlflow.create_experiment("judges", artifact_location=(folder / "a").as_uri()))
+            judge = judge_for(server)
+            spans: list[str] = []
+            with mlflow.tracing.configure(span_processors=[lambda span: spans.append(span.span_type)]):
+                result = mlflow.genai.evaluate(
+                    data=records(contradicted=True, references=True), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
+                )
+                traces = {t.info.request_metadata["mlflow.traceInputs"]: t for t in run_traces(result.run_id)}
+            by_id = {json.loads(inputs)["id"]: trace for inputs, trace in traces.items()}
+            return Evaluated(by_id, MlflowClient().get_run(result.run_id).data.metrics, server.request_count, spans)
+        finally:
+            mlflow.set_tracking_uri("")
+
+
+def test_each_row_has_exactly_one_feedback_per_judge(evaluated):
+    assert sorted(evaluated.traces) == sorted(i for i, _, _ in ARTICLES)
+    for trace in evaluated.traces.values():
+        names = sorted(a.name for a in trace.info.assessments if getattr(a, "feedback", None) is not None)
+        assert names == sorted(JUDGES)
+
+
+def test_claim_alignment_is_yes_or_no_from_the_judge_model(evaluated):
+    values = {row_id: feedback(t, "claim_alignment")[0] for row_id, t in evaluated.traces.items() if row_id != "biz/2"}
+    assert {row_id: f.value for row_id, f in values.items()} == {"biz/1": "no", **{i: "yes" for i in values if i != "biz/1"}}
+    for item in values.values():
+        assert item.source.source_type == AssessmentSourceType.LLM_JUDGE and item.source.source_id == "scripted-judge"
+
+
+def test_the_rationale_is_markdown_with_contradicted_claims_first(evaluated):
+    rationale = feedback(evaluated.traces["biz/1"], "claim_alignment")[0].rationale
+    head, blank, first, *_ = rationale.splitlines()
+    assert head.startswith("**No**: 1 claims, 1 contradicted") and blank == ""
+    assert first.startswith("- **contradicted**") and CONTRADICTED.rstrip(".") in first
+
+
+def test_claim_alignment_metadata_carries_the_counts(evaluated):
+    metadata = feedback(evaluated.traces["biz/1"], "claim_alignment")[0].metadata
+    assert {k: metadata[k] for k in ("claims", "supported", "contradicted", "unverifiable", "support_rate", "strictly_aligned")} == {
+        "claims": "1", "supported": "0", "contradicted": "1", "unverifiable": "0", "support_rate": "0", "strictly_aligned": "false",
+    }
+    assert metadata["row_id"] == "biz/1" and "suspect_verdicts" in metadata
+
+
+def test_key_point_coverage_is_the_share_with_missed_and_covered_points_listed(evaluated):
+    item = feedback(evaluated.traces["tec/1"], "key_point_coverage")[0]
+    assert item.value == pytest.approx(1 / 3) and item.source.source_id == "scripted-judge"
+    assert item.rationale.startswith("**1 of 3 key points covered.**")
+    assert "Missed:\n- It has a larger screen." in item.rationale and "Covered:\n- A new phone was released in Paris." in item.rationale
+
+
+def test_grounding_is_the_model_free_score_from_code(evaluated):
+    item = feedback(evaluated.traces["tec/1"], "grounding")[0]
+    assert 0 <= item.value <= 1 and item.source.source_type == AssessmentSourceType.CODE
+    assert item.source.source_id.startswith("grounding:") and item.rationale.startswith("grounding ")
+
+
+def test_a_row_the_judge_failed_on_has_one_error_feedback_per_judge_and_no_value(evaluated):
+    trace = evaluated.traces["biz/2"]
+    for name in ("claim_alignment", "key_point_coverage"):
+        (item,) = feedback(trace, name)
+        assert item.value is None and "claim extraction failed" in item.error.error_message
+        assert item.source.source_type == AssessmentSourceType.LLM_JUDGE
+    assert feedback(trace, "grounding")[0].value is not None  # the model-free check needs no judge
+
+
+def test_the_run_results_are_logged_once_under_their_own_names(evaluated):
+    metrics = evaluated.metrics
+    for name in ("alignment", "alignment_ci_low", "alignment_ci_high", "alignment_n", "defect_rate/contradiction", "richness",
+                 "coverage", "coverage_n", "grounding", "grounded_rate", "judge_error_rate", "judge/calls"):
+        assert name in metrics, name
+    assert metrics["alignment"] == pytest.approx(4 / 5) and metrics["judge_error_rate"] == pytest.approx(1 / 6)
+    assert not [name for name in metrics if name.endswith("/mean")]  # MLflow logs no second name for our numbers
+    assert metrics["claim_alignment/claims"] == 5 and metrics["key_point_coverage/key_points"] == 15  # the hooks' own
+
+
+def test_the_judge_s_own_calls_are_not_traces_of_the_evaluation(evaluated):
+    assert evaluated.chat_requests > len(ARTICLES)  # the judge was asked, many times
+    assert len(evaluated.traces) == len(ARTICLES)
+    for trace in evaluated.traces.values():
+        assert "mlflow.eval.requestId" in trace.info.tags  # each one an evaluated row
+
+
+def test_expectations_give_rouge_bleu_and_chrf(evaluated):
+    assert {"rouge1", "rougeL", "bleu", "chrf"} <= set(evaluated.metrics)
+    assert 0 < evaluated.metrics["rouge1"] < 1
+
+
+def test_a_scorer_calling_the_judge_itself_leaves_its_calls_as_traces(scripted_server, mlflow_store):
+    """The control for the test above: MLflow does trace a judge's calls made from a scorer, so that test can fail."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    judge = judge_for(server)
+
+    @scorer
+    def asks_the_judge(outputs) -> bool:
+        return judge.ask(extract_claims_request(outputs)).ok
+
+    result = mlflow.genai.evaluate(data=records()[:2], scorers=[asks_the_judge])
+    time.sleep(1)
+    assert len(run_traces(result.run_id)) > 2
+
+
+def test_a_subset_of_the_judges_still_logs_the_run_results(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=[ClaimAlignment(judge_for(server))])
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["alignment"] == pytest.approx(5 / 6) and metrics["alignment_n"] == 6
+    assert "coverage" not in metrics and not [name for name in metrics if name.endswith("/mean")]
+    assert server.count(purpose="KeyPoints") == 0  # no key point asked for when no judge reads them
+    report = json.loads(mlflow.artifacts.load_text(f"runs:/{result.run_id}/mgm/report.json"))
+    assert report["rows"] == len(ARTICLES)
+
+
+def test_a_run_whose_every_row_failed_is_completed_by_log_summary_results(scripted_server, mlflow_store):
+    server = scripted_server(failing_on(""), models=Endpoint.models)
+    result = mlflow.genai.evaluate(data=records(), scorers=[ClaimAlignment(judge_for(server)), Grounding()])
+    assert "judge_error_rate" not in MlflowClient().get_run(result.run_id).data.metrics  # MLflow called no hook
+    logged = log_summary_results(result.run_id)
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["judge_error_rate"] == logged.metrics["judge_error_rate"] == 1.0 and "grounding" in metrics
+
+
+def test_log_summary_results_judges_a_run_s_traces_again_in_another_process(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    result = mlflow.genai.evaluate(data=records(), scorers=[Grounding()])  # no hook: grounding/x beside grounding
+    logged = log_summary_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["alignment"] == logged.metrics["alignment"] == 1.0 and logged.rows["id"].tolist() == sorted(i for i, _, _ in ARTICLES)
+
+
+def test_evaluate_summaries_judges_each_row_once_and_logs_the_results_once(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    judge = judge_for(server)
+    evaluation = evaluate_summaries(records(contradicted=True), judges=[ClaimAlignment(judge), KeyPointCoverage(judge)])
+    assert server.request_count == 4 * len(ARTICLES)  # claims, verdicts, key points, coverage: once per row
+    metrics = MlflowClient().get_run(evaluation.run_id).data.metrics
+    assert metrics["alignment"] == evaluation.metrics["alignment"] == pytest.approx(5 / 6)
+    assert "coverage" in metrics and not [name for name in metrics if "/" in name and name.split("/")[0] in JUDGES]
+    traces = run_traces(evaluation.run_id)
+    assert len(traces) == len(ARTICLES)
+    assert all(sorted(a.name for a in t.info.assessments if getattr(a, "feedback", None)) == ["claim_alignment", "key_point_coverage"] for t in traces)
+
+
+def test_evaluate_summaries_refuses_judges_with_different_settings(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    with pytest.raises(ValueError, match="must share one judge's settings"):
+        evaluate_summaries(records(), judges=[ClaimAlignment(judge_for(server)), KeyPointCoverage(judge_for(server, temperature=0.5))])
+    assert server.request_count == 0
+
+
+def test_an_mlflow_evaluation_dataset_works_as_data(scripted_server, mlflow_store):
+    from mlflow.genai.datasets import create_dataset
+
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    dataset = create_dataset(name="bbc-six")
+    dataset.merge_records(records(references=True))
+    evaluation = evaluate_summaries(dataset, judges=[ClaimAlignment(judge_for(server))])
+    assert evaluation.metrics["alignment"] == 1.0 and "rouge1" in evaluation.metrics
+    assert len(evaluation.result.rows) == len(ARTICLES)
+
+
+def test_a_wrong_model_name_fails_before_the_first_row(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    from mlflow_genai_metrics import Judge
+
+    wrong = Judge("scripted-judg", server.base_url, SECRET_KEY, cache_dir=None)
+    started = time.monotonic()
+    with pytest.raises(JudgeConfigError, match="does not serve model 'scripted-judg'"):
+        evaluate_summaries(records(), judges=[ClaimAlignment(wrong), Grounding()])
+    assert time.monotonic() - started < 10
+    assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_the_judges_first_call_fails_every_row_at_once_on_a_wrong_model(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    from mlflow_genai_metrics import Judge
+
+    judge = Judge("scripted-judg", server.base_url, SECRET_KEY, cache_dir=None)
+    result = mlflow.genai.evaluate(data=records(), scorers=[ClaimAlignment(judge)])
+    errors = [f.error for t in run_traces(result.run_id) for f in feedback(t, "claim_alignment")]
+    assert len(errors) == len(ARTICLES) and all("does not serve model 'scripted-judg'" in e.error_message for e in errors)
+    assert server.request_count == 0 and server.model_listings == 1  # one preflight, then no call per row
+
+
+def test_a_judge_serialises_its_settings_but_never_the_key(scripted_server):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    dumped = ClaimAlignment(judge_for(server, seed=7)).model_dump()
+    assert dumped["name"] == "claim_alignment" and dumped["description"] and dumped["call_source"]
+    assert "'model': 'scripted-judge'" in dumped["call_signature"] and "'seed': 7" in dumped["call_signature"]
+    assert "'prompts': {" in dumped["call_signature"] and SECRET_KEY not in json.dumps(dumped)
+
+
+def test_the_registrable_form_rebuilds_the_same_judge(scripted_server, monkeypatch):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS", "true")  # MLflow runs a loaded @scorer's source only then
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # the rebuilt judge reads the key where it runs
+    original = ClaimAlignment(judge_for(server))
+    loaded = Scorer.model_validate(original.model_dump())
+    row = records(contradicted=True)[0]
+    assert loaded.name == "claim_alignment"
+    assert loaded(inputs=row["inputs"], outputs=row["outputs"]).value == original(inputs=row["inputs"], outputs=row["outputs"]).value == "no"
+
+
+def test_a_judge_set_up_with_other_prompts_is_refused(scripted_server):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    spec = JudgeSpec.of(judge_for(server))
+    other = spec.model_copy(update={"prompts": {**spec.prompts, "verify": "v0-0000"}})
+    with pytest.raises(ValueError, match="its numbers would not be the same judge's"):
+        other.build()
