@@ -25,6 +25,7 @@ from .summarization import (
     SourceMismatchError,
     SummarizationResult,
     compare_results,
+    estimate_cost,
     judge_summaries,
     judge_summaries_frame,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "__version__",
     "compare_results",
     "compare_runs",
+    "estimate_cost",
     "evaluate_summaries",
     "GroundingResult",
     "grounding_metrics",

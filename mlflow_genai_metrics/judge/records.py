@@ -87,11 +87,20 @@ class Prices(BaseModel):
 
     @classmethod
     def coerce(
-        cls, value: Prices | Mapping[str, float] | tuple[float, float] | tuple[float, float, float] | None
+        cls, value: Prices | Mapping[str, float] | tuple[float, float] | tuple[float, float, float] | str | None
     ) -> Prices | None:
-        """Accept ``Prices``, ``{"input": .., "output": ..[, "cached_input": ..]}`` or ``(input, output[, cached_input])``."""
+        """Accept ``Prices``, ``{"input": .., "output": ..[, "cached_input": ..]}``, ``(input, output[, cached_input])``
+        or the command line's ``"input,output[,cached_input]"``."""
         if value is None or isinstance(value, Prices):
             return value
+        if isinstance(value, str):
+            parts = value.split(",")
+            if len(parts) not in (2, 3):
+                raise ValueError(f"prices {value!r}: write INPUT,OUTPUT[,CACHED_INPUT] in USD per million tokens, e.g. 0.15,0.60")
+            try:
+                value = tuple(float(part) for part in parts)
+            except ValueError:
+                raise ValueError(f"prices {value!r}: each price must be a number (USD per million tokens)") from None
         if isinstance(value, Mapping):
             return cls.model_validate(dict(value))
         return cls.model_validate(dict(zip(("input", "output", "cached_input"), value, strict=False)))

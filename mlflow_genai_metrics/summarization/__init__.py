@@ -3,6 +3,7 @@ metrics of ``docs/metrics.md``. Imports nothing from MLflow."""
 
 from .api import judge_summaries, judge_summaries_frame
 from .chunking import combine_verdicts, split_source
+from .estimate import CostEstimate, estimate_cost
 from .grounding_only import GroundingResult, grounding_metrics
 from .records import CheckedClaim, CoveredKeyPoint, RowJudgement
 from .comparison import (
@@ -17,6 +18,7 @@ from .result import SummarizationResult
 __all__ = [
     "CheckedClaim",
     "Comparison",
+    "CostEstimate",
     "CoveredKeyPoint",
     "GroundingResult",
     "InsufficientPairsError",
@@ -26,6 +28,7 @@ __all__ = [
     "SummarizationResult",
     "combine_verdicts",
     "compare_results",
+    "estimate_cost",
     "grounding_metrics",
     "judge_summaries",
     "judge_summaries_frame",

@@ -10,22 +10,16 @@ the claim (one chunk may lack the context that another supplies). The reason kep
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 
+from ..judge.tokens import estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
+
 __all__ = ["MIN_CHUNK_TOKENS", "combine_verdicts", "estimate_tokens", "split_source"]
 
-# Conservative for English with common tokenizers (about 4 characters per token): overestimating only costs an
-# extra chunk; underestimating would overflow the context.
-CHARS_PER_TOKEN = 3.5
 # The smallest chunk budget accepted from a user: below a couple of sentences a chunk loses the context a claim needs.
 MIN_CHUNK_TOKENS = 32
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def _pack(units: list[str], joiner: str, max_tokens: int) -> list[str]:
