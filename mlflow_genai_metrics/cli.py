@@ -71,7 +71,8 @@ def _experiment(args: argparse.Namespace):
 def _judge(args: argparse.Namespace):
     from .judge import Judge
 
-    return Judge(args.judge_model, args.judge_base_url, max_concurrency=args.concurrency, context_window=args.judge_context)
+    return Judge(args.judge_model, args.judge_base_url, max_concurrency=args.concurrency, context_window=args.judge_context,
+                 prices=getattr(args, "prices", None), max_calls=getattr(args, "max_calls", None), max_cost_usd=getattr(args, "max_cost_usd", None))
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -92,6 +93,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         data = data.head(args.limit)
     if args.grounding_only and (args.judge_model or args.judge_base_url or args.judge_context):
         raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
+    if args.estimate:  # the prompts it would send, counted: no judge call, no run
+        from .summarization.estimate import estimate_cost
+
+        if args.model or args.grounding_only:
+            raise ValueError("--estimate counts the judge's prompts for the summaries in the file: leave out --model and --grounding-only")
+        print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=args.prices,
+                            context_window=args.judge_context).format())
+        return EXIT_OK
     _tracking(args)
     experiment = _experiment(args)
     judge = None if args.grounding_only else _judge(args)  # None: the grounding check alone, no judge call
@@ -346,6 +355,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
     evaluate.add_argument("--limit", type=int, default=None, help="first N rows only")
+    evaluate.add_argument("--estimate", action="store_true", help="print the judge calls, tokens and cost it expects, then exit (no judge call, no run)")
+    evaluate.add_argument("--prices", default=None, metavar="IN,OUT[,CACHED]",
+                          help="judge prices in USD per million prompt, completion [and cached prompt] tokens: the run's cost and --estimate's")
+    evaluate.add_argument("--max-calls", type=int, default=None, help="judge calls the run may make at most (rows past it get the error budget)")
+    evaluate.add_argument("--max-cost-usd", type=float, default=None, help="judge cost the run may reach at most, in USD (needs --prices)")
     evaluate.add_argument("--experiment", default=None, help=f"MLflow experiment name (default: $MLFLOW_EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
     evaluate.add_argument("--run-name", default=None)
     tracking_option(evaluate)
