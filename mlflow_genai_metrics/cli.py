@@ -306,6 +306,19 @@ def _agreement(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _monitor(args: argparse.Namespace) -> int:
+    from .tracking import ClaimAlignment, Grounding, KeyPointCoverage, score_traces
+
+    _tracking(args)
+    judge = _judge(args)
+    judges = [ClaimAlignment(judge), *([] if args.no_coverage else [KeyPointCoverage(judge)]), Grounding()]
+    report = score_traces(args.experiment, judges, filter_string=args.filter, max_traces=args.max_traces)
+    print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
+          f"({report.judge_errors} judge errors), {report.already_scored} already scored, {report.unusable} not a "
+          f"source and a summary, {report.deferred} left for the next pass")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mgm", description="LLM-as-a-judge summarization metrics for MLflow.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -389,6 +402,18 @@ def _parser() -> argparse.ArgumentParser:
     for reporting in (meta, agreement):  # both log their report as a run
         reporting.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
         tracking_option(reporting)
+
+    monitor = commands.add_parser("monitor", help="score an experiment's traces not yet scored (production monitoring)")
+    monitor.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to score (default: $MLFLOW_EXPERIMENT_NAME)")
+    monitor.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\"")
+    monitor.add_argument("--max-traces", type=int, default=None, help="score at most N traces now (the rest on the next pass)")
+    monitor.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
+    monitor.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
+    monitor.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
+    monitor.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
+    monitor.add_argument("--no-coverage", action="store_true", help="claim alignment and grounding only")
+    tracking_option(monitor)
+    monitor.set_defaults(run=_monitor)
 
     compare = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
     compare.add_argument("run_ids", nargs="+")

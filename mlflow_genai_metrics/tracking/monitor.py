@@ -27,7 +27,8 @@ __all__ = ["MonitorReport", "score_traces", "trace_rows"]
 
 @dataclass(frozen=True)
 class MonitorReport:
-    """What one pass over an experiment's traces did; ``traces_seen`` = ``already_scored`` + ``unusable`` + ``scored``."""
+    """What one pass over an experiment's traces did: every trace seen lands in one of ``already_scored``,
+    ``unusable``, ``scored`` and ``deferred``."""
 
     experiment_id: str
     traces_seen: int
@@ -35,6 +36,7 @@ class MonitorReport:
     unusable: int  # the root span holds no source and summary (e.g. another app's trace)
     scored: int  # traces that got feedback now
     judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
+    deferred: int = 0  # left for the next pass by ``max_traces``
 
 
 def _root(trace: Any) -> Any:
@@ -88,9 +90,11 @@ def score_traces(
     ``judges`` as for ``evaluate_summaries`` (default: the three, the judge from the environment). The judge is
     checked before any trace (``JudgeConfigError`` in seconds for a wrong model, key or endpoint)."""
     from .evaluate import _pipeline
-    from .judges import ClaimAlignment, Grounding, KeyPointCoverage
+    from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
+    if not judges or not all(isinstance(j, _SummaryScorer) for j in judges):
+        raise ValueError("score_traces takes ClaimAlignment, KeyPointCoverage and Grounding judges")
     pipeline = _pipeline(judges)
     experiment_id = _experiment_id(experiment)
     pipeline.check()
@@ -98,7 +102,8 @@ def score_traces(
     names = {j.name for j in judges}
     todo = [t for t in traces if _ours(t, names) != names]
     rows, unusable = trace_rows(todo, pipeline)
-    rows = rows[:max_traces] if max_traces is not None else rows
+    deferred = max(len(rows) - max_traces, 0) if max_traces is not None else 0
+    rows = rows[: len(rows) - deferred]
     done = {t.info.trace_id: _ours(t, names) for t in todo}
     judgements = pipeline.judge_all(rows) if rows else []
     roots = {t.info.trace_id: _root(t) for t in todo}
@@ -111,5 +116,5 @@ def score_traces(
             mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)
     return MonitorReport(
         experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo), unusable=len(unusable),
-        scored=len(rows), judge_errors=sum(j.error is not None for j in judgements),
+        scored=len(rows), judge_errors=sum(j.error is not None for j in judgements), deferred=deferred,
     )
