@@ -4,8 +4,9 @@
     .venv/bin/python docs/screenshots.py [--store mgm-demo]
 
 Starts `mlflow ui` on 127.0.0.1 against the store, opens pages in headless Chromium (Debian's `chromium`) and
-saves: the run comparison, one run's overview with its metrics, its per-row table artifact, and the comparison
-run's alignment-against-richness plot.
+saves: the run comparison; its Artifacts section with both runs' per-row tables, then their metric plots, side
+by side; one run's overview with its metrics; its per-row table (`mgm_rows.json`, shown as a table); and the
+comparison run's alignment-against-richness plot when the demo kept one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import mlflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the browser helper the UI test uses
-from browser import MlflowUi, render  # noqa: E402
+from browser import MlflowUi, interact, render  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "images"
 
@@ -41,7 +42,7 @@ def main() -> None:
         pages = {
             "ui-compare.png": (ui.compare_url(experiment.experiment_id, run_ids), 2800),
             "ui-run-metrics.png": (ui.run_url(experiment.experiment_id, first), 2200),
-            "ui-run-rows.png": (ui.run_url(experiment.experiment_id, first, "artifacts/mgm/rows.json"), 1100),
+            "ui-run-rows.png": (ui.run_url(experiment.experiment_id, first, "artifacts/mgm_rows.json"), 1100),
         }
         if len(comparison):
             plot = "artifacts/mgm/plots/alignment_vs_richness.png"
@@ -49,7 +50,18 @@ def main() -> None:
         for name, (url, height) in pages.items():
             render(url, screenshot=OUT / name, height=height)
             print(f"saved {OUT / name}  <- {url}")
-
+        # The compare view lists the top-level files every run has; picking one shows each run's copy side by side
+        # (the assistant panel is closed first, for room).
+        url = ui.compare_url(experiment.experiment_id, run_ids)
+        close = '[data-component-id="mlflow.assistant.chat_panel.close"]'
+        picks = {
+            "ui-compare-tables.png": ("mgm_rows.json", "document.body.innerText.split('\"data\"').length > 2", 1400),
+            "ui-compare-plots.png": ("mgm_plot_metrics.png", "document.querySelectorAll('img[alt=\"mgm_plot_metrics.png\"][src^=\"blob:\"]').length > 1", 900),
+        }
+        for name, (artifact, shown, height) in picks.items():
+            interact(url, click=[close, f'[artifact-name="{artifact}"]'], wait_for=[shown], scroll_to='[aria-label="collapse Artifacts"]',
+                     screenshot=OUT / name, height=height)
+            print(f"saved {OUT / name}  <- {url} ({artifact} picked)")
 
 if __name__ == "__main__":
     main()

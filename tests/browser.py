@@ -2,13 +2,17 @@
 
     with MlflowUi("sqlite:///mgm-demo/mlflow.db") as ui:
         dom = render(ui.run_url(experiment_id, run_id), screenshot="run.png")
+        dom = interact(ui.compare_url(experiment_id, run_ids), click=['[artifact-name="mgm_rows.json"]'])
 
-Chromium is Debian's ``chromium`` package (``/usr/bin/chromium``); it is started with background networking off,
-so it only ever talks to the UI on loopback.
+``render`` loads a page and lets its scripts run; ``interact`` drives it over the DevTools protocol (clicks, then
+waits for conditions). Chromium is Debian's ``chromium`` package (``/usr/bin/chromium``); it is started with
+background networking off, so it only ever talks to the UI on loopback (and to its own DevTools port there).
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import os
 import shutil
@@ -19,9 +23,11 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["MlflowUi", "chromium_path", "render"]
+__all__ = ["MlflowUi", "chromium_path", "interact", "render"]
 
 _CHROMIUM_FLAGS = [
     "--headless",
@@ -113,3 +119,88 @@ def render(url: str, *, screenshot: str | os.PathLike[str] | None = None, width:
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             subprocess.run([browser, *flags, f"--screenshot={Path(screenshot).resolve()}", url], capture_output=True, timeout=timeout_s, check=True)
     return dom
+
+
+def interact(url: str, *, click: Sequence[str] = (), wait_for: Sequence[str] = (), scroll_to: str | None = None,
+             screenshot: str | os.PathLike[str] | None = None, width: int = 1600, height: int = 1100, timeout_s: float = 60) -> str:
+    """Load ``url`` in headless Chromium, driven over the DevTools protocol: click each CSS selector of ``click`` in
+    turn (once it is on the page), wait until every JavaScript expression of ``wait_for`` is true, scroll the
+    element ``scroll_to`` (a CSS selector) into view, and return the DOM (also a PNG when ``screenshot`` is given).
+    A step that does not happen within ``timeout_s`` raises ``TimeoutError`` naming it."""
+    browser = chromium_path()
+    if browser is None:
+        raise FileNotFoundError("Chromium is not installed: apt-get install chromium")
+    with tempfile.TemporaryDirectory(prefix="mgm-chromium-") as profile:
+        flags = [*_CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "--remote-debugging-port=0"]
+        process = subprocess.Popen([browser, *flags, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            port = _devtools_port(Path(profile), process, timeout_s)
+            return asyncio.run(_drive(port, url, click, wait_for, scroll_to, screenshot, width, height, timeout_s))
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _devtools_port(profile: Path, process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """Chromium writes the port it picked (``--remote-debugging-port=0``) to DevToolsActivePort in its profile."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Chromium exited with {process.returncode} before its DevTools port opened")
+        lines = (profile / "DevToolsActivePort").read_text().split() if (profile / "DevToolsActivePort").exists() else []
+        if lines:
+            return int(lines[0])
+        time.sleep(0.1)
+    raise TimeoutError("Chromium's DevTools port did not open")
+
+
+async def _drive(port: int, url: str, click: Sequence[str], wait_for: Sequence[str], scroll_to: str | None, screenshot: Any,
+                 width: int, height: int, timeout_s: float) -> str:
+    import aiohttp  # an MLflow dependency, so always there beside it
+
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
+            target = next(t for t in await response.json() if t["type"] == "page")
+        async with session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as socket_:
+            counter = iter(range(1, 1_000_000))
+
+            async def call(method: str, **params: Any) -> dict[str, Any]:
+                number = next(counter)
+                await socket_.send_json({"id": number, "method": method, "params": params})
+                while True:  # events arrive in between; the answer carries our id
+                    message = await socket_.receive_json()
+                    if message.get("id") == number:
+                        if "error" in message:
+                            raise RuntimeError(f"{method}: {message['error']}")
+                        return message["result"]
+
+            async def value(expression: str) -> Any:
+                result = await call("Runtime.evaluate", expression=expression, returnByValue=True)
+                return result["result"].get("value")
+
+            async def until(expression: str, what: str) -> None:
+                deadline = time.monotonic() + timeout_s
+                while not await value(f"Boolean({expression})"):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{what} did not happen within {timeout_s:g}s on {url}")
+                    await asyncio.sleep(0.25)
+
+            await call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+            await call("Page.navigate", url=url)
+            for selector in click:
+                found = f"document.querySelector({json.dumps(selector)})"
+                await until(found, f"{selector} appearing")
+                await value(f"{found}.click()")
+            for expression in wait_for:
+                await until(expression, expression)
+            if scroll_to is not None:
+                await value(f"document.querySelector({json.dumps(scroll_to)})?.scrollIntoView()")
+                await asyncio.sleep(0.5)  # let lazy parts of the page draw
+            if screenshot is not None:
+                shot = await call("Page.captureScreenshot", format="png")
+                Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
+                Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+            return await value("document.documentElement.outerHTML")

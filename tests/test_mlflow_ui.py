@@ -6,9 +6,9 @@ import mlflow
 
 from mlflow_genai_metrics import judge_summaries, log_result, summarization_metrics
 
-from browser import MlflowUi, chromium_path, render
+from browser import MlflowUi, chromium_path, interact, render
 from helpers import judge_for
-from mlflow_helpers import Endpoint, frame
+from mlflow_helpers import Endpoint, frame, summary_for
 
 TABLES = ("mgm_rows.json", "mgm_claims.json", "mgm_key_points.json")
 PLOTS = ("mgm_plot_metrics.png", "mgm_plot_verdicts.png")
@@ -35,17 +35,24 @@ def test_the_run_page_lists_the_alignment_metric_and_shows_its_tables_and_plots(
     assert (tmp_path / "run.png").stat().st_size > 10_000
 
 
-def test_the_compare_view_of_two_runs_lists_their_common_tables_and_plots(scripted_server, mlflow_store):
+def test_the_compare_view_shows_two_runs_tables_and_plots_side_by_side(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     data = frame()
-    result = judge_summaries(data["text"], data["summary"], judge=judge_for(server), ids=data["id"])
     run_ids = []
-    for name in ("first", "second"):
-        with mlflow.start_run(run_name=name) as run:
+    for model in ("good-summarizer", "bad-summarizer"):
+        summaries = [summary_for(model, article) for article in data["text"]]
+        result = judge_summaries(data["text"], summaries, judge=judge_for(server), ids=data["id"])
+        with mlflow.start_run(run_name=model) as run:
             log_result(result)
         run_ids.append(run.info.run_id)
     with MlflowUi(mlflow_store) as ui:
-        compare = render(ui.compare_url(run.info.experiment_id, run_ids))
-    assert "No common artifacts to display" not in compare
+        url = ui.compare_url(run.info.experiment_id, run_ids)
+        listed = render(url)
+        # Picking a table shows each run's copy of it: the good run's claim beside the bad run's contradiction.
+        interact(url, click=['[artifact-name="mgm_claims.json"]'],
+                 wait_for=[f"document.body.innerText.includes({claim!r})" for claim in ("approved the budget", "rejected the budget")])
+        interact(url, click=['[artifact-name="mgm_plot_metrics.png"]'],
+                 wait_for=["document.querySelectorAll('img[alt=\"mgm_plot_metrics.png\"][src^=\"blob:\"]').length == 2"])
+    assert "No common artifacts to display" not in listed
     for artifact in TABLES + PLOTS:
-        assert f'artifact-name="{artifact}"' in compare, artifact
+        assert f'artifact-name="{artifact}"' in listed, artifact
