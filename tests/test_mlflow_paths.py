@@ -107,7 +107,7 @@ def test_genai_path_gives_one_feedback_per_judge_and_the_same_run_report(scripte
     frame_out = evaluation.result_df
     assert sorted(c.removesuffix("/value") for c in frame_out if c.endswith("/value")) == sorted(GENAI_JUDGES)
     assert set(frame_out["claim_alignment/value"]) == {"yes"}
-    assert frame_out["claim_alignment/rationale"].str.startswith("**Yes**: 1 claims").all()
+    assert frame_out["claim_alignment/rationale"].str.startswith("**Yes**: 1 claim,").all()
     logged = MlflowClient().get_run(evaluation.run_id).data
     for name in RUN_METRICS:
         assert name in logged.metrics, name

@@ -59,11 +59,8 @@ def custom_scorer_server(tmp_path_factory):
                 time.sleep(0.3)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        process.terminate()  # the server stops its worker too
+        process.wait(timeout=30)
 
 
 def test_a_judge_registers_and_loads_back_from_a_server_with_custom_scorers(custom_scorer_server, scripted_server, monkeypatch):

@@ -56,7 +56,7 @@ def claim_alignment_feedback(name: str, judgement: RowJudgement, source: Assessm
     if not claims:
         rationale = "**No**: the summary makes no claim (defect: empty)."
     else:
-        head = (f"**{'Yes' if aligned else 'No'}**: {len(claims)} claims, {counts['no']} contradicted, "
+        head = (f"**{'Yes' if aligned else 'No'}**: {len(claims)} claim{'s' if len(claims) != 1 else ''}, {counts['no']} contradicted, "
                 f"{counts['idk']} unverifiable, {counts['yes']} supported.")
         ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], not item[1].suspect, item[0]))
         rationale = "\n".join([head, "", *(_claim_line(claim) for _, claim in ordered)])

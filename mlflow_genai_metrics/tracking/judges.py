@@ -104,6 +104,7 @@ class _SummaryScorer(Scorer):
     judge_kind: ClassVar[str]
     hook_metric: ClassVar[str | None] = None  # the number its aggregation hook returns, named <name>/<hook_metric>
     _pipeline: Pipeline | None = PrivateAttr(default=None)
+    _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)  # (settings, dump): MLflow digests every feedback
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
@@ -136,7 +137,7 @@ class _SummaryScorer(Scorer):
         return PIPELINES.get(self.pipeline_key(), self._make_pipeline)
 
     def pipeline_key(self) -> str:
-        return "grounding"
+        return json.dumps(["grounding", self.input_keys().__dict__], sort_keys=True)
 
     def _make_pipeline(self, coverage: bool) -> Pipeline:
         return Pipeline(None, coverage=False, keys=self.input_keys())
@@ -196,7 +197,10 @@ class _SummaryScorer(Scorer):
 
     def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         """The serialised form MLflow stores: that of ``registrable()``."""
-        return self.registrable().model_dump(**kwargs)
+        key = json.dumps([self.settings(), self.name, self.description], sort_keys=True)
+        if self._dumped is None or self._dumped[0] != key:
+            self._dumped = (key, self.registrable().model_dump(**kwargs))
+        return dict(self._dumped[1])
 
 
 class _JudgedScorer(_SummaryScorer):
