@@ -107,3 +107,15 @@ def test_mgm_evaluate_refuses_a_cost_budget_without_prices(tmp_path, capsys):
             "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]
     assert cli.main(argv) == 2
     assert "max_cost_usd needs prices" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not BBC.exists(), reason=f"the BBC data is not at {BBC} (../shared/data beside the project)")
+def test_bench_estimate_smoke():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_estimate.py"
+    done = subprocess.run([sys.executable, str(script), "--articles", "4"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| + coverage | total | 16 / 16 |" in done.stdout and "SmolLM2's tokenizer" in done.stdout
