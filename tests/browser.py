@@ -73,6 +73,10 @@ class MlflowUi:
     def run_url(self, experiment_id: str, run_id: str, tab: str = "") -> str:
         return f"{self.url}/#/experiments/{experiment_id}/runs/{run_id}" + (f"/{tab}" if tab else "")
 
+    def trace_url(self, experiment_id: str, trace_id: str) -> str:
+        """The experiment's Traces page with one trace's drawer open."""
+        return f"{self.url}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}"
+
     def compare_url(self, experiment_id: str, run_ids: list[str]) -> str:
         query = urllib.parse.urlencode({"runs": json.dumps(run_ids), "experiments": json.dumps([experiment_id])})
         return f"{self.url}/#/compare-runs?{query}"

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 
-from mlflow_genai_metrics import judge_summaries, log_result, summarization_metrics
+from mlflow_genai_metrics import evaluate_summaries, judge_summaries, log_result, summarization_metrics
+from mlflow_genai_metrics.tracking import ClaimAlignment
 
 from browser import MlflowUi, chromium_path, interact, render
 from helpers import judge_for
-from mlflow_helpers import Endpoint, frame, summary_for
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence, frame, summary_for
 
 TABLES = ("mgm_rows.json", "mgm_claims.json", "mgm_key_points.json")
 PLOTS = ("mgm_plot_metrics.png", "mgm_plot_verdicts.png")
+# Opening a trace's feedback card: close the assistant panel (for room), open the assessments pane, expand the card.
+OPEN_CARD = ['[data-component-id="mlflow.assistant.chat_panel.close"]',
+             '[data-component-id="shared.model-trace-explorer.assessments-pane-toggle"]',
+             '[data-component-id="shared.model-trace-explorer.toggle-assessment-expanded"]']
+
+
+def card_shows(value: str) -> str:
+    """A page condition: a feedback value tag in the trace drawer (not the traces table behind it) reads ``value``."""
+    tags = "document.querySelectorAll('[role=dialog] [data-component-id=\"shared.model-trace-explorer.assesment-value-tag\"]')"
+    return f"[...{tags}].some(tag => tag.innerText.trim() === {value!r})"
+
+
+def drawer_says(text: str) -> str:
+    """A page condition: the trace drawer's text includes ``text``."""
+    return f"[...document.querySelectorAll('[role=dialog]')].some(drawer => drawer.innerText.includes({text!r}))"
 
 
 def test_the_run_page_lists_the_alignment_metric_and_shows_its_tables_and_plots(scripted_server, mlflow_store, tmp_path):
@@ -56,3 +74,17 @@ def test_the_compare_view_shows_two_runs_tables_and_plots_side_by_side(scripted_
     assert "No common artifacts to display" not in listed
     for artifact in TABLES + PLOTS:
         assert f'artifact-name="{artifact}"' in listed, artifact
+
+
+def test_a_rows_claim_alignment_card_shows_yes_or_no_the_judge_model_and_the_claims(scripted_server, mlflow_store):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    rejected = "The council rejected the budget."
+    data = [{"inputs": {"text": text, "id": row_id}, "outputs": rejected if row_id == "biz/1" else first_sentence(text)}
+            for row_id, _, text in ARTICLES]
+    evaluation = evaluate_summaries(data, [ClaimAlignment(judge_for(server))])
+    traces = {json.loads(t.info.request_metadata["mlflow.traceInputs"])["id"]: t.info for t in mlflow.search_traces(run_id=evaluation.run_id, return_type="list")}
+    with MlflowUi(mlflow_store) as ui:
+        contradicted = ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
+        interact(contradicted, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("scripted-judge"), drawer_says(f"contradicted: {rejected}")])
+        supported = ui.trace_url(traces["spo/1"].experiment_id, traces["spo/1"].trace_id)
+        interact(supported, click=OPEN_CARD, wait_for=[card_shows("Yes"), drawer_says("scripted-judge")])
