@@ -15,7 +15,7 @@ from mlflow.entities import AssessmentSourceType
 from mlflow.genai.scorers import Scorer, scorer
 from mlflow.tracking import MlflowClient
 
-from mlflow_genai_metrics import JudgeConfigError, evaluate_summaries
+from mlflow_genai_metrics import JudgeConfigError, evaluate_summaries, judge_summaries
 from mlflow_genai_metrics.summarization.passes import extract_claims_request
 from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage, log_summary_results
@@ -54,6 +54,12 @@ def run_traces(run_id: str) -> list:
     return mlflow.search_traces(run_id=run_id, return_type="list")
 
 
+def row_id(trace) -> str | None:
+    """The evaluated row a trace is of (None for any other trace)."""
+    inputs = next(span.inputs for span in trace.data.spans if span.parent_id is None)
+    return inputs.get("id") if isinstance(inputs, dict) else None
+
+
 def feedback(trace, name: str) -> list:
     return [a for a in trace.info.assessments if a.name == name and getattr(a, "feedback", None) is not None]
 
@@ -63,6 +69,7 @@ class Evaluated:
     """One plain ``mlflow.genai.evaluate`` with the three judges: biz/1 contradicted, biz/2's claims failing."""
 
     traces: dict[str, Any]  # row id -> trace
+    trace_count: int  # every trace of the run
     metrics: dict[str, float]
     chat_requests: int
     span_types: list[str]  # of every span MLflow made during the evaluation, whether or not it was kept
@@ -82,9 +89,9 @@ def evaluated(tmp_path_factory) -> Evaluated:
                 result = mlflow.genai.evaluate(
                     data=records(contradicted=True, references=True), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
                 )
-                traces = {t.info.request_metadata["mlflow.traceInputs"]: t for t in run_traces(result.run_id)}
-            by_id = {json.loads(inputs)["id"]: trace for inputs, trace in traces.items()}
-            return Evaluated(by_id, MlflowClient().get_run(result.run_id).data.metrics, server.request_count, spans)
+                traces = run_traces(result.run_id)
+            by_id = {row_id(t): t for t in traces if row_id(t) is not None}
+            return Evaluated(by_id, len(traces), MlflowClient().get_run(result.run_id).data.metrics, server.request_count, spans)
         finally:
             mlflow.set_tracking_uri("")
 
@@ -150,11 +157,22 @@ def test_the_run_results_are_logged_once_under_their_own_names(evaluated):
     assert metrics["claim_alignment/claims"] == 5 and metrics["key_point_coverage/key_points"] == 15  # the hooks' own
 
 
-def test_the_judge_s_own_calls_are_not_traces_of_the_evaluation(evaluated):
-    assert evaluated.chat_requests > len(ARTICLES)  # the judge was asked, many times
-    assert len(evaluated.traces) == len(ARTICLES)
+def test_judges_made_apart_share_one_judgement_per_row(evaluated):
+    data = records(contradicted=True)
+    with ScriptedJudgeServer(failing_on("Shares"), models=Endpoint.models) as server:
+        judge_summaries([r["inputs"]["text"] for r in data], [r["outputs"] for r in data], judge=judge_for(server))
+        assert evaluated.chat_requests == server.request_count  # what judging the rows once costs
+
+
+def test_the_runs_traces_are_exactly_the_evaluated_rows(evaluated):
+    assert evaluated.trace_count == len(evaluated.traces) == len(ARTICLES)
     for trace in evaluated.traces.values():
         assert "mlflow.eval.requestId" in trace.info.tags  # each one an evaluated row
+
+
+def test_the_judge_s_own_calls_make_no_span(evaluated):
+    assert evaluated.chat_requests > len(ARTICLES) and evaluated.span_types  # the judge was asked; MLflow traced
+    assert "CHAT_MODEL" not in evaluated.span_types
 
 
 def test_expectations_give_rouge_bleu_and_chrf(evaluated):
@@ -162,8 +180,9 @@ def test_expectations_give_rouge_bleu_and_chrf(evaluated):
     assert 0 < evaluated.metrics["rouge1"] < 1
 
 
-def test_a_scorer_calling_the_judge_itself_leaves_its_calls_as_traces(scripted_server, mlflow_store):
-    """The control for the test above: MLflow does trace a judge's calls made from a scorer, so that test can fail."""
+def test_a_scorer_calling_the_judge_itself_makes_a_span_per_call(scripted_server, mlflow_store):
+    """The control for the two tests above: MLflow does trace the judge's calls made from a scorer (it turns on
+    OpenAI autologging for the evaluation), so those tests fail if the judges stop keeping their calls out."""
     server = scripted_server(Endpoint(), models=Endpoint.models)
     judge = judge_for(server)
 
@@ -171,9 +190,10 @@ def test_a_scorer_calling_the_judge_itself_leaves_its_calls_as_traces(scripted_s
     def asks_the_judge(outputs) -> bool:
         return judge.ask(extract_claims_request(outputs)).ok
 
-    result = mlflow.genai.evaluate(data=records()[:2], scorers=[asks_the_judge])
-    time.sleep(1)
-    assert len(run_traces(result.run_id)) > 2
+    spans: list[str] = []
+    with mlflow.tracing.configure(span_processors=[lambda span: spans.append(span.span_type)]):
+        mlflow.genai.evaluate(data=records()[:2], scorers=[asks_the_judge])
+    assert spans.count("CHAT_MODEL") == server.request_count == 2
 
 
 def test_a_subset_of_the_judges_still_logs_the_run_results(scripted_server, mlflow_store):
@@ -182,7 +202,7 @@ def test_a_subset_of_the_judges_still_logs_the_run_results(scripted_server, mlfl
     metrics = MlflowClient().get_run(result.run_id).data.metrics
     assert metrics["alignment"] == pytest.approx(5 / 6) and metrics["alignment_n"] == 6
     assert "coverage" not in metrics and not [name for name in metrics if name.endswith("/mean")]
-    assert server.count(purpose="KeyPoints") == 0  # no key point asked for when no judge reads them
+    assert server.count(purpose="ExtractedKeyPoints") == 0 and server.request_count == 2 * len(ARTICLES)  # claims, verdicts
     report = json.loads(mlflow.artifacts.load_text(f"runs:/{result.run_id}/mgm/report.json"))
     assert report["rows"] == len(ARTICLES)
 
