@@ -267,6 +267,22 @@ def test_a_wrong_model_name_fails_before_the_first_row(scripted_server, mlflow_s
     assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
 
 
+@pytest.mark.parametrize("fault", ["refused key", "unreachable endpoint"])
+def test_a_refused_key_or_an_unreachable_endpoint_fails_before_the_first_row(scripted_server, mlflow_store, fault):
+    from mlflow_genai_metrics import Judge
+
+    server = scripted_server(Endpoint(), models=Endpoint.models, api_key=SECRET_KEY)
+    url = server.base_url
+    if fault == "unreachable endpoint":
+        server.stop()
+    judge = Judge("scripted-judge", url, "sk-wrong-key-0000000000000000" if fault == "refused key" else SECRET_KEY, cache_dir=None)
+    started = time.monotonic()
+    with pytest.raises(JudgeConfigError):
+        evaluate_summaries(records(), judges=[ClaimAlignment(judge)])
+    assert time.monotonic() - started < 10
+    assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
+
+
 def test_the_judges_first_call_fails_every_row_at_once_on_a_wrong_model(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     from mlflow_genai_metrics import Judge
