@@ -96,9 +96,11 @@ def main() -> int:
     compared = comparison_lines(result.comparison) if result.comparison is not None else []
     compared += [f"not compared: {result.comparison_refused}"] if result.comparison_refused else []
     paired = "".join(f"- {line}\n" for line in compared)
+    failures = "".join(f"The judge failed on {text} of {name}'s summaries.\n" for name, text in result.judge_failures.items())
     text = (
         f"{len(articles)} BBC articles, {f'judge `{judge.model}` at {judge.endpoint_label}' if judge else 'no judge'}, {elapsed / 60:.1f} min\n\n"
         + format_table(result.table)
+        + (f"\n\n{failures.rstrip()}" if failures else "")
         + "\n\nPer category (mean of per-row values):\n\n"
         + format_table(by_category.round(3).reset_index())
         + "\n"

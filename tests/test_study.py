@@ -112,7 +112,8 @@ def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_p
     header = next(line for line in out.splitlines() if line.startswith("| candidate |"))
     assert "| grounding [95% CI] | grounded [95% CI] | suspect verdicts |" in header
     gemma = next(line for line in out.splitlines() if line.startswith("| gemma3-270m |")).split(" | ")
-    assert re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", gemma[header.split(" | ").index("grounding [95% CI]")])
+    # a value, never n/a (one article: the bootstrap has no interval to give)
+    assert re.fullmatch(r"\d\.\d{3}( \[\d\.\d{3}, \d\.\d{3}\])?", gemma[header.split(" | ").index("grounding [95% CI]")])
     assert "by category (alignment, richness, grounding):" in out
     assert re.search(r"^  (PASS|FAIL) grounded_rate_ci_low >= 0\.5: actual \d", out, re.MULTILINE)  # evaluated, never missing
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'store' / 'mlflow.db'}" in out
