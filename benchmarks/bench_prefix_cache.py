@@ -23,7 +23,7 @@ import re
 import sys
 import time
 import urllib.request
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
@@ -96,7 +96,7 @@ def candidates(texts: list[str], references: list[str]) -> tuple[list[str], list
     return texts * len(made), [summary for candidate in made for summary in candidate]
 
 
-def measure(sources: list[str], summaries: list[str], *, before: bool, n_ctx: int) -> Measured:
+def measure(sources: list[str], summaries: list[str], *, before: bool, n_ctx: int, coverage: bool) -> Measured:
     patched = mock.patch("mlflow_genai_metrics.summarization.passes.load_prompt", old_prompt) if before else nullcontext()
     with LocalModelServer("smollm2-135m", n_ctx=n_ctx, extra_args=("--cache", "True", "--verbose", "True")) as llama:
         script = ProcessThenAnswer(llama.base_url, llama.model_id)
@@ -104,7 +104,7 @@ def measure(sources: list[str], summaries: list[str], *, before: bool, n_ctx: in
             # One call at a time, in the order judge_rows sends them; a loaded machine must not time a call out (a retry).
             judge = Judge(llama.model_id, endpoint.base_url, "local", cache_dir=None, max_concurrency=1, timeout_s=1800)
             started = time.perf_counter()
-            result = judge_summaries(sources, summaries, judge=judge, grounding=False, resamples=10, progress=False)
+            result = judge_summaries(sources, summaries, judge=judge, coverage=coverage, grounding=False, resamples=10, progress=False)
             wall = time.perf_counter() - started
         timings = [(float(ms), int(tokens)) for ms, tokens in _PROMPT_EVAL.findall(llama.log_tail(10**9))]
     assert result.metrics["judge_error_rate"] == 0, "every row must be judged for the two layouts to compare"
@@ -118,15 +118,16 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--articles", type=int, default=3)
     parser.add_argument("--n-ctx", type=int, default=8192)
+    parser.add_argument("--no-coverage", action="store_true", help="alignment and richness only: no key-point call to share the source with")
     args = parser.parse_args(argv)
     rows = bbc_rows(args.articles)
     if rows is None:
         return []
     sources, summaries = candidates(*rows)
-    before = measure(sources, summaries, before=True, n_ctx=args.n_ctx)
-    after = measure(sources, summaries, before=False, n_ctx=args.n_ctx)
+    before = measure(sources, summaries, before=True, n_ctx=args.n_ctx, coverage=not args.no_coverage)
+    after = measure(sources, summaries, before=False, n_ctx=args.n_ctx, coverage=not args.no_coverage)
     lines = [
-        f"{args.articles} BBC articles x 3 candidates = {len(sources)} rows, with coverage; SmolLM2-135M on llama-cpp-python "
+        f"{args.articles} BBC articles x 3 candidates = {len(sources)} rows, {'without' if args.no_coverage else 'with'} coverage; SmolLM2-135M on llama-cpp-python "
         "(`--cache True`), one request at a time",
         "",
         "| prompt layout | calls | prompt tokens sent | prompt tokens evaluated | evaluated / sent | "
