@@ -13,8 +13,8 @@ from mlflow_genai_metrics import Judge, cli, judge_summaries_frame
 def compare_with(broken_command: str, tmp_path) -> subprocess.CompletedProcess:
     """``mgm compare`` in a fresh interpreter, its command replaced by ``broken_command`` (code defining ``broken``)."""
     code = (
-        "import sys\nfrom mlflow.exceptions import MlflowException\nfrom mlflow_genai_metrics import cli\n"
-        f"{broken_command}\ncli._compare = broken\n"
+        "import sys\nfrom mlflow.exceptions import MlflowException\nfrom mlflow_genai_metrics import cli\nimport mlflow_genai_metrics.cli.runs\n"
+        f"{broken_command}\ncli.runs.compare = broken\n"
         f"sys.exit(cli.main(['compare', 'run-a', 'run-b', '--tracking-uri', 'sqlite:///{tmp_path / 'mlflow.db'}']))\n"
     )
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -29,7 +29,7 @@ def test_an_internal_key_error_surfaces_as_a_traceback_with_exit_code_1(tmp_path
 def test_a_missing_column_is_bad_input_with_exit_code_2(monkeypatch, capsys):
     frame = pd.DataFrame({"article": ["The council met."], "summary": ["It met."]})
     judge = Judge("scripted-judge", "http://127.0.0.1:9/v1", cache_dir=None)  # never called: the columns are checked first
-    monkeypatch.setattr(cli, "_evaluate", lambda args: judge_summaries_frame(frame, judge=judge))
+    monkeypatch.setattr(cli.evaluate, "evaluate", lambda args: judge_summaries_frame(frame, judge=judge))
     assert cli.main(["evaluate", "rows.csv"]) == 2
     assert "mgm evaluate: the DataFrame has no column ['source']" in capsys.readouterr().err
 
@@ -47,6 +47,6 @@ def test_an_mlflow_not_found_error_is_bad_input_in_one_line_with_exit_code_2(mon
     def missing(args):
         raise MlflowException("Registered Model with name=summarizer not found\n(twice)", error_code=RESOURCE_DOES_NOT_EXIST)
 
-    monkeypatch.setattr(cli, "_gate", missing)
+    monkeypatch.setattr(cli.runs, "gate", missing)
     assert cli.main(["gate", "run-a", "--model-uri", "models:/summarizer/1", "--name", "summarizer", "--rule", "alignment>=0.9"]) == 2
     assert capsys.readouterr().err == "mgm gate: Registered Model with name=summarizer not found (twice)\n"

@@ -7,7 +7,7 @@ from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
 from .evaluate import SummaryEvaluation, evaluate_summaries, log_summary_results
 from .gate import GateResult, Rule, RuleOutcome, parse_rules, register_if_passing
-from .genai import summarization_scorers
+from .judge_sets import summarization_scorers
 from .judges import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage
 from .model import SummarizerModel
 from .monitor import MonitorReport, score_traces

@@ -24,8 +24,9 @@ import mlflow
 import pandas as pd
 
 from ..summarization.result import SummarizationResult
-from .genai import Pipeline, finish_run, logged_result
-from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
+from .genai import finish_run, logged_result, trace_rows
+from .judge_sets import shared_pipeline
+from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 
 __all__ = ["SummaryEvaluation", "evaluate_summaries", "log_summary_results"]
 
@@ -60,24 +61,6 @@ def _records(data: Any) -> list[dict[str, Any]]:
     raise TypeError(f"data must be a list of dicts, a pandas DataFrame or an MLflow evaluation dataset, not {type(data).__name__}")
 
 
-def _one(judges: Sequence[_SummaryScorer], what: str, read: Any) -> Any:
-    values = {repr(read(j)) : read(j) for j in judges}
-    if len(values) > 1:
-        raise ValueError(f"evaluate_summaries judges every row once, so its judges must share {what}; got {sorted(values)}")
-    return next(iter(values.values()))
-
-
-def _pipeline(judges: Sequence[_SummaryScorer]) -> Pipeline:
-    judged = [j for j in judges if isinstance(j, _JudgedScorer)]
-    keys = _one(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
-    if not judged:
-        return Pipeline(None, coverage=False, keys=keys, session_per_run=False)
-    _one(judged, "one judge's settings", lambda j: j.judge)
-    max_source_tokens = _one(judged, "max_source_tokens", lambda j: j.max_source_tokens)
-    coverage = any(isinstance(j, KeyPointCoverage) for j in judges)
-    return Pipeline(judged[0].live_judge(), coverage=coverage, max_source_tokens=max_source_tokens, keys=keys, session_per_run=False)
-
-
 def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None) -> SummaryEvaluation:
     """Judge the summaries of ``data`` and log one MLflow evaluation run (the active run, else a new one).
 
@@ -95,7 +78,7 @@ def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, *, predic
     ours = [j for j in judges if isinstance(j, _SummaryScorer)]
     if not ours:
         raise ValueError("evaluate_summaries needs at least one of ClaimAlignment, KeyPointCoverage or Grounding in judges")
-    pipeline = _pipeline(ours)
+    pipeline = shared_pipeline(ours)
     records = _records(data)
     if not records:
         raise ValueError("data has no rows: nothing to evaluate")
@@ -127,9 +110,7 @@ def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer] | None = N
         if result is None:
             raise ValueError(f"no evaluation of run {run_id} ran in this process: pass judges=[...] to judge its traces again")
         return result
-    from .monitor import trace_rows
-
-    pipeline = _pipeline(list(judges))
+    pipeline = shared_pipeline(list(judges))
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
     if not rows:

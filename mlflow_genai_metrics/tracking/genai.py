@@ -35,7 +35,7 @@ from ..summarization.result import SummarizationResult
 from .run_logging import log_result
 from .shared import SharedJudgement
 
-__all__ = ["REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "finish_run", "logged_result", "parse_row", "preflight", "summarization_scorers"]
+__all__ = ["REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "finish_run", "logged_result", "parse_row", "preflight", "trace_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -293,27 +293,22 @@ def finish_run(run_id: str) -> SummarizationResult | None:
     return _LOGGED.get(run_id)
 
 
-def summarization_scorers(
-    judge: Judge,
-    *,
-    coverage: bool = True,
-    grounding: bool = True,
-    source_key: str = "text",
-    id_key: str = "id",
-    category_key: str = "category",
-    max_source_tokens: int | None = None,
-) -> list:
-    """The judges for ``mlflow.genai.evaluate`` on one pipeline: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
-    ``coverage=False``) and ``Grounding`` (unless ``grounding=False``; then the run results leave the grounding
-    check out too). Each gives one feedback per row; the run's results are logged once, when MLflow aggregates."""
-    from .judges import ClaimAlignment, Grounding, KeyPointCoverage
+def root_span(trace: Any) -> Any:
+    """A trace's root span (None when it has none)."""
+    return next((span for span in trace.data.spans if span.parent_id is None), None)
 
-    keys = InputKeys(source_key, id_key, category_key)
-    shared = Pipeline(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, keys=keys)
-    options = {"source_key": source_key, "id_key": id_key, "category_key": category_key}
-    judges = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
-    if coverage:
-        judges.append(KeyPointCoverage(judge, max_source_tokens=max_source_tokens, **options))
-    if grounding:
-        judges.append(Grounding(**options))
-    return [j.bound_to(shared) for j in judges]
+
+def trace_rows(traces: Sequence[Any], pipeline: Pipeline) -> tuple[list[ParsedRow], list[str]]:
+    """Each trace as a row (its root span's inputs and outputs, its expectations), and the ids of the traces that
+    are not one."""
+    rows, unusable = [], []
+    for trace in traces:
+        root = root_span(trace)
+        expectations = {a.name: a.value for a in trace.info.assessments if getattr(a, "expectation", None) is not None}
+        try:
+            if root is None:
+                raise ValueError("no root span")
+            rows.append(pipeline.parse(root.inputs, root.outputs, expectations, trace))
+        except ValueError:
+            unusable.append(trace.info.trace_id)
+    return rows, unusable

@@ -20,9 +20,9 @@ from typing import Any
 import mlflow
 from mlflow.entities import AssessmentSourceType
 
-from .genai import ParsedRow, Pipeline
+from .genai import root_span, trace_rows
 
-__all__ = ["MonitorReport", "score_traces", "trace_rows"]
+__all__ = ["MonitorReport", "score_traces"]
 
 
 @dataclass(frozen=True)
@@ -37,26 +37,6 @@ class MonitorReport:
     scored: int  # traces that got feedback now
     judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
     deferred: int = 0  # left for the next pass by ``max_traces``
-
-
-def _root(trace: Any) -> Any:
-    return next((span for span in trace.data.spans if span.parent_id is None), None)
-
-
-def trace_rows(traces: Sequence[Any], pipeline: Pipeline) -> tuple[list[ParsedRow], list[str]]:
-    """Each trace as a row (its root span's inputs and outputs, its expectations), and the ids of the traces that
-    are not one."""
-    rows, unusable = [], []
-    for trace in traces:
-        root = _root(trace)
-        expectations = {a.name: a.value for a in trace.info.assessments if getattr(a, "expectation", None) is not None}
-        try:
-            if root is None:
-                raise ValueError("no root span")
-            rows.append(pipeline.parse(root.inputs, root.outputs, expectations, trace))
-        except ValueError:
-            unusable.append(trace.info.trace_id)
-    return rows, unusable
 
 
 def _ours(trace: Any, names: set[str]) -> set[str]:
@@ -89,13 +69,13 @@ def score_traces(
     not carry it yet; ``filter_string`` is ``mlflow.search_traces``'s, ``max_traces`` caps the traces scored now.
     ``judges`` as for ``evaluate_summaries`` (default: the three, the judge from the environment). The judge is
     checked before any trace (``JudgeConfigError`` in seconds for a wrong model, key or endpoint)."""
-    from .evaluate import _pipeline
+    from .judge_sets import shared_pipeline
     from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
     if not judges or not all(isinstance(j, _SummaryScorer) for j in judges):
         raise ValueError("score_traces takes ClaimAlignment, KeyPointCoverage and Grounding judges")
-    pipeline = _pipeline(judges)
+    pipeline = shared_pipeline(judges)
     experiment_id = _experiment_id(experiment)
     pipeline.check()
     traces = mlflow.search_traces(locations=[experiment_id], filter_string=filter_string, return_type="list")
@@ -106,7 +86,7 @@ def score_traces(
     rows = rows[: len(rows) - deferred]
     done = {t.info.trace_id: _ours(t, names) for t in todo}
     judgements = pipeline.judge_all(rows) if rows else []
-    roots = {t.info.trace_id: _root(t) for t in todo}
+    roots = {t.info.trace_id: root_span(t) for t in todo}
     for parsed, judgement in zip(rows, judgements):
         for judge in judges:
             if judge.name in done[parsed.trace_id]:

@@ -1,0 +1,121 @@
+"""``mgm meta-eval``, ``mgm agreement`` and ``mgm monitor``: the judge measured against people, and traces scored."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .common import EXIT_OK, figure, make_judge, set_tracking, tracking_option
+
+__all__ = ["add_commands", "agreement", "meta_eval", "monitor"]
+
+
+def meta_eval(args: argparse.Namespace) -> int:
+    from ..meta import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
+
+    data = Path(args.data)
+    labelled = load_labelled(args.data)
+    if not args.no_log:
+        set_tracking(args)
+        from ..tracking.agreement import log_meta_report, report_experiment
+
+        experiment_id = report_experiment(args.experiment)  # a bad store fails here, before any row is judged
+    if args.grounding_only:
+        rows = evaluation_rows(labelled, data.name.split(".")[0], args.split)
+        by = args.by or next((c for c in ("domain", "origin") if c in rows.columns), None)
+        grounding = grounding_meta_evaluate(rows, by=by)
+        print(f"{data.name}: {len(rows)} pairs ({args.split or 'every split it was not trained on'}); grounding model {grounding.model_tag}")
+        for key, value in grounding.metrics.items():
+            print(f"  {key:<32} {value:.3f}")
+        if not grounding.groups.empty:
+            print(grounding.groups.round(3).to_string(index=False))
+        metrics, confusion, signature, groups = grounding.metrics, grounding.confusion, grounding.signature, grounding.groups
+        params = {"mgm.meta.data": data.name, "mgm.meta.mode": "grounding", "mgm.meta.split": args.split or "untrained splits", "mgm.meta.by": by}
+    else:
+        report = meta_evaluate(labelled, judge=make_judge(args), sample=args.sample, seed=args.seed, progress=True)
+        print(f"{data.name}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
+        for name in ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate"):
+            print(figure(name, report.metrics))
+        print(report.confusion.to_string())
+        if args.plot:
+            report.figure().savefig(args.plot, dpi=110)
+            print(f"confusion matrix plot: {args.plot}")
+        metrics, confusion, signature, groups = report.metrics, report.confusion, report.result.signature, None
+        params = {"mgm.meta.data": data.name, "mgm.meta.mode": "judge", "mgm.meta.sample": args.sample, "mgm.meta.seed": args.seed}
+    if not args.no_log:
+        run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups)
+        print(f"logged as run {run_id} (experiment {args.experiment})")
+    return EXIT_OK
+
+
+def agreement(args: argparse.Namespace) -> int:
+    from ..tracking import judge_agreement
+    from ..tracking.agreement import log_agreement
+
+    set_tracking(args)
+    report = judge_agreement(args.experiment, run_id=args.run_id, name=args.name, log=False)
+    source = f"run {report.source_run_id}" if report.source_run_id else f"experiment {args.experiment or report.experiment_id}"
+    if not report.counts["pairs_used"]:
+        counts = ", ".join(f"{k} {v}" for k, v in report.counts.items() if v)
+        raise ValueError(f"no trace of {source} has both a judge verdict and people's under {args.name!r} ({counts or 'no trace'})")
+    print(f"agreement of the judge with people on {args.name!r}, {source}:")
+    for name in ("balanced_accuracy", "cohen_kappa"):
+        print(figure(name, report.metrics))
+    for key, value in report.counts.items():
+        print(f"  {key:<24} {value}")
+    print(report.confusion.to_string())
+    if not args.no_log:
+        print(f"logged as run {log_agreement(report)}")
+    return EXIT_OK
+
+
+def monitor(args: argparse.Namespace) -> int:
+    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage, score_traces
+
+    set_tracking(args)
+    judge = make_judge(args)
+    judges = [ClaimAlignment(judge), *([] if args.no_coverage else [KeyPointCoverage(judge)]), Grounding()]
+    report = score_traces(args.experiment, judges, filter_string=args.filter, max_traces=args.max_traces)
+    print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
+          f"({report.judge_errors} judge errors), {report.already_scored} already scored, {report.unusable} not a "
+          f"source and a summary, {report.deferred} left for the next pass")
+    return EXIT_OK
+
+
+def add_commands(commands) -> None:
+    """Add this module's subcommands to ``mgm``'s parser."""
+    meta_parser = commands.add_parser("meta-eval", help="agreement of the judge with human faithfulness labels")
+    meta_parser.add_argument("data", help="a labelled .jsonl (id, source, summary, label[, label_binary]), e.g. ../shared/data/faithfulness/frank.jsonl")
+    meta_parser.add_argument("--sample", type=int, default=None, help="N pairs, stratified by the binary label")
+    meta_parser.add_argument("--seed", type=int, default=0)
+    meta_parser.add_argument("--plot", default=None, help="save the confusion matrix as this PNG")
+    meta_parser.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
+    meta_parser.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
+    meta_parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
+    meta_parser.add_argument("--concurrency", type=int, default=8)
+    meta_parser.add_argument("--grounding-only", action="store_true", help="measure the grounding check (no judge) instead of the judge")
+    meta_parser.add_argument("--split", default=None, help="with --grounding-only: only this split (default: every split the model was not trained on)")
+    meta_parser.add_argument("--by", default=None, help="with --grounding-only: figures per value of this column (default: domain or origin)")
+    meta_parser.add_argument("--experiment", default="mgm-meta-eval", help="MLflow experiment of the report's run (default: mgm-meta-eval)")
+    meta_parser.set_defaults(run=meta_eval)
+
+    agreement_parser = commands.add_parser("agreement", help="agreement of the judge's feedback with people's on traces")
+    source = agreement_parser.add_mutually_exclusive_group()
+    source.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to read (default: $MLFLOW_EXPERIMENT_NAME)")
+    source.add_argument("--run-id", default=None, help="read the traces of this run only (e.g. an evaluation run)")
+    agreement_parser.add_argument("--name", default="claim_alignment", help="feedback name (default: claim_alignment)")
+    agreement_parser.set_defaults(run=agreement)
+    for reporting in (meta_parser, agreement_parser):  # both log their report as a run
+        reporting.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
+        tracking_option(reporting)
+    monitor_parser = commands.add_parser("monitor", help="score an experiment's traces not yet scored (production monitoring)")
+    monitor_parser.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to score (default: $MLFLOW_EXPERIMENT_NAME)")
+    monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\"")
+    monitor_parser.add_argument("--max-traces", type=int, default=None, help="score at most N traces now (the rest on the next pass)")
+    monitor_parser.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
+    monitor_parser.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
+    monitor_parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
+    monitor_parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
+    monitor_parser.add_argument("--no-coverage", action="store_true", help="claim alignment and grounding only")
+    tracking_option(monitor_parser)
+    monitor_parser.set_defaults(run=monitor)

@@ -1,0 +1,62 @@
+"""``mgm compare`` and ``mgm gate``: evaluation runs compared, and a model registered only if its run passes."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import EXIT_GATE_FAILED, EXIT_OK, set_tracking, tracking_option
+
+__all__ = ["add_commands", "compare", "gate"]
+
+
+def compare(args: argparse.Namespace) -> int:
+    from ..tracking import compare_runs
+
+    set_tracking(args)
+    table = compare_runs(
+        args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges, allow_partial=args.allow_partial,
+        log=args.log,
+    )
+    columns = ["run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "p_value", "pairs_used", "pairs_dropped_for_errors"]
+    with __import__("pandas").option_context("display.width", 220, "display.max_columns", 20):
+        print(table[columns].to_string(index=False))
+    for note in dict.fromkeys(n for n in table["note"] if n):
+        print(f"note: {note}")
+    if args.log:
+        print(f"comparison logged as run {table.attrs['comparison_run_id']}")
+    return EXIT_OK
+
+
+def gate(args: argparse.Namespace) -> int:
+    from ..tracking import register_if_passing
+
+    set_tracking(args)
+    result = register_if_passing(
+        args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion
+    )
+    print(result)
+    return EXIT_OK if result.passed else EXIT_GATE_FAILED
+
+
+def add_commands(commands) -> None:
+    """Add this module's subcommands to ``mgm``'s parser."""
+    compare_parser = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
+    compare_parser.add_argument("run_ids", nargs="+")
+    compare_parser.add_argument("--metric", action="append", help="a metric to show (repeatable; default: the main ones)")
+    compare_parser.add_argument("--allow-mixed-judges", action="store_true", help="compare runs judged with different signatures")
+    compare_parser.add_argument(
+        "--allow-partial", action="store_true",
+        help="compare even when fewer usable pairs (same id and source, judged on both sides) than half of the smaller run remain",
+    )
+    compare_parser.add_argument("--log", action="store_true", help="also log the comparison as a run (table and plots) in the first run's experiment")
+    tracking_option(compare_parser)
+    compare_parser.set_defaults(run=compare)
+    gate_parser = commands.add_parser("gate", help="register a model only if its evaluation run passes every rule")
+    gate_parser.add_argument("run_id")
+    gate_parser.add_argument("--model-uri", required=True)
+    gate_parser.add_argument("--name", required=True, help="registered model name")
+    gate_parser.add_argument("--rule", action="append", required=True, help='e.g. "alignment>=0.9" (repeatable)')
+    gate_parser.add_argument("--alias", default="champion")
+    gate_parser.add_argument("--beat-champion", action="store_true", help="also require a significant alignment gain over the alias holder")
+    tracking_option(gate_parser)
+    gate_parser.set_defaults(run=gate)

@@ -1,0 +1,60 @@
+"""Sets of judges on one pipeline: ``summarization_scorers`` (the three judges, bound together) and
+``shared_pipeline`` (the pipeline ``evaluate_summaries``, ``log_summary_results`` and ``score_traces`` judge with).
+
+Above ``judges`` (the scorers) and ``genai`` (the pipeline), so neither imports the other's users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..judge import Judge
+from .genai import InputKeys, Pipeline
+from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
+
+__all__ = ["shared_pipeline", "summarization_scorers"]
+
+
+def _one(judges: Sequence[_SummaryScorer], what: str, read: Any) -> Any:
+    values = {repr(read(j)) : read(j) for j in judges}
+    if len(values) > 1:
+        raise ValueError(f"one pipeline judges every row once, so its judges must share {what}; got {sorted(values)}")
+    return next(iter(values.values()))
+
+
+def shared_pipeline(judges: Sequence[_SummaryScorer]) -> Pipeline:
+    """One pipeline for ``judges`` (they must share the judge's settings and where the texts are), judging each
+    row once for all of them; coverage only when a ``KeyPointCoverage`` is among them."""
+    judged = [j for j in judges if isinstance(j, _JudgedScorer)]
+    keys = _one(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
+    if not judged:
+        return Pipeline(None, coverage=False, keys=keys, session_per_run=False)
+    _one(judged, "one judge's settings", lambda j: j.judge)
+    max_source_tokens = _one(judged, "max_source_tokens", lambda j: j.max_source_tokens)
+    coverage = any(isinstance(j, KeyPointCoverage) for j in judges)
+    return Pipeline(judged[0].live_judge(), coverage=coverage, max_source_tokens=max_source_tokens, keys=keys, session_per_run=False)
+
+
+def summarization_scorers(
+    judge: Judge,
+    *,
+    coverage: bool = True,
+    grounding: bool = True,
+    source_key: str = "text",
+    id_key: str = "id",
+    category_key: str = "category",
+    max_source_tokens: int | None = None,
+) -> list:
+    """The judges for ``mlflow.genai.evaluate`` on one pipeline: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
+    ``coverage=False``) and ``Grounding`` (unless ``grounding=False``; then the run results leave the grounding
+    check out too). Each gives one feedback per row; the run's results are logged once, when MLflow aggregates."""
+    keys = InputKeys(source_key, id_key, category_key)
+    shared = Pipeline(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, keys=keys)
+    options = {"source_key": source_key, "id_key": id_key, "category_key": category_key}
+    judges = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
+    if coverage:
+        judges.append(KeyPointCoverage(judge, max_source_tokens=max_source_tokens, **options))
+    if grounding:
+        judges.append(Grounding(**options))
+    return [j.bound_to(shared) for j in judges]
