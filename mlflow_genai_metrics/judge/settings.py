@@ -1,7 +1,7 @@
 """A Judge's settings: the arguments and the environment, read once, validated, frozen.
 
 ``JudgeSettings.resolve`` reads ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else ``OPENAI_BASE_URL``, else
-OpenAI), ``OPENAI_API_KEY`` and ``MGM_CACHE_DIR`` once; nothing below the ``Judge`` reads the environment again.
+OpenAI), ``MGM_JUDGE_CONTEXT``, ``OPENAI_API_KEY`` and ``MGM_CACHE_DIR`` once; nothing below the ``Judge`` reads the environment again.
 Bad settings are refused here, before any call.
 """
 
@@ -20,7 +20,7 @@ from .cache import default_cache_dir
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
 from .records import Prices
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "is_loopback"]
+__all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "environment_context_window", "is_loopback"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CACHE: Any = object()  # sentinel: "use the default cache dir"; None means no cache
@@ -36,6 +36,23 @@ def is_loopback(base_url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def environment_context_window(model: str | None, environ: Mapping[str, str] | None = None) -> int | None:
+    """``MGM_JUDGE_CONTEXT``: the context window, in tokens, of the model ``MGM_JUDGE_MODEL`` names (``mgm serve``
+    prints both), so it holds for a judge of that model, or of any model when ``MGM_JUDGE_MODEL`` is unset.
+
+    None when it is unset or names another model's window; ``ValueError`` naming the variable when it is not a
+    positive whole number.
+    """
+    env = os.environ if environ is None else environ
+    text = env.get("MGM_JUDGE_CONTEXT", "").strip()
+    named = env.get("MGM_JUDGE_MODEL")
+    if not text or (model and named and model != named):
+        return None
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"MGM_JUDGE_CONTEXT must be the judge's context window in tokens (a positive whole number), not {text!r}")
+    return int(text)
 
 
 def _environment_key(environ: Mapping[str, str], base_url: str) -> str:
@@ -123,6 +140,8 @@ class JudgeSettings(BaseModel):
             )
         if cache_dir is DEFAULT_CACHE:
             cache_dir = default_cache_dir(env)
+        if options.get("context_window") is None:
+            options["context_window"] = environment_context_window(model, env)
         return cls(model=model, base_url=url, api_key=SecretStr(key), api_key_given=api_key is not None,
                    cache_dir=cache_dir, **options)
 
