@@ -9,13 +9,15 @@
     mgm meta-eval ../shared/data/faithfulness/frank.jsonl [--grounding-only]   # people.py
     mgm agreement --experiment NAME                                    # the judge against people's feedback on traces
     mgm monitor --experiment NAME                                      # score traces not yet scored
-    mgm serve smollm2-135m                                             # local.py
+    mgm serve smollm2-135m --port 8080                                 # local.py
     mgm demo
 
 Exit codes a CI pipeline can use: 0 done (gate passed), 1 gate failed or evaluation failed (the judge failed on
 every row), 2 bad input or configuration (a missing column, a malformed rule, an unknown run id, model URI,
 registered model or alias), said in one line ``mgm <command>: <message>`` on stderr. Any other error is a bug and
-keeps its traceback. The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``.
+keeps its traceback. The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``;
+an experiment ``mgm`` creates in a local SQLite store keeps its artifacts in ``mlartifacts/`` beside the database.
+Every argument's help names its default (``mgm <command> --help``); MLflow's own chatter is quieted (``quiet.py``).
 """
 
 from __future__ import annotations
@@ -25,29 +27,24 @@ import os
 import sys
 
 from . import evaluate, local, people, runs
-from .common import EXIT_EVALUATION_FAILED, EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE
+from .common import EXIT_EVALUATION_FAILED, EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, DefaultsShown
+from .quiet import quiet_mlflow
 
-__all__ = ["EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mgm", description="LLM-as-a-judge summarization metrics for MLflow.")
-    commands = parser.add_subparsers(dest="command", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """``mgm``'s argument parser, every subcommand included (what ``--help`` shows, and what the tests walk)."""
+    parser = argparse.ArgumentParser(
+        prog="mgm", description="LLM-as-a-judge summarization metrics for MLflow. `mgm COMMAND --help` explains each command.",
+        formatter_class=DefaultsShown,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (local, evaluate, people, runs):
         module.add_commands(commands)
+    for command in commands.choices.values():  # argparse reads it when it formats the help
+        command.formatter_class = DefaultsShown
     return parser
-
-
-def _quiet_mlflow() -> None:
-    """Our own progress bars and tables are the output; MLflow's info lines and artifact bars would drown them.
-    Warnings are not filtered: the code that caused them is fixed instead (tests/test_quiet.py)."""
-    import logging
-    import os
-
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    import mlflow  # noqa: F401  (MLflow configures its loggers on import: quieten them after that)
-
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
 
 
 def _bad_input(error: Exception) -> bool:
@@ -55,25 +52,35 @@ def _bad_input(error: Exception) -> bool:
     from mlflow.exceptions import MlflowException
 
     from ..judge import JudgeConfigError
+    from ..local import LocalModelServerError
     from ..tracking.errors import is_bad_input
 
     if isinstance(error, MlflowException):  # MLflow says what went wrong through its error code
         return is_bad_input(error)
-    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError))
+    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError, LocalModelServerError))
+
+
+def _is_server_error(error: Exception) -> bool:
+    from ..local import LocalModelServerError
+
+    return isinstance(error, LocalModelServerError)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    _quiet_mlflow()
+    args = build_parser().parse_args(argv)
     # MLflow writes the experiment it was set to into $MLFLOW_EXPERIMENT_ID: a later main() in the same process
     # (tests, a notebook) must read the user's setting, not the last command's
     experiment_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
     try:
-        return args.run(args)
+        with quiet_mlflow():
+            return args.run(args)
     except Exception as exc:
         if not _bad_input(exc):
             raise  # a bug: its traceback shows
-        print(f"mgm {args.command}: {' '.join(str(exc).split())}", file=sys.stderr)
+        message, _, log_tail = str(exc).partition(":\n") if _is_server_error(exc) else (str(exc), "", "")
+        print(f"mgm {args.command}: {' '.join(message.split())}", file=sys.stderr)
+        if log_tail.strip():  # what the local model server said before it died, as it said it
+            print(log_tail.rstrip(), file=sys.stderr)
         return EXIT_USAGE
     finally:
         if experiment_id is None:

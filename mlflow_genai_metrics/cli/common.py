@@ -1,22 +1,51 @@
-"""What every ``mgm`` command shares: exit codes, the tracking store and experiment, the judge, a figure line."""
+"""What every ``mgm`` command shares: exit codes, the help layout, the tracking store and experiment (artifacts
+beside a local SQLite store), the judge's options, a figure line."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 
 __all__ = [
-    "DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED", "EXIT_OK", "EXIT_USAGE",
-    "figure", "make_judge", "set_experiment", "set_tracking", "tracking_option",
+    "ARTIFACTS_FOLDER", "DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED",
+    "EXIT_OK", "EXIT_USAGE", "DefaultsShown", "figure", "judge_options", "local_artifacts_root", "make_judge",
+    "prepare_experiment", "set_experiment", "set_tracking", "tracking_option",
 ]
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_EVALUATION_FAILED = EXIT_GATE_FAILED  # one code for "the work ran and its verdict is no"
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "mgm"
+ARTIFACTS_FOLDER = "mlartifacts"  # beside a local SQLite store, as `mlflow server` names its own
+
+
+class DefaultsShown(argparse.HelpFormatter):
+    """Help that ends with ``(default: X)`` where an argument has a default and its help does not already say it
+    (a help that says ``default`` names it in its own words, e.g. an environment variable); None and False, the
+    defaults of "not given" and of a flag, are not shown."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def tracking_option(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI or {DEFAULT_TRACKING_URI})")
+    """``--tracking-uri``."""
+    command.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI})")
+
+
+def judge_options(command: argparse.ArgumentParser, *, concurrency: int = 8) -> None:
+    """``--judge-model``, ``--judge-base-url``, ``--judge-context`` and ``--concurrency``, read by ``make_judge``."""
+    command.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
+    command.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else $OPENAI_BASE_URL, else OpenAI)")
+    command.add_argument(
+        "--judge-context", type=int, default=None, metavar="TOKENS",
+        help="the judge's context window; longer sources are split (default: $MGM_JUDGE_CONTEXT, which mgm serve prints; else no split)",
+    )
+    command.add_argument("--concurrency", type=int, default=concurrency, help="judge calls in flight at once")
 
 
 def set_tracking(args: argparse.Namespace) -> None:
@@ -29,19 +58,46 @@ def set_tracking(args: argparse.Namespace) -> None:
     mlflow.set_registry_uri((None if args.tracking_uri else os.environ.get("MLFLOW_REGISTRY_URI")) or uri)
 
 
+def local_artifacts_root(tracking_uri: str) -> Path | None:
+    """``mlartifacts`` beside the database of a local SQLite store (``sqlite:///path/mlflow.db``); None for any
+    other store, whose server or configuration decides where artifacts go."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = tracking_uri.removeprefix("sqlite:///").split("?")[0]
+    if not database or database == ":memory:":
+        return None
+    return Path(database).resolve().parent / ARTIFACTS_FOLDER
+
+
+def prepare_experiment(name: str) -> None:
+    """Create experiment ``name`` when it is missing from a local SQLite store, with its artifacts in
+    ``mlartifacts/<name>`` beside the database instead of MLflow's ``./mlruns`` under whatever folder the command
+    ran in. An existing experiment keeps its location, and another store is left to MLflow."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    root = local_artifacts_root(mlflow.get_tracking_uri())
+    if root is None or mlflow.get_experiment_by_name(name) is not None:
+        return
+    try:
+        mlflow.create_experiment(name, artifact_location=str(root / re.sub(r"[^A-Za-z0-9._-]+", "_", name)))
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":  # another process made it first: theirs stands
+            raise
+
+
 def set_experiment(args: argparse.Namespace):
-    """--experiment, else ``$MLFLOW_EXPERIMENT_NAME`` (or ``$MLFLOW_EXPERIMENT_ID``) as MLflow itself reads them, else mgm."""
+    """--experiment, else ``$MLFLOW_EXPERIMENT_NAME`` (or ``$MLFLOW_EXPERIMENT_ID``) as MLflow itself reads them, else
+    mgm; a new one in a local SQLite store keeps its artifacts beside the database (``prepare_experiment``)."""
     import os
 
     import mlflow
 
-    if args.experiment:
-        return mlflow.set_experiment(args.experiment)
-    if os.environ.get("MLFLOW_EXPERIMENT_NAME"):
-        return mlflow.set_experiment(os.environ["MLFLOW_EXPERIMENT_NAME"])
-    if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+    if os.environ.get("MLFLOW_EXPERIMENT_ID") and not (args.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME")):
         return mlflow.set_experiment(experiment_id=os.environ["MLFLOW_EXPERIMENT_ID"])
-    return mlflow.set_experiment(DEFAULT_EXPERIMENT)
+    name = args.experiment or os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    prepare_experiment(name)
+    return mlflow.set_experiment(name)
 
 
 def make_judge(args: argparse.Namespace):

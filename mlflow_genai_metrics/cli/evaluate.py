@@ -6,10 +6,12 @@ import argparse
 import sys
 
 from .common import (
+    ARTIFACTS_FOLDER,
     DEFAULT_EXPERIMENT,
     DEFAULT_TRACKING_URI,
     EXIT_EVALUATION_FAILED,
     EXIT_OK,
+    judge_options,
     make_judge,
     set_experiment,
     set_tracking,
@@ -38,12 +40,13 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.grounding_only and (args.judge_model or args.judge_base_url or args.judge_context):
         raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
     if args.estimate:  # the prompts it would send, counted: no judge call, no run
+        from ..judge.settings import environment_context_window
         from ..summarization.estimate import estimate_cost
 
         if args.model or args.grounding_only:
             raise ValueError("--estimate counts the judge's prompts for the summaries in the file: leave out --model and --grounding-only")
         print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=args.prices,
-                            context_window=args.judge_context).format())
+                            context_window=args.judge_context or environment_context_window(args.judge_model)).format())
         return EXIT_OK
     set_tracking(args)
     experiment = set_experiment(args)
@@ -100,35 +103,33 @@ def add_commands(commands) -> None:
             "Judge the summaries in a file and log an MLflow evaluation run: metrics, the per-row, per-claim and "
             "key-point tables and plots. The run goes to --experiment (default: $MLFLOW_EXPERIMENT_NAME, else mgm) in "
             f"the tracking store --tracking-uri (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI}); its "
-            "artifacts go to that experiment's artifact location (for a new experiment in a local SQLite store, "
-            "./mlruns/<experiment id>/<run id>/artifacts under the current folder), printed at the end."
+            "artifacts go to that experiment's artifact location: for an experiment mgm creates in a local SQLite "
+            f"store, {ARTIFACTS_FOLDER}/<experiment>/<run id>/artifacts beside the database file (an existing "
+            "experiment keeps its own). Both are printed at the end."
         ),
     )
-    evaluate_parser.add_argument("data", help="a .csv, .jsonl, .json or .parquet file")
-    evaluate_parser.add_argument("--source-col", default="text", help="column with the source articles (default: text)")
-    evaluate_parser.add_argument("--summary-col", default="summary", help="column with the summaries (default: summary)")
-    evaluate_parser.add_argument("--reference-col", default=None, help="column with reference summaries (adds ROUGE, BLEU, chrF)")
-    evaluate_parser.add_argument("--id-col", default=None, help="column with row ids (to compare runs row by row)")
-    evaluate_parser.add_argument("--category-col", default=None, help="column with a category (per-category plots)")
-    evaluate_parser.add_argument("--model", default=None, help="generate the summaries first with this OpenAI-compatible model")
-    evaluate_parser.add_argument("--model-base-url", default=None, help="base URL of the candidate model's endpoint")
-    evaluate_parser.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
-    evaluate_parser.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
-    evaluate_parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens (long sources are chunked)")
-    evaluate_parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
+    evaluate_parser.add_argument("data", help="a .csv, .jsonl, .json or .parquet file, one row per summary")
+    evaluate_parser.add_argument("--source-col", default="text", help="column with the source articles")
+    evaluate_parser.add_argument("--summary-col", default="summary", help="column with the summaries; --model writes them there")
+    evaluate_parser.add_argument("--reference-col", default=None, help="column with reference summaries: adds ROUGE, BLEU and chrF (default: none)")
+    evaluate_parser.add_argument("--id-col", default=None, help="column with row ids, to compare runs row by row (default: the row number)")
+    evaluate_parser.add_argument("--category-col", default=None, help="column with a category, for per-category plots (default: none)")
+    evaluate_parser.add_argument("--model", default=None, help="generate the summaries first with this OpenAI-compatible model, logged with the run (default: read them from --summary-col)")
+    evaluate_parser.add_argument("--model-base-url", default=None, help="base URL of the candidate model's endpoint (default: as the judge's, $MGM_JUDGE_BASE_URL, else $OPENAI_BASE_URL, else OpenAI)")
+    judge_options(evaluate_parser)
     evaluate_parser.add_argument("--no-coverage", action="store_true", help="skip key points and coverage")
     evaluate_parser.add_argument(
         "--grounding-only", action="store_true",
         help="no judge at all: log the model-free grounding check (and the reference and length metrics when given)",
     )
     evaluate_parser.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
-    evaluate_parser.add_argument("--limit", type=int, default=None, help="first N rows only")
+    evaluate_parser.add_argument("--limit", type=int, default=None, metavar="N", help="first N rows only (default: every row)")
     evaluate_parser.add_argument("--estimate", action="store_true", help="print the judge calls, tokens and cost it expects, then exit (no judge call, no run)")
     evaluate_parser.add_argument("--prices", default=None, metavar="IN,OUT[,CACHED]",
-                          help="judge prices in USD per million prompt, completion [and cached prompt] tokens: the run's cost and --estimate's")
-    evaluate_parser.add_argument("--max-calls", type=int, default=None, help="judge calls the run may make at most (rows past it get the error budget)")
-    evaluate_parser.add_argument("--max-cost-usd", type=float, default=None, help="judge cost the run may reach at most, in USD (needs --prices)")
+                                 help="judge prices in USD per million prompt, completion [and cached prompt] tokens: the run's cost and --estimate's (default: no cost)")
+    evaluate_parser.add_argument("--max-calls", type=int, default=None, help="judge calls the run may make at most; rows past it get the error budget (default: no limit)")
+    evaluate_parser.add_argument("--max-cost-usd", type=float, default=None, help="judge cost the run may reach at most, in USD; needs --prices (default: no limit)")
     evaluate_parser.add_argument("--experiment", default=None, help=f"MLflow experiment name (default: $MLFLOW_EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
-    evaluate_parser.add_argument("--run-name", default=None)
+    evaluate_parser.add_argument("--run-name", default=None, help="the MLflow run's name (default: one MLflow makes up)")
     tracking_option(evaluate_parser)
     evaluate_parser.set_defaults(run=evaluate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import threading
 from pathlib import Path
@@ -15,9 +16,11 @@ __all__ = ["DEMO_GATE", "DEMO_NOTE", "add_commands", "demo", "serve"]
 def serve(args: argparse.Namespace) -> int:
     from ..local import LocalModelServer
 
-    with LocalModelServer(args.model, n_ctx=args.n_ctx) as server:
-        print(f"serving {server.model_id} at {server.base_url}  (Ctrl-C stops it)", flush=True)
-        print(f"  export MGM_JUDGE_MODEL={server.model_id} MGM_JUDGE_BASE_URL={server.base_url}", flush=True)
+    print(f"starting {args.model} (llama.cpp) ...", flush=True)
+    with LocalModelServer(args.model, n_ctx=args.n_ctx, host=args.host, port=args.port) as server:
+        print(f"serving {server.model_id} at {server.base_url} with a {server.n_ctx}-token context window (Ctrl-C stops it)", flush=True)
+        print("for a judge in another shell (mgm evaluate, Judge()):", flush=True)
+        print("  export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in server.environment.items()), flush=True)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
@@ -63,7 +66,7 @@ def demo(args: argparse.Namespace) -> int:
         ]
         local_judge = not os.environ.get("MGM_JUDGE_MODEL")
         if local_judge:
-            judge = Judge(smollm.model_id, smollm.base_url, max_concurrency=2, context_window=smollm.n_ctx)
+            judge = smollm.judge(max_concurrency=2)
         else:
             judge = Judge(max_concurrency=args.concurrency)
         print(f"judge: {judge.model} at {judge.shown_url}; {len(articles)} articles; MLflow store {uri}", flush=True)
@@ -90,14 +93,27 @@ def demo(args: argparse.Namespace) -> int:
 
 def add_commands(commands) -> None:
     """Add this module's subcommands to ``mgm``'s parser."""
-    serve_parser = commands.add_parser("serve", help="serve a local model (llama.cpp) on 127.0.0.1 as an OpenAI-compatible endpoint")
+    serve_parser = commands.add_parser(
+        "serve", help="serve a local model (llama.cpp) on 127.0.0.1 as an OpenAI-compatible endpoint",
+        description=(
+            "Serve a local model (llama-cpp-python's server) as an OpenAI-compatible endpoint until Ctrl-C, and print "
+            "the line to export in another shell: MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and MGM_JUDGE_CONTEXT (its "
+            "context window, which a Judge reads from there). Pass --port to keep that line the same from one start "
+            "to the next."
+        ),
+    )
     serve_parser.add_argument("model", nargs="?", default="smollm2-135m", help="smollm2-135m, gemma3-270m or a path to a .gguf file")
-    serve_parser.add_argument("--n-ctx", type=int, default=8192, help="context window in tokens (default 8192)")
+    serve_parser.add_argument("--n-ctx", type=int, default=8192, metavar="TOKENS", help="context window in tokens, exported as MGM_JUDGE_CONTEXT")
+    serve_parser.add_argument(
+        "--host", default="127.0.0.1",
+        help="address to listen on; the server checks no API key, so another address than loopback opens the model to that network",
+    )
+    serve_parser.add_argument("--port", type=int, default=None, help="port to listen on (default: a free one, new at every start)")
     serve_parser.set_defaults(run=serve)
     demo_parser = commands.add_parser("demo", help="the whole loop on local models: summarize, judge, log, compare, gate")
-    demo_parser.add_argument("--data", default=None, help="articles file (default: the eight that ship with the package); the BBC jsonl works as is")
-    demo_parser.add_argument("--limit", type=int, default=None, help="first N articles only")
-    demo_parser.add_argument("--store", default="mgm-demo", help="folder for the SQLite MLflow store and artifacts (default: ./mgm-demo)")
-    demo_parser.add_argument("--max-tokens", type=int, default=200, help="summary length limit for the candidates (default 200)")
-    demo_parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight, for a remote judge (default 8)")
+    demo_parser.add_argument("--data", default=None, help="articles file; the BBC jsonl works as is (default: the eight that ship with the package)")
+    demo_parser.add_argument("--limit", type=int, default=None, metavar="N", help="first N articles only (default: every article)")
+    demo_parser.add_argument("--store", default="mgm-demo", help="folder for the SQLite MLflow store and artifacts")
+    demo_parser.add_argument("--max-tokens", type=int, default=200, help="summary length limit for the candidates")
+    demo_parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight, for a judge set by MGM_JUDGE_MODEL (the local one takes 2)")
     demo_parser.set_defaults(run=demo)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import EXIT_OK, figure, make_judge, set_tracking, tracking_option
+from .common import EXIT_OK, figure, judge_options, make_judge, prepare_experiment, set_tracking, tracking_option
 
 __all__ = ["add_commands", "agreement", "meta_eval", "monitor"]
 
@@ -19,6 +19,7 @@ def meta_eval(args: argparse.Namespace) -> int:
         set_tracking(args)
         from ..tracking.agreement import log_meta_report, report_experiment
 
+        prepare_experiment(args.experiment)  # a new one keeps its artifacts beside a local SQLite store
         experiment_id = report_experiment(args.experiment)  # a bad store fails here, before any row is judged
     if args.grounding_only:
         rows = evaluation_rows(labelled, data.name.split(".")[0], args.split)
@@ -86,36 +87,30 @@ def add_commands(commands) -> None:
     """Add this module's subcommands to ``mgm``'s parser."""
     meta_parser = commands.add_parser("meta-eval", help="agreement of the judge with human faithfulness labels")
     meta_parser.add_argument("data", help="a labelled .jsonl (id, source, summary, label[, label_binary]), e.g. ../shared/data/faithfulness/frank.jsonl")
-    meta_parser.add_argument("--sample", type=int, default=None, help="N pairs, stratified by the binary label")
-    meta_parser.add_argument("--seed", type=int, default=0)
-    meta_parser.add_argument("--plot", default=None, help="save the confusion matrix as this PNG")
-    meta_parser.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
-    meta_parser.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
-    meta_parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
-    meta_parser.add_argument("--concurrency", type=int, default=8)
+    meta_parser.add_argument("--sample", type=int, default=None, metavar="N", help="N pairs, stratified by the binary label (default: every pair)")
+    meta_parser.add_argument("--seed", type=int, default=0, help="seed of the --sample draw")
+    meta_parser.add_argument("--plot", default=None, help="save the confusion matrix as this PNG (default: no plot)")
+    judge_options(meta_parser)
     meta_parser.add_argument("--grounding-only", action="store_true", help="measure the grounding check (no judge) instead of the judge")
     meta_parser.add_argument("--split", default=None, help="with --grounding-only: only this split (default: every split the model was not trained on)")
     meta_parser.add_argument("--by", default=None, help="with --grounding-only: figures per value of this column (default: domain or origin)")
-    meta_parser.add_argument("--experiment", default="mgm-meta-eval", help="MLflow experiment of the report's run (default: mgm-meta-eval)")
+    meta_parser.add_argument("--experiment", default="mgm-meta-eval", help="MLflow experiment of the report's run")
     meta_parser.set_defaults(run=meta_eval)
 
     agreement_parser = commands.add_parser("agreement", help="agreement of the judge's feedback with people's on traces")
     source = agreement_parser.add_mutually_exclusive_group()
     source.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to read (default: $MLFLOW_EXPERIMENT_NAME)")
-    source.add_argument("--run-id", default=None, help="read the traces of this run only (e.g. an evaluation run)")
-    agreement_parser.add_argument("--name", default="claim_alignment", help="feedback name (default: claim_alignment)")
+    source.add_argument("--run-id", default=None, help="read the traces of this run only, e.g. an evaluation run (default: every trace of the experiment)")
+    agreement_parser.add_argument("--name", default="claim_alignment", help="feedback name")
     agreement_parser.set_defaults(run=agreement)
     for reporting in (meta_parser, agreement_parser):  # both log their report as a run
         reporting.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
         tracking_option(reporting)
     monitor_parser = commands.add_parser("monitor", help="score an experiment's traces not yet scored (production monitoring)")
     monitor_parser.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to score (default: $MLFLOW_EXPERIMENT_NAME)")
-    monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\"")
-    monitor_parser.add_argument("--max-traces", type=int, default=None, help="score at most N traces now (the rest on the next pass)")
-    monitor_parser.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
-    monitor_parser.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else OpenAI)")
-    monitor_parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
-    monitor_parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight at once (default 8)")
+    monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\" (default: every trace)")
+    monitor_parser.add_argument("--max-traces", type=int, default=None, metavar="N", help="score at most N traces now, the rest on the next pass (default: all)")
+    judge_options(monitor_parser)
     monitor_parser.add_argument("--no-coverage", action="store_true", help="claim alignment and grounding only")
     tracking_option(monitor_parser)
     monitor_parser.set_defaults(run=monitor)

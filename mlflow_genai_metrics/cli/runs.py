@@ -18,8 +18,8 @@ def compare(args: argparse.Namespace) -> int:
         log=args.log,
     )
     columns = ["run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "p_value", "pairs_used", "pairs_dropped_for_errors"]
-    with __import__("pandas").option_context("display.width", 220, "display.max_columns", 20):
-        print(table[columns].to_string(index=False))
+    # every column and row, figures to 4 significant digits, blanks where a figure does not apply (the first run)
+    print(table[columns].to_string(index=False, na_rep="", float_format=lambda v: f"{v:.4g}"))
     for note in dict.fromkeys(n for n in table["note"] if n):
         print(f"note: {note}")
     if args.log:
@@ -41,7 +41,7 @@ def gate(args: argparse.Namespace) -> int:
 def add_commands(commands) -> None:
     """Add this module's subcommands to ``mgm``'s parser."""
     compare_parser = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
-    compare_parser.add_argument("run_ids", nargs="+")
+    compare_parser.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="evaluation runs (the run ids mgm evaluate prints); the first is the baseline")
     compare_parser.add_argument("--metric", action="append", help="a metric to show (repeatable; default: the main ones)")
     compare_parser.add_argument("--allow-mixed-judges", action="store_true", help="compare runs judged with different signatures")
     compare_parser.add_argument(
@@ -52,11 +52,14 @@ def add_commands(commands) -> None:
     tracking_option(compare_parser)
     compare_parser.set_defaults(run=compare)
     gate_parser = commands.add_parser("gate", help="register a model only if its evaluation run passes every rule")
-    gate_parser.add_argument("run_id")
-    gate_parser.add_argument("--model-uri", required=True)
+    gate_parser.add_argument("run_id", metavar="RUN_ID", help="the evaluation run whose metrics the rules read")
+    gate_parser.add_argument(
+        "--model-uri", required=True,
+        help="the model to register: models:/m-... as mgm evaluate --model prints it (runs:/RUN_ID/summarizer works too)",
+    )
     gate_parser.add_argument("--name", required=True, help="registered model name")
     gate_parser.add_argument("--rule", action="append", required=True, help='e.g. "alignment>=0.9" (repeatable)')
-    gate_parser.add_argument("--alias", default="champion")
+    gate_parser.add_argument("--alias", default="champion", help="alias moved to the new version when it passes")
     gate_parser.add_argument("--beat-champion", action="store_true", help="also require a significant alignment gain over the alias holder")
     tracking_option(gate_parser)
     gate_parser.set_defaults(run=gate)

@@ -1,0 +1,57 @@
+"""MLflow's own output quieted while an ``mgm`` command runs: our progress bars, tables and lines are the output.
+
+MLflow prints some lines straight to stderr (``Successfully registered model 'x'.``, ``Created version '1' ...``:
+``mgm gate`` says what it registered itself) and logs INFO lines and its artifact progress bars; its warnings
+still show, but for the known ones below, which say nothing a user must act on. Everything is restored when the
+command ends, so a notebook or a test that calls ``main`` keeps MLflow's usual output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
+
+__all__ = ["KNOWN_WARNINGS", "quiet_mlflow"]
+
+KNOWN_WARNINGS = (
+    # `mgm gate RUN --model-uri runs:/RUN/summarizer`: MLflow 3 keeps a logged model under models:/m-..., registers
+    # that one and says so; the gate prints what it registered
+    re.compile(r"has no artifacts at artifact path .* registering model based on models:/"),
+)
+
+
+class _Unknown(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(pattern.search(message) for pattern in KNOWN_WARNINGS)
+
+
+@contextlib.contextmanager
+def quiet_mlflow() -> Iterator[None]:
+    """MLflow's warnings and errors only (the known warnings left out), on stderr, for the duration."""
+    progress = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    import mlflow  # noqa: F401  (MLflow configures its loggers on import: quieten them after that)
+    from mlflow.utils.logging_utils import MLFLOW_LOGGING_STREAM
+
+    logger = logging.getLogger("mlflow")
+    level, enabled = logger.level, MLFLOW_LOGGING_STREAM.enabled
+    handler = logging.StreamHandler(sys.stderr)  # MLflow's own handler writes to the stream silenced below
+    handler.setLevel(logging.WARNING)
+    handler.addFilter(_Unknown())
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger.setLevel(logging.WARNING)
+    logger.addHandler(handler)
+    MLFLOW_LOGGING_STREAM.enabled = False  # its direct prints (eprint) and its handler's output
+    try:
+        yield
+    finally:
+        MLFLOW_LOGGING_STREAM.enabled = enabled
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        if progress is None:
+            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
