@@ -1,7 +1,7 @@
-"""Ask a real local judge typed questions, then ask again and pay nothing.
+"""Ask a real local judge typed questions, then ask again and pay nothing. Run from the project root:
 
-    python examples/judge_quickstart.py                 # local SmolLM2-135M via llama.cpp
-    MGM_JUDGE_MODEL=gpt-4o-mini OPENAI_API_KEY=sk-... python examples/judge_quickstart.py   # OpenAI
+    .venv/bin/python examples/judge_quickstart.py                 # local SmolLM2-135M via llama.cpp
+    MGM_JUDGE_MODEL=gpt-4o-mini OPENAI_API_KEY=sk-... .venv/bin/python examples/judge_quickstart.py   # OpenAI
 
 A 135M-parameter judge's verdicts are noise: this shows the machinery (typed answers, response-mode fallback,
 cache, usage), not judgement quality. Point MGM_JUDGE_MODEL / MGM_JUDGE_BASE_URL at a real judge for that.
@@ -56,11 +56,11 @@ def main() -> None:
         cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="mgm-quickstart-"))
         if os.environ.get("MGM_JUDGE_MODEL"):
             judge = Judge(cache_dir=cache_dir, max_concurrency=4)
-            print(f"judge: {judge.model} at {judge.base_url}")
+            print(f"judge: {judge.model} at {judge.shown_url}")
         else:
             server = stack.enter_context(LocalModelServer("smollm2-135m"))
             print(f"judge: local {server.model_id} at {server.base_url} (a 135M model: verdicts are only a demo)")
-            judge = Judge(server.model_id, server.base_url, cache_dir=cache_dir, max_concurrency=4)
+            judge = server.judge(cache_dir=cache_dir, max_concurrency=4)  # knows the server's context window
         for run in ("first run", "rerun"):
             started = time.perf_counter()
             replies = judge.ask_many([question(c) for c in CLAIMS], desc=run)

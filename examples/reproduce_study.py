@@ -1,4 +1,5 @@
 """Reproduce the study on the BBC News corpus: candidates summarize, a judge scores claim by claim, MLflow logs it.
+Run from the project root (the package is installed in .venv by ./run):
 
     # local models (llama.cpp on 127.0.0.1), a stratified sample of 50 articles:
     .venv/bin/python examples/reproduce_study.py --sample 50 --local
@@ -45,16 +46,16 @@ def parse_candidate(text: str) -> Candidate:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="the BBC News jsonl (default: ../shared/data/bbc_news_summary.jsonl)")
     parser.add_argument("--sample", type=int, default=None, help="N articles, stratified by category, deduplicated")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--local", action="store_true", help="candidates Gemma 3 270M and SmolLM2-135M, judge SmolLM2, all local")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    parser.add_argument("--local", action="store_true", help="candidates Gemma 3 270M and SmolLM2-135M, judge SmolLM2 (unless --judge-model), all local")
     parser.add_argument("--candidate", action="append", type=parse_candidate, default=[], help="NAME=MODEL[@BASE_URL] (repeatable)")
     parser.add_argument("--grounding-only", action="store_true", help="no judge: the model-free grounding check alone")
     parser.add_argument("--judge-model", default=None, help="default: $MGM_JUDGE_MODEL")
     parser.add_argument("--judge-base-url", default=None, help="default: $MGM_JUDGE_BASE_URL, else OpenAI")
     parser.add_argument("--judge-context", type=int, default=None, help="the judge's context window in tokens")
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight (default 8)")
     parser.add_argument("--max-tokens", type=int, default=256, help="summary length limit (default 256)")
     parser.add_argument("--store", default="mgm-study", help="folder for the SQLite MLflow store (default ./mgm-study)")
     parser.add_argument("--out", default=None, help="write the tables as Markdown here")
@@ -79,9 +80,8 @@ def main() -> int:
             ]
         if args.grounding_only:
             judge = None
-        elif args.local:
-            judge = Judge(args.judge_model or smollm.model_id, args.judge_base_url or smollm.base_url,
-                          max_concurrency=2, context_window=args.judge_context or smollm.n_ctx)
+        elif args.local and not (args.judge_model or args.judge_base_url):
+            judge = smollm.judge(max_concurrency=2, context_window=args.judge_context or smollm.n_ctx)
         else:
             judge = Judge(args.judge_model, args.judge_base_url, **judge_options)
         if not candidates:

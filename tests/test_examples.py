@@ -1,0 +1,104 @@
+"""Every file in examples/ runs as its docstring says, from the project root with the project's interpreter: the
+commands are read from the docstring, a hosted judge or candidate is played by the scripted server (through the
+same environment variables a user sets for the real one), and the local model runs for real where it is quick
+(reproduce_study's local path, two llama.cpp servers generating, takes minutes: `mgm demo`'s test covers it)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
+
+from conftest import SECRET_KEY, SHARED_DATA, always
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TESTED = {"judge_quickstart.py", "reproduce_study.py"}  # each has tests below
+
+
+def documented_commands(example: str) -> list[list[str]]:
+    """The commands the example's docstring gives, as words (``\\`` continuations joined, comments dropped)."""
+    doc = ast.get_docstring(ast.parse((EXAMPLES / example).read_text())) or ""
+    text = doc.replace("\\\n", " ")
+    return [shlex.split(line, comments=True) for line in text.splitlines() if f"examples/{example}" in line]
+
+
+def run_documented(words: list[str], *, environment: dict[str, str], extra: tuple[str, ...] = (), timeout: int = 300):
+    """``words`` as a shell would run them from the project root: ``VAR=value`` assignments first (overridden by
+    ``environment``), then ``.venv/bin/python`` (this interpreter) and the example."""
+    assignments = {}
+    while "=" in words[0] and not words[0].startswith("."):
+        name, value = words.pop(0).split("=", 1)
+        assignments[name] = value
+    assert words[0] == ".venv/bin/python", f"documented with {words[0]!r}, not the project's interpreter"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "MGM_JUDGE", "OPENAI_"))}
+    command = [sys.executable, *words[1:], *extra]
+    return subprocess.run(command, cwd=ROOT, env={**base, **assignments, **environment}, capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_example_is_run_by_a_test_and_documents_its_commands():
+    assert {path.name for path in EXAMPLES.glob("*.py")} == TESTED
+    for example in TESTED:
+        assert documented_commands(example), example
+
+
+def test_judge_quickstart_with_a_hosted_judge_runs_as_documented(scripted_server, tmp_path):
+    server = scripted_server(always('{"verdict": "yes", "reason": "the article says so"}'), models=("gpt-4o-mini",))
+    hosted = [words for words in documented_commands("judge_quickstart.py") if words[0].startswith("MGM_JUDGE_MODEL=")]
+    assert hosted, "judge_quickstart.py documents no hosted-judge command"
+    done = run_documented(hosted[0], environment={"MGM_JUDGE_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY,
+                                                  "MGM_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "judge: gpt-4o-mini at " in done.stdout
+    assert "usage: 8 requests, 4 HTTP calls, 4 cache hits" in done.stdout  # the rerun came from the cache
+    assert done.stdout.count("(cached)") == 4
+
+
+@pytest.mark.local_model
+def test_judge_quickstart_with_the_local_model_runs_as_documented(tmp_path):
+    local = [words for words in documented_commands("judge_quickstart.py") if words[0] == ".venv/bin/python"]
+    done = run_documented(local[0], environment={"MGM_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "judge: local smollm2-135m at http://127.0.0.1:" in done.stdout
+    assert "usage: 8 requests" in done.stdout and "4 cache hits" in done.stdout
+
+
+class HostedModels:
+    """The scripted server as an OpenAI-like endpoint: candidates answer with the article's first sentence, the
+    judge is the deterministic summarization judge."""
+
+    models = ("gpt-4o-mini", "gpt-4.1-nano", "gpt-4o")
+
+    def __init__(self) -> None:
+        self.judge = SummarizationJudgeScript()
+
+    def __call__(self, request):
+        if request.body.get("model") == "gpt-4o":
+            return self.judge(request)
+        article = request.last_user_message.split("\n\n", 1)[1]
+        return Reply(article.split(". ")[0].strip().rstrip(".") + ".")
+
+
+BBC = SHARED_DATA / "bbc_news_summary.jsonl"
+needs_bbc = pytest.mark.skipif(not BBC.exists(), reason=f"the BBC sample is not at {BBC} (../shared/data beside the project)")
+
+
+@needs_bbc
+def test_reproduce_study_with_hosted_models_runs_as_documented_on_a_small_sample(scripted_server, tmp_path):
+    server = scripted_server(HostedModels(), models=HostedModels.models)
+    hosted = [words for words in documented_commands("reproduce_study.py") if "--judge-model" in words]
+    assert hosted, "reproduce_study.py documents no hosted-model command"
+    environment = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY, "MGM_CACHE_DIR": str(tmp_path / "cache")}
+    # a small sample, and the store in a temp folder (the later option wins)
+    done = run_documented(hosted[0], environment=environment, extra=("--sample", "5", "--store", str(tmp_path / "study")))
+    assert done.returncode == 0, done.stderr
+    assert "5 BBC articles, judge `gpt-4o` at " in done.stdout
+    assert "gpt-4o-mini" in done.stdout and "gpt-4.1-nano" in done.stdout
+    assert (tmp_path / "study" / "mlflow.db").exists()
