@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import re
-import sys
 from collections.abc import Iterator
 
 __all__ = ["KNOWN_WARNINGS", "quiet_mlflow"]
@@ -30,28 +29,39 @@ class _Unknown(logging.Filter):
         return not any(pattern.search(message) for pattern in KNOWN_WARNINGS)
 
 
+class _Nowhere:
+    """Where MLflow's direct prints go meanwhile (its logger keeps a stream of its own)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 @contextlib.contextmanager
 def quiet_mlflow() -> Iterator[None]:
-    """MLflow's warnings and errors only (the known warnings left out), on stderr, for the duration."""
+    """MLflow's warnings and errors only, the known warnings left out, for the duration."""
     progress = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     import mlflow  # noqa: F401  (MLflow configures its loggers on import: quieten them after that)
-    from mlflow.utils.logging_utils import MLFLOW_LOGGING_STREAM
+    from mlflow.utils import logging_utils
 
+    # eprint looks its stream up at each call, while MLflow's log handler holds the stream it was made with; the
+    # stream's own on/off switch is no use: MLflow's imports turn it back on
+    printed = logging_utils.MLFLOW_LOGGING_STREAM
     logger = logging.getLogger("mlflow")
-    level, enabled = logger.level, MLFLOW_LOGGING_STREAM.enabled
-    handler = logging.StreamHandler(sys.stderr)  # MLflow's own handler writes to the stream silenced below
-    handler.setLevel(logging.WARNING)
-    handler.addFilter(_Unknown())
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    level, handlers, known = logger.level, list(logger.handlers), _Unknown()
+    logging_utils.MLFLOW_LOGGING_STREAM = _Nowhere()
     logger.setLevel(logging.WARNING)
-    logger.addHandler(handler)
-    MLFLOW_LOGGING_STREAM.enabled = False  # its direct prints (eprint) and its handler's output
+    for handler in handlers:
+        handler.addFilter(known)  # a handler's filter sees its child loggers' records too; the logger's would not
     try:
         yield
     finally:
-        MLFLOW_LOGGING_STREAM.enabled = enabled
-        logger.removeHandler(handler)
+        logging_utils.MLFLOW_LOGGING_STREAM = printed
+        for handler in handlers:
+            handler.removeFilter(known)
         logger.setLevel(level)
         if progress is None:
             os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
