@@ -18,7 +18,7 @@ def serve(args: argparse.Namespace) -> int:
 
     print(f"starting {args.model} (llama.cpp) ...", flush=True)
     with LocalModelServer(args.model, n_ctx=args.n_ctx, host=args.host, port=args.port) as server:
-        print(f"serving {server.model_id} at {server.base_url} with a {server.n_ctx}-token context window (Ctrl-C stops it)", flush=True)
+        print(f"serving {server.model_id} at {server.base_url}, context window {server.n_ctx} tokens (Ctrl-C stops it)", flush=True)
         print("for a judge in another shell (mgm evaluate, Judge()):", flush=True)
         print("  export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in server.environment.items()), flush=True)
         stop = threading.Event()
