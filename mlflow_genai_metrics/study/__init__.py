@@ -5,7 +5,7 @@ MLflow run (with its model logged), the runs are compared, and a gate decides wh
 the BBC corpus with any OpenAI-compatible candidates and judge.
 """
 
-from .articles import demo_articles, load_articles, stratified_sample
+from .articles import demo_articles, load_articles, sample_summaries, stratified_sample
 from .run import Candidate, StudyResult, local_store, run_study, ui_command
 from .table import COMPARED, comparison_lines, format_table, judge_failure_summary
 
@@ -20,6 +20,7 @@ __all__ = [
     "load_articles",
     "local_store",
     "run_study",
+    "sample_summaries",
     "stratified_sample",
     "ui_command",
 ]

@@ -1,21 +1,35 @@
-"""The study's articles: the eight that ship with the package, or a file of them, and a stratified sample."""
+"""The study's articles: the eight that ship with the package (and a summary of each to judge), or a file of them,
+and a stratified sample."""
 
 from __future__ import annotations
 
 from importlib.resources import files
+from io import StringIO
 from pathlib import Path
 
 import pandas as pd
 
 from ..tables import read_table
 
-__all__ = ["demo_articles", "load_articles", "stratified_sample"]
+__all__ = ["demo_articles", "load_articles", "sample_summaries", "stratified_sample"]
+
+
+def _shipped(name: str) -> pd.DataFrame:
+    text = files("mlflow_genai_metrics").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return pd.read_json(StringIO(text), lines=True, dtype=False)  # ids stay text ("business/01")
 
 
 def demo_articles() -> pd.DataFrame:
     """The eight short articles that ship with the package (written for it; see ``data/README.md``)."""
-    text = files("mlflow_genai_metrics").joinpath("data/demo_articles.jsonl").read_text(encoding="utf-8")
-    return pd.read_json(pd.io.common.StringIO(text), lines=True)
+    return _shipped("demo_articles.jsonl")
+
+
+def sample_summaries() -> pd.DataFrame:
+    """The eight demo articles with a summary of each to judge: columns ``id``, ``category``, ``text`` (the
+    article), ``reference`` and ``summary``. Half the summaries are faithful; the others each carry one planted
+    fault (a contradiction, an invented fact), listed in ``data/README.md``. ``python -m
+    mlflow_genai_metrics.study.sample FILE`` writes them to a file."""
+    return _shipped("sample_summaries.jsonl")
 
 
 def load_articles(path: str | Path | None = None) -> pd.DataFrame:
