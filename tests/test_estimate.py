@@ -100,13 +100,14 @@ def test_mgm_evaluate_refuses_prices_it_cannot_read(tmp_path, capsys):
     assert "prices 'cheap'" in capsys.readouterr().err
 
 
-def test_mgm_evaluate_refuses_a_cost_budget_without_prices(tmp_path, capsys):
-    data = tmp_path / "rows.csv"
-    pd.DataFrame({"text": SOURCES, "summary": SUMMARIES}).to_csv(data, index=False)
-    argv = ["evaluate", str(data), "--max-cost-usd", "1", "--judge-model", "m", "--judge-base-url", "http://127.0.0.1:9/v1",
-            "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"]
-    assert cli.main(argv) == 2
-    assert "max_cost_usd needs prices" in capsys.readouterr().err
+def test_mgm_evaluate_budget_and_prices_reach_the_judge():
+    argv = ["evaluate", "rows.csv", "--judge-model", "m", "--judge-base-url", "http://127.0.0.1:9/v1", "--max-calls", "30"]
+    from mlflow_genai_metrics.cli.common import make_judge
+
+    judge = make_judge(cli.build_parser().parse_args([*argv, "--prices", "0.15,0.60", "--max-cost-usd", "1"]))
+    assert (judge.max_calls, judge.max_cost_usd, judge.prices) == (30, 1.0, Prices(input=0.15, output=0.60))
+    with pytest.raises(ValueError, match="max_cost_usd needs prices"):
+        make_judge(cli.build_parser().parse_args([*argv, "--max-cost-usd", "1"]))
 
 
 @pytest.mark.skipif(not BBC.exists(), reason=f"the BBC data is not at {BBC} (../shared/data beside the project)")
