@@ -1,8 +1,8 @@
 """The run signature: what produced the numbers, pinned field by field, in the manner of sacreBLEU's signatures.
 
-    judge:gpt-4o-mini|base:api.openai.com|mode:json_schema|max_tokens:default|claims:v1-3f2a|claims_retry:v1-51c0|
-    verify:v2-9c1d|keypoints:v1-77aa|coverage:v2-0b3e|temp:0|seed:7|rouge:rouge-score=0.1.2,stem=porter|
-    bleu:nrefs=1,case=mixed,...|resamples:1000|confidence:0.95|bootstrap_seed:12345|mgm:0.1.0
+    judge:gpt-4o-mini|base:api.openai.com|mode:json_schema|max_tokens:default|claims:v1-9cff|claims_retry:v1-3afd|
+    verify:v3-8c70|keypoints:v2-68ca|coverage:v2-fb4f|temp:0|seed:7|rouge:rouge-score=0.1.2,stem=porter|
+    bleu:nrefs=1,case=mixed,...|grounding:v1-dff1|resamples:1000|confidence:0.95|bootstrap_seed:12345|mgm:0.1.0
 
 It is composite: a **judge** part (model, endpoint, response mode, max tokens, each prompt's version and hash, the
 chunk size, temperature, seed), a **reference** part (each traditional metric's own signature: sacreBLEU's for BLEU,
