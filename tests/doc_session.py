@@ -42,10 +42,6 @@ GIVENS = {
     "summaries": "from mlflow_genai_metrics.study import sample_summaries\nsummaries = sample_summaries()['summary'].tolist()\n",
     "judge": "from mlflow_genai_metrics import Judge\njudge = Judge('gpt-4o-mini')\n",
     "data.csv": "from mlflow_genai_metrics.study import sample_summaries\nsample_summaries().to_csv('data.csv', index=False)\n",
-    "articles.jsonl": (
-        "from mlflow_genai_metrics.study import sample_summaries\n"
-        "sample_summaries().drop(columns='summary').to_json('articles.jsonl', orient='records', lines=True)\n"
-    ),
     "run_a run_b run_c": (
         "import mlflow\nfrom mlflow_genai_metrics import Judge, judge_summaries, log_result\n"
         "from mlflow_genai_metrics.study import sample_summaries\n"
@@ -193,8 +189,9 @@ class PageSession:
     def _ask_worker(self, code: str, filename: str, line: int) -> tuple[dict, str]:
         if self._worker is None:
             ours, theirs = socket.socketpair()
-            self._worker = subprocess.Popen([sys.executable, str(WORKER), str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                                            cwd=self.cwd, env=self.env, start_new_session=True)
+            with open(self.folder / "interpreter.log", "wb") as log:  # what it prints between blocks, and at exit
+                self._worker = subprocess.Popen([sys.executable, str(WORKER), str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                                                cwd=self.cwd, env=self.env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
             theirs.close()
             self._channel = ours
             self._channel.settimeout(BLOCK_TIMEOUT_S)
@@ -212,7 +209,8 @@ class PageSession:
                 received += chunk
             answer = json.loads(received)
         except (OSError, ConnectionError) as exc:
-            answer = {"ok": False, "exception": type(exc).__name__, "error": f"no answer from the page's interpreter: {exc}"}
+            log = (self.folder / "interpreter.log").read_text(errors="replace")[-3000:]
+            answer = {"ok": False, "exception": type(exc).__name__, "error": f"no answer from the page's interpreter: {exc}\n{log}"}
         output = output_path.read_text(errors="replace") if output_path.exists() else ""
         return answer, output
 
