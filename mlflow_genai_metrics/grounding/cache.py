@@ -12,13 +12,10 @@ import hashlib
 import json
 import math
 import os
-import sqlite3
-import threading
 from dataclasses import asdict
 from collections.abc import Sequence
-from pathlib import Path
 
-from ..judge.cache import default_cache_dir, open_owner_only
+from ..judge.cache import OwnerOnlyStore, default_cache_dir
 from .model import load_model
 from .scoring import RowGrounding, lexical_supports, score_pairs
 
@@ -41,20 +38,13 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-class GroundingCache:
+class GroundingCache(OwnerOnlyStore):
     """Grounding results by (model tag, source hash, summary hash); safe to share between threads and processes."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None):
-        self.directory = Path(directory).expanduser() if directory is not None else default_cache_dir()
-        self.path = self.directory / CACHE_FILE
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid: int | None = None
+    FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "grounding"
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():  # a connection must not cross a fork
-            self._conn, self._pid = open_owner_only(self.directory, self.path, _SCHEMA), os.getpid()
-        return self._conn
+    def __init__(self, directory: str | os.PathLike[str] | None = None):
+        super().__init__(directory if directory is not None else default_cache_dir())
 
     def get_many(self, keys: Sequence[Key]) -> dict[Key, RowGrounding]:
         """The stored results among ``keys`` (absent keys are simply missing)."""
@@ -79,15 +69,6 @@ class GroundingCache:
             conn.executemany("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records)
             conn.execute("COMMIT")
 
-    def __len__(self) -> int:
-        with self._lock:
-            return self._connection().execute("SELECT COUNT(*) FROM grounding").fetchone()[0]
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
 
 
 

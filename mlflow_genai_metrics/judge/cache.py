@@ -118,12 +118,17 @@ class Transcript(BaseModel):
     calls: list[CallResult] = Field(default_factory=list)
 
 
-class JudgeCache:
-    """A SQLite file of request transcripts, safe to share between threads and processes."""
+class OwnerOnlyStore:
+    """One owner-only SQLite file (``open_owner_only``) holding one table, shared by threads (a lock) and
+    processes (each opens its own connection): the judge's cache and the grounding cache are both one."""
+
+    FILE: str
+    SCHEMA: str
+    TABLE: str
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory).expanduser()
-        self.path = self.directory / CACHE_FILE
+        self.path = self.directory / self.FILE
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
@@ -131,8 +136,24 @@ class JudgeCache:
     def _connection(self) -> sqlite3.Connection:
         # A connection must not cross a fork; each process opens its own.
         if self._conn is None or self._pid != os.getpid():
-            self._conn, self._pid = open_owner_only(self.directory, self.path, _SCHEMA), os.getpid()
+            self._conn, self._pid = open_owner_only(self.directory, self.path, self.SCHEMA), os.getpid()
         return self._conn
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._connection().execute(f"SELECT COUNT(*) FROM {self.TABLE}").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+
+class JudgeCache(OwnerOnlyStore):
+    """A SQLite file of request transcripts, safe to share between threads and processes."""
+
+    FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "transcripts"
 
     def get(self, key: str) -> Transcript | None:
         """The transcript stored for ``key``; None when there is none (or it cannot be read: asked again)."""
@@ -153,16 +174,6 @@ class JudgeCache:
                 f"{verb} INTO transcripts VALUES (?, ?, ?, ?, ?)",
                 (key, model, prompt_version, transcript.model_dump_json(), time.time()),
             )
-
-    def __len__(self) -> int:
-        with self._lock:
-            return self._connection().execute("SELECT COUNT(*) FROM transcripts").fetchone()[0]
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory)}
