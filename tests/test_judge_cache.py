@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
+from mlflow_genai_metrics.judge.cache import Transcript
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer
 
 from conftest import verdict_json
@@ -122,6 +123,24 @@ def test_several_processes_write_one_cache_without_errors_or_duplicates(tmp_path
         assert server.request_count == before
     with sqlite3.connect(tmp_path / "judge-cache.sqlite3") as db:
         assert db.execute("SELECT COUNT(*), COUNT(DISTINCT key) FROM transcripts").fetchone() == (60, 60)
+
+
+def _open_and_close_many_times(directory: str) -> int:
+    for i in range(150):
+        cache = JudgeCache(directory)
+        cache.put(f"k{i}", model="m", prompt_version="v", transcript=Transcript())
+        cache.close()
+    return 1
+
+
+def test_many_processes_opening_one_new_cache_at_once_never_see_database_is_locked(tmp_path):
+    """Spark workers open one cache together: switching to WAL answers "database is locked" at once (no busy
+    wait) and the last connection elsewhere removes the -wal file while another is fixing its mode."""
+    for trial in range(3):
+        folder = tmp_path / str(trial)
+        with multiprocessing.get_context("fork").Pool(6) as pool:
+            assert pool.map(_open_and_close_many_times, [str(folder)] * 6) == [1] * 6
+        assert len(JudgeCache(folder)) == 150
 
 
 def test_a_local_server_on_a_new_port_is_served_from_the_cache(scripted_server, tmp_path):

@@ -12,9 +12,11 @@ key is stored once however many workers computed it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import random
 import sqlite3
 import stat
 import threading
@@ -30,6 +32,7 @@ from .replies import CallResult
 __all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "default_cache_dir", "open_owner_only"]
 
 CACHE_FILE = "judge-cache.sqlite3"
+_BUSY_S = 60  # how long a process waits for another one holding the cache
 # A table of its own (the earlier ``answers`` table held validated answers only): old files open, their rows unused.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transcripts (
@@ -86,14 +89,25 @@ def open_owner_only(directory: Path, path: Path, schema: str) -> sqlite3.Connect
     _owner_only(directory, 0o700)
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))  # SQLite gives new -wal/-shm the same mode
     for existing in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        if existing.exists():
+        with contextlib.suppress(FileNotFoundError):  # the last connection elsewhere may remove -wal/-shm meanwhile
             _owner_only(existing, 0o600)
-    conn = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-    conn.execute("PRAGMA busy_timeout=60000")
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(schema)
-    return conn
+    conn = sqlite3.connect(path, timeout=_BUSY_S, check_same_thread=False, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout={_BUSY_S * 1000}")
+    # Switching to WAL (and recovering a WAL another process is opening) answers "database is locked" at once,
+    # without waiting on the busy timeout: many Spark workers opening one cache together meet it. Retry.
+    deadline = time.monotonic() + _BUSY_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(schema)
+            return conn
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                conn.close()
+                raise
+            time.sleep(random.uniform(0.005, 0.05))
 
 
 def _owner_only(path: Path, mode: int) -> None:
