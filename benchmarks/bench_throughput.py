@@ -1,10 +1,18 @@
-"""Throughput and rerun cost against a judge endpoint with fixed latency and a fixed number of slots; the peers beside us.
+"""Throughput and rerun cost against a judge endpoint with fixed latency and a fixed number of slots; the bare
+openai client and the peers beside us.
 
-    .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--latency 0.2] [--slots 32] [--peers SYSTEM...]
+    .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--bbc] [--case LATENCY:SLOTS ...] [--peers SYSTEM...]
 
-The endpoint (``mlflow_genai_metrics.testing.serve``, a deterministic judge) runs in its own process, so
-the CPU time measured here is ours alone. The bound is what the endpoint allows: slots / latency / calls per row.
-Then an identical second evaluation: the calls it makes (0: the cache) and its wall time against the first.
+Each case (default ``0.2:32 0.2:128 0.01:256``: an endpoint answering in 200 ms with 32 or 128 slots, and a fast
+GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``mlflow_genai_metrics.testing.serve``, a
+deterministic judge) in its own process, so the CPU time measured here is ours alone. The bound is what the endpoint
+allows: slots / latency / calls per row. Then an identical second evaluation: the calls it makes (0: the cache) and
+its wall time against the first.
+
+The bare client: ``openai.AsyncOpenAI().chat.completions.create`` sending the very requests our first run sent
+(their bodies, as the endpoint logged them), ``slots`` at a time, against a fresh endpoint of the same case; what a
+hand-written loop over the same prompts would cost, with no pipeline, cache, validation or records. Our share of
+the bound against its share, and our CPU per row beyond what it spends on the same requests.
 
 Then each peer (``--peers``, default all four; ``--peers`` alone for none) on the same rows, in its own process in the
 peers' virtual env, with its own concurrent mode at ``slots`` requests in flight (``peers/run_peer.py --concurrency``),
@@ -16,6 +24,7 @@ alone (imports and set-up excluded), and reported as a ratio to ours measured in
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import subprocess
@@ -27,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bbc_sample import bbc_rows  # noqa: E402
 from peer_runs import MISSING, PEERS, PEERS_PYTHON, ROOT, run_peer, write_rows  # noqa: E402
 
 from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
@@ -60,13 +70,17 @@ def endpoint(command: list[str], latency: float, slots: int) -> Iterator[tuple[s
 def endpoint_stats(server: subprocess.Popen) -> dict[str, int]:
     """The endpoint's log so far: requests, ok (status 200), max_in_flight."""
     server.stdin.write("\n")
-    server.stdin.flush()
-    return json.loads(server.stdout.readline())
+    return endpoint_stats_reply(server)
 
 
-def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, float]:
-    with endpoint([sys.executable, "-m", "mlflow_genai_metrics.testing.serve"], latency, slots) as (base_url, _):
-        sources, summaries = articles(rows)
+SERVE = [sys.executable, "-m", "mlflow_genai_metrics.testing.serve"]
+
+
+def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, coverage: bool, bodies: Path) -> dict[str, float]:
+    """Ours, first run and identical rerun; the first run's request bodies written to ``bodies``."""
+    sources, summaries = texts
+    rows = len(sources)
+    with endpoint(SERVE, latency, slots) as (base_url, server):
         with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
             figures = {}
             for label in ("first", "rerun"):
@@ -77,6 +91,9 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
                 figures[f"{label}_wall_s"] = time.perf_counter() - wall
                 figures[f"{label}_cpu_s"] = time.process_time() - cpu
                 figures[f"{label}_calls"] = result.metrics["judge/calls"]
+                if label == "first":
+                    server.stdin.write(f"bodies {bodies}\n")
+                    endpoint_stats_reply(server)
             figures["judge_errors"] = result.metrics["judge_error_rate"]
     calls_per_row = figures["first_calls"] / rows
     figures.update(
@@ -88,6 +105,48 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
         rerun_wall_ratio=figures["rerun_wall_s"] / figures["first_wall_s"],
     )
     return figures
+
+
+def measure_bare(bodies: Path, rows: int, latency: float, slots: int) -> dict[str, float]:
+    """The bare openai client sending the same request bodies, ``slots`` in flight, against a fresh endpoint."""
+    import openai
+
+    requests = [json.loads(line) for line in bodies.read_text(encoding="utf-8").splitlines()]
+
+    async def send_all(base_url: str) -> int:
+        client = openai.AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0)
+        slot = asyncio.Semaphore(slots)
+
+        async def send(body: dict) -> bool:
+            async with slot:
+                completion = await client.chat.completions.create(**body)
+                return bool(completion.choices[0].message.content)
+
+        try:
+            return sum(await asyncio.gather(*(send(body) for body in requests)))
+        finally:
+            await client.close()
+
+    with endpoint(SERVE, latency, slots) as (base_url, _):
+        wall, cpu = time.perf_counter(), time.process_time()
+        answered = asyncio.run(send_all(base_url))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if answered != len(requests):
+        raise RuntimeError(f"the bare client got {answered} answers to {len(requests)} requests")
+    calls_per_row = len(requests) / rows
+    return dict(
+        calls_per_row=calls_per_row,
+        rows_per_s=rows / wall,
+        bound_rows_per_s=slots / latency / calls_per_row,
+        cpu_ms_per_row=cpu / rows * 1000,
+        cpu_ms_per_request=cpu / len(requests) * 1000,
+    )
+
+
+def endpoint_stats_reply(server: subprocess.Popen) -> dict[str, int]:
+    """The stats line the endpoint answers a command line with."""
+    server.stdin.flush()
+    return json.loads(server.stdout.readline())
 
 
 def measure_peer(system: str, rows_file: Path, rows: int, latency: float, slots: int) -> dict:
@@ -108,16 +167,17 @@ def measure_peer(system: str, rows_file: Path, rows: int, latency: float, slots:
     )
 
 
-def peer_lines(peers: list[str], rows: int, latency: float, slots: int, ours: dict[str, float]) -> list[str]:
+def peer_lines(peers: list[str], texts: tuple[list[str], list[str]], latency: float, slots: int, ours: dict[bool, float]) -> list[str]:
     if not PEERS_PYTHON.exists():
         return ["", MISSING]
+    rows = len(texts[0])
     lines = ["", f"Peers on the same {rows} rows, each in its own concurrent mode with {slots} requests in flight, against the "
              f"peer-aware endpoint at the same latency and slots; rows/s as a ratio to ours in this run:", "",
              "| system | calls per row | rows/s | bound rows/s | share of bound | rows/s vs ours (alignment + richness) | "
              "rows/s vs ours (+ coverage) | its CPU ms per row | most requests in flight | rows failed |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="mgm-bench-peers-") as tmp:
-        rows_file = write_rows(Path(tmp) / "rows.jsonl", *articles(rows))
+        rows_file = write_rows(Path(tmp) / "rows.jsonl", *texts)
         for system in peers:
             f = measure_peer(system, rows_file, rows, latency, slots)
             if "rows_per_s" not in f:
@@ -129,25 +189,46 @@ def peer_lines(peers: list[str], rows: int, latency: float, slots: int, ours: di
     return lines
 
 
+def case(text: str) -> tuple[float, int]:
+    """``LATENCY:SLOTS``, e.g. ``0.2:32``."""
+    latency, _, slots = text.partition(":")
+    return float(latency), int(slots)
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1000)
-    parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--slots", type=int, default=32)
-    parser.add_argument("--peers", nargs="*", default=PEERS, help="peers to run beside ours (none: --peers alone)")
+    parser.add_argument("--bbc", action="store_true", help="BBC articles and their reference summaries (../shared/data) instead of short synthetic texts")
+    parser.add_argument("--case", type=case, nargs="+", default=[(0.2, 32), (0.2, 128), (0.01, 256)],
+                        help="endpoints as LATENCY:SLOTS (seconds per reply, requests served at once)")
+    parser.add_argument("--peers", nargs="*", default=PEERS, help="peers to run beside ours, at the first case (none: --peers alone)")
     args = parser.parse_args(argv)
-    lines = [f"{args.rows} rows, endpoint latency {args.latency * 1000:.0f} ms, {args.slots} slots",
-             "| judged | calls per row | rows/s | bound rows/s | share of bound | our CPU ms per row | rerun calls | rerun wall time / first |",
-             "|---|---|---|---|---|---|---|---|"]
+    texts = (bbc_rows(args.rows) if args.bbc else None) or articles(args.rows)
+    rows = len(texts[0])
+    lines = [f"{rows} rows ({'BBC articles and their reference summaries' if args.bbc else 'short synthetic texts'}); "
+             "each endpoint case fresh, in its own process",
+             "| endpoint | judged | client | calls per row | rows/s | bound rows/s | share of bound | vs bare client | "
+             "CPU ms per row | CPU ms per row beyond bare | rerun calls | rerun wall time / first |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ours = {}
-    for coverage in (False, True):
-        f = measure(args.rows, args.latency, args.slots, coverage)
-        ours[coverage] = f["rows_per_s"]
-        what = "alignment + richness + coverage" if coverage else "alignment + richness"
-        lines.append(f"| {what} | {f['calls_per_row']:.2f} | {f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | "
-                     f"{f['rows_per_s'] / f['bound_rows_per_s']:.0%} | {f['cpu_ms_per_row']:.1f} | {f['rerun_calls']:.0f} | {f['rerun_wall_ratio']:.3f} |")
+    for latency, slots in args.case:
+        where = f"{latency * 1000:.0f} ms, {slots} slots"
+        for coverage in (False, True):
+            what = "alignment + richness + coverage" if coverage else "alignment + richness"
+            with tempfile.TemporaryDirectory(prefix="mgm-bench-bodies-") as tmp:
+                f = measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl")
+                bare = measure_bare(Path(tmp) / "bodies.jsonl", rows, latency, slots)
+            ours.setdefault((latency, slots), {})[coverage] = f["rows_per_s"]
+            share, bare_share = f["rows_per_s"] / f["bound_rows_per_s"], bare["rows_per_s"] / bare["bound_rows_per_s"]
+            lines.append(f"| {where} | {what} | ours | {f['calls_per_row']:.2f} | {f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | "
+                         f"{share:.0%} | {share / bare_share:.2f}x | {f['cpu_ms_per_row']:.2f} | "
+                         f"{f['cpu_ms_per_row'] - bare['cpu_ms_per_row']:+.2f} | {f['rerun_calls']:.0f} | {f['rerun_wall_ratio']:.3f} |")
+            lines.append(f"| {where} | {what} | bare openai client, same requests | {bare['calls_per_row']:.2f} | {bare['rows_per_s']:.1f} | "
+                         f"{bare['bound_rows_per_s']:.1f} | {bare_share:.0%} | 1.00x | {bare['cpu_ms_per_row']:.2f} "
+                         f"({bare['cpu_ms_per_request']:.2f} per request) | | | |")
     if args.peers:
-        lines += peer_lines(args.peers, args.rows, args.latency, args.slots, ours)
+        latency, slots = args.case[0]
+        lines += peer_lines(args.peers, texts, latency, slots, ours[(latency, slots)])
     print("\n".join(lines))
     return lines
 

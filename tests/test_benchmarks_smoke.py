@@ -38,10 +38,15 @@ def test_bench_faults_smoke():
 
 
 def test_bench_throughput_smoke():
-    out = run("bench_throughput.py", "--rows", "12", "--latency", "0.01", "--slots", "4", "--peers")
-    ours = {row["judged"]: row for row in markdown_table(out, "judged")}
+    out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers")
+    table = markdown_table(out, "endpoint")
+    ours = {row["judged"]: row for row in table if row["client"] == "ours"}
     assert ours["alignment + richness"]["calls per row"] == "2.00" and ours["alignment + richness + coverage"]["calls per row"] == "4.00"
     assert [row["rerun calls"] for row in ours.values()] == ["0", "0"]
+    # The bare openai client replays the very requests ours sent: as many per row.
+    bare = {row["judged"]: row for row in table if row["client"].startswith("bare openai client")}
+    assert {k: row["calls per row"] for k, row in bare.items()} == {k: row["calls per row"] for k, row in ours.items()}
+    assert all(row["vs bare client"].endswith("x") for row in ours.values())
     assert "Peers on the same" not in out
 
 

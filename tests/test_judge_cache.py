@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sqlite3
 
@@ -9,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
-from mlflow_genai_metrics.judge.cache import Transcript
+from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer
 
 from conftest import verdict_json
@@ -44,6 +45,23 @@ def test_the_cache_key_changes_with_everything_that_can_change_the_answer():
     assert cache_key(**BASE) == baseline
 
 
+def test_the_cache_key_is_the_sha256_of_the_canonical_json_whatever_form_the_schema_comes_in():
+    """Keys stay those of earlier versions (the whole material as one sorted JSON), so a cache keeps answering."""
+    import hashlib
+
+    from mlflow_genai_metrics.judge.answers import answer_schema, answer_schema_json
+    from mlflow_genai_metrics.summarization.passes import ExtractedClaims
+
+    material = {**BASE, "messages": [{"role": "user", "content": "Café £5 \u2014 ünïcode"}], "answer_schema": answer_schema(ExtractedClaims)}
+    expected = hashlib.sha256(canonical_material(**dict(material)).encode("utf-8")).hexdigest()
+    assert expected == hashlib.sha256(
+        json.dumps({**{k: v for k, v in material.items() if k != "answer_schema"}, "schema": material["answer_schema"]},
+                   sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
+    assert cache_key(**material) == expected
+    assert cache_key(**{**material, "answer_schema": answer_schema_json(ExtractedClaims)}) == expected
+
+
 def test_a_hit_returns_exactly_what_was_returned_before(scripted_server, tmp_path):
     server = scripted_server(lambda r: Reply(" " + verdict_json("idk", "not in the article") + "\n"))
     first = judge_for(server, cache_dir=tmp_path).ask(ask_about("claim"))
@@ -74,7 +92,7 @@ def test_a_different_answer_schema_is_not_served_an_old_answer(scripted_server, 
 
 
 def test_the_first_transcript_for_a_key_wins_and_is_stored_once(tmp_path):
-    from mlflow_genai_metrics.judge.cache import Transcript
+    from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
     from mlflow_genai_metrics.judge.replies import CallResult
 
     cache = JudgeCache(tmp_path)

@@ -10,17 +10,21 @@ Three response modes, tried in this order until an endpoint accepts one:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from .cache import canonical_json
+
 __all__ = [
     "MODES",
     "AnswerParseError",
     "ResponseMode",
     "answer_schema",
+    "answer_schema_json",
     "parse_answer",
     "response_format",
     "with_schema_instruction",
@@ -36,13 +40,21 @@ class AnswerParseError(ValueError):
     """The reply is not valid JSON for the answer's schema; the message says what is wrong."""
 
 
+@functools.cache  # building a schema costs more than the rest of a request's CPU: once per answer type
 def answer_schema(answer_type: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema sent to the endpoint: OpenAI's strict form where the openai package can make it."""
+    """The JSON schema sent to the endpoint: OpenAI's strict form where the openai package can make it. One dict
+    per answer type, shared: read it, never change it."""
     try:
         from openai.lib._pydantic import to_strict_json_schema
     except ImportError:  # a future openai without the helper: plain pydantic schema, sent non-strict
         return answer_type.model_json_schema()
     return to_strict_json_schema(answer_type)
+
+
+@functools.cache
+def answer_schema_json(answer_type: type[BaseModel]) -> str:
+    """``answer_schema`` as cache keys encode it (``cache.canonical_json``), once per answer type."""
+    return canonical_json(answer_schema(answer_type))
 
 
 def response_format(mode: ResponseMode, answer_type: type[BaseModel], schema: dict[str, Any]) -> dict | None:

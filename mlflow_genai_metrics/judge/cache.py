@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from .replies import CallResult
 
-__all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "default_cache_dir", "open_owner_only"]
+__all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "canonical_json", "canonical_material", "default_cache_dir", "open_owner_only"]
 
 CACHE_FILE = "judge-cache.sqlite3"
 _BUSY_S = 60  # how long a process waits for another one holding the cache
@@ -61,25 +61,40 @@ def cache_key(
     model: str,
     base_url: str,
     messages: list[dict[str, str]],
-    answer_schema: dict[str, Any],
+    answer_schema: dict[str, Any] | str,
     temperature: float,
     seed: int | None,
     max_tokens: int | None,
     prompt_version: str,
 ) -> str:
-    """SHA-256 over a canonical JSON of every input that can change the answer."""
-    material = {
-        "model": model,
-        "base_url": base_url,
-        "messages": messages,
-        "schema": answer_schema,
-        "temperature": temperature,
-        "seed": seed,
-        "max_tokens": max_tokens,
-        "prompt_version": prompt_version,
-    }
-    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """SHA-256 over a canonical JSON of every input that can change the answer: the object below, keys sorted,
+    no spaces, UTF-8 (``canonical_material``), assembled here field by field in that same order. ``answer_schema``
+    may come already encoded that way (``canonical_json``), as the judge passes it: a schema is the same for every
+    request of its kind, and encoding it each time was most of a cached request's cost."""
+    canonical = "".join((
+        '{"base_url":', canonical_json(base_url),
+        ',"max_tokens":', canonical_json(max_tokens),
+        ',"messages":', canonical_json(messages),
+        ',"model":', canonical_json(model),
+        ',"prompt_version":', canonical_json(prompt_version),
+        ',"schema":', answer_schema if isinstance(answer_schema, str) else canonical_json(answer_schema),
+        ',"seed":', canonical_json(seed),
+        ',"temperature":', canonical_json(temperature),
+        "}",
+    ))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def canonical_material(**material: Any) -> str:
+    """The JSON ``cache_key`` hashes (the keyword arguments, ``answer_schema`` named ``schema``): for tests."""
+    material["schema"] = material.pop("answer_schema")
+    return canonical_json(material)
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with keys sorted, no spaces, non-ASCII as is: what cache keys hash."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 
 def open_owner_only(directory: Path, path: Path, schema: str) -> sqlite3.Connection:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .answers import MODES, AnswerParseError, answer_schema, parse_answer, response_format, with_schema_instruction
+from .answers import MODES, AnswerParseError, answer_schema, answer_schema_json, parse_answer, response_format, with_schema_instruction
 from .cache import JudgeCache, Transcript, cache_key
 from .modes import EndpointMode
 from .records import JudgeError, JudgeReply, JudgeRequest, TextAnswer, Usage
@@ -165,7 +165,7 @@ def conversation(
         model=settings.model,
         base_url=settings.cache_endpoint,
         messages=[m.model_dump() for m in request.messages],
-        answer_schema=answer_schema(request.answer_type),
+        answer_schema=answer_schema_json(request.answer_type),
         temperature=settings.temperature,
         seed=settings.seed,
         max_tokens=request.max_tokens or settings.max_tokens,

@@ -7,6 +7,7 @@ Bad settings are refused here, before any call.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 from collections.abc import Mapping
@@ -148,11 +149,15 @@ class JudgeSettings(BaseModel):
     def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> JudgeSettings:
         """These settings with other limits, validated."""
         return self.model_validate(
-            {**dict(self), "max_concurrency": max_concurrency, "max_requests_per_s": max_requests_per_s}
+            {**self._fields(), "max_concurrency": max_concurrency, "max_requests_per_s": max_requests_per_s}
         )
 
+    def _fields(self) -> dict[str, Any]:
+        # Not dict(self): the instance dict also holds the cached properties.
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
-        fields = dict(self)
+        fields = self._fields()
         if not self.api_key_given:
             fields["api_key"] = None  # read from this process's environment: the receiving one reads its own
         return _unpickled, (fields,)
@@ -166,7 +171,7 @@ class JudgeSettings(BaseModel):
         """The API key sent."""
         return self.api_key.get_secret_value()
 
-    @property
+    @functools.cached_property  # asked on every request (the cache key): worked out once
     def is_loopback(self) -> bool:
         return is_loopback(self.base_url)
 
@@ -182,7 +187,7 @@ class JudgeSettings(BaseModel):
             return "localhost"
         return urlparse(self.base_url).hostname or self.shown_url
 
-    @property
+    @functools.cached_property
     def cache_endpoint(self) -> str:
         """The endpoint as cache keys see it: a loopback server's port changes from run to run (``LocalModelServer``
         picks a free one), the model behind the same model id does not; nor do credentials in the URL."""

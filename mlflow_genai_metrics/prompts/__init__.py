@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib.resources import files
 
 __all__ = ["PROMPT_NAMES", "SOURCE_PROMPTS", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
@@ -50,6 +50,8 @@ _MARKER_RUN = re.compile(r"={5,}")
 
 def neutralise(text: str) -> str:
     """``text`` with every run of five or more ``=`` spaced out (``= = = = =``): it can hold no marker line."""
+    if "=====" not in text:  # nearly every text: no regex pass
+        return text
     return _MARKER_RUN.sub(lambda run: " ".join(run.group()), text)
 
 
@@ -65,12 +67,12 @@ class Prompt:
     template: str
     source_text: str  # the whole file, which the hash covers
 
-    @property
+    @cached_property
     def tag(self) -> str:
         """``claims:v1-3f2a``: name, version and a hash of the file, as the signature shows it."""
         return f"{self.name}:{self.version}-{short_hash(self.source_text)}"
 
-    @property
+    @cached_property
     def fields(self) -> set[str]:
         return set(_FIELD.findall(self.template))
 

@@ -1,10 +1,11 @@
 """Rows in -> judge requests -> one ``RowJudgement`` per row.
 
-Two rounds of concurrent requests: (1) claim extraction for every summary and key points for every distinct source
-text; (2) verification of each summary's claims and coverage of its source's key points. A summary with words the
-judge found no claim in is asked about once more between the rounds. So one model on N articles costs at most 4N
-calls (more only when a source is split into chunks or claims are asked for again), each further model on the
-same articles at most 3N, and an identical rerun none (the judge's cache).
+Inputs are checked and turned into ``RowInput``s here; ``pipeline`` then takes each row through its passes at its
+own pace: claim extraction (and key points once per distinct source text), then verification of the claims and
+coverage of the source's key points. A summary with words the judge found no claim in is asked about once more.
+So one model on N articles costs at most 4N calls (more only when a source is split into chunks or claims are
+asked for again), each further model on the same articles at most 3N, and an identical rerun none (the judge's
+cache).
 """
 
 from __future__ import annotations
@@ -13,27 +14,19 @@ import hashlib
 import math
 import numbers
 import re
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ..judge import Judge, JudgeError, JudgeReply, JudgeRequest, Usage
+from ..judge import Judge
 from ..traditional import _texts
-from .chunking import MIN_CHUNK_TOKENS, combine_verdicts, split_source
+from .chunking import MIN_CHUNK_TOKENS
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_cache
 from .ids import canonical_id
-from .passes import (
-    check_coverage_request,
-    extract_claims_retry_request,
-    extract_claims_request,
-    extract_key_points_request,
-    verify_claims_request,
-)
-from .records import CheckedClaim, CoveredKeyPoint, RowError, RowInput, RowJudgement
+from .pipeline import distinct_claims, has_words, judge_row_pipelines
+from .records import RowInput, RowJudgement
 
 __all__ = ["check_settings", "distinct_claims", "has_words", "judge_rows", "prepare_rows", "source_key"]
 
@@ -178,48 +171,6 @@ def _plain(value: Any) -> str | int:
     return stored
 
 
-_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
-
-
-def has_words(summary: str) -> bool:
-    """False for a summary with no letter or digit (blank, only punctuation): empty, decided without the judge."""
-    return _WORD.search(summary) is not None
-
-
-def distinct_claims(claims: Sequence[str]) -> tuple[list[str], list[int]]:
-    """Claims without repeats (compared ignoring case and spacing; the first text kept) and, per claim kept, how
-    many copies were removed: a claim stated twice is one fact, not two."""
-    kept: list[str] = []
-    removed: list[int] = []
-    position_of: dict[str, int] = {}
-    for claim in claims:
-        key = " ".join(claim.split()).casefold()
-        if key in position_of:
-            removed[position_of[key]] += 1
-        else:
-            position_of[key] = len(kept)
-            kept.append(claim)
-            removed.append(0)
-    return kept, removed
-
-
-@dataclass
-class _RowState:
-    claims: list[str] | None = None
-    duplicates: list[int] = field(default_factory=list)  # per claim kept: copies removed
-    verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
-    key_points: list[CoveredKeyPoint] | None = None
-    usage: Usage = field(default_factory=Usage)
-    error: RowError | None = None
-
-    def fail(self, stage: str, reply: JudgeReply) -> None:
-        if self.error is None:  # the first failure of a row is its error: the kind, the message, the raw excerpt
-            self.error = RowError(stage=stage, error=reply.error)
-
-    def take_claims(self, claims: Sequence[str]) -> None:
-        self.claims, self.duplicates = distinct_claims(claims)
-
-
 def judge_rows(
     rows: list[RowInput],
     judge: Judge | None,
@@ -239,7 +190,7 @@ def judge_rows(
     if judge is None:
         judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
     else:
-        judgements = _judge_rows(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+        judgements = judge_row_pipelines(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
     if not grounding:
         return judgements
     store = grounding_cache(judge, grounding_cache_dir)
@@ -248,116 +199,3 @@ def judge_rows(
     finally:
         if store is not None:
             store.close()
-
-
-def _judge_rows(rows: list[RowInput], judge: Judge, *, coverage: bool, max_source_tokens: int | None, progress: bool | None) -> list[RowJudgement]:
-    chunks_of: dict[str, list[str]] = {}
-    first_row_of: dict[str, int] = {}
-    for index, row in enumerate(rows):
-        if row.source_key not in chunks_of:
-            chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
-            first_row_of[row.source_key] = index
-    states = [_RowState() for _ in rows]
-
-    # Round 1: key points per distinct source (chunk), claims per non-empty summary.
-    requests: list[JudgeRequest] = []
-    owners: list[tuple[str, Any]] = []
-    if coverage:
-        for key, chunks in chunks_of.items():
-            for chunk in chunks:
-                requests.append(extract_key_points_request(chunk))
-                owners.append(("keypoints", key))
-    for index, row in enumerate(rows):
-        if has_words(row.summary):
-            requests.append(extract_claims_request(row.summary))
-            owners.append(("claims", index))
-        else:
-            states[index].claims = []  # an empty summary makes no claim: no call needed
-    replies = judge.ask_many(requests, progress=progress, desc="claims and key points")
-
-    key_points_of: dict[str, list[str]] = defaultdict(list)
-    key_point_errors: dict[str, JudgeReply] = {}
-    for (kind, owner), reply in zip(owners, replies):
-        if kind == "keypoints":
-            states[first_row_of[owner]].usage += reply.usage  # a source's key points are paid for once
-            if reply.ok:
-                key_points_of[owner].extend(p for p in reply.answer.key_points if p not in key_points_of[owner])
-            else:
-                key_point_errors.setdefault(owner, reply)
-        else:
-            state = states[owner]
-            state.usage += reply.usage
-            if reply.ok:
-                state.take_claims(reply.answer.claims)
-            else:
-                state.fail("claim extraction", reply)
-    _ask_again_for_claims(rows, states, judge, progress)
-    for index, row in enumerate(rows):
-        if row.source_key in key_point_errors:
-            states[index].fail("key-point extraction (for this row's source)", key_point_errors[row.source_key])
-
-    # Round 2: verify each summary's claims against every chunk of its source; check coverage.
-    requests, owners = [], []
-    for index, row in enumerate(rows):
-        state = states[index]
-        if state.error is not None:
-            continue
-        if state.claims:
-            state.verdicts = [[] for _ in state.claims]
-            for chunk in chunks_of[row.source_key]:
-                requests.append(verify_claims_request(chunk, state.claims))
-                owners.append(("verify", index))
-        if coverage:
-            points = key_points_of[row.source_key]
-            if has_words(row.summary):
-                requests.append(check_coverage_request(points, row.summary))
-                owners.append(("coverage", index))
-            else:
-                state.key_points = [CoveredKeyPoint(key_point=p, covered=False, reason="The summary is empty.") for p in points]
-    replies = judge.ask_many(requests, progress=progress, desc="verification and coverage")
-
-    for (kind, index), reply in zip(owners, replies):
-        state = states[index]
-        state.usage += reply.usage
-        if not reply.ok:
-            state.fail("claim verification" if kind == "verify" else "coverage check", reply)
-        elif kind == "verify":
-            for claim_verdicts, check in zip(state.verdicts, reply.answer.verdicts):
-                claim_verdicts.append((check.verdict, check.reason))
-        else:
-            points = key_points_of[rows[index].source_key]
-            state.key_points = [
-                CoveredKeyPoint(key_point=point, covered=check.covered == "yes", reason=check.reason)
-                for point, check in zip(points, reply.answer.covered)
-            ]
-
-    return [_record(row, state) for row, state in zip(rows, states)]
-
-
-def _ask_again_for_claims(rows: list[RowInput], states: list[_RowState], judge: Judge, progress: bool | None) -> None:
-    """No claim from a summary that has words is a judge failure, not an empty summary: ask once more, saying so;
-    a second empty list makes the row a ``no_claims`` error."""
-    again = [i for i, (row, state) in enumerate(zip(rows, states)) if state.error is None and not state.claims and has_words(row.summary)]
-    if not again:
-        return
-    requests = [extract_claims_retry_request(rows[i].summary) for i in again]
-    for index, reply in zip(again, judge.ask_many(requests, progress=progress, desc="claims, asked again")):
-        state = states[index]
-        state.usage += reply.usage
-        if not reply.ok:
-            state.fail("claim extraction", reply)
-        elif reply.answer.claims:
-            state.take_claims(reply.answer.claims)
-        else:
-            no_claims = JudgeError(kind="no_claims", message="the judge listed no claim for a summary that has words, even when asked again", attempts=2)
-            state.error = RowError(stage="claim extraction", error=no_claims)
-
-
-def _record(row: RowInput, state: _RowState) -> RowJudgement:
-    if state.error is not None:
-        return RowJudgement(id=row.id, source_key=row.source_key, usage=state.usage, error=state.error)
-    claims = []
-    for claim, duplicates, per_chunk in zip(state.claims or [], state.duplicates, state.verdicts):
-        verdict, reason = combine_verdicts(per_chunk)
-        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates))
-    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, usage=state.usage)

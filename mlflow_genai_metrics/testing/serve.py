@@ -3,7 +3,8 @@ behind a ``ScriptedJudgeServer`` in its own process (so a benchmark's CPU time i
 
 With ``--stats-on-stdin`` it also answers every line read on stdin with one JSON line of the server's log so far
 (``requests``, ``ok``: status 200, ``max_in_flight``), and stops at end of input: how a benchmark in another
-process counts the calls a system made. ``main(script=...)`` serves another script the same way.
+process counts the calls a system made. A line ``bodies PATH`` first writes the JSON body of every request so far
+to PATH, one per line (how a benchmark replays the very same requests with another client). ``main(script=...)`` serves another script the same way.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from .scripted_server import Script, ScriptedJudgeServer
 def stats(server: ScriptedJudgeServer) -> dict[str, int]:
     """What the server's log says so far."""
     return {"requests": server.request_count, "ok": server.count(status=200), "max_in_flight": server.max_in_flight}
+
+
+def write_bodies(server: ScriptedJudgeServer, path: str) -> None:
+    """Every request's JSON body so far, one per line, in the order they arrived."""
+    with open(path, "w", encoding="utf-8") as out:
+        for entry in list(server.requests):
+            out.write(json.dumps(entry.body) + "\n")
 
 
 def main(argv: list[str] | None = None, *, script: Script | None = None) -> None:
@@ -35,7 +43,9 @@ def main(argv: list[str] | None = None, *, script: Script | None = None) -> None
     print(server.base_url, flush=True)
     try:
         if args.stats_on_stdin:
-            for _ in sys.stdin:
+            for line in sys.stdin:
+                if line.startswith("bodies "):
+                    write_bodies(server, line.removeprefix("bodies ").strip())
                 print(json.dumps(stats(server)), flush=True)
         else:
             threading.Event().wait()

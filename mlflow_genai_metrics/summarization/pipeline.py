@@ -1,0 +1,234 @@
+"""Each row through its passes at its own pace: no row waits for another row's answers.
+
+A row asks for its claims (once more, saying so, when a summary with words got none), then verifies them against
+every chunk of its source and checks its source's key points, as soon as its own answers are back. Key points are
+asked once per distinct source, by whichever row needs them first, and shared. Every call of every row and pass
+goes through the one ``Judge``, whose limiter alone bounds the calls in flight, so the endpoint's slots stay full
+until the last row: there is no batch-wide barrier whose tail leaves them idle. The records are exactly those the
+passes give whatever the order the answers come back in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..judge import Judge, JudgeError, JudgeReply, Usage
+from ..judge.runner import run_sync
+from .chunking import combine_verdicts, split_source
+from .passes import (
+    check_coverage_request,
+    extract_claims_request,
+    extract_claims_retry_request,
+    extract_key_points_request,
+    verify_claims_request,
+)
+from .records import CheckedClaim, CoveredKeyPoint, RowError, RowInput, RowJudgement
+
+__all__ = ["ROWS_PER_SLOT", "distinct_claims", "has_words", "judge_row_pipelines"]
+
+# Rows under way at once, per slot of the judge: enough to keep every slot busy while rows wait between passes,
+# few enough that the first calls go out at once instead of after every row's cache lookup.
+ROWS_PER_SLOT = 4
+
+
+_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
+
+
+def has_words(summary: str) -> bool:
+    """False for a summary with no letter or digit (blank, only punctuation): empty, decided without the judge."""
+    return _WORD.search(summary) is not None
+
+
+def distinct_claims(claims: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Claims without repeats (compared ignoring case and spacing; the first text kept) and, per claim kept, how
+    many copies were removed: a claim stated twice is one fact, not two."""
+    kept: list[str] = []
+    removed: list[int] = []
+    position_of: dict[str, int] = {}
+    for claim in claims:
+        key = " ".join(claim.split()).casefold()
+        if key in position_of:
+            removed[position_of[key]] += 1
+        else:
+            position_of[key] = len(kept)
+            kept.append(claim)
+            removed.append(0)
+    return kept, removed
+
+
+@dataclass
+class _RowState:
+    claims: list[str] | None = None
+    duplicates: list[int] = field(default_factory=list)  # per claim kept: copies removed
+    verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
+    key_points: list[CoveredKeyPoint] | None = None
+    usage: Usage = field(default_factory=Usage)
+    error: RowError | None = None
+
+    def fail(self, stage: str, reply: JudgeReply) -> None:
+        if self.error is None:  # the first failure of a row is its error: the kind, the message, the raw excerpt
+            self.error = RowError(stage=stage, error=reply.error)
+
+
+@dataclass
+class _KeyPoints:
+    """One source's key points over all its chunks, in order, without repeats; or the first chunk's failure."""
+
+    points: list[str] = field(default_factory=list)
+    error: JudgeReply | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+def judge_row_pipelines(
+    rows: Sequence[RowInput],
+    judge: Judge,
+    *,
+    coverage: bool,
+    max_source_tokens: int | None,
+    progress: bool | None = None,
+) -> list[RowJudgement]:
+    """One ``RowJudgement`` per row (in order); only ``JudgeConfigError`` stops the run (answers so far are cached)."""
+    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens).run(progress))
+
+
+class _Pipelines:
+    def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None) -> None:
+        self.rows, self.judge, self.coverage = rows, judge, coverage
+        self.chunks_of: dict[str, list[str]] = {}
+        self.first_row_of: dict[str, int] = {}
+        for index, row in enumerate(rows):
+            if row.source_key not in self.chunks_of:
+                self.chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
+                self.first_row_of[row.source_key] = index
+        self.key_points: dict[str, asyncio.Task[_KeyPoints]] = {}
+
+    async def run(self, progress: bool | None) -> list[RowJudgement]:
+        from tqdm.auto import tqdm
+
+        show = self.judge.progress if progress is None else progress
+        bar = tqdm(total=len(self.rows), desc="judging rows", unit="row", disable=None if show is None else not show, leave=False)
+        states = [_RowState() for _ in self.rows]
+        next_row = iter(range(len(self.rows)))
+
+        async def worker(group: asyncio.TaskGroup) -> None:
+            for index in next_row:
+                await self._row(index, states[index], group)
+                bar.update(1)
+
+        try:
+            async with asyncio.TaskGroup() as group:  # a configuration error cancels every other row
+                for _ in range(min(len(self.rows), ROWS_PER_SLOT * self.judge.max_concurrency)):
+                    group.create_task(worker(group))
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None  # the first failure, as the synchronous path raised it
+        finally:
+            bar.close()
+        for key, task in self.key_points.items():
+            states[self.first_row_of[key]].usage.add(task.result().usage)  # a source's key points are paid once
+        return [_record(row, state) for row, state in zip(self.rows, states)]
+
+    async def _key_points(self, key: str) -> _KeyPoints:
+        found = _KeyPoints()
+        replies = await _each(self.judge.aask(extract_key_points_request(chunk)) for chunk in self.chunks_of[key])
+        for reply in replies:
+            found.usage.add(reply.usage)
+            if reply.ok:
+                found.points.extend(p for p in reply.answer.key_points if p not in found.points)
+            elif found.error is None:
+                found.error = reply
+        return found
+
+    async def _row(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
+        row = self.rows[index]
+        if self.coverage and row.source_key not in self.key_points:  # asked by the source's first row, then shared
+            self.key_points[row.source_key] = group.create_task(self._key_points(row.source_key))
+        if has_words(row.summary):
+            await self._claims(row, state)
+        else:
+            state.claims = []  # an empty summary makes no claim: no call needed
+        key_points = await self.key_points[row.source_key] if self.coverage else None
+        if key_points is not None and key_points.error is not None:
+            state.fail("key-point extraction (for this row's source)", key_points.error)
+        if state.error is not None:
+            return
+        chunks = self.chunks_of[row.source_key]
+        asks: list[Awaitable[JudgeReply]] = []
+        if state.claims:
+            asks += [self.judge.aask(verify_claims_request(chunk, state.claims)) for chunk in chunks]
+        points = key_points.points if key_points is not None else []
+        covering = key_points is not None and has_words(row.summary)
+        if covering:
+            asks.append(self.judge.aask(check_coverage_request(points, row.summary)))
+        elif key_points is not None:
+            state.key_points = [CoveredKeyPoint(key_point=p, covered=False, reason="The summary is empty.") for p in points]
+        replies = await _each(asks)
+        # Taken in the order asked, not the order answered: a row's error is the same whichever came back first.
+        if state.claims:
+            self._take_verdicts(state, replies[: len(chunks)])
+        if covering:
+            self._take_coverage(state, replies[-1], points)
+
+    async def _claims(self, row: RowInput, state: _RowState) -> None:
+        reply = await self.judge.aask(extract_claims_request(row.summary))
+        state.usage.add(reply.usage)
+        if not reply.ok:
+            state.fail("claim extraction", reply)
+            return
+        if reply.answer.claims:
+            state.claims, state.duplicates = distinct_claims(reply.answer.claims)
+            return
+        # No claim from a summary that has words is a judge failure, not an empty summary: asked once more, saying
+        # so; a second empty list makes the row a ``no_claims`` error.
+        reply = await self.judge.aask(extract_claims_retry_request(row.summary))
+        state.usage.add(reply.usage)
+        if not reply.ok:
+            state.fail("claim extraction", reply)
+        elif reply.answer.claims:
+            state.claims, state.duplicates = distinct_claims(reply.answer.claims)
+        else:
+            no_claims = JudgeError(kind="no_claims", message="the judge listed no claim for a summary that has words, even when asked again", attempts=2)
+            state.error = RowError(stage="claim extraction", error=no_claims)
+
+    @staticmethod
+    def _take_verdicts(state: _RowState, replies: list[JudgeReply]) -> None:
+        state.verdicts = [[] for _ in state.claims or []]
+        for reply in replies:
+            state.usage.add(reply.usage)
+            if not reply.ok:
+                state.fail("claim verification", reply)
+                continue
+            for claim_verdicts, check in zip(state.verdicts, reply.answer.verdicts):
+                claim_verdicts.append((check.verdict, check.reason))
+
+    @staticmethod
+    def _take_coverage(state: _RowState, reply: JudgeReply, points: list[str]) -> None:
+        state.usage.add(reply.usage)
+        if not reply.ok:
+            state.fail("coverage check", reply)
+            return
+        state.key_points = [
+            CoveredKeyPoint(key_point=point, covered=check.covered == "yes", reason=check.reason)
+            for point, check in zip(points, reply.answer.covered)
+        ]
+
+
+async def _each(awaitables: Iterable[Awaitable[Any]]) -> list[Any]:
+    """Await several at once, results in order; one awaitable is awaited directly (no task to make)."""
+    pending = list(awaitables)
+    if len(pending) == 1:
+        return [await pending[0]]
+    return list(await asyncio.gather(*pending))
+
+
+def _record(row: RowInput, state: _RowState) -> RowJudgement:
+    if state.error is not None:
+        return RowJudgement(id=row.id, source_key=row.source_key, usage=state.usage, error=state.error)
+    claims = []
+    for claim, duplicates, per_chunk in zip(state.claims or [], state.duplicates, state.verdicts):
+        verdict, reason = combine_verdicts(per_chunk)
+        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates))
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, usage=state.usage)
