@@ -89,6 +89,9 @@ class Judge:
     concurrency: each HTTP attempt reserves its worst case before it is sent and settles to its reported usage
     after (see ``budget``); a request that would pass the budget is not sent and gets a ``budget`` error, and a
     rerun with a larger budget pays only for what the cache lacks. ``judge.budget`` shows what is spent.
+
+    ``batch=True`` (or ``BatchOptions(...)``; ``judge.batched(...)`` makes such a copy) answers every request through
+    batch files, OpenAI's Batches API or a command such as vLLM's ``run_batch``, into the same cache (see ``batching``).
     """
 
     model = _Setting[str]()
@@ -110,6 +113,7 @@ class Judge:
     check_model = _Setting[bool]()
     max_calls = _Setting[int | None]()
     max_cost_usd = _Setting[float | None]()
+    batch = _Setting[BatchOptions | None]()  # batch mode's options; None online
     shown_url = _Setting[str]()
     endpoint_label = _Setting[str]()
     cache_endpoint = _Setting[str]()

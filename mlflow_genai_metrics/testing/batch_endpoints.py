@@ -19,6 +19,7 @@ import itertools
 import json
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -75,6 +76,7 @@ class ScriptedBatches:
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
+        self._server_tag = uuid.uuid4().hex[:8]  # ids of one server's batches never name another server's
         self._lock = threading.Lock()
         self._looks: dict[str, int] = {}
         self.server: ScriptedJudgeServer | None = None
@@ -98,7 +100,7 @@ class ScriptedBatches:
         return self.uploads + self.created + self.retrieves + self.downloads + self.cancels
 
     def _new_id(self, prefix: str) -> str:
-        return f"{prefix}-scripted-{next(self._ids)}"
+        return f"{prefix}-scripted-{self._server_tag}-{next(self._ids)}"
 
     def _store_file(self, data: bytes, purpose: str) -> dict[str, Any]:
         file_id = self._new_id("file")
