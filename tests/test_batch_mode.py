@@ -116,11 +116,12 @@ def test_a_failed_batch_is_a_batch_failed_error_for_its_requests(scripted_server
 # -- resume and rerun ---------------------------------------------------------------------------------------------------
 
 
-def test_a_run_started_again_polls_the_batch_the_interrupted_run_submitted(scripted_server, tmp_path):
+def interrupt_while_polling(scripted_server, cache_dir, requests: int):
+    """A run interrupted (its task cancelled) while its batch is in progress; the server that holds the batch."""
     server = scripted_server(echo, batch_api=ScriptedBatches(polls_before_done=10**6))
 
     async def interrupted() -> None:
-        task = asyncio.ensure_future(batch_judge(server, tmp_path).aask_many(questions(5)))
+        task = asyncio.ensure_future(batch_judge(server, cache_dir).aask_many(questions(requests)))
         while server.batch_api.retrieves < 2:
             await asyncio.sleep(0.01)
         task.cancel()
@@ -129,6 +130,11 @@ def test_a_run_started_again_polls_the_batch_the_interrupted_run_submitted(scrip
 
     asyncio.run(interrupted())
     assert server.batch_api.created == 1 and server.request_count == 0
+    return server
+
+
+def test_a_run_started_again_polls_the_batch_the_interrupted_run_submitted(scripted_server, tmp_path):
+    server = interrupt_while_polling(scripted_server, tmp_path, 5)
     server.batch_api.polls_before_done = 0
     replies = batch_judge(server, tmp_path).ask_many(questions(5))  # a new Judge, as a new process would make
     assert all(r.ok for r in replies)
@@ -136,16 +142,7 @@ def test_a_run_started_again_polls_the_batch_the_interrupted_run_submitted(scrip
 
 
 def test_a_recorded_batch_the_endpoint_no_longer_knows_is_submitted_anew(scripted_server, tmp_path):
-    first = scripted_server(echo, batch_api=ScriptedBatches(polls_before_done=10**6))
-
-    async def interrupted() -> None:
-        task = asyncio.ensure_future(batch_judge(first, tmp_path).aask_many(questions(2)))
-        while first.batch_api.retrieves < 1:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(interrupted())
+    interrupt_while_polling(scripted_server, tmp_path, 2)
     restarted = scripted_server(echo)  # another server on loopback: the same endpoint to the cache, none of its batches
     replies = batch_judge(restarted, tmp_path).ask_many(questions(2))
     assert all(r.ok for r in replies) and restarted.batch_api.created == 1 and restarted.request_count == 2
@@ -191,6 +188,31 @@ def test_a_repair_turn_is_the_next_batch(scripted_server):
     server = scripted_server(lambda r: Reply(verdict_json()) if r.is_repair else Reply("not json"))
     reply = batch_judge(server).ask(ask_about("row 0"))
     assert reply.ok and server.batch_api.created == 2
+
+
+def test_calls_that_come_after_a_pause_make_a_batch_of_their_own_and_get_their_own_answers(scripted_server):
+    server = scripted_server(echo)
+    judge = batch_judge(server, quiet_s=0.01)
+
+    async def two_waves():
+        async def later(i):
+            await asyncio.sleep(0.3)
+            return await judge.aask(ask_about(f"row {i}"))
+        return await asyncio.gather(*(judge.aask(ask_about(f"row {i}")) for i in range(3)), *(later(i) for i in range(3, 6)))
+
+    replies = asyncio.run(two_waves())
+    assert [r.answer.reason for r in replies] == [f"row {i}" for i in range(6)] and server.batch_api.created == 2
+
+
+def test_max_lines_bounds_the_requests_of_one_batch(scripted_server):
+    server = scripted_server(echo)
+    judge = batch_judge(server, max_lines=3)
+
+    async def together():
+        return await asyncio.gather(*(judge.aask(question) for question in questions(7)))
+
+    assert all(r.ok for r in asyncio.run(together()))
+    assert sorted(len([r for r in server.requests if r.batch_id == b]) for b in {r.batch_id for r in server.requests}) == [1, 3, 3]
 
 
 def test_judge_summaries_in_batch_mode_gives_the_online_results(scripted_server):

@@ -215,9 +215,13 @@ class BatchSender:
                 raise
         else:
             for entry in lines:
-                entry.outcome.set_result(outcomes[entry.line.custom_id])
+                outcome = outcomes.get(entry.line.custom_id) or _failed("batch_failed", "no batch gave a result for this request")
+                if not entry.outcome.done():
+                    entry.outcome.set_result(outcome)
         finally:
             for entry in lines:
+                if not entry.outcome.done():  # whatever happened, nobody is left waiting forever
+                    entry.outcome.cancel()
                 if queue.running.get(entry.line.custom_id) is entry:
                     del queue.running[entry.line.custom_id]
             queue.jobs.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
