@@ -113,6 +113,36 @@ def test_a_failed_batch_is_a_batch_failed_error_for_its_requests(scripted_server
     assert all(r.ok for r in judge.ask_many([ask_about("another")]))  # only that batch's requests
 
 
+def test_a_batch_cancelled_meanwhile_is_a_batch_failed_error_for_its_requests(scripted_server):
+    import threading
+
+    import openai
+
+    server = scripted_server(echo, batch_api=ScriptedBatches(polls_before_done=10**6))
+
+    def cancel_when_created() -> None:
+        while not server.batch_api.batches:
+            threading.Event().wait(0.01)
+        openai.OpenAI(base_url=server.base_url, api_key="any").batches.cancel(next(iter(server.batch_api.batches)))
+
+    canceller = threading.Thread(target=cancel_when_created)
+    canceller.start()
+    replies = batch_judge(server).ask_many(questions(2))
+    canceller.join()
+    assert [r.error.kind for r in replies] == ["batch_failed"] * 2 and "cancelled" in replies[0].error.message
+    assert server.batch_api.cancels == 1 and server.request_count == 0
+
+
+def test_a_model_the_endpoint_does_not_list_stops_a_batched_run_before_any_upload(scripted_server):
+    from mlflow_genai_metrics import JudgeConfigError
+
+    server = scripted_server(echo)
+    judge = Judge("no-such-model", server.base_url, "key", cache_dir=None).batched(poll_s=0.01)
+    with pytest.raises(JudgeConfigError, match="scripted-judge"):
+        judge.ask_many(questions(2))
+    assert server.batch_api.uploads == 0
+
+
 # -- resume and rerun ---------------------------------------------------------------------------------------------------
 
 
