@@ -45,7 +45,12 @@ def evaluate(args: argparse.Namespace) -> int:
 
         if args.model or args.grounding_only:
             raise ValueError("--estimate counts the judge's prompts for the summaries in the file: leave out --model and --grounding-only")
-        print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=args.prices,
+        from ..judge import Prices
+
+        prices = Prices.coerce(args.prices)
+        if prices is not None and (args.batch or args.batch_dir):  # a batch's calls cost the batch price
+            prices = prices.batch()
+        print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=prices,
                             context_window=args.judge_context or environment_context_window(args.judge_model)).format())
         return EXIT_OK
     set_tracking(args)
