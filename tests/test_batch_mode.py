@@ -10,9 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mlflow_genai_metrics import Judge, Prices, judge_summaries
-from mlflow_genai_metrics.judge.batch_options import BatchOptions
-from mlflow_genai_metrics.judge.batch_runners import BatchFilesWritten
+from mlflow_genai_metrics import BatchFilesWritten, BatchOptions, Judge, Prices, judge_summaries
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedBatches, SummarizationJudgeScript
 
 from conftest import verdict_json

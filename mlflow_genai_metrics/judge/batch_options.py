@@ -35,7 +35,7 @@ class BatchOptions(BaseModel):
 
     poll_s: float = Field(30.0, gt=0)
     quiet_s: float = Field(0.05, ge=0)
-    completion_window: Literal["24h"] | str = "24h"
+    completion_window: str = "24h"
     max_resubmits: int = Field(2, ge=0)
     response_mode: Literal["json_schema", "json_object", "text"] = "json_schema"
     max_lines: int = Field(OPENAI_MAX_BATCH_LINES, ge=1)

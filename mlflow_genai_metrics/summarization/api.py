@@ -8,8 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..grounding.model import model_tag
-from ..judge import Judge, Usage
-from ..judge.batch_options import BatchOptions
+from ..judge import BatchOptions, Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..tables import MissingColumnError
