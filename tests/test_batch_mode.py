@@ -20,8 +20,9 @@ FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm_run_batch.py"
 
 
 def batch_judge(server, cache_dir=None, **options):
-    """A Judge on the scripted server in batch mode, polling every 10 ms."""
-    return judge_for(server, cache_dir=cache_dir).batched(poll_s=0.01, **options)
+    """A Judge on the scripted server in batch mode, polling every 10 ms unless told otherwise."""
+    options.setdefault("poll_s", 0.01)
+    return judge_for(server, cache_dir=cache_dir).batched(**options)
 
 
 def echo(request):
@@ -67,6 +68,12 @@ def test_the_poll_interval_spaces_the_looks_at_a_batch(scripted_server):
     loop.run_until_complete(judge.aask(ask_about("row 0")))
     assert loop.time() - started >= 0.4  # two looks saw it running, each followed by a wait of poll_s
     loop.close()
+
+
+def test_a_batch_that_takes_seconds_is_polled_until_it_is_done(scripted_server):
+    server = scripted_server(echo, batch_api=ScriptedBatches(seconds_before_done=0.3))
+    assert batch_judge(server, poll_s=0.05).ask(ask_about("row 0")).ok
+    assert server.batch_api.retrieves >= 5 and server.batch_api.created == 1
 
 
 def test_a_line_that_fails_is_a_typed_error_for_its_request_alone(scripted_server):

@@ -18,6 +18,7 @@ call reserves its worst case (at the batch prices) when queued and settles to it
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import weakref
 from collections import defaultdict
@@ -36,6 +37,8 @@ from .tokens import estimate_prompt_tokens
 from .transport import Call, CallFailed
 
 __all__ = ["BatchSender", "batch_settings"]
+
+log = logging.getLogger(__name__)
 
 QUIET_TURNS = 20  # turns of the event loop with no new call before the calls waiting are submitted
 
@@ -260,6 +263,8 @@ class BatchSender:
             self.submitted.append(batch_id)
             if self.store is not None:
                 self.store.record(batch_id, [line.custom_id for line in lines])
+        else:
+            log.info("polling batch %s, submitted by an earlier run, for %d requests", batch_id, len(lines))
         try:
             outcomes = await self.runner.wait(batch_id)
         except BatchGone:

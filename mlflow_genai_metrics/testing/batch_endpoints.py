@@ -5,6 +5,7 @@ same script as the server's chat completions (logged in ``server.requests`` with
 
 - ``polls_before_done``: how many looks at a batch (``GET /v1/batches/{id}``) see it ``validating``, then
   ``in_progress``, before it runs (read at each look: raise it to hold batches, lower it to let them run);
+  ``seconds_before_done``: the same in seconds since the batch was created (both must have passed);
 - ``expire_batches`` and ``lines_before_expiry``: the first ``expire_batches`` batches expire having run only their
   first ``lines_before_expiry`` lines; the others go to the error file with the code ``batch_expired``;
 - ``fail_batches``: the first ``fail_batches`` batches fail validation (no line runs);
@@ -63,6 +64,7 @@ class ScriptedBatches:
     """The Files and Batches API of one scripted server (see the module's docstring for the options)."""
 
     polls_before_done: int = 0
+    seconds_before_done: float = 0.0
     expire_batches: int = 0
     lines_before_expiry: int = 0
     fail_batches: int = 0
@@ -138,7 +140,7 @@ class ScriptedBatches:
                 "input_file_id": asked["input_file_id"], "completion_window": asked.get("completion_window", "24h"),
                 "status": "validating", "output_file_id": None, "error_file_id": None, "created_at": int(time.time()),
                 "metadata": asked.get("metadata"), "request_counts": {"total": 0, "completed": 0, "failed": 0},
-                "_expire": number <= self.expire_batches, "_fail": number <= self.fail_batches,
+                "_expire": number <= self.expire_batches, "_fail": number <= self.fail_batches, "_created": time.monotonic(),
             }
             self.batches[batch["id"]] = batch
             self._looks[batch["id"]] = 0
@@ -154,7 +156,7 @@ class ScriptedBatches:
             self._looks[batch_id] += 1
             if batch["status"] in ("validating", "in_progress"):
                 looks = self._looks[batch_id]
-                if looks <= self.polls_before_done:
+                if looks <= self.polls_before_done or time.monotonic() - batch["_created"] < self.seconds_before_done:
                     batch["status"] = "validating" if looks == 1 else "in_progress"
                 else:
                     self._run(batch)
