@@ -290,6 +290,13 @@ def test_calls_answered_through_a_batch_cost_the_batch_price(scripted_server):
     assert batched.usage.cost_usd == pytest.approx(online.usage.cost_usd / 2)
 
 
+def test_cached_prompt_tokens_a_batch_reports_are_counted_as_online(scripted_server):
+    server = scripted_server(echo, prefix_cache_block=4)
+    judge = batch_judge(server)
+    judge.ask_many([ask_about("The same long article opens every question here, then row " + str(i)) for i in range(3)])
+    assert judge.usage.cached_prompt_tokens == sum(r.cached_tokens for r in server.requests) > 0
+
+
 def test_the_budget_holds_in_batch_mode(scripted_server):
     server = scripted_server(echo)
     judge = judge_for(server, max_calls=4).batched(poll_s=0.01)
