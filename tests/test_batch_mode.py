@@ -211,11 +211,12 @@ def test_verification_after_claim_extraction_is_the_next_batch(scripted_server):
     assert purposes == [{"ExtractedClaims"}, {"ClaimVerdicts"}]
 
 
-def test_a_no_claims_re_ask_is_a_batch_of_its_own_between_the_rounds(scripted_server):
+def test_a_no_claims_re_ask_goes_in_a_later_batch_than_its_first_ask(scripted_server):
     sources, summaries = bbc_like()
     server = scripted_server(summarization_script())
     result = judge_summaries(sources, summaries, judge=batch_judge(server), grounding=False, resamples=10)
-    assert server.batch_api.created == 3
+    asks = [r.batch_id for r in server.requests if r.purpose == "ExtractedClaims" and "Nothing of note." in r.body["messages"][0]["content"]]
+    assert len(asks) == 2 and asks[0] != asks[1]  # the re-ask needed the first answer: another batch
     assert result.rows.set_index("id").loc[5, "error"].startswith("claim extraction failed: no_claims")
 
 
@@ -255,7 +256,7 @@ def test_judge_summaries_in_batch_mode_gives_the_online_results(scripted_server)
     online = judge_summaries(sources, summaries, judge=judge_for(scripted_server(summarization_script())), resamples=50)
     server = scripted_server(summarization_script())
     batched = judge_summaries(sources, summaries, judge=judge_for(server), batch=BatchOptions(poll_s=0.01), resamples=50)
-    assert server.batch_api.created == 3 and all(r.batch_id for r in server.requests)
+    assert server.batch_api.created >= 2 and all(r.batch_id for r in server.requests)
     usage_columns = [c for c in online.rows.columns if c.startswith("judge_")]
     pd.testing.assert_frame_equal(batched.rows.drop(columns=usage_columns), online.rows.drop(columns=usage_columns))
     assert {k: v for k, v in batched.metrics.items() if not k.startswith("judge/")} == {
