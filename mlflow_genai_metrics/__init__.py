@@ -8,6 +8,8 @@ from ._version import __version__
 
 from .generate import summarize
 from .judge import (
+    BatchFilesWritten,
+    BatchOptions,
     Judge,
     JudgeConfigError,
     JudgeError,
@@ -58,6 +60,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'mlflow_genai_metrics' has no attribute {name!r}")
 
 __all__ = [
+    "BatchFilesWritten",
+    "BatchOptions",
     "ClaimAlignment",
     "Comparison",
     "GateResult",

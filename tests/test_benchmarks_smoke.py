@@ -147,6 +147,8 @@ def test_bench_cost_smoke():
     assert systems["ours: alignment + richness"]["judge calls per row"] == "2.00" and systems["ours: + coverage"]["judge calls per row"] == "4.00"
     by_models = {row["models per article"]: float(row["judge calls per row"]) for row in markdown_table(out, "models per article")}
     assert list(by_models) == ["1", "2", "5"] and by_models["1"] > by_models["2"] > by_models["5"]  # key points once per article
+    modes = {row["mode"]: row for row in markdown_table(out, "mode")}
+    assert modes["batch"]["vs online"] == "0.50x" and float(modes["online"]["USD per 1000 rows"]) > 0  # the batch price
 
 
 def test_peer_answers_fit_each_peers_format():

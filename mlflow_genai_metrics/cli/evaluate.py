@@ -45,12 +45,21 @@ def evaluate(args: argparse.Namespace) -> int:
 
         if args.model or args.grounding_only:
             raise ValueError("--estimate counts the judge's prompts for the summaries in the file: leave out --model and --grounding-only")
-        print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=args.prices,
+        from ..judge import Prices
+
+        prices = Prices.coerce(args.prices)
+        if prices is not None and (args.batch or args.batch_dir):  # a batch's calls cost the batch price
+            prices = prices.batch()
+        print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=prices,
                             context_window=args.judge_context or environment_context_window(args.judge_model)).format())
         return EXIT_OK
     set_tracking(args)
     experiment = set_experiment(args)
     judge = None if args.grounding_only else make_judge(args)  # None: the grounding check alone, no judge call
+    if judge is not None and (args.batch or args.batch_dir):
+        judge = judge.batched(poll_s=args.batch_poll_s, files_dir=args.batch_dir, command=args.batch_command)
+    elif args.batch_command:
+        raise ValueError("--batch-command runs on the files of --batch-dir: give --batch-dir too")
     with mlflow.start_run(run_name=args.run_name) as run:
         if args.model:
             from ..tracking import SummarizerModel
@@ -129,6 +138,14 @@ def add_commands(commands) -> None:
                                  help="judge prices in USD per million prompt, completion [and cached prompt] tokens: the run's cost and --estimate's (default: no cost)")
     evaluate_parser.add_argument("--max-calls", type=int, default=None, help="judge calls the run may make at most; rows past it get the error budget (default: no limit)")
     evaluate_parser.add_argument("--max-cost-usd", type=float, default=None, help="judge cost the run may reach at most, in USD; needs --prices (default: no limit)")
+    evaluate_parser.add_argument("--batch", action="store_true",
+                                 help="ask the judge through OpenAI's Batches API (half the price; answers within 24 h; a rerun resumes the batches)")
+    evaluate_parser.add_argument("--batch-poll-s", type=float, default=30.0, metavar="S", help="seconds between looks at a submitted batch (default: 30.0)")
+    evaluate_parser.add_argument("--batch-dir", default=None, metavar="DIR",
+                                 help="batch mode without the Batches API: write the batch files here, for vLLM's run_batch (implies --batch)")
+    evaluate_parser.add_argument("--batch-command", default=None, metavar="CMD",
+                                 help="run this on each batch file, {input} and {output} replaced by their paths, e.g. "
+                                      "'vllm run_batch -i {input} -o {output} --model M' (default: stop, saying what to run)")
     evaluate_parser.add_argument("--experiment", default=None, help=f"MLflow experiment name (default: $MLFLOW_EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
     evaluate_parser.add_argument("--run-name", default=None, help="the MLflow run's name (default: one MLflow makes up)")
     tracking_option(evaluate_parser)

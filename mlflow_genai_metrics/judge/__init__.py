@@ -2,6 +2,8 @@
 response-mode fallback, an on-disk cache and usage accounting. Imports nothing from MLflow."""
 
 from .answers import AnswerParseError, ResponseMode, parse_answer
+from .batch_options import BatchOptions
+from .batch_runners import BatchFilesWritten
 from .cache import JudgeCache, cache_key, default_cache_dir
 from .client import DEFAULT_BASE_URL, Judge
 from .errors import JudgeConfigError, redact, redact_url
@@ -12,6 +14,8 @@ from .settings import JudgeSettings
 __all__ = [
     "DEFAULT_BASE_URL",
     "AnswerParseError",
+    "BatchFilesWritten",
+    "BatchOptions",
     "EndpointModes",
     "ErrorKind",
     "Judge",

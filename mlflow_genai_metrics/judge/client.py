@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 from .answers import ResponseMode
+from .batch_options import BatchOptions
+from .batching import BatchSender, batch_settings
 from .budget import Budget
 from .cache import JudgeCache
 from .conversation import conversation, needs_response_mode, play
@@ -87,6 +89,9 @@ class Judge:
     concurrency: each HTTP attempt reserves its worst case before it is sent and settles to its reported usage
     after (see ``budget``); a request that would pass the budget is not sent and gets a ``budget`` error, and a
     rerun with a larger budget pays only for what the cache lacks. ``judge.budget`` shows what is spent.
+
+    ``batch=True`` (or ``BatchOptions(...)``; ``judge.batched(...)`` makes such a copy) answers every request through
+    batch files, OpenAI's Batches API or a command such as vLLM's ``run_batch``, into the same cache (see ``batching``).
     """
 
     model = _Setting[str]()
@@ -108,6 +113,7 @@ class Judge:
     check_model = _Setting[bool]()
     max_calls = _Setting[int | None]()
     max_cost_usd = _Setting[float | None]()
+    batch = _Setting[BatchOptions | None]()  # batch mode's options; None online
     shown_url = _Setting[str]()
     endpoint_label = _Setting[str]()
     cache_endpoint = _Setting[str]()
@@ -136,6 +142,7 @@ class Judge:
         check_model: bool = True,
         max_calls: int | None = None,
         max_cost_usd: float | None = None,
+        batch: BatchOptions | bool | None = None,
     ):
         settings = JudgeSettings.resolve(
             model, base_url, api_key, cache_dir=cache_dir, temperature=temperature, seed=seed,
@@ -145,7 +152,7 @@ class Judge:
             progress=progress, reask_invalid=reask_invalid, check_model=check_model, max_calls=max_calls,
             max_cost_usd=max_cost_usd,
         )
-        self._start(settings, EndpointModes.of_process())
+        self._start(batch_settings(settings, batch), EndpointModes.of_process())
 
     @classmethod
     def from_settings(cls, settings: JudgeSettings, *, modes: EndpointModes | None = None) -> Judge:
@@ -163,6 +170,7 @@ class Judge:
             budget = Budget(settings.max_calls, settings.max_cost_usd)
         self.budget: Budget | None = budget  # what the calls so far spent of max_calls / max_cost_usd
         self._transport = Transport(settings, budget)
+        self._batch = BatchSender.of(settings, budget, self._endpoint)  # batch mode: calls go in batch files
         self._usage = Usage()
         self._usage_lock = threading.Lock()
         self._reported = ReportedModels()
@@ -182,6 +190,15 @@ class Judge:
         settings = self.settings.with_limits(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s)
         judge = object.__new__(type(self))
         judge._start(settings, self.endpoint_modes, self.budget)
+        return judge
+
+    def batched(self, options: BatchOptions | None = None, **option_values: Any) -> Judge:
+        """The same judge in batch mode (``BatchOptions``: ``poll_s``, ``files_dir`` and ``command`` for vLLM, ...):
+        every request is answered through batch files (see ``batching``), into the same cache, from the same budget.
+        ``judge.batched(poll_s=60)``."""
+        options = options or BatchOptions(**option_values)
+        judge = object.__new__(type(self))
+        judge._start(batch_settings(self.settings, options), self.endpoint_modes, self.budget)
         return judge
 
     def __repr__(self) -> str:
@@ -217,8 +234,9 @@ class Judge:
         if reply.mode is not None:  # the mode changes the prompt: the signature pins the one the replies came in
             usage.response_modes[reply.mode] = usage.response_modes.get(reply.mode, 0) + 1
         usage.requests = 1
-        if self.prices is not None:
-            usage.cost_usd = self.prices.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens)
+        prices = self._batch.prices if self._batch is not None else self.prices  # a batch's calls cost less
+        if prices is not None:
+            usage.cost_usd = prices.cost(usage.prompt_tokens, usage.completion_tokens, usage.cached_prompt_tokens)
         with self._usage_lock:
             self._usage.add(usage)
         return reply
@@ -229,13 +247,14 @@ class Judge:
         """Ask one question on the running event loop (see ``ask``). Safe to await from any number of coroutines,
         threads and loops at once: the HTTP calls in flight stay within ``max_concurrency``."""
         usage = Usage()
+        endpoint, send = (self._batch.endpoint, self._batch.send) if self._batch is not None else (self._endpoint, self._transport.send)
 
         async def ask() -> JudgeReply:
-            talk = conversation(request, settings=self.settings, cache=self.cache, endpoint=self._endpoint, usage=usage)
-            return await play(talk, lambda call: self._transport.send(call, usage))
+            talk = conversation(request, settings=self.settings, cache=self.cache, endpoint=endpoint, usage=usage)
+            return await play(talk, lambda call: send(call, usage))
 
         if needs_response_mode(request):
-            return self._finish(await self._endpoint.probing(ask))
+            return self._finish(await endpoint.probing(ask))
         return self._finish(await ask())
 
     def ask(self, request: JudgeRequest) -> JudgeReply:
@@ -283,6 +302,8 @@ class Judge:
     def close(self) -> None:
         """Close this Judge's connections (those of the synchronous methods) and its cache."""
         self._transport.close()
+        if self._batch is not None:
+            self._batch.close()
         if self.cache is not None:
             self.cache.close()
 

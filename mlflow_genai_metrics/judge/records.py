@@ -8,6 +8,7 @@ from typing import Generic, Literal, TypeVar
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "OPENAI_BATCH_DISCOUNT",
     "AnswerT",
     "ErrorKind",
     "JudgeError",
@@ -21,6 +22,8 @@ __all__ = [
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
+OPENAI_BATCH_DISCOUNT = 0.5  # OpenAI's Batch API halves input and output prices
+
 ErrorKind = Literal[
     "rate_limited",  # 429 after every retry
     "server_error",  # 5xx after every retry
@@ -33,6 +36,8 @@ ErrorKind = Literal[
     "bad_reply",  # HTTP 200 whose body is not a chat completion (HTML, empty, null, wrong shape), after every retry
     "no_claims",  # the judge returned no claim for a summary that has words, even when asked again
     "budget",  # not sent: the Judge's max_calls or max_cost_usd would have been passed
+    "batch_expired",  # batch mode: the batch's completion window ran out before this request, in every resubmission
+    "batch_failed",  # batch mode: the batch holding this request failed validation or was cancelled
 ]
 
 
@@ -75,7 +80,9 @@ class JudgeRequest(BaseModel, Generic[AnswerT]):
 class Prices(BaseModel):
     """Prices in USD per million tokens, for turning token counts into cost: ``Prices(input=0.15, output=0.60)``, and
     with ``cached_input`` (``Prices(input=0.15, output=0.60, cached_input=0.075)``) the price of the prompt tokens the
-    endpoint served from its prompt cache (``Usage.cached_prompt_tokens``); without it they cost ``input``."""
+    endpoint served from its prompt cache (``Usage.cached_prompt_tokens``); without it they cost ``input``.
+    ``batch_discount`` is the share of every price the Batch API takes off (None: OpenAI's, a half); calls answered
+    through a batch are priced with ``batch()``."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -84,6 +91,15 @@ class Prices(BaseModel):
     cached_input_per_million: float | None = Field(
         default=None, ge=0, validation_alias=AliasChoices("cached_input_per_million", "cached_input")
     )
+    batch_discount: float | None = Field(default=None, ge=0, le=1)
+
+    def batch(self) -> Prices:
+        """The prices of calls answered through a batch: every price less ``batch_discount`` (default a half, as
+        OpenAI's Batch API charges)."""
+        keep = 1.0 - (OPENAI_BATCH_DISCOUNT if self.batch_discount is None else self.batch_discount)
+        cached = self.cached_input_per_million
+        return Prices(input=self.input_per_million * keep, output=self.output_per_million * keep,
+                      cached_input=None if cached is None else cached * keep, batch_discount=0.0)
 
     @classmethod
     def coerce(

@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from .batch_options import BatchOptions
 from .cache import default_cache_dir
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
 from .records import Prices
@@ -92,6 +93,7 @@ class JudgeSettings(BaseModel):
     check_model: bool = True
     max_calls: int | None = Field(None, ge=0)
     max_cost_usd: float | None = Field(None, ge=0)
+    batch: BatchOptions | None = None  # batch mode: calls go through batch files (see ``batching``), not one by one
 
     @field_validator("base_url")
     @classmethod

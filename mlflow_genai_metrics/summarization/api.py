@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..grounding.model import model_tag
-from ..judge import Judge, Usage
+from ..judge import BatchOptions, Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..tables import MissingColumnError
@@ -46,6 +46,7 @@ def judge_summaries(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     progress: bool | None = None,
+    batch: bool | BatchOptions = False,
 ) -> SummarizationResult:
     """Judge each summary against its source: claims, yes/no/idk verification, key-point coverage.
 
@@ -66,7 +67,19 @@ def judge_summaries(
     ``sources``, ``summaries``, ``ids`` and ``references`` are sequences in row order (lists, tuples, pandas
     Series, numpy arrays), paired by position; a mapping, a set or a DataFrame is refused, and so are pandas
     Series whose indexes differ (reset them, or pass lists).
+
+    ``batch=True`` (or ``BatchOptions(...)``) asks the judge through batch files (OpenAI's Batches API at half the
+    price, or vLLM's ``run_batch`` with ``BatchOptions(files_dir=..., command=...)``): the same answers into the same
+    cache, each pass that needs earlier answers one more batch; see ``Judge.batched``.
     """
+    if batch and judge is not None and judge.settings.batch is None:
+        batched = judge.batched(batch if isinstance(batch, BatchOptions) else None)
+        try:
+            return judge_summaries(sources, summaries, judge=batched, ids=ids, references=references, coverage=coverage,
+                                   grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, resamples=resamples,
+                                   seed=seed, confidence=confidence, progress=progress)
+        finally:
+            batched.close()
     check_settings(resamples=resamples, confidence=confidence, seed=seed, max_source_tokens=max_source_tokens)
     rows = prepare_rows(sources, summaries, ids, references)
     if max_source_tokens is None:

@@ -4,6 +4,7 @@ tests and benchmarks, and usable in yours). The server needs the `testing` extra
 (``pip install "mlflow_genai_metrics[testing]"``); the scripts and records import without it."""
 
 from .script import Fault, LoggedRequest, Reply, ScriptedRequest, count_tokens
+from .batch_endpoints import ScriptedBatches
 from .scripted_server import ScriptedJudgeServer
 from .summarization_judge import SummarizationJudgeScript, marked_sections, pass_of
 
@@ -11,6 +12,7 @@ __all__ = [
     "Fault",
     "LoggedRequest",
     "Reply",
+    "ScriptedBatches",
     "ScriptedJudgeServer",
     "ScriptedRequest",
     "SummarizationJudgeScript",

@@ -42,6 +42,7 @@ class Fault:
     retry_after_s: float | None = None
     body: bytes = b""
     content_type: str | None = "application/json"
+    code: str | None = None  # the error's ``code`` (OpenAI's, e.g. ``model_not_found``)
 
     @classmethod
     def rate_limit(cls, retry_after_s: float | None = 1.0) -> Fault:
@@ -113,6 +114,7 @@ class LoggedRequest:
     arrived: float
     finished: float = 0.0
     cached_tokens: int = 0  # of prompt_tokens, those the server's emulated prompt cache held (``prefix_cache_block``)
+    batch_id: str | None = None  # the batch the request came in (None: a chat completion of its own)
 
 
 Script = Callable[[ScriptedRequest], "Reply | Fault"]

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .batch_endpoints import ScriptedBatches
 from .script import Fault, LoggedRequest, Reply, Script, ScriptedRequest, count_tokens
 
 try:  # the `testing` extra: only a started server needs them; the records (script.py) import without them
@@ -41,7 +42,7 @@ except ImportError as missing:
 else:
     _SERVER_DEPENDENCIES_MISSING = None
 
-__all__ = ["Fault", "LoggedRequest", "Reply", "Script", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
+__all__ = ["Fault", "LoggedRequest", "Reply", "Script", "ScriptedBatches", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
 
 
 def _require_server_dependencies() -> None:
@@ -78,7 +79,9 @@ class ScriptedJudgeServer:
     - ``prefix_cache_block``: emulate a prompt cache with blocks of this many tokens (vLLM's are 16): a prompt's
       leading whole blocks that an earlier prompt began with are reported as cached, in the reply's
       ``usage.prompt_tokens_details.cached_tokens`` and in ``LoggedRequest.cached_tokens`` (None: no cache, and no
-      ``prompt_tokens_details`` in replies).
+      ``prompt_tokens_details`` in replies);
+    - ``batch_api``: OpenAI's Files and Batches endpoints, their delays, partial failures and expiry
+      (``ScriptedBatches``); each batch line runs through ``script`` and is logged in ``requests``.
 
     ``model_listings`` counts the ``/v1/models`` requests (they are not in ``requests``).
     """
@@ -92,6 +95,7 @@ class ScriptedJudgeServer:
     forward_to: str | None = None
     list_models: bool = True
     prefix_cache_block: int | None = None
+    batch_api: ScriptedBatches = field(default_factory=ScriptedBatches)
     requests: list[LoggedRequest] = field(default_factory=list)
     max_in_flight: int = 0
     model_listings: int = 0
@@ -118,6 +122,7 @@ class ScriptedJudgeServer:
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                *self.batch_api.routes(self),
             ]
         )
         # IPPROTO_TCP named explicitly: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP,
@@ -198,12 +203,22 @@ class ScriptedJudgeServer:
             return await self._serve(request)
 
     async def _serve(self, request: Request) -> Response:
-        arrived = time.monotonic()
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError:
             return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
+        scripted, entry = self._log(body)
+        try:
+            response = await self._respond(request, body, scripted, entry)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                entry.finished = time.monotonic()
+        return response
+
+    def _log(self, body: dict[str, Any], batch_id: str | None = None) -> tuple[ScriptedRequest, LoggedRequest]:
+        """Log a chat completion's arrival (counted in flight until its caller ends it); what the script sees."""
         fingerprint = json.dumps([body.get("messages"), body.get("response_format")], sort_keys=True)
         with self._lock:
             attempt = self._seen[fingerprint]
@@ -217,19 +232,14 @@ class ScriptedJudgeServer:
                 response_format=(body.get("response_format") or {}).get("type"),
                 prompt_tokens=sum(count_tokens(str(m.get("content", ""))) for m in body.get("messages", [])),
                 completion_tokens=0,
-                arrived=arrived,
+                arrived=time.monotonic(),
+                batch_id=batch_id,
             )
             entry.cached_tokens = self._cache_prefix(body)
             self.requests.append(entry)
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
-        try:
-            response = await self._respond(request, body, ScriptedRequest(body=body, index=index, attempt=attempt), entry)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                entry.finished = time.monotonic()
-        return response
+        return ScriptedRequest(body=body, index=index, attempt=attempt), entry
 
     def _cache_prefix(self, body: dict[str, Any]) -> int:
         """The emulated prompt cache (call under the lock): how many leading tokens, in whole blocks, an earlier
@@ -270,54 +280,51 @@ class ScriptedJudgeServer:
             return refused
         if self.forward_to is not None:
             return await self._forward(request, raw_body=json.dumps(body).encode(), entry=entry)
-        if body.get("model") not in self.models:
-            entry.status = 404
-            return _error(404, f"The model `{body.get('model')}` does not exist.", "model_not_found")
-        if scripted.response_format_type in self.reject_response_formats:
-            entry.status = 500
-            return _error(500, f"response_format type {scripted.response_format_type} is not supported", None)
-
-        outcome = self.script(scripted)
+        outcome = self._outcome(body, scripted)
         if isinstance(outcome, Fault):
+            entry.status = -1 if outcome.kind == "disconnect" else outcome.status
             if outcome.kind == "disconnect":
-                entry.status = -1
                 return _Disconnect()
             if outcome.kind == "raw":
-                entry.status = outcome.status
                 return Response(outcome.body, status_code=outcome.status, media_type=outcome.content_type)
-            entry.status = outcome.status
             headers = {"Retry-After": f"{outcome.retry_after_s:g}"} if outcome.retry_after_s is not None else None
-            return _error(outcome.status, outcome.message, None, headers=headers)
+            return _error(outcome.status, outcome.message, outcome.code, headers=headers)
         if outcome.delay_s:
             await asyncio.sleep(outcome.delay_s)
+        completion = JSONResponse(self._completion(body, scripted, outcome, entry))
+        if outcome.trickle_s:
+            return StreamingResponse(_trickle(completion.body, outcome.trickle_s), media_type="application/json")
+        return completion
+
+    def _outcome(self, body: dict[str, Any], scripted: ScriptedRequest) -> Reply | Fault:
+        """What the server answers a chat completion: the script's reply or fault, or its own refusal."""
+        if body.get("model") not in self.models:
+            return Fault("status", status=404, message=f"The model `{body.get('model')}` does not exist.", code="model_not_found")
+        if scripted.response_format_type in self.reject_response_formats:
+            return Fault.server_error(500, f"response_format type {scripted.response_format_type} is not supported")
+        return self.script(scripted)
+
+    def _completion(self, body: dict[str, Any], scripted: ScriptedRequest, outcome: Reply, entry: LoggedRequest) -> dict[str, Any]:
+        """The chat completion body of a scripted reply (its tokens logged)."""
         entry.status = 200
         entry.completion_tokens = count_tokens(outcome.content)
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": entry.prompt_tokens,
             "completion_tokens": entry.completion_tokens,
             "total_tokens": entry.prompt_tokens + entry.completion_tokens,
         }
         if self.prefix_cache_block:
             usage["prompt_tokens_details"] = {"cached_tokens": entry.cached_tokens}
-        completion = JSONResponse(
-            {
-                "id": f"chatcmpl-scripted-{scripted.index}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": outcome.model or body.get("model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": outcome.content},
-                        "finish_reason": outcome.finish_reason,
-                    }
-                ],
-                "usage": usage,
-            }
-        )
-        if outcome.trickle_s:
-            return StreamingResponse(_trickle(completion.body, outcome.trickle_s), media_type="application/json")
-        return completion
+        return {
+            "id": f"chatcmpl-scripted-{scripted.index}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": outcome.model or body.get("model"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": outcome.content}, "finish_reason": outcome.finish_reason}
+            ],
+            "usage": usage,
+        }
 
 
 async def _trickle(body: bytes, interval_s: float):

@@ -1,0 +1,191 @@
+"""Running one batch file: through OpenAI's Files and Batches API (``ApiBatches``), or by writing it to a folder for a
+command such as vLLM's ``run_batch`` (``CommandBatches``).
+
+Both do two things: ``submit`` the lines (returning the batch's id) and ``wait`` for a batch to end (returning each
+line's outcome, ``batch_files.read_output``). A batch that failed or was cancelled raises ``BatchEnded``; one the
+endpoint no longer knows raises ``BatchGone`` (its lines are submitted again). An expired batch returns what it
+completed; the lines it left undone come back as ``batch_expired`` (or not at all), for the caller to ask again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import shlex
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import openai
+
+from .batch_files import BATCH_ENDPOINT, BatchLine, LineOutcome, read_output, write_input
+from .batch_options import BatchOptions
+from .errors import config_error, is_config_error, unreachable_error
+from .models import check_served_model
+from .settings import JudgeSettings
+
+__all__ = ["ApiBatches", "BatchEnded", "BatchFilesWritten", "BatchGone", "BatchRunner", "CommandBatches", "runner_for"]
+
+log = logging.getLogger(__name__)
+
+_RUNNING = ("validating", "in_progress", "finalizing", "cancelling")
+
+
+class BatchEnded(Exception):
+    """The batch failed (its file was refused) or was cancelled: no line of it was answered."""
+
+    def __init__(self, batch_id: str, status: str, message: str) -> None:
+        super().__init__(f"batch {batch_id} {status}: {message}")
+        self.status = status
+
+
+class BatchGone(Exception):
+    """The endpoint does not know the batch (any more): its lines are submitted again."""
+
+
+class BatchFilesWritten(RuntimeError):
+    """Batch mode without the Batches API and without a command: the input file is written; run the batch runner on
+    it, then run again to read its output."""
+
+
+class BatchRunner:
+    """What batch mode needs of a way to run batches."""
+
+    async def submit(self, lines: list[BatchLine]) -> str:
+        raise NotImplementedError
+
+    async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
+        raise NotImplementedError
+
+
+class ApiBatches(BatchRunner):
+    """OpenAI's Files and Batches API through the ``openai`` client: upload, create, poll every ``poll_s``, download
+    the output and error files. The model is checked against the endpoint's listing before the first upload."""
+
+    def __init__(self, settings: JudgeSettings, options: BatchOptions) -> None:
+        self.settings, self.options = settings, options
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = weakref.WeakKeyDictionary()
+        self._checked = False
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:  # an async client belongs to the event loop it was made on; its own retries back off
+            client = openai.AsyncOpenAI(api_key=self.settings.key, base_url=self.settings.base_url,
+                                        timeout=self.settings.timeout_s, max_retries=self.settings.max_retries)
+            self._clients[loop] = client
+        return client
+
+    def _fatal(self, exc: openai.APIError) -> Exception:
+        """A failure of the Files or Batches API itself: every request would meet it."""
+        settings = self.settings
+        if is_config_error(exc):
+            return settings.redacted(config_error(exc, model=settings.model, base_url=settings.base_url, available=None))
+        if isinstance(exc, openai.APIConnectionError):
+            return settings.redacted(unreachable_error(exc, base_url=settings.base_url))
+        return exc
+
+    async def submit(self, lines: list[BatchLine]) -> str:
+        """Upload the lines as a batch input file and create the batch; its id."""
+        client = self._client()
+        if not self._checked and self.settings.check_model:
+            await check_served_model(client, self.settings, reached=False)
+            self._checked = True
+        try:
+            uploaded = await client.files.create(file=("mgm-batch.jsonl", write_input(lines), "application/jsonl"), purpose="batch")
+            batch = await client.batches.create(
+                input_file_id=uploaded.id, endpoint=BATCH_ENDPOINT, completion_window=self.options.completion_window,  # type: ignore[arg-type]
+                metadata={"made_by": "mlflow_genai_metrics", "requests": str(len(lines))},
+            )
+        except openai.APIStatusError as exc:
+            if is_config_error(exc):
+                raise self._fatal(exc) from None
+            raise BatchEnded("(not created)", "failed", self.settings.redact(str(exc))) from None
+        except openai.APIError as exc:
+            raise self._fatal(exc) from None
+        log.info("submitted batch %s (%d requests) to %s", batch.id, len(lines), self.settings.shown_url)
+        return batch.id
+
+    async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
+        """Poll the batch until it ends; what each of its lines gave."""
+        client = self._client()
+        try:
+            while True:
+                batch = await client.batches.retrieve(batch_id)
+                if batch.status not in _RUNNING:
+                    break
+                await asyncio.sleep(self.options.poll_s)
+            if batch.status in ("failed", "cancelled"):
+                errors = [error.message or error.code or "" for error in (batch.errors.data or [])] if batch.errors else []
+                raise BatchEnded(batch_id, batch.status, self.settings.redact("; ".join(e for e in errors if e) or "no reason given"))
+            files = [await self._content(client, file_id) for file_id in (batch.output_file_id, batch.error_file_id)]
+        except openai.APIStatusError as exc:
+            if exc.status_code == 404:  # a batch of another account, or of a server since restarted
+                raise BatchGone(batch_id) from None
+            raise self._fatal(exc) from None
+        except openai.APIError as exc:
+            raise self._fatal(exc) from None
+        return read_output(*files, redact=self.settings.redact)
+
+    @staticmethod
+    async def _content(client: openai.AsyncOpenAI, file_id: str | None) -> bytes | None:
+        if not file_id:
+            return None
+        return (await client.files.content(file_id)).content
+
+
+class CommandBatches(BatchRunner):
+    """Batch files in a folder, for a batch runner with no Batches API (vLLM's ``run_batch``).
+
+    ``submit`` writes ``batch-<hash of the input>.input.jsonl`` (the same lines make the same file in every run);
+    ``wait`` reads ``batch-<hash>.output.jsonl`` when it is there, else runs ``command`` (its ``{input}`` and
+    ``{output}`` replaced by the files' paths) to make it, else raises ``BatchFilesWritten`` saying what to run.
+    """
+
+    def __init__(self, options: BatchOptions, redact: Callable[[str], str] = str) -> None:
+        assert options.files_dir is not None
+        self.folder, self.command, self.redact = Path(options.files_dir).expanduser(), options.command, redact
+
+    def paths(self, batch_id: str) -> tuple[Path, Path]:
+        """The input and output files of a batch."""
+        return self.folder / f"{batch_id}.input.jsonl", self.folder / f"{batch_id}.output.jsonl"
+
+    async def submit(self, lines: list[BatchLine]) -> str:
+        data = write_input(sorted(lines, key=lambda line: line.custom_id))
+        batch_id = "batch-" + hashlib.sha256(data).hexdigest()[:16]
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        source, _ = self.paths(batch_id)
+        if not source.exists():
+            source.write_bytes(data)
+        return batch_id
+
+    async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
+        source, output = self.paths(batch_id)
+        if not output.exists():
+            if self.command is None:
+                raise BatchFilesWritten(
+                    f"batch mode wrote the judge's requests to {source}; run your batch runner on it, writing "
+                    f"{output} (e.g. vllm run_batch -i {shlex.quote(str(source))} -o {shlex.quote(str(output))} "
+                    "--model <the judge model>), then run again: the answers are read from it")
+            await self._run_command(source, output)
+        if not output.exists():
+            raise BatchEnded(batch_id, "failed", f"the batch command made no output file {output}")
+        return read_output(output, redact=self.redact)
+
+    async def _run_command(self, source: Path, output: Path) -> None:
+        assert self.command is not None
+        words = [word.format(input=str(source), output=str(output)) for word in shlex.split(self.command)]
+        process = await asyncio.create_subprocess_exec(*words, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        printed, _ = await process.communicate()
+        if process.returncode != 0:
+            shown = printed.decode("utf-8", errors="replace")[-2000:]
+            raise BatchEnded(source.stem, "failed", f"the batch command {words[0]} exited with {process.returncode}: {shown}")
+
+
+def runner_for(settings: JudgeSettings) -> BatchRunner:
+    """The runner for a Judge's batch options: the folder and command when ``files_dir`` is set, else the API."""
+    options = settings.batch or BatchOptions()
+    if options.files_dir is not None:
+        return CommandBatches(options, settings.redact)
+    return ApiBatches(settings, options)

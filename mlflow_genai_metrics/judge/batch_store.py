@@ -1,0 +1,68 @@
+"""Which batch each call was submitted in, beside the judge's cache: what lets an interrupted run poll the batch it
+submitted instead of submitting (and paying for) it again.
+
+A line is its call's ``custom_id`` (the hash of the call's body and endpoint, ``batch_files``), so a rerun asking
+the same calls finds them whatever else it asks. A batch stays ``submitted`` until its results were read; then it
+is ``ended`` and its calls are never polled there again (what it answered is in the judge's cache; what failed is
+asked again).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from .cache import OwnerOnlyStore
+
+__all__ = ["BATCH_FILE", "BatchStore"]
+
+BATCH_FILE = "judge-batches.sqlite3"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch_lines (
+    custom_id TEXT NOT NULL,
+    batch_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (custom_id, batch_id)
+)
+"""
+
+
+class BatchStore(OwnerOnlyStore):
+    """The batches submitted, by the calls they hold (an owner-only SQLite file in the cache folder)."""
+
+    FILE, SCHEMA, TABLE = BATCH_FILE, _SCHEMA, "batch_lines"
+
+    def record(self, batch_id: str, custom_ids: Iterable[str]) -> None:
+        """``batch_id`` was submitted holding these calls."""
+        now = time.time()
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany("INSERT OR REPLACE INTO batch_lines VALUES (?, ?, 'submitted', ?)",
+                             [(custom_id, batch_id, now) for custom_id in custom_ids])
+            conn.execute("COMMIT")
+
+    def submitted(self, custom_ids: Iterable[str]) -> dict[str, str]:
+        """For each of these calls that waits in a batch not yet read, that batch's id (the latest submitted)."""
+        found: dict[str, str] = {}
+        with self._lock:
+            conn = self._connection()
+            for custom_id in custom_ids:
+                row = conn.execute(
+                    "SELECT batch_id FROM batch_lines WHERE custom_id = ? AND state = 'submitted' "
+                    "ORDER BY created_at DESC LIMIT 1", (custom_id,)).fetchone()
+                if row is not None:
+                    found[custom_id] = row[0]
+        return found
+
+    def end(self, batch_id: str) -> None:
+        """The batch's results were read: none of its calls is polled there again."""
+        with self._lock:
+            self._connection().execute("UPDATE batch_lines SET state = 'ended' WHERE batch_id = ?", (batch_id,))
+
+    def batches(self) -> dict[str, str]:
+        """Every batch recorded and its state (for tests and troubleshooting)."""
+        with self._lock:
+            rows = self._connection().execute("SELECT DISTINCT batch_id, state FROM batch_lines").fetchall()
+        return dict(rows)
