@@ -54,7 +54,7 @@ def test_bench_throughput_smoke():
 def test_bench_throughput_peers_smoke():
     """Each peer runs concurrently (more than one request in flight at the endpoint), its calls counted from the
     endpoint's log and its rows/s given as a ratio to ours."""
-    out = run("bench_throughput.py", "--rows", "6", "--latency", "0.05", "--slots", "4", "--peers", "deepeval", "mlflow-summarization", "ragas-faithfulness")
+    out = run("bench_throughput.py", "--rows", "6", "--case", "0.05:4", "--peers", "deepeval", "mlflow-summarization", "ragas-faithfulness")
     peers = {row["system"]: row for row in markdown_table(out, "system")}
     assert set(peers) == {"deepeval", "mlflow-summarization", "ragas-faithfulness"}, out
     assert peers["deepeval"]["calls per row"] == "7.00" and peers["mlflow-summarization"]["calls per row"] == "1.00", out

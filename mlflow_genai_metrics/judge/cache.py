@@ -91,9 +91,13 @@ def canonical_material(**material: Any) -> str:
     return canonical_json(material)
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # made once: json.dumps with
+# these arguments makes a new encoder per call, which costs more than encoding a key's small fields
+
+
 def canonical_json(value: Any) -> str:
-    """JSON with keys sorted, no spaces, non-ASCII as is: what cache keys hash."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """JSON with keys sorted, no spaces, non-ASCII as is (``json.dumps`` with those settings): what cache keys hash."""
+    return _CANONICAL.encode(value)
 
 
 
