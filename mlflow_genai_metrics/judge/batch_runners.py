@@ -23,6 +23,7 @@ from .batch_files import BATCH_ENDPOINT, BatchLine, LineOutcome, read_output, wr
 from .batch_options import BatchOptions
 from .errors import config_error, is_config_error, unreachable_error
 from .models import check_served_model
+from .runner import run_sync, started_loop
 from .settings import JudgeSettings
 
 __all__ = ["ApiBatches", "BatchEnded", "BatchFilesWritten", "BatchGone", "BatchRunner", "CommandBatches", "runner_for"]
@@ -58,6 +59,9 @@ class BatchRunner:
     async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the runner holds (connections); nothing by default."""
+
 
 class ApiBatches(BatchRunner):
     """OpenAI's Files and Batches API through the ``openai`` client: upload, create, poll every ``poll_s``, download
@@ -76,6 +80,14 @@ class ApiBatches(BatchRunner):
                                         timeout=self.settings.timeout_s, max_retries=self.settings.max_retries)
             self._clients[loop] = client
         return client
+
+    def close(self) -> None:
+        """Close the client of the process's background loop (the synchronous methods'); a client of a loop that
+        has ended is closed with it."""
+        loop = started_loop()
+        client = self._clients.pop(loop, None) if loop is not None else None
+        if client is not None:
+            run_sync(client.close())
 
     def _fatal(self, exc: openai.APIError) -> Exception:
         """A failure of the Files or Batches API itself: every request would meet it."""

@@ -281,6 +281,7 @@ class BatchSender:
         return outcomes
 
     def close(self) -> None:
+        self.runner.close()
         if self.store is not None:
             self.store.close()
 
