@@ -1,7 +1,8 @@
 """Throughput and rerun cost against a judge endpoint with fixed latency and a fixed number of slots; the bare
 openai client and the peers beside us.
 
-    .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--bbc] [--case LATENCY:SLOTS ...] [--peers SYSTEM...]
+    .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--bbc] [--case LATENCY:SLOTS ...] [--repeat N]
+        [--peers SYSTEM...]
 
 Each case (default ``0.2:32 0.2:128 0.01:256``: an endpoint answering in 200 ms with 32 or 128 slots, and a fast
 GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``mlflow_genai_metrics.testing.serve``, a
@@ -201,6 +202,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--bbc", action="store_true", help="BBC articles and their reference summaries (../shared/data) instead of short synthetic texts")
     parser.add_argument("--case", type=case, nargs="+", default=[(0.2, 32), (0.2, 128), (0.01, 256)],
                         help="endpoints as LATENCY:SLOTS (seconds per reply, requests served at once)")
+    parser.add_argument("--repeat", type=int, default=1, help="measure ours and the bare client this many times, in turn, "
+                        "and keep the fastest run of each (a shared machine's noise only ever slows a run down)")
     parser.add_argument("--peers", nargs="*", default=PEERS, help="peers to run beside ours, at the first case (none: --peers alone)")
     args = parser.parse_args(argv)
     texts = (bbc_rows(args.rows) if args.bbc else None) or articles(args.rows)
@@ -215,9 +218,13 @@ def main(argv: list[str] | None = None) -> list[str]:
         where = f"{latency * 1000:.0f} ms, {slots} slots"
         for coverage in (False, True):
             what = "alignment + richness + coverage" if coverage else "alignment + richness"
-            with tempfile.TemporaryDirectory(prefix="mgm-bench-bodies-") as tmp:
-                f = measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl")
-                bare = measure_bare(Path(tmp) / "bodies.jsonl", rows, latency, slots)
+            runs = []
+            for _ in range(args.repeat):  # ours then the bare client, in turn; the best of each kept
+                with tempfile.TemporaryDirectory(prefix="mgm-bench-bodies-") as tmp:
+                    runs.append((measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl"),
+                                 measure_bare(Path(tmp) / "bodies.jsonl", rows, latency, slots)))
+            f = max((ours_run for ours_run, _ in runs), key=lambda r: r["rows_per_s"])
+            bare = max((bare_run for _, bare_run in runs), key=lambda r: r["rows_per_s"])
             ours.setdefault((latency, slots), {})[coverage] = f["rows_per_s"]
             share, bare_share = f["rows_per_s"] / f["bound_rows_per_s"], bare["rows_per_s"] / bare["bound_rows_per_s"]
             lines.append(f"| {where} | {what} | ours | {f['calls_per_row']:.2f} | {f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | "

@@ -111,7 +111,9 @@ class Transport:
             held = await self.budget.reserve(self._worst_cost(call)) if self.budget is not None else None
             outcome: CallResult | BaseException | None = None  # None: never sent
             try:
-                await asyncio.sleep(self._pace.reserve())
+                wait = self._pace.reserve()
+                if wait:  # no pace (the default): no turn of the loop to give up
+                    await asyncio.sleep(wait)
                 started = time.perf_counter()
                 try:
                     # The documented way to post a body as is: chat.completions.create would walk every message
