@@ -180,11 +180,20 @@ def test_expectations_give_rouge_bleu_and_chrf(evaluated):
     assert 0 < evaluated.metrics["rouge1"] < 1
 
 
-def test_a_scorer_calling_the_judge_itself_makes_a_span_per_call(scripted_server, mlflow_store):
-    """The control for the two tests above: MLflow does trace the judge's calls made from a scorer (it turns on
-    OpenAI autologging for the evaluation), so those tests fail if the judges stop keeping their calls out."""
+def test_a_scorer_calling_chat_completions_makes_a_span_and_the_judge_makes_none(scripted_server, mlflow_store):
+    """The control for the two tests above: MLflow traces a chat completion made from a scorer (it turns on OpenAI
+    autologging for the evaluation), so those tests can fail; the judge posts its calls as raw bodies
+    (``client.post``), which autologging does not trace, even when a scorer asks it directly."""
+    import openai
+
     server = scripted_server(Endpoint(), models=Endpoint.models)
     judge = judge_for(server)
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+    prompt = extract_claims_request("The council approved the budget.").messages[0].model_dump()
+
+    @scorer
+    def asks_directly(outputs) -> bool:
+        return bool(client.chat.completions.create(model="scripted-judge", messages=[prompt]).choices)
 
     @scorer
     def asks_the_judge(outputs) -> bool:
@@ -192,8 +201,12 @@ def test_a_scorer_calling_the_judge_itself_makes_a_span_per_call(scripted_server
 
     spans: list[str] = []
     with mlflow.tracing.configure(span_processors=[lambda span: spans.append(span.span_type)]):
-        mlflow.genai.evaluate(data=records()[:2], scorers=[asks_the_judge])
+        mlflow.genai.evaluate(data=records()[:2], scorers=[asks_directly])
     assert spans.count("CHAT_MODEL") == server.request_count == 2
+    spans.clear()
+    with mlflow.tracing.configure(span_processors=[lambda span: spans.append(span.span_type)]):
+        mlflow.genai.evaluate(data=records()[:2], scorers=[asks_the_judge])
+    assert server.request_count == 4 and spans and "CHAT_MODEL" not in spans
 
 
 def test_a_subset_of_the_judges_still_logs_the_run_results(scripted_server, mlflow_store):
