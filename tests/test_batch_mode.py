@@ -265,6 +265,15 @@ def test_judge_summaries_in_batch_mode_gives_the_online_results(scripted_server)
     pd.testing.assert_frame_equal(batched.key_points, online.key_points)
 
 
+def test_a_run_judged_in_batch_mode_says_how_many_calls_went_through_a_batch(scripted_server):
+    sources, summaries = bbc_like()
+    online = judge_summaries(sources, summaries, judge=judge_for(scripted_server(summarization_script())), resamples=50)
+    batched = judge_summaries(sources, summaries, judge=judge_for(scripted_server(summarization_script())),
+                              batch=BatchOptions(poll_s=0.01), resamples=50)
+    assert "judge/batched_calls" not in online.metrics
+    assert batched.metrics["judge/batched_calls"] == batched.metrics["judge/calls"] > 0
+
+
 def test_batch_mode_never_probes_and_asks_in_the_mode_its_options_name(scripted_server):
     server = scripted_server(echo, reject_response_formats=("json_schema",))
     replies = batch_judge(server, response_mode="json_object").ask_many(questions(3))

@@ -136,6 +136,7 @@ class BatchSender:
     def _account(self, usage: Usage, started: float, outcome: LineOutcome, held: Reservation | None) -> None:
         elapsed = time.perf_counter() - started
         usage.calls += 1
+        usage.batched_calls += 1
         usage.latency_s += elapsed
         usage.call_latencies_s.append(elapsed)
         cost = 0.0

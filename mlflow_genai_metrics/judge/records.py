@@ -132,7 +132,7 @@ class Prices(BaseModel):
 
 
 _SUMMED = ("requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens",
-           "cached_prompt_tokens", "latency_s")
+           "cached_prompt_tokens", "batched_calls", "latency_s")
 
 
 class Usage(BaseModel):
@@ -150,6 +150,7 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # of prompt_tokens, those the endpoint reported serving from its prompt cache
+    batched_calls: int = 0  # of calls, those answered through a batch (batch mode), priced at the batch prices
     latency_s: float = 0.0
     call_latencies_s: list[float] = Field(default_factory=list)
     cost_usd: float | None = None

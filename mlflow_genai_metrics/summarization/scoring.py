@@ -215,6 +215,8 @@ def usage_metrics(usage: Usage, prices: Prices | None) -> dict[str, float]:
         "judge/cached_prompt_tokens": float(usage.cached_prompt_tokens),
         "judge/cache_hit_rate": usage.cache_hit_rate if usage.cache_hit_rate is not None else float("nan"),
     }
+    if usage.batched_calls:  # batch mode: how many calls were answered (and priced) through a batch
+        metrics["judge/batched_calls"] = float(usage.batched_calls)
     if prices is not None:
         metrics["judge/cost_usd"] = float(usage.cost_usd or 0.0)
     return metrics
