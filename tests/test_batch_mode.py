@@ -274,6 +274,15 @@ def test_a_run_judged_in_batch_mode_says_how_many_calls_went_through_a_batch(scr
     assert batched.metrics["judge/batched_calls"] == batched.metrics["judge/calls"] > 0
 
 
+def test_a_judge_that_has_already_asked_can_still_be_batched(scripted_server, tmp_path):
+    """Settings cache some derived values once asked (the cache key's endpoint); a batched copy is made from the
+    fields alone."""
+    server = scripted_server(echo)
+    judge = judge_for(server, cache_dir=tmp_path)
+    assert judge.ask(questions(1)[0]).ok
+    assert judge.batched(poll_s=0.01).batch is not None
+
+
 def test_batch_mode_never_probes_and_asks_in_the_mode_its_options_name(scripted_server):
     server = scripted_server(echo, reject_response_formats=("json_schema",))
     replies = batch_judge(server, response_mode="json_object").ask_many(questions(3))

@@ -28,12 +28,11 @@ from .batch_files import BatchLine, LineOutcome, batch_line
 from .batch_options import BatchOptions
 from .batch_runners import BatchEnded, BatchGone, runner_for
 from .batch_store import BatchStore
-from .budget import COMPLETION_ALLOWANCE, Budget, BudgetExhausted, Reservation
+from .budget import Budget, BudgetExhausted, Reservation, worst_cost
 from .modes import EndpointMode
 from .records import JudgeError, Prices, Usage
 from .replies import CallResult
 from .settings import JudgeSettings
-from .tokens import estimate_prompt_tokens
 from .transport import Call, CallFailed
 
 __all__ = ["BatchSender", "batch_settings"]
@@ -50,7 +49,7 @@ def batch_settings(settings: JudgeSettings, options: BatchOptions | bool | None)
     if options is None or options is False:
         return settings
     options = BatchOptions() if options is True else options
-    return settings.model_validate({**dict(settings), "batch": options, "max_concurrency": options.max_lines})
+    return settings.replaced(batch=options, max_concurrency=options.max_lines)
 
 
 def _failed(kind: str, message: str) -> CallFailed:
@@ -125,11 +124,8 @@ class BatchSender:
     async def _reserve(self, call: Call, usage: Usage) -> Reservation | None:
         if self.budget is None:
             return None
-        worst = 0.0
-        if self.prices is not None:
-            worst = self.prices.cost(estimate_prompt_tokens(call.messages, call.response_format), call.max_tokens or COMPLETION_ALLOWANCE)
         try:
-            return await self.budget.reserve(worst)
+            return await self.budget.reserve(worst_cost(self.prices, call.messages, call.response_format, call.max_tokens))
         except BudgetExhausted as exc:
             raise _failed("budget", f"not sent: the judge's budget is spent ({exc})") from None
 

@@ -13,11 +13,22 @@ import asyncio
 import threading
 from dataclasses import dataclass
 
-__all__ = ["COMPLETION_ALLOWANCE", "Budget", "BudgetExhausted", "Reservation"]
+from .records import Prices
+from .tokens import estimate_prompt_tokens
+
+__all__ = ["COMPLETION_ALLOWANCE", "Budget", "BudgetExhausted", "Reservation", "worst_cost"]
 
 # The completion tokens a request that names no max_tokens is taken to need at most (every pass of the package names
 # its own; set Judge(max_tokens=...) for a tighter hold).
 COMPLETION_ALLOWANCE = 4096
+
+
+def worst_cost(prices: Prices | None, messages: list[dict[str, str]], response_format: dict | None, max_tokens: int | None) -> float:
+    """The most one call can cost: its estimated prompt and its ``max_tokens`` (or the stated allowance); 0 without
+    prices (the budget then counts calls only)."""
+    if prices is None:
+        return 0.0
+    return prices.cost(estimate_prompt_tokens(messages, response_format), max_tokens or COMPLETION_ALLOWANCE)
 
 
 class BudgetExhausted(Exception):

@@ -150,9 +150,11 @@ class JudgeSettings(BaseModel):
 
     def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> JudgeSettings:
         """These settings with other limits, validated."""
-        return self.model_validate(
-            {**self._fields(), "max_concurrency": max_concurrency, "max_requests_per_s": max_requests_per_s}
-        )
+        return self.replaced(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s)
+
+    def replaced(self, **changes: Any) -> JudgeSettings:
+        """These settings with ``changes``, validated."""
+        return self.model_validate({**self._fields(), **changes})
 
     def _fields(self) -> dict[str, Any]:
         # Not dict(self): the instance dict also holds the cached properties.

@@ -30,14 +30,13 @@ from .errors import (
     row_error_kind,
     unreachable_error,
 )
-from .budget import COMPLETION_ALLOWANCE, Budget, BudgetExhausted, Reservation
+from .budget import Budget, BudgetExhausted, Reservation, worst_cost
 from .limits import Limiter, Pace, within_deadline
 from .models import check_served_model
 from .records import JudgeError, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
 from .settings import JudgeSettings
-from .tokens import estimate_prompt_tokens
 
 __all__ = ["Call", "CallFailed", "Transport"]
 
@@ -108,7 +107,8 @@ class Transport:
     async def _attempt(self, client: openai.AsyncOpenAI, call: Call, usage: Usage) -> CallResult:
         """One HTTP attempt: a slot of the limiter, the pace, the total deadline."""
         async with self.limiter:
-            held = await self.budget.reserve(self._worst_cost(call)) if self.budget is not None else None
+            held = (await self.budget.reserve(worst_cost(self.settings.prices, call.messages, call.response_format, call.max_tokens))
+                    if self.budget is not None else None)
             outcome: CallResult | BaseException | None = None  # None: never sent
             try:
                 wait = self._pace.reserve()
@@ -132,13 +132,6 @@ class Transport:
                 self._settle(held, outcome)
         self._account(usage, started, result)
         return result
-
-    def _worst_cost(self, call: Call) -> float:
-        """The most this call can cost: its estimated prompt and its max_tokens (or the stated allowance)."""
-        prices = self.settings.prices
-        if prices is None:
-            return 0.0
-        return prices.cost(estimate_prompt_tokens(call.messages, call.response_format), call.max_tokens or COMPLETION_ALLOWANCE)
 
     def _settle(self, held: Reservation | None, outcome: CallResult | BaseException | None) -> None:
         """Settle a reservation to what the call cost: the reported tokens; nothing for an HTTP error status (the
