@@ -29,7 +29,6 @@ CREATE TABLE IF NOT EXISTS grounding (
     result_json TEXT NOT NULL
 )
 """
-_CHUNK = 900  # keys per SELECT (well under SQLite's limit on parameters)
 
 Key = tuple[str, str, str]
 
@@ -49,27 +48,13 @@ class GroundingCache(OwnerOnlyStore):
     def get_many(self, keys: Sequence[Key]) -> dict[Key, RowGrounding]:
         """The stored results among ``keys`` (absent keys are simply missing)."""
         wanted = {"|".join(key): key for key in keys}
-        distinct = list(wanted)
-        found: dict[Key, RowGrounding] = {}
-        with self._lock:
-            conn = self._connection()
-            for start in range(0, len(distinct), _CHUNK):
-                chunk = distinct[start : start + _CHUNK]
-                query = f"SELECT key, result_json FROM grounding WHERE key IN ({','.join('?' * len(chunk))})"
-                for key, value in conn.execute(query, chunk):
-                    found[wanted[key]] = RowGrounding(**json.loads(value))
-        return found
+        rows = self._select_many("SELECT key, result_json FROM grounding WHERE key IN ({})", list(wanted))
+        return {wanted[key]: RowGrounding(**json.loads(value)) for key, value in rows}
 
     def put_many(self, items: Sequence[tuple[Key, RowGrounding]]) -> None:
         """Store results; a key stored before keeps its first value (same model and texts, same result)."""
         records = [("|".join(key), key[0], json.dumps(asdict(value))) for key, value in items]
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN")
-            conn.executemany("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records)
-            conn.execute("COMMIT")
-
-
+        self._insert_many("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records)
 
 
 def _through_cache(keys: list[Key], cache: GroundingCache | None, compute) -> tuple[list[RowGrounding], int, int]:

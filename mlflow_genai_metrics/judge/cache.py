@@ -21,7 +21,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = ["CACHE_FILE", "JudgeCache", "Transcript", "cache_key", "canonical_jso
 
 CACHE_FILE = "judge-cache.sqlite3"
 _BUSY_S = 60  # how long a process waits for another one holding the cache
+_KEYS_PER_QUERY = 900  # well under SQLite's limit on parameters
 # A table of its own (the earlier ``answers`` table held validated answers only): old files open, their rows unused.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transcripts (
@@ -175,6 +176,29 @@ class OwnerOnlyStore:
     def __len__(self) -> int:
         with self._lock:
             return self._connection().execute(f"SELECT COUNT(*) FROM {self.TABLE}").fetchone()[0]
+
+    def _select_many(self, query: str, keys: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The rows ``query`` (a SELECT ending ``WHERE key IN ({})``) finds for ``keys``, asked a chunk at a time."""
+        distinct = list(dict.fromkeys(keys))
+        found: list[tuple[Any, ...]] = []
+        with self._lock:
+            conn = self._connection()
+            for start in range(0, len(distinct), _KEYS_PER_QUERY):
+                chunk = distinct[start : start + _KEYS_PER_QUERY]
+                found.extend(conn.execute(query.format(",".join("?" * len(chunk))), chunk))
+        return found
+
+    def _insert_many(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """``statement`` (an INSERT) for every row, in one transaction."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN")
+            try:
+                conn.executemany(statement, rows)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:

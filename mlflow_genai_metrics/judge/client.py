@@ -241,6 +241,18 @@ class Judge:
             self._usage.add(usage)
         return reply
 
+    def count_cached(self, requests: int, reported_models: dict[str, int], response_modes: dict[str, int]) -> Usage:
+        """Count ``requests`` answered from a record derived from this Judge's cache without reading their
+        transcripts (``reported_models`` and ``response_modes``: what their replies named, summed): exactly what
+        replaying them would count, as cache hits, in this Judge's totals and reported models. Their usage."""
+        usage = Usage(requests=requests, cache_hits=requests, reported_models=dict(reported_models),
+                      response_modes=dict(response_modes), cost_usd=0.0 if self.prices is not None and requests else None)
+        for model, count in reported_models.items():
+            self._reported.record(self.model, model, count)
+        with self._usage_lock:
+            self._usage.add(usage)
+        return usage
+
     # -- asking ------------------------------------------------------------------------------------------------------
 
     async def aask(self, request: JudgeRequest) -> JudgeReply:

@@ -109,11 +109,12 @@ class ReportedModels:
         self._lock = threading.Lock()
         self._warned = False
 
-    def record(self, requested: str, reported: str) -> bool:
-        """Count a reply's model id; True when it names another model than the one asked for."""
+    def record(self, requested: str, reported: str, replies: int = 1) -> bool:
+        """Count a reply's model id (``replies`` replies naming it); True when it names another model than the one
+        asked for."""
         other = not same_model(requested, reported)
         with self._lock:
-            self._counts[reported] += 1
+            self._counts[reported] += replies
             warn, self._warned = other and not self._warned, self._warned or other
         if warn:
             log.warning(

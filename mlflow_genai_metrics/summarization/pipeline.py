@@ -27,6 +27,7 @@ from .passes import (
     verify_claims_request,
 )
 from .records import CheckedClaim, CoveredKeyPoint, RowError, RowInput, RowJudgement
+from .stored_rows import Asked, RowStore, StoredRow
 
 __all__ = ["ROWS_PER_SLOT", "distinct_claims", "has_words", "judge_row_pipelines"]
 
@@ -97,7 +98,7 @@ def judge_row_pipelines(
 
 class _Pipelines:
     def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None) -> None:
-        self.rows, self.judge, self.coverage = rows, judge, coverage
+        self.rows, self.judge, self.coverage, self.max_source_tokens = rows, judge, coverage, max_source_tokens
         self.chunks_of: dict[str, list[str]] = {}
         self.first_row_of: dict[str, int] = {}
         for index, row in enumerate(rows):
@@ -111,8 +112,36 @@ class _Pipelines:
 
         show = self.judge.progress if progress is None else progress
         bar = tqdm(total=len(self.rows), desc="judging rows", unit="row", disable=None if show is None else not show, leave=False)
-        states = [_RowState() for _ in self.rows]
-        next_row = iter(range(len(self.rows)))
+        store = RowStore(self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens) if self.judge.cache is not None else None
+        try:
+            keys = [store.key(row) for row in self.rows] if store is not None else []
+            stored = store.read(keys) if store is not None else {}
+            states = [_RowState() for _ in self.rows]
+            found = {index: stored[key] for index, key in enumerate(keys) if key in stored}
+            bar.update(len(found))
+            await self._judge_rows([index for index in range(len(self.rows)) if index not in found], states, bar)
+            if store is not None:
+                store.write([(keys[index], self._stored(index, state)) for index, state in enumerate(states)
+                             if index not in found and state.error is None])
+        finally:
+            bar.close()
+            if store is not None:
+                store.close()
+        for index, row in found.items():
+            states[index].usage = row.asked.count_cached(self.judge)
+        # A source's key points are paid once, by its first row; when every row of it was stored they were not
+        # asked this time, and count as their stored requests would have.
+        stored_key_points = {self.rows[index].source_key: row.key_points_asked for index, row in found.items()}
+        for key, first in self.first_row_of.items():
+            if key in self.key_points:
+                states[first].usage.add(self.key_points[key].result().usage)
+            elif self.coverage and stored_key_points.get(key) is not None:
+                states[first].usage.add(stored_key_points[key].count_cached(self.judge))
+        return [_stored_record(self.rows[index], found[index], state.usage) if index in found else _record(self.rows[index], state)
+                for index, state in enumerate(states)]
+
+    async def _judge_rows(self, pending: list[int], states: list[_RowState], bar: Any) -> None:
+        next_row = iter(pending)
 
         async def worker(group: asyncio.TaskGroup) -> None:
             for index in next_row:
@@ -121,15 +150,17 @@ class _Pipelines:
 
         try:
             async with asyncio.TaskGroup() as group:  # a configuration error cancels every other row
-                for _ in range(min(len(self.rows), ROWS_PER_SLOT * self.judge.max_concurrency)):
+                for _ in range(min(len(pending), ROWS_PER_SLOT * self.judge.max_concurrency)):
                     group.create_task(worker(group))
         except BaseExceptionGroup as group_error:
             raise group_error.exceptions[0] from None  # the first failure, as the synchronous path raised it
-        finally:
-            bar.close()
-        for key, task in self.key_points.items():
-            states[self.first_row_of[key]].usage.add(task.result().usage)  # a source's key points are paid once
-        return [_record(row, state) for row, state in zip(self.rows, states)]
+
+    def _stored(self, index: int, state: _RowState) -> StoredRow:
+        """What to store of a row judged now (its usage is still its own requests' alone)."""
+        record = _record(self.rows[index], state)
+        key_points = self.key_points.get(self.rows[index].source_key)
+        return StoredRow(claims=record.claims, key_points=record.key_points, asked=Asked.of(state.usage),
+                         key_points_asked=Asked.of(key_points.result().usage) if key_points is not None else None)
 
     async def _key_points(self, key: str) -> _KeyPoints:
         found = _KeyPoints()
@@ -222,6 +253,10 @@ async def _each(awaitables: Iterable[Awaitable[Any]]) -> list[Any]:
     if len(pending) == 1:
         return [await pending[0]]
     return list(await asyncio.gather(*pending))
+
+
+def _stored_record(row: RowInput, stored: StoredRow, usage: Usage) -> RowJudgement:
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=stored.claims, key_points=stored.key_points, usage=usage)
 
 
 def _record(row: RowInput, state: _RowState) -> RowJudgement:

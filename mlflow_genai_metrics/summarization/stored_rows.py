@@ -1,0 +1,122 @@
+"""Whole rows stored beside the judge's cache: an identical rerun reads each row once instead of replaying each of
+its requests.
+
+A row's record (claims with verdicts, key points with coverage) is a function of its source and summary, the
+judge's settings that enter cache keys, the prompts, the run's options, the transcripts the cache holds for its
+requests and the code that turns those into a record. The key hashes all of them but the transcripts, which are
+the ones the record was made from (the first transcript stored for a request is kept for good); the code by the
+text of the modules that do it, so an upgrade or an edit that could change a record never reads an old one. Only
+rows judged without error are stored (a failure is asked again on the next run, as its transcript says), in the
+judge's cache file, so they go with the transcripts they were made from. What the row's requests counted is stored
+with it (requests, the model ids and response modes their replies named), so a row read here counts exactly as
+its replayed requests would: as cache hits, in the row's usage and in the Judge's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from .._version import __version__
+from ..judge import Judge, Usage
+from ..judge.cache import CACHE_FILE, OwnerOnlyStore, canonical_json
+from ..prompts import PROMPT_NAMES, load_prompt
+from .records import CheckedClaim, CoveredKeyPoint, RowInput
+
+__all__ = ["Asked", "RowStore", "StoredRow"]
+
+# The modules whose code turns a row's transcripts into its record; a change to any of them changes every key.
+_RECORD_CODE = (
+    "mlflow_genai_metrics.judge.answers",
+    "mlflow_genai_metrics.judge.conversation",
+    "mlflow_genai_metrics.judge.replies",
+    "mlflow_genai_metrics.prompts",
+    "mlflow_genai_metrics.summarization.chunking",
+    "mlflow_genai_metrics.summarization.passes",
+    "mlflow_genai_metrics.summarization.pipeline",
+    "mlflow_genai_metrics.summarization.records",
+    "mlflow_genai_metrics.summarization.stored_rows",
+)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS row_records (
+    key TEXT PRIMARY KEY,
+    record_json TEXT NOT NULL
+)
+"""
+
+
+class Asked(BaseModel):
+    """What a set of requests counted: how many, and the model ids and response modes their replies named."""
+
+    requests: int = 0
+    reported_models: dict[str, int] = {}
+    response_modes: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, usage: Usage) -> Asked:
+        return cls(requests=usage.requests, reported_models=usage.reported_models, response_modes=usage.response_modes)
+
+    def count_cached(self, judge: Judge) -> Usage:
+        return judge.count_cached(self.requests, self.reported_models, self.response_modes)
+
+
+class StoredRow(BaseModel):
+    """A row judged without error: its claims and key points, what its own requests counted, and what its source's
+    key-point requests counted (with coverage; those are counted once per source, on the source's first row)."""
+
+    claims: list[CheckedClaim]
+    key_points: list[CoveredKeyPoint] | None
+    asked: Asked
+    key_points_asked: Asked | None = None
+
+
+@cache
+def _code_hash() -> str:
+    digest = hashlib.sha256()
+    for name in _RECORD_CODE:
+        digest.update(Path(importlib.import_module(name).__file__ or name).read_bytes())
+    return digest.hexdigest()
+
+
+class RowStore(OwnerOnlyStore):
+    """Stored rows of one judge and one set of options, in the judge's cache file."""
+
+    FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "row_records"
+
+    def __init__(self, judge: Judge, *, coverage: bool, max_source_tokens: int | None):
+        assert judge.cache is not None, "rows are stored only beside a judge's cache"
+        super().__init__(judge.cache.directory)
+        settings = judge.settings
+        material = {
+            "model": settings.model, "base_url": settings.cache_endpoint, "temperature": settings.temperature,
+            "seed": settings.seed, "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in PROMPT_NAMES],
+            "coverage": coverage, "max_source_tokens": max_source_tokens, "code": _code_hash(), "mgm": __version__,
+        }
+        self._run = hashlib.sha256(canonical_json(material).encode("utf-8"))
+
+    def key(self, row: RowInput) -> str:
+        digest = self._run.copy()
+        for text in (row.source, row.summary):  # each text's length first: no two pairs of texts read the same
+            encoded = text.encode("utf-8")
+            digest.update(b"%d:" % len(encoded))
+            digest.update(encoded)
+        return digest.hexdigest()
+
+    def read(self, keys: Sequence[str]) -> dict[str, StoredRow]:
+        """The rows stored under ``keys`` (a row that cannot be read is left out: judged again)."""
+        found = {}
+        for key, text in self._select_many("SELECT key, record_json FROM row_records WHERE key IN ({})", keys):
+            try:
+                found[key] = StoredRow.model_validate_json(text)
+            except ValidationError:
+                continue
+        return found
+
+    def write(self, rows: Sequence[tuple[str, StoredRow]]) -> None:
+        """Store rows; a key stored before keeps its first record."""
+        self._insert_many("INSERT OR IGNORE INTO row_records VALUES (?, ?)", [(key, row.model_dump_json()) for key, row in rows])
