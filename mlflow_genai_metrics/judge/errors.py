@@ -106,16 +106,30 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return None
 
 
-def is_unreachable(exc: BaseException) -> bool:
-    """The connection could not be made at all (refused, unknown host), as opposed to one dropped mid-reply."""
-    if not isinstance(exc, openai.APIConnectionError) or isinstance(exc, openai.APITimeoutError):
-        return False
+def _cause_kinds(exc: BaseException) -> list[set[str]]:
+    """The class names (with their bases) of each exception ``exc`` was raised from, nearest first."""
+    kinds = []
     cause = exc.__cause__
     while cause is not None:
-        if any(kind.__name__ == "ConnectError" for kind in type(cause).__mro__):  # httpx's (or httpx2's) ConnectError
-            return True
+        kinds.append({kind.__name__ for kind in type(cause).__mro__})
         cause = cause.__cause__
-    return False
+    return kinds
+
+
+def is_unreachable(exc: BaseException) -> bool:
+    """The connection could not be made at all (refused, unknown host), as opposed to one dropped mid-reply.
+
+    Under httpx that is a ``ConnectError``; under aiohttp a ``ClientConnectorError``, which the openai package's
+    aiohttp backend hands on as a connect *timeout*, so the timeout class alone cannot tell."""
+    if not isinstance(exc, openai.APIConnectionError):
+        return False
+    return any(kinds & {"ConnectError", "ClientConnectorError"} for kinds in _cause_kinds(exc))
+
+
+def _dropped(exc: BaseException) -> bool:
+    """A connection aiohttp saw fail without any timeout (refused, reset, closed by the server) that the openai
+    package's aiohttp backend hands on as a timeout."""
+    return any("ClientConnectionError" in kinds and "TimeoutError" not in kinds for kinds in _cause_kinds(exc))
 
 
 def unreachable_error(exc: BaseException, *, base_url: str) -> JudgeConfigError:
@@ -131,7 +145,7 @@ def is_mode_rejection(exc: BaseException) -> bool:
 
 
 def row_error_kind(exc: BaseException) -> ErrorKind:
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and not _dropped(exc):
         return "timeout"
     if isinstance(exc, openai.APIConnectionError):
         return "connection"

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from .batch_options import BatchOptions
 from .cache import default_cache_dir
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
+from .http import HttpBackend
 from .records import Prices
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "environment_context_window", "is_loopback"]
@@ -94,6 +95,7 @@ class JudgeSettings(BaseModel):
     max_calls: int | None = Field(None, ge=0)
     max_cost_usd: float | None = Field(None, ge=0)
     batch: BatchOptions | None = None  # batch mode: calls go through batch files (see ``batching``), not one by one
+    http_backend: HttpBackend = "auto"  # the HTTP library under the openai client (see ``http``); changes no answer
 
     @field_validator("base_url")
     @classmethod

@@ -11,6 +11,7 @@ through their passes each at its own pace without the transport changing.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 import weakref
@@ -20,6 +21,7 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from .http import close_soon, http_client
 from .errors import (
     config_error,
     is_config_error,
@@ -224,10 +226,13 @@ class Transport:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:  # an async client belongs to the event loop it was made on
-            client = openai.AsyncOpenAI(
-                api_key=self.settings.key, base_url=self.settings.base_url, timeout=self.settings.timeout_s, max_retries=0
-            )
+            settings = self.settings
+            http = http_client(settings.http_backend, base_url=settings.base_url, max_concurrency=settings.max_concurrency,
+                               own_loop=loop is started_loop())
+            client = openai.AsyncOpenAI(api_key=settings.key, base_url=settings.base_url, timeout=settings.timeout_s,
+                                        max_retries=0, http_client=http)
             self._clients[loop] = client
+            weakref.finalize(self, close_soon, loop, client, os.getpid())  # a Judge dropped without close(): its connections too
         return client
 
     async def _checked_model(self, client: openai.AsyncOpenAI) -> None:

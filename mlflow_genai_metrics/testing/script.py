@@ -115,6 +115,7 @@ class LoggedRequest:
     finished: float = 0.0
     cached_tokens: int = 0  # of prompt_tokens, those the server's emulated prompt cache held (``prefix_cache_block``)
     batch_id: str | None = None  # the batch the request came in (None: a chat completion of its own)
+    client_port: int | None = None  # the caller's side of the connection it came on: one port per connection
 
 
 Script = Callable[[ScriptedRequest], "Reply | Fault"]

@@ -209,6 +209,7 @@ class ScriptedJudgeServer:
         except ValueError:
             return JSONResponse({"error": {"message": "request body is not JSON"}}, status_code=400)
         scripted, entry = self._log(body)
+        entry.client_port = request.client.port if request.client else None
         try:
             response = await self._respond(request, body, scripted, entry)
         finally:
