@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from functools import cache
 from typing import Any, Literal
 from urllib.parse import urlparse
 
@@ -35,8 +36,9 @@ except ImportError:  # pragma: no cover - older openai
 _KEEP_ALIVE = 100  # the openai package's default number of idle connections kept
 
 
+@cache
 def aiohttp_offered() -> bool:
-    """Does the installed openai package offer its aiohttp backend (and is aiohttp installed)?"""
+    """Does the installed openai package offer its aiohttp backend (and is aiohttp installed)? Asked once."""
     make = getattr(openai, "DefaultAioHttpClient", None)
     if make is None:
         return False
@@ -52,22 +54,13 @@ def http_client(backend: HttpBackend, *, base_url: str, max_concurrency: int, ow
     made on the Judge's own event loop. A base URL with credentials in it gets httpx: aiohttp refuses them beside
     the API key's Authorization header."""
     parts = urlparse(base_url)
-    if backend == "aiohttp" or (backend == "auto" and own_loop and not (parts.username or parts.password) and _offered()):
+    if backend == "aiohttp" or (backend == "auto" and own_loop and not (parts.username or parts.password) and aiohttp_offered()):
         try:
             return openai.DefaultAioHttpClient()
         except RuntimeError as exc:
             raise RuntimeError(f"http_backend='aiohttp' needs the openai package's aiohttp backend: {exc}") from None
     limits = _httpx.Limits(max_connections=None, max_keepalive_connections=max(_KEEP_ALIVE, max_concurrency))
     return openai.DefaultAsyncHttpxClient(limits=limits)
-
-
-_OFFERED: list[bool] = []
-
-
-def _offered() -> bool:
-    if not _OFFERED:
-        _OFFERED.append(aiohttp_offered())
-    return _OFFERED[0]
 
 
 def close_soon(loop: asyncio.AbstractEventLoop, client: openai.AsyncOpenAI, pid: int) -> None:

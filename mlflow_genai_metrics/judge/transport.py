@@ -21,7 +21,6 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from .http import close_soon, http_client
 from .errors import (
     config_error,
     is_config_error,
@@ -33,6 +32,7 @@ from .errors import (
     unreachable_error,
 )
 from .budget import Budget, BudgetExhausted, Reservation, worst_cost
+from .http import close_soon, http_client
 from .limits import Limiter, Pace, within_deadline
 from .models import check_served_model
 from .records import JudgeError, Usage

@@ -119,18 +119,24 @@ class _Pipelines:
             states = [_RowState() for _ in self.rows]
             found = {index: stored[key] for index, key in enumerate(keys) if key in stored}
             bar.update(len(found))
-            await self._judge_rows([index for index in range(len(self.rows)) if index not in found], states, bar)
+            judged = [index for index in range(len(self.rows)) if index not in found]
+            await self._judge_rows(judged, states, bar)
+            # What a row's own requests counted, before its source's key points are added to its usage.
+            asked = {index: Asked.of(states[index].usage) for index in judged if states[index].error is None}
+            records = self._records(states, found)
             if store is not None:
-                store.write([(keys[index], self._stored(index, state)) for index, state in enumerate(states)
-                             if index not in found and state.error is None])
+                store.write([(keys[index], self._stored(records[index], own)) for index, own in asked.items()])
         finally:
             bar.close()
             if store is not None:
                 store.close()
+        return records
+
+    def _records(self, states: list[_RowState], found: dict[int, StoredRow]) -> list[RowJudgement]:
+        """Every row's record: those read whole counted as their replayed requests would be; a source's key points
+        paid once, by its first row (when every row of the source was read whole, as their stored requests)."""
         for index, row in found.items():
             states[index].usage = row.asked.count_cached(self.judge)
-        # A source's key points are paid once, by its first row; when every row of it was stored they were not
-        # asked this time, and count as their stored requests would have.
         stored_key_points = {self.rows[index].source_key: row.key_points_asked for index, row in found.items()}
         for key, first in self.first_row_of.items():
             if key in self.key_points:
@@ -155,11 +161,10 @@ class _Pipelines:
         except BaseExceptionGroup as group_error:
             raise group_error.exceptions[0] from None  # the first failure, as the synchronous path raised it
 
-    def _stored(self, index: int, state: _RowState) -> StoredRow:
-        """What to store of a row judged now (its usage is still its own requests' alone)."""
-        record = _record(self.rows[index], state)
-        key_points = self.key_points.get(self.rows[index].source_key)
-        return StoredRow(claims=record.claims, key_points=record.key_points, asked=Asked.of(state.usage),
+    def _stored(self, record: RowJudgement, asked: Asked) -> StoredRow:
+        """What to store of a row judged now: its record, what its own requests counted, and its source's key points'."""
+        key_points = self.key_points.get(record.source_key)
+        return StoredRow(claims=record.claims, key_points=record.key_points, asked=asked,
                          key_points_asked=Asked.of(key_points.result().usage) if key_points is not None else None)
 
     async def _key_points(self, key: str) -> _KeyPoints:
