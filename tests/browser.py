@@ -23,7 +23,8 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def render(url: str, *, screenshot: str | os.PathLike[str] | None = None, width:
     browser = chromium_path()
     if browser is None:
         raise FileNotFoundError("Chromium is not installed: apt-get install chromium")
-    with tempfile.TemporaryDirectory(prefix="mgm-chromium-") as profile:
+    with _profile() as profile:
         flags = [*_CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", f"--virtual-time-budget={wait_ms}"]
         dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=timeout_s, check=True).stdout
         if screenshot is not None:
@@ -134,7 +135,7 @@ def interact(url: str, *, click: Sequence[str] = (), wait_for: Sequence[str] = (
     browser = chromium_path()
     if browser is None:
         raise FileNotFoundError("Chromium is not installed: apt-get install chromium")
-    with tempfile.TemporaryDirectory(prefix="mgm-chromium-") as profile:
+    with _profile() as profile:
         flags = [*_CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "--remote-debugging-port=0"]
         process = subprocess.Popen([browser, *flags, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -146,6 +147,38 @@ def interact(url: str, *, click: Sequence[str] = (), wait_for: Sequence[str] = (
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+@contextmanager
+def _profile(grace_s: float = 10.0) -> Iterator[str]:
+    """A throwaway Chromium profile folder, removed only once no Chromium process uses it any more: the browser's
+    helpers (renderer, GPU, crash handler) outlive its main process by a moment and keep writing to the profile,
+    which made removing it fail with "Directory not empty"."""
+    profile = tempfile.mkdtemp(prefix="mgm-chromium-")
+    try:
+        yield profile
+    finally:
+        deadline = time.monotonic() + grace_s
+        while (users := _processes_using(profile)) and time.monotonic() < deadline:
+            for pid in users:
+                try:
+                    os.kill(pid, 15 if time.monotonic() < deadline - grace_s / 2 else 9)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        shutil.rmtree(profile, ignore_errors=bool(_processes_using(profile)))
+
+
+def _processes_using(profile: str) -> list[int]:
+    """Processes whose command line names ``profile`` (every Chromium process carries ``--user-data-dir``)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if f"--user-data-dir={profile}".encode() in entry.read_bytes():  # helpers rewrite theirs as one string
+                found.append(int(entry.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def _devtools_port(profile: Path, process: subprocess.Popen[bytes], timeout_s: float) -> int:
