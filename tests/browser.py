@@ -16,6 +16,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -158,11 +159,11 @@ def _profile(grace_s: float = 10.0) -> Iterator[str]:
     try:
         yield profile
     finally:
-        deadline = time.monotonic() + grace_s
-        while (users := _processes_using(profile)) and time.monotonic() < deadline:
+        started = time.monotonic()
+        while (users := _processes_using(profile)) and (waited := time.monotonic() - started) < grace_s:
             for pid in users:
                 try:
-                    os.kill(pid, 15 if time.monotonic() < deadline - grace_s / 2 else 9)
+                    os.kill(pid, signal.SIGTERM if waited < grace_s / 2 else signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             time.sleep(0.1)
