@@ -55,8 +55,10 @@ from .traditional import ROUGE_TYPES, corpus_scores, statistics_column, traditio
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
 
-_INTERNAL = ["_claims", "_key_points", "_usage_counts"]
 _USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed into the result's usage
+# Per-row usage sums without a column of the rows table, carried hidden so the result's usage has them all.
+_USAGE_SUMS = ("failed_calls", "retries", "cached_prompt_tokens", "batched_calls")
+_INTERNAL = ["_claims", "_key_points", "_usage_counts", *(f"_usage_{name}" for name in _USAGE_SUMS)]
 _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim_index", T.IntegerType()),
     T.StructField("claim", T.StringType()),
@@ -98,6 +100,7 @@ def _judged_schema(
         # sacreBLEU's per-row statistics stay in the rows, as in one process: corpus scores and paired tests use them
         fields += [T.StructField(statistics_column(name), T.ArrayType(double)) for name in _corpus(ter)]
     fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_usage_counts", text)]
+    fields += [T.StructField(f"_usage_{name}", long) for name in _USAGE_SUMS]
     return T.StructType(fields)
 
 
@@ -144,6 +147,8 @@ class _PartitionPlan:
             table[name] = batch[name].to_numpy()
         table["judge_requests"] = [j.usage.requests for j in judgements]
         table["_usage_counts"] = [json.dumps(j.usage.model_dump(include=set(_USAGE_COUNTS))) for j in judgements]
+        for name in _USAGE_SUMS:
+            table[f"_usage_{name}"] = [getattr(j.usage, name) for j in judgements]
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
             json.dumps([
@@ -243,6 +248,7 @@ class SparkSummarizationResult:
     @cached_property
     def usage(self) -> Usage:
         names = ["judge_requests", "judge_calls", "judge_cache_hits", "judge_prompt_tokens", "judge_completion_tokens", "judge_latency_s", "judge_cost_usd"]
+        names += [f"_usage_{name}" for name in _USAGE_SUMS]
         totals = self.judged.agg(*[F.sum(n).alias(n) for n in names]).collect()[0]
         cost = totals["judge_cost_usd"]
         counts: dict[str, dict[str, int]] = {name: {} for name in _USAGE_COUNTS}
@@ -255,6 +261,7 @@ class SparkSummarizationResult:
             cache_hits=int(totals["judge_cache_hits"] or 0), prompt_tokens=int(totals["judge_prompt_tokens"] or 0),
             completion_tokens=int(totals["judge_completion_tokens"] or 0), latency_s=float(totals["judge_latency_s"] or 0.0),
             cost_usd=None if cost is None or self.prices is None else float(cost), **counts,
+            **{name: int(totals[f"_usage_{name}"] or 0) for name in _USAGE_SUMS},
         )
 
     @property

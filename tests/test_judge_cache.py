@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
-from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
+from mlflow_genai_metrics.judge.cache import OwnerOnlyStore, Transcript, canonical_material
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer
 
 from conftest import verdict_json
@@ -92,7 +92,7 @@ def test_a_different_answer_schema_is_not_served_an_old_answer(scripted_server, 
 
 
 def test_the_first_transcript_for_a_key_wins_and_is_stored_once(tmp_path):
-    from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
+    from mlflow_genai_metrics.judge.cache import OwnerOnlyStore, Transcript, canonical_material
     from mlflow_genai_metrics.judge.replies import CallResult
 
     cache = JudgeCache(tmp_path)
@@ -159,6 +159,45 @@ def test_many_processes_opening_one_new_cache_at_once_never_see_database_is_lock
         with multiprocessing.get_context("fork").Pool(6) as pool:
             assert pool.map(_open_and_close_many_times, [str(folder)] * 6) == [1] * 6
         assert len(JudgeCache(folder)) == 150
+
+
+class _Notes(OwnerOnlyStore):
+    FILE, SCHEMA, TABLE = "notes.sqlite3", "CREATE TABLE IF NOT EXISTS notes (key TEXT PRIMARY KEY, text TEXT)", "notes"
+
+    def write(self, first: int, count: int) -> None:
+        self._insert_many("INSERT OR IGNORE INTO notes VALUES (?, ?)", [(f"k{i}", "x" * 2000) for i in range(first, first + count)])
+
+
+def test_a_write_that_sqlite_rolled_back_itself_raises_its_own_error_and_the_store_writes_afterwards(tmp_path):
+    """SQLite rolls a transaction back by itself on a full disk (or a busy or failing file); a second ROLLBACK
+    raised "cannot rollback - no transaction is active" and hid why the write failed."""
+    notes = _Notes(tmp_path)
+    notes.write(0, 1)
+    conn = notes._connection()
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count={pages + 1}")  # this connection's file is "full" a page later
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        notes.write(1, 50)
+    assert not conn.in_transaction and len(notes) == 1
+    conn.execute("PRAGMA max_page_count=1073741823")
+    notes.write(1, 50)
+    assert len(notes) == 51
+
+
+def _write_notes(args: tuple[str, int]) -> int:
+    directory, worker = args
+    notes = _Notes(directory)
+    for batch in range(40):  # overlapping batches: every worker writes keys the others write too
+        notes.write((worker * 7 + batch * 5) % 300, 20)
+    notes.close()
+    return 1
+
+
+def test_many_processes_writing_batches_to_one_store_at_once_all_land(tmp_path):
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        assert pool.map(_write_notes, [(str(tmp_path), worker) for worker in range(6)]) == [1] * 6
+    written = {(worker * 7 + batch * 5) % 300 + i for worker in range(6) for batch in range(40) for i in range(20)}
+    assert len(_Notes(tmp_path)) == len(written)
 
 
 def test_a_local_server_on_a_new_port_is_served_from_the_cache(scripted_server, tmp_path):

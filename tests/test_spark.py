@@ -150,6 +150,26 @@ def test_a_rerun_with_the_shared_cache_makes_no_calls(spark, scripted_server, tm
         assert again_metrics[name] == first_metrics[name]
 
 
+def test_the_usage_counts_cached_prompt_tokens_and_retries_as_the_endpoint_reported_them(spark, scripted_server):
+    """Every usage sum reaches a Spark run's usage, not only those with a column in the rows table: cached prompt
+    tokens were 0 there whatever the endpoint reported."""
+    data = corpus(18).drop(columns=["reference"])
+    flaky = {"left": 3}
+
+    def fault(request, kind):  # the first three requests fail once each, then are retried
+        flaky["left"] -= 1
+        return Fault.server_error() if flaky["left"] >= 0 else None
+
+    server = scripted_server(contradicting_script(fault=fault), prefix_cache_block=16)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), partitions=1)
+    metrics = result.metrics  # Spark judges now
+    cached = sum(entry.cached_tokens or 0 for entry in server.requests if entry.status == 200)  # as replies report them
+    assert cached > 0 and metrics["judge/cached_prompt_tokens"] == cached
+    assert result.usage.failed_calls == server.count(status=500) == 3 and result.usage.retries > 0
+    assert metrics["judge/calls"] == result.usage.calls == server.request_count
+    assert not {c for c in result.rows.columns if c.startswith("_")}  # carried hidden
+
+
 def test_a_partition_whose_calls_all_fail_keeps_its_rows_with_errors(spark, scripted_server):
     data = corpus(24).drop(columns=["reference"])
     frame = spark.createDataFrame(data)

@@ -171,3 +171,17 @@ def test_a_stored_row_that_cannot_be_read_is_judged_again_from_its_transcripts(s
     pd.testing.assert_frame_equal(rerun.rows.drop(columns=[c for c in rerun.rows if c.startswith("judge_")]),
                                   first.rows.drop(columns=[c for c in first.rows if c.startswith("judge_")]))
     assert rerun.metrics["judge/calls"] == 0
+
+
+def test_rows_that_cannot_be_stored_are_a_warning_and_the_run_keeps_its_results(scripted_server, tmp_path, monkeypatch):
+    server = scripted_server(SummarizationJudgeScript())
+    expected = judge_summaries(SOURCES, SUMMARIES, judge=_judge(server, tmp_path / "other"))
+
+    def full_disk(self, statement, rows):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(RowStore, "_insert_many", full_disk)
+    with pytest.warns(RuntimeWarning, match=r"could not store 9 judged row\(s\).*disk is full.*results are unaffected"):
+        result = judge_summaries(SOURCES, SUMMARIES, judge=_judge(server, tmp_path))
+    _same(result, expected)
+    assert _stored_count(tmp_path) == 0

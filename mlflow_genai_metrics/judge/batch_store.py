@@ -36,12 +36,9 @@ class BatchStore(OwnerOnlyStore):
     def record(self, batch_id: str, custom_ids: Iterable[str]) -> None:
         """``batch_id`` was submitted holding these calls."""
         now = time.time()
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+        with self._transaction() as conn:
             conn.executemany("INSERT OR REPLACE INTO batch_lines VALUES (?, ?, 'submitted', ?)",
                              [(custom_id, batch_id, now) for custom_id in custom_ids])
-            conn.execute("COMMIT")
 
     def submitted(self, custom_ids: Iterable[str]) -> dict[str, str]:
         """For each of these calls that waits in a batch not yet read, that batch's id (the latest submitted)."""

@@ -21,7 +21,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,19 +113,32 @@ def open_owner_only(directory: Path, path: Path, schema: str) -> sqlite3.Connect
             _owner_only(existing, 0o600)
     conn = sqlite3.connect(path, timeout=_BUSY_S, check_same_thread=False, isolation_level=None)
     conn.execute(f"PRAGMA busy_timeout={_BUSY_S * 1000}")
-    # Switching to WAL (and recovering a WAL another process is opening) answers "database is locked" at once,
-    # without waiting on the busy timeout: many Spark workers opening one cache together meet it. Retry.
+
+    def prepare() -> None:
+        if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(schema)
+
+    try:
+        _retry_locked(prepare)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _retry_locked(action: Callable[[], object]) -> None:
+    """``action``, again while SQLite answers "database is locked" at once, up to the busy timeout. Switching to
+    WAL, recovering a WAL another process is opening, and starting a write transaction meanwhile answer so without
+    waiting on ``busy_timeout``: many Spark workers opening and writing one cache together meet it."""
     deadline = time.monotonic() + _BUSY_S
     while True:
         try:
-            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(schema)
-            return conn
+            action()
+            return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
-                conn.close()
                 raise
             time.sleep(random.uniform(0.005, 0.05))
 
@@ -188,17 +201,27 @@ class OwnerOnlyStore:
                 found.extend(conn.execute(query.format(",".join("?" * len(chunk))), chunk))
         return found
 
-    def _insert_many(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """``statement`` (an INSERT) for every row, in one transaction."""
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on this process's connection, under the lock. ``BEGIN IMMEDIATE`` takes the write
+        lock first (waiting for another process's writer); on an error it is rolled back only if still open: SQLite
+        rolls back by itself on some errors (a full disk, a busy or failing file), and a second ROLLBACK would hide
+        that error behind "cannot rollback - no transaction is active"."""
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN")
+            _retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
-                conn.executemany(statement, rows)
+                yield conn
+                conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+
+    def _insert_many(self, statement: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """``statement`` (an INSERT) for every row, in one transaction."""
+        with self._transaction() as conn:
+            conn.executemany(statement, rows)
 
     def close(self) -> None:
         with self._lock:

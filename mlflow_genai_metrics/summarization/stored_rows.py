@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import sqlite3
+import warnings
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -118,5 +120,13 @@ class RowStore(OwnerOnlyStore):
         return found
 
     def write(self, rows: Sequence[tuple[str, StoredRow]]) -> None:
-        """Store rows; a key stored before keeps its first record."""
-        self._insert_many("INSERT OR IGNORE INTO row_records VALUES (?, ?)", [(key, row.model_dump_json()) for key, row in rows])
+        """Store rows; a key stored before keeps its first record. Stored rows only spare a rerun the replay of
+        their transcripts, so failing to store them (a full disk, say) is a warning, never the loss of a run."""
+        try:
+            self._insert_many("INSERT OR IGNORE INTO row_records VALUES (?, ?)", [(key, row.model_dump_json()) for key, row in rows])
+        except sqlite3.Error as exc:
+            warnings.warn(
+                f"could not store {len(rows)} judged row(s) in {self.path} ({exc}); the results are unaffected, and a "
+                "rerun replays these rows from the judge's cache instead of reading them whole",
+                RuntimeWarning, stacklevel=2,
+            )
