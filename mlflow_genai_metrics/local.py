@@ -19,12 +19,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .judge import Judge
 
-__all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model"]
+__all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model", "server_environment"]
 
 INSTALL_HINT = "pip install 'mlflow_genai_metrics[local]'  (builds llama-cpp-python; set CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" for a portable build)"
 
@@ -38,6 +39,17 @@ class ResolvedModel:
     model_id: str  # what /v1/models reports and what requests name
     path: Path
     chat_format: str | None  # None: the chat template inside the .gguf
+
+
+def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without what ``llama_cpp.server`` would read as its own settings: a variable named after any of
+    its settings (in any case, as pydantic-settings reads them) and ``CONFIG_FILE``. The server is configured by its
+    arguments alone (``extra_args`` adds to them), so an ``API_KEY``, ``CONFIG_FILE`` or ``HF_MODEL_REPO_ID`` set
+    for something else cannot lock it, replace its model or make it download one."""
+    from llama_cpp.server.settings import ConfigFileSettings, Settings
+
+    settings = {name.lower() for model in (Settings, ConfigFileSettings) for name in model.model_fields} | {"config_file"}
+    return {key: value for key, value in environ.items() if key.lower() not in settings}
 
 
 def _require(module: str, package: str) -> None:
@@ -191,7 +203,8 @@ class LocalModelServer:
         command += list(self.extra_args)
         log_file = tempfile.NamedTemporaryFile(prefix=f"mgm-{resolved.model_id}-", suffix=".log", delete=False)
         self._log_path = Path(log_file.name)
-        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=server_environment(os.environ))
         log_file.close()
         try:
             self._wait_until_ready()

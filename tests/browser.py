@@ -102,12 +102,8 @@ class MlflowUi:
         raise RuntimeError(f"mlflow ui did not answer on {self.url} within {self.startup_timeout_s:g}s")
 
     def __exit__(self, *exc: object) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
+        if self._process is not None:
+            _stop(self._process)
         self._log.close()
 
 
@@ -143,11 +139,19 @@ def interact(url: str, *, click: Sequence[str] = (), wait_for: Sequence[str] = (
             port = _devtools_port(Path(profile), process, timeout_s)
             return asyncio.run(_drive(port, url, click, wait_for, scroll_to, screenshot, width, height, timeout_s))
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen, grace_s: float = 15) -> None:
+    """Ask ``process`` to end; kill it if it is still running ``grace_s`` later."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager

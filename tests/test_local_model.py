@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from mlflow_genai_metrics import Judge, JudgeRequest
 from mlflow_genai_metrics.judge import ErrorKind
-from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError
+from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError, server_environment
 
 pytestmark = pytest.mark.local_model
 
@@ -66,6 +66,21 @@ def test_gemma3_base_model_is_assembled_once_and_served_with_the_gemma_chat_form
         reply = Judge(server.model_id, server.base_url, cache_dir=None).ask(QUESTION)
         assert reply.ok, reply.error
         assert isinstance(reply.answer, ClaimVerdict)
+
+
+def test_the_server_is_configured_by_its_arguments_never_by_variables_meant_for_something_else(monkeypatch):
+    """llama_cpp.server reads its settings from the environment too: CONFIG_FILE replaced every argument (here:
+    a start-up failure), API_KEY locked it against the judge, HF_MODEL_REPO_ID would make it download."""
+    monkeypatch.setenv("CONFIG_FILE", "/nonexistent/llama-server.json")
+    monkeypatch.setenv("API_KEY", "meant-for-another-service")
+    monkeypatch.setenv("hf_model_repo_id", "someone/some-model")
+    monkeypatch.setenv("MGM_KEPT", "1")
+    child = server_environment(os.environ)
+    assert not {"CONFIG_FILE", "API_KEY", "hf_model_repo_id"} & set(child)
+    assert child["MGM_KEPT"] == "1" and child["PATH"] == os.environ["PATH"]
+    with LocalModelServer("smollm2-135m") as server:
+        reply = Judge(server.model_id, server.base_url, cache_dir=None).ask(QUESTION)
+        assert reply.ok, reply.error
 
 
 def test_the_server_process_is_stopped_on_exit_even_after_an_error():

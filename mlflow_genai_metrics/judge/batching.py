@@ -130,20 +130,12 @@ class BatchSender:
             raise _failed("budget", f"not sent: the judge's budget is spent ({exc})") from None
 
     def _account(self, usage: Usage, started: float, outcome: LineOutcome, held: Reservation | None) -> None:
-        elapsed = time.perf_counter() - started
-        usage.calls += 1
+        reply = None if isinstance(outcome, CallFailed) else outcome
+        usage.count_call(time.perf_counter() - started, reply)
         usage.batched_calls += 1
-        usage.latency_s += elapsed
-        usage.call_latencies_s.append(elapsed)
         cost = 0.0
-        if isinstance(outcome, CallFailed):
-            usage.failed_calls += 1
-        else:
-            usage.prompt_tokens += outcome.prompt_tokens
-            usage.completion_tokens += outcome.completion_tokens
-            usage.cached_prompt_tokens += outcome.cached_prompt_tokens
-            if self.prices is not None:
-                cost = self.prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens)
+        if reply is not None and self.prices is not None:
+            cost = self.prices.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_prompt_tokens)
         if held is not None and self.budget is not None:
             self.budget.settle(held, cost)
 

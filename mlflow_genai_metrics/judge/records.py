@@ -7,6 +7,8 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from .replies import CallResult
+
 __all__ = [
     "OPENAI_BATCH_DISCOUNT",
     "AnswerT",
@@ -156,6 +158,20 @@ class Usage(BaseModel):
     cost_usd: float | None = None
     reported_models: dict[str, int] = Field(default_factory=dict)  # model id a reply named -> replies naming it
     response_modes: dict[str, int] = Field(default_factory=dict)  # response mode a reply came in -> replies
+
+    def count_call(self, elapsed_s: float, reply: CallResult | None) -> None:
+        """One HTTP call, which took ``elapsed_s``: the tokens ``reply`` reported, or a failed call (``None``)."""
+        # Straight into the instance dict, as ``add``: this runs on every call.
+        mine = self.__dict__
+        mine["calls"] += 1
+        mine["latency_s"] += elapsed_s
+        self.call_latencies_s.append(elapsed_s)
+        if reply is None:
+            mine["failed_calls"] += 1
+            return
+        mine["prompt_tokens"] += reply.prompt_tokens
+        mine["completion_tokens"] += reply.completion_tokens
+        mine["cached_prompt_tokens"] += reply.cached_prompt_tokens
 
     def add(self, other: Usage) -> Usage:
         """Add ``other`` into this record, in place (a running total grows without copying its history)."""

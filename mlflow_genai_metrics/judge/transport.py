@@ -209,18 +209,10 @@ class Transport:
         return kwargs
 
     def _account(self, usage: Usage, started: float, result: CallResult | BaseException) -> None:
-        elapsed = time.perf_counter() - started
-        usage.calls += 1
-        usage.latency_s += elapsed
-        usage.call_latencies_s.append(elapsed)
-        if isinstance(result, BaseException):
-            usage.failed_calls += 1
-            self._reached = self._reached or isinstance(result, BadReply)  # it answered, if not with a completion
-            return
-        self._reached = True
-        usage.prompt_tokens += result.prompt_tokens
-        usage.completion_tokens += result.completion_tokens
-        usage.cached_prompt_tokens += result.cached_prompt_tokens
+        failed = isinstance(result, BaseException)
+        usage.count_call(time.perf_counter() - started, None if failed else result)
+        # The endpoint answered, if not always with a completion.
+        self._reached = self._reached or not failed or isinstance(result, BadReply)
 
     def _client(self) -> openai.AsyncOpenAI:
         loop = asyncio.get_running_loop()
