@@ -19,13 +19,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .judge import Judge
 
-__all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model", "server_environment"]
+__all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model"]
 
 INSTALL_HINT = "pip install 'mlflow_genai_metrics[local]'  (builds llama-cpp-python; set CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" for a portable build)"
 
@@ -41,15 +40,18 @@ class ResolvedModel:
     chat_format: str | None  # None: the chat template inside the .gguf
 
 
-def server_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without what ``llama_cpp.server`` would read as its own settings: a variable named after any of
-    its settings (in any case, as pydantic-settings reads them) and ``CONFIG_FILE``. The server is configured by its
-    arguments alone (``extra_args`` adds to them), so an ``API_KEY``, ``CONFIG_FILE`` or ``HF_MODEL_REPO_ID`` set
-    for something else cannot lock it, replace its model or make it download one."""
-    from llama_cpp.server.settings import ConfigFileSettings, Settings
-
-    settings = {name.lower() for model in (Settings, ConfigFileSettings) for name in model.model_fields} | {"config_file"}
-    return {key: value for key, value in environ.items() if key.lower() not in settings}
+# Run in the server's own process (so this one never loads llama.cpp): llama_cpp.server also reads each of its
+# settings from an environment variable of the same name (any case, as pydantic-settings does) and CONFIG_FILE, so
+# those are removed before it starts and its arguments alone configure it: an API_KEY, CONFIG_FILE or
+# HF_MODEL_REPO_ID exported for something else cannot lock it, replace its model or make it download one.
+_LAUNCH_SERVER = """\
+import os, runpy
+from llama_cpp.server.settings import ConfigFileSettings, Settings
+names = {name.lower() for model in (Settings, ConfigFileSettings) for name in model.model_fields} | {"config_file"}
+for key in [key for key in os.environ if key.lower() in names]:
+    del os.environ[key]
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
 
 
 def _require(module: str, package: str) -> None:
@@ -188,7 +190,7 @@ class LocalModelServer:
         self.port = self.requested_port if self.requested_port is not None else _free_port(self.host)
         chat_format = self.chat_format or resolved.chat_format
         command = [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-c", _LAUNCH_SERVER,  # python -m llama_cpp.server, less its settings' variables
             "--model", str(resolved.path),
             "--model_alias", resolved.model_id,
             "--host", self.host,
@@ -203,8 +205,7 @@ class LocalModelServer:
         command += list(self.extra_args)
         log_file = tempfile.NamedTemporaryFile(prefix=f"mgm-{resolved.model_id}-", suffix=".log", delete=False)
         self._log_path = Path(log_file.name)
-        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=server_environment(os.environ))
+        self._process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log_file.close()
         try:
             self._wait_until_ready()

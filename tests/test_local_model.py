@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from typing import Literal, get_args
 
 import pytest
@@ -11,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from mlflow_genai_metrics import Judge, JudgeRequest
 from mlflow_genai_metrics.judge import ErrorKind
-from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError, server_environment
+from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError
 
 pytestmark = pytest.mark.local_model
 
@@ -74,13 +76,24 @@ def test_the_server_is_configured_by_its_arguments_never_by_variables_meant_for_
     monkeypatch.setenv("CONFIG_FILE", "/nonexistent/llama-server.json")
     monkeypatch.setenv("API_KEY", "meant-for-another-service")
     monkeypatch.setenv("hf_model_repo_id", "someone/some-model")
-    monkeypatch.setenv("MGM_KEPT", "1")
-    child = server_environment(os.environ)
-    assert not {"CONFIG_FILE", "API_KEY", "hf_model_repo_id"} & set(child)
-    assert child["MGM_KEPT"] == "1" and child["PATH"] == os.environ["PATH"]
     with LocalModelServer("smollm2-135m") as server:
         reply = Judge(server.model_id, server.base_url, cache_dir=None).ask(QUESTION)
-        assert reply.ok, reply.error
+        assert reply.ok, reply.error  # CONFIG_FILE would have stopped it starting, API_KEY refused this call
+
+
+def test_the_calling_process_never_loads_llama_cpp():
+    """The server process loads llama.cpp; the caller (a notebook, `mgm demo`) only talks HTTP to it, and does not
+    carry its library, its threads or its two /dev/null files left open (a ResourceWarning at exit)."""
+    script = (
+        "import sys\n"
+        "from mlflow_genai_metrics.local import LocalModelServer\n"
+        "with LocalModelServer('smollm2-135m') as server:\n"
+        "    pass\n"
+        "print(sorted(name for name in sys.modules if name.startswith('llama_cpp')))\n"
+    )
+    done = subprocess.run([sys.executable, "-W", "default", "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]" and "ResourceWarning" not in done.stderr
 
 
 def test_the_server_process_is_stopped_on_exit_even_after_an_error():
