@@ -43,6 +43,7 @@ from pyspark.sql import types as T
 
 from .grounding.model import model_tag
 from .judge import Judge, Usage
+from .judge.records import USAGE_SUMS
 from .signature import summarization_signature
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
 from .summarization.api import response_mode_of, source_token_budget
@@ -56,8 +57,9 @@ from .traditional import ROUGE_TYPES, corpus_scores, statistics_column, traditio
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
 
 _USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed into the result's usage
-# Per-row usage sums without a column of the rows table, carried hidden so the result's usage has them all.
-_USAGE_SUMS = ("failed_calls", "retries", "cached_prompt_tokens", "batched_calls")
+# Every usage sum without a column of the rows table (judge_requests is Spark's own), carried hidden so the
+# result's usage has them all: one added to Usage later is summed here too, never a silent 0.
+_USAGE_SUMS = tuple(name for name in USAGE_SUMS if f"judge_{name}" not in (*USAGE_COLUMNS, "judge_requests"))
 _INTERNAL = ["_claims", "_key_points", "_usage_counts", *(f"_usage_{name}" for name in _USAGE_SUMS)]
 _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim_index", T.IntegerType()),

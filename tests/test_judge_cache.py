@@ -92,7 +92,7 @@ def test_a_different_answer_schema_is_not_served_an_old_answer(scripted_server, 
 
 
 def test_the_first_transcript_for_a_key_wins_and_is_stored_once(tmp_path):
-    from mlflow_genai_metrics.judge.cache import OwnerOnlyStore, Transcript, canonical_material
+    from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
     from mlflow_genai_metrics.judge.replies import CallResult
 
     cache = JudgeCache(tmp_path)

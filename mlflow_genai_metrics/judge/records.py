@@ -11,6 +11,7 @@ from .replies import CallResult
 
 __all__ = [
     "OPENAI_BATCH_DISCOUNT",
+    "USAGE_SUMS",
     "AnswerT",
     "ErrorKind",
     "JudgeError",
@@ -133,8 +134,10 @@ class Prices(BaseModel):
         ) / 1e6
 
 
-_SUMMED = ("requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens",
-           "cached_prompt_tokens", "batched_calls", "latency_s")
+USAGE_SUMS = (  # the counts and totals of a Usage that add up
+    "requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens",
+    "cached_prompt_tokens", "batched_calls", "latency_s",
+)
 
 
 class Usage(BaseModel):
@@ -177,7 +180,7 @@ class Usage(BaseModel):
         """Add ``other`` into this record, in place (a running total grows without copying its history)."""
         # Straight into the instance dicts: pydantic's __setattr__ costs more than the sums, on every request.
         mine, theirs = self.__dict__, other.__dict__
-        for name in _SUMMED:
+        for name in USAGE_SUMS:
             mine[name] += theirs[name]
         self.call_latencies_s.extend(other.call_latencies_s)
         for model, count in other.reported_models.items():
