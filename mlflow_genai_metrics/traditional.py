@@ -16,6 +16,7 @@ rouge-score's time), the rougeL LCS length is computed bit-parallel instead of w
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from . import stats
+from .paired import Alternative, PairedTest, paired_corpus
 from .sacrebleu_metrics import CORPUS_METRICS, corpus_score, rouge_signature, sacrebleu_signatures, segment_scores
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "corpus_scores",
     "lcs_length",
     "paired_corpus_difference",
+    "reference_key",
     "split_sentences",
     "statistics_column",
     "traditional_metrics",
@@ -195,12 +198,14 @@ class TraditionalResult:
     """``rows``: one row per prediction, in order; ``metrics``: the aggregates; ``statistics``: sacreBLEU's
     per-row sufficient statistics (``{"bleu": [[...], ...], "chrf": ..., "ter": ...}``, laid out as in
     ``sacrebleu_metrics``), which add up to the corpus scores; ``signatures``: what produced the reference
-    metrics (``traditional_signatures``), empty without references."""
+    metrics (``traditional_signatures``), empty without references; ``reference_keys``: each row's reference
+    fingerprint (``reference_key``), which a comparison pairs the reference metrics on."""
 
     rows: pd.DataFrame
     metrics: dict[str, float]
     statistics: dict[str, list[list[float]]] = field(default_factory=dict, repr=False)
     signatures: dict[str, str] = field(default_factory=dict)
+    reference_keys: list[str] = field(default_factory=list, repr=False)
 
 
 def statistics_column(name: str) -> str:
@@ -226,21 +231,33 @@ def paired_corpus_difference(
     stats_a: Sequence[Sequence[float]],
     stats_b: Sequence[Sequence[float]],
     *,
+    alternative: Alternative = "two-sided",
     resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_SEED,
     confidence: float = 0.95,
-) -> stats.PairedDifference:
-    """Corpus ``name`` (bleu, chrf or ter) of B minus A over the same rows, by sacreBLEU's paired bootstrap:
-    ``stats_a[i]`` and ``stats_b[i]`` are ``TraditionalResult.statistics[name][i]`` of the same row under each
-    (``stats.paired_corpus_bootstrap``). For TER lower is better: B better gives a negative difference."""
-    return stats.paired_corpus_bootstrap(
-        np.asarray(stats_a, dtype=float),
-        np.asarray(stats_b, dtype=float),
+) -> PairedTest:
+    """Corpus ``name`` (bleu, chrf or ter) of B minus A over the same rows: sacreBLEU's paired approximate
+    randomization and paired bootstrap on the rows' statistics (``paired.paired_corpus``); ``stats_a[i]`` and
+    ``stats_b[i]`` are ``TraditionalResult.statistics[name][i]`` of the same row under each. For TER lower is
+    better: B better gives a negative difference."""
+    width = len(stats_a[0]) if len(stats_a) else 0
+    return paired_corpus(
+        np.asarray(stats_a, dtype=float).reshape(len(stats_a), width),
+        np.asarray(stats_b, dtype=float).reshape(len(stats_b), width),
         lambda summed: corpus_score(name, summed),
+        alternative=alternative,
         resamples=resamples,
         seed=seed,
         confidence=confidence,
     )
+
+
+def reference_key(reference: str | Sequence[str]) -> str:
+    """The fingerprint of a reference (its sentences, whitespace normalised): two runs' rows compare on ROUGE,
+    BLEU, chrF and TER only when their references' fingerprints match."""
+    sentences = [reference] if isinstance(reference, str) else list(reference)
+    text = "\n".join(" ".join(str(sentence).split()) for sentence in sentences)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _texts(values: Any, name: str, allow_sentence_lists: bool = False) -> list[Any]:
@@ -306,6 +323,7 @@ def traditional_metrics(
         metrics=metrics,
         statistics=statistics if references is not None else {},
         signatures=traditional_signatures(ter) if references is not None else {},
+        reference_keys=[reference_key(reference) for reference in references] if references is not None else [],
     )
 
 

@@ -3,6 +3,8 @@ usable pairs are refused (issue 12, reproductions 1 and 2)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from mlflow_genai_metrics import InsufficientPairsError, SourceMismatchError, compare_results, judge_summaries
@@ -50,7 +52,7 @@ def test_a_row_the_judge_failed_on_either_side_leaves_the_pair(scripted_server):
 
     alignment = comparison.difference("alignment")
     assert (alignment["a"], alignment["b"], alignment["difference"]) == (1.0, 1.0, 0.0)
-    assert not alignment["significant"] and alignment["p_value"] == 1.0
+    assert not alignment["significant"] and alignment["informative"] == 0 and math.isnan(alignment["p_value"])
     assert (comparison.pairs_used, comparison.pairs_dropped_for_errors) == (20, 20)
     assert "20 dropped for judge errors" in comparison.label
 
@@ -74,15 +76,25 @@ def test_the_same_articles_under_their_own_ids_pair_up(scripted_server):
     assert comparison.difference("alignment")["difference"] == 0.0  # the even rows were faithful in A too
 
 
-def test_fewer_usable_pairs_than_half_of_the_smaller_run_are_refused_unless_asked(scripted_server):
+def test_fewer_usable_pairs_than_half_of_either_run_are_refused_unless_asked(scripted_server):
     server = scripted_server()
     a = _result(server, [_article(i) for i in range(40)], _summaries(40), ids=[f"a{i}" for i in range(40)])
     b_ids = [f"a{i}" if i < 3 else f"b{i}" for i in range(40)]  # 3 of 40 ids shared
     b = _result(server, [_article(i) for i in range(40)], _summaries(40), ids=b_ids)
-    with pytest.raises(InsufficientPairsError, match="only 3 usable pairs, fewer than half of the smaller run"):
+    with pytest.raises(InsufficientPairsError, match="only 3 usable pairs, fewer than half of run A's 40 rows"):
         compare_results(a, b)
     partial = compare_results(a, b, allow_partial=True)
     assert partial.partial and partial.pairs_used == 3 and partial.label.startswith("PARTIAL")
+
+
+def test_a_hand_picked_handful_of_the_larger_run_is_refused(scripted_server):
+    # The candidate judged on 3 of the champion's 40 articles: the smaller run is all paired, the larger is not.
+    server = scripted_server()
+    champion = _result(server, [_article(i) for i in range(40)], _summaries(40), ids=[f"a{i}" for i in range(40)])
+    picked = _result(server, [_article(i) for i in range(3)], _summaries(3), ids=[f"a{i}" for i in range(3)])
+    for a, b, side in ((champion, picked, "A"), (picked, champion, "B")):
+        with pytest.raises(InsufficientPairsError, match=f"only 3 usable pairs, fewer than half of run {side}'s 40 rows"):
+            compare_results(a, b)
 
 
 def test_errored_pairs_count_against_the_half(scripted_server):

@@ -1,14 +1,16 @@
-"""The paired bootstrap on corpus statistics (BLEU, chrF, TER), as sacreBLEU's own paired test resamples them."""
+"""Paired tests of corpus statistics (BLEU, chrF, TER): sacreBLEU's approximate randomization and paired bootstrap."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mlflow_genai_metrics.stats import RatioStatistic, paired_bootstrap, paired_corpus_bootstrap
+from mlflow_genai_metrics.paired import paired_corpus, paired_ratio
+from mlflow_genai_metrics.stats import RatioStatistic
 from mlflow_genai_metrics.traditional import paired_corpus_difference, traditional_metrics
 
 WORDS = "the council approved budget mayor said city plan new school road tax vote week report police rail".split()
@@ -32,10 +34,11 @@ def scored():
 
 
 @pytest.mark.parametrize("name", ["bleu", "chrf", "ter"])
-def test_identical_systems_differ_by_zero_with_p_one(scored, name):
+def test_identical_systems_differ_by_zero_and_are_too_few_to_test(scored, name):
     *_, a, _ = scored
     result = paired_corpus_difference(name, a.statistics[name], a.statistics[name])
-    assert (result.difference, result.ci_low, result.ci_high, result.p_value) == (0.0, 0.0, 0.0, 1.0)
+    assert result.difference == 0.0 and result.too_few and math.isnan(result.p_value)
+    assert math.isnan(result.ci_low) and math.isnan(result.ci_high)  # nothing varies: no zero-width interval
 
 
 @pytest.mark.parametrize("name", ["bleu", "chrf"])
@@ -60,17 +63,26 @@ def test_the_point_estimate_is_sacrebleus_corpus_score_difference(scored, name, 
     assert (result.a, result.b, result.difference) == (expected_a, expected_b, expected_b - expected_a)
 
 
-def test_rows_are_resampled_together_as_paired_bootstrap_resamples_them():
-    # A ratio of sums is a corpus score too: the same draws give the same distribution, interval and p-value.
+def test_a_ratio_as_a_corpus_score_gets_the_same_test_as_the_ratio_test():
+    # A ratio of sums is a corpus score too: the same swaps give the same p-value.
     rng = np.random.default_rng(5)
     a = np.column_stack([rng.integers(0, 5, 30), rng.integers(1, 6, 30)]).astype(float)
     b = np.column_stack([a[:, 0] + rng.integers(0, 2, 30), a[:, 1]])
-    corpus = paired_corpus_bootstrap(a, b, lambda summed: summed[0] / summed[1], resamples=300, seed=9)
-    rows = paired_bootstrap(RatioStatistic(a[:, 0], a[:, 1]), RatioStatistic(b[:, 0], b[:, 1]), resamples=300, seed=9)
-    assert corpus.p_value == rows.p_value < 1
-    assert (corpus.difference, corpus.ci_low, corpus.ci_high) == pytest.approx((rows.difference, rows.ci_low, rows.ci_high), abs=1e-12)
+    corpus = paired_corpus(a, b, lambda summed: summed[0] / summed[1], permutations=999, seed=9)
+    rows = paired_ratio(RatioStatistic(a[:, 0], a[:, 1]), RatioStatistic(b[:, 0], b[:, 1]), permutations=999, seed=9)
+    assert corpus.p_value == pytest.approx(rows.p_value) and corpus.p_value < 1
+    assert corpus.difference == pytest.approx(rows.difference)
+
+
+def test_one_differing_row_is_never_significant():
+    # sacreBLEU's own test counts only trials more extreme than the observed one: 1 differing row gives p ~ 1e-4.
+    a = np.tile([[5.0, 10.0]], (40, 1))
+    b = a.copy()
+    b[0] = [9.0, 10.0]
+    result = paired_corpus(a, b, lambda summed: summed[0] / summed[1])
+    assert result.too_few and math.isnan(result.p_value) and result.informative == 1
 
 
 def test_statistics_of_different_rows_are_refused():
     with pytest.raises(ValueError, match="same rows on both sides"):
-        paired_corpus_bootstrap(np.ones((3, 2)), np.ones((4, 2)), lambda summed: float(summed[0]))
+        paired_corpus(np.ones((3, 2)), np.ones((4, 2)), lambda summed: float(summed[0]))

@@ -1,4 +1,4 @@
-"""Bootstrap intervals and the paired bootstrap comparison, on cases whose answers are known."""
+"""Intervals of one aggregate and the paired tests of a comparison, on cases whose answers are known."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ import pytest
 from mlflow_genai_metrics import SignatureMismatchError, compare_results, judge_summaries
 from scipy import stats as scipy_stats
 
-from mlflow_genai_metrics.stats import RatioHistogram, RatioStatistic, bootstrap_interval, paired_bootstrap, wilson_interval
+from mlflow_genai_metrics.paired import holm, newcombe_interval, paired_proportion, paired_ratio
+from mlflow_genai_metrics.stats import (
+    MIN_INTERVAL_ROWS,
+    RatioHistogram,
+    RatioStatistic,
+    bca_interval,
+    bootstrap_interval,
+    ratio_of_sums,
+    wilson_interval,
+)
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 
 from helpers import judge_for
@@ -40,18 +49,51 @@ def test_rows_that_do_not_count_are_not_trials():
     assert histogram.counted_rows == 3 and wilson_interval(histogram) == wilson_interval(_proportion(3, 3))
 
 
-def test_proportions_get_wilson_and_means_the_bootstrap_with_n_beside_each(scripted_server):
+def test_proportions_get_wilson_and_means_no_interval_below_the_rows_where_bca_holds(scripted_server):
     server = scripted_server()
     server.script = SummarizationJudgeScript()
     result = judge_summaries([ARTICLE] * 2, ["The council approved the budget."] * 2, judge=judge_for(server), coverage=False)
     m = result.metrics
     assert (m["alignment"], m["alignment_ci_low"], m["alignment_ci_high"], m["alignment_n"]) == pytest.approx((1.0, 0.3424, 1.0, 2), abs=1e-4)
-    assert (m["richness_ci_low"], m["richness_ci_high"], m["richness_n"]) == (1.0, 1.0, 2)  # a mean: bootstrap
+    # Two rows that agree: a mean's bootstrap would be [1, 1]; below MIN_INTERVAL_ROWS there is no interval at all.
+    assert math.isnan(m["richness_ci_low"]) and math.isnan(m["richness_ci_high"]) and m["richness_n"] == 2
+    assert math.isnan(m["claim_support_rate_ci_low"]) and m["claim_support_rate_n"] == 2
     assert m["judge_error_rate_n"] == 2 and m["judge_error_rate_ci_high"] > 0.5
 
 
-def test_a_constant_has_a_zero_width_interval():
-    assert bootstrap_interval(RatioStatistic.mean_of(np.ones(50))) == (1.0, 1.0)
+def test_a_constant_gets_no_interval_rather_than_a_zero_width_one():
+    assert all(math.isnan(bound) for bound in bootstrap_interval(RatioStatistic.mean_of(np.full(50, 3.0))))
+
+
+def test_one_row_gets_no_interval_of_any_kind():
+    assert all(math.isnan(bound) for bound in wilson_interval(_proportion(1, 1)))
+    assert all(math.isnan(bound) for bound in bootstrap_interval(RatioStatistic.mean_of(np.array([4.0])), min_rows=1))
+
+
+def test_a_mean_gets_its_interval_from_min_interval_rows_on():
+    values = np.random.default_rng(2).poisson(6, MIN_INTERVAL_ROWS).astype(float)
+    low, high = bootstrap_interval(RatioStatistic.mean_of(values))
+    assert low < values.mean() < high
+    assert all(math.isnan(b) for b in bootstrap_interval(RatioStatistic.mean_of(values[:-1])))
+
+
+def test_the_histogram_bca_is_scipys_bca_on_the_rows():
+    # Without the small-sample expansion, the histogram's BCa is scipy.stats.bootstrap(method="BCa") on the rows
+    # (the same statistic, other random draws: equal within Monte Carlo error).
+    values = np.random.default_rng(8).geometric(0.3, 60).astype(float)
+    histogram = RatioStatistic.mean_of(values).histogram()
+    ours = bca_interval(np.column_stack([histogram.numerators, histogram.denominators]), histogram.counts, ratio_of_sums,
+                        resamples=20000, expand=False)
+    scipys = scipy_stats.bootstrap((values,), np.mean, method="BCa", n_resamples=20000, rng=np.random.default_rng(1))
+    assert ours == pytest.approx((scipys.confidence_interval.low, scipys.confidence_interval.high), abs=0.06)
+
+
+def test_the_expansion_widens_the_interval_at_small_n():
+    values = np.random.default_rng(9).poisson(5, 25).astype(float)
+    histogram = RatioStatistic.mean_of(values).histogram()
+    args = (np.column_stack([histogram.numerators, histogram.denominators]), histogram.counts, ratio_of_sums)
+    plain, expanded = bca_interval(*args, expand=False), bca_interval(*args)
+    assert expanded[0] < plain[0] and expanded[1] > plain[1]
 
 
 def test_the_interval_of_a_proportion_matches_the_normal_approximation():
@@ -73,10 +115,10 @@ def test_a_ratio_statistic_is_the_micro_average_not_the_mean_of_row_rates():
 
 
 def test_a_ratio_statistic_resamples_rows_with_their_denominators():
-    # Every row has all its claims supported: any resample of whole rows is 1; numerators and denominators drawn
-    # apart would not be.
-    claims = np.array([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 1.0, 4.0])
-    assert bootstrap_interval(RatioStatistic(claims.copy(), claims)) == (1.0, 1.0)
+    # Every row has all its claims supported: any resample of whole rows is 1, so nothing varies and there is no
+    # interval; numerators and denominators drawn apart would vary and give one.
+    claims = np.tile([1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 1.0, 4.0], 4)
+    assert all(math.isnan(bound) for bound in bootstrap_interval(RatioStatistic(claims.copy(), claims)))
 
 
 def test_the_histogram_bootstrap_is_the_row_bootstrap():
@@ -86,10 +128,13 @@ def test_the_histogram_bootstrap_is_the_row_bootstrap():
     supported = np.floor(claims * rng.random(400))
     statistic = RatioStatistic(supported, claims)
     assert len(statistic.histogram().counts) < 100
-    ours = bootstrap_interval(statistic, resamples=20000)
+    histogram = statistic.histogram()
+    counted = histogram.denominators != 0
+    ours = bca_interval(np.column_stack([histogram.numerators, histogram.denominators])[counted], histogram.counts[counted],
+                        ratio_of_sums, resamples=20000, expand=False)
     rows = scipy_stats.bootstrap(
-        (supported, claims), lambda s, c, axis=-1: s.sum(axis) / c.sum(axis), paired=True, vectorized=True,
-        n_resamples=20000, method="percentile", rng=np.random.default_rng(1),
+        (supported[claims > 0], claims[claims > 0]), lambda s, c, axis=-1: s.sum(axis) / c.sum(axis), paired=True, vectorized=True,
+        n_resamples=20000, method="BCa", rng=np.random.default_rng(1),
     ).confidence_interval
     assert ours == pytest.approx((rows.low, rows.high), abs=0.004)
 
@@ -109,28 +154,79 @@ def test_rows_without_a_value_do_not_count():
     assert statistic.value == 1.0
 
 
-def test_identical_inputs_give_zero_difference_and_p_equal_to_one():
+def test_identical_inputs_differ_by_nothing_and_are_too_few_to_test():
     statistic = RatioStatistic.mean_of(np.random.default_rng(3).integers(0, 2, 300).astype(float))
-    paired = paired_bootstrap(statistic, statistic)
-    assert (paired.difference, paired.ci_low, paired.ci_high, paired.p_value) == (0.0, 0.0, 0.0, 1.0)
+    paired = paired_ratio(statistic, statistic, kind="mean")
+    assert paired.difference == 0.0 and paired.informative == 0 and paired.too_few and math.isnan(paired.p_value)
+    assert "too few pairs to test (0 of 300 pairs differ)" in paired.note
 
 
 def test_a_large_constant_shift_is_significant():
     base = np.random.default_rng(4).random(300)
-    paired = paired_bootstrap(RatioStatistic.mean_of(base), RatioStatistic.mean_of(base + 0.3))
+    paired = paired_ratio(RatioStatistic.mean_of(base), RatioStatistic.mean_of(base + 0.3), kind="mean")
     assert paired.difference == pytest.approx(0.3)
     assert paired.ci_low == pytest.approx(0.3) and paired.ci_high == pytest.approx(0.3)
     assert paired.p_value < 0.01
 
 
-def test_noise_without_a_shift_is_significant_about_as_often_as_the_level_says():
-    # 200 pairs of samples with no true difference: at the 5% level, about 10 may look significant (not 0, not 50).
+def test_two_pairs_both_better_are_too_few_to_test():
+    a, b = RatioStatistic.mean_of(np.zeros(2)), RatioStatistic.mean_of(np.ones(2))
+    for paired in (paired_proportion(a, b), paired_ratio(a, b, kind="mean"), paired_ratio(a, b)):
+        assert paired.too_few and math.isnan(paired.p_value) and paired.note.startswith("too few pairs to test")
+    assert paired_proportion(a, b).ci_high - paired_proportion(a, b).ci_low > 0.5  # an honest, wide interval
+
+
+def test_five_pairs_with_three_discordant_are_too_few_for_an_exact_test():
+    a, b = RatioStatistic.mean_of(np.array([0, 0, 0, 1, 1.0])), RatioStatistic.mean_of(np.ones(5))
+    assert paired_proportion(a, b).too_few and paired_proportion(a, b, alternative="greater").too_few
+
+
+def test_mcnemar_is_the_exact_binomial_test_on_the_discordant_pairs():
+    a = RatioStatistic.mean_of(np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1.0]))
+    b = RatioStatistic.mean_of(np.array([1, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1.0]))
+    paired = paired_proportion(a, b)
+    assert (paired.informative, paired.n) == (8, 12)
+    assert paired.p_value == pytest.approx(scipy_stats.binomtest(7, 8, 0.5).pvalue)
+    assert paired_proportion(a, b, alternative="greater").p_value == pytest.approx(scipy_stats.binomtest(7, 8, 0.5, alternative="greater").pvalue)
+
+
+def test_the_sign_flip_test_is_exact_on_few_pairs():
+    # 6 pairs, every one B better by a different amount: 1 of 64 sign assignments is as extreme, one-sided.
+    a = RatioStatistic.mean_of(np.zeros(6))
+    b = RatioStatistic.mean_of(np.arange(1, 7, dtype=float))
+    assert paired_ratio(a, b, kind="mean", alternative="greater").p_value == pytest.approx(1 / 64)
+    assert paired_ratio(a, b, kind="mean").p_value == pytest.approx(2 / 64)
+
+
+def test_the_ratio_test_swaps_numerator_and_denominator_together():
+    # B supports every claim of its rows, A none; swapping a pair exchanges both counts, so the exact p is 2/2^8.
+    claims = np.array([1, 2, 3, 4, 5, 6, 7, 8.0])
+    a, b = RatioStatistic(np.zeros(8), claims), RatioStatistic(claims, claims)
+    assert paired_ratio(a, b).p_value == pytest.approx(2 / 256)
+
+
+def test_newcombe_mirrors_when_the_runs_swap_and_never_collapses():
+    low, high = newcombe_interval(8, 5, 4, 38)
+    assert low < (4 - 5) / 55 < high
+    assert newcombe_interval(8, 4, 5, 38) == pytest.approx((-high, -low))
+    no_discordance = newcombe_interval(10, 0, 0, 10)
+    assert no_discordance[0] < 0 < no_discordance[1]
+    assert newcombe_interval(0, 0, 2, 0)[1] == 1.0 and newcombe_interval(0, 0, 2, 0)[0] < 0.5
+
+
+def test_holm_adjusts_the_smallest_p_most_and_keeps_the_order():
+    assert holm([0.01, 0.04, float("nan"), 0.03]) == pytest.approx([0.03, 0.06, float("nan"), 0.06], nan_ok=True)
+    assert holm([0.5]) == [0.5]
+
+
+def test_noise_without_a_shift_is_significant_no_more_often_than_the_level_says():
+    # 200 pairs of samples with no true difference: at the 5% level, at most about 10 may look significant.
     significant = 0
     for seed in range(200):
         rng = np.random.default_rng(seed)
         a, b = rng.integers(0, 2, 200).astype(float), rng.integers(0, 2, 200).astype(float)
-        significant += paired_bootstrap(RatioStatistic.mean_of(a), RatioStatistic.mean_of(b)).p_value < 0.05
-    assert 2 <= significant <= 20
+        significant += paired_proportion(RatioStatistic.mean_of(a), RatioStatistic.mean_of(b)).p_value < 0.05
+    assert significant <= 20
 
 
 ARTICLE = "The council approved the budget. The mayor welcomed the decision. Critics objected to the cuts."
@@ -148,20 +244,22 @@ def _judge_two_models(server, judge=None, **options):
     return a, b
 
 
-def test_compare_results_reports_b_minus_a_with_interval_and_p_value(scripted_server):
+def test_compare_results_reports_b_minus_a_with_its_test_interval_and_holm_p_value(scripted_server):
     a, b = _judge_two_models(scripted_server())
     alignment = compare_results(a, b).difference("alignment")
-    # A judged every row misaligned, B every row aligned: each resample's difference is exactly +1.
+    # A judged every row misaligned, B every row aligned: 30 discordant pairs, all for B.
     assert (alignment["a"], alignment["b"], alignment["difference"]) == (0.0, 1.0, 1.0)
-    assert (alignment["ci_low"], alignment["ci_high"]) == (1.0, 1.0)
-    assert alignment["p_value"] < 0.01 and alignment["significant"]
+    assert (alignment["kind"], alignment["test"], alignment["direction"], alignment["better"]) == ("proportion", "exact McNemar", "higher", "B")
+    assert 0.8 < alignment["ci_low"] < 1.0 and alignment["ci_high"] == 1.0  # Newcombe's interval, never [1, 1]
+    assert alignment["p_value"] == pytest.approx(2 * 0.5**30)
+    assert alignment["p_value"] <= alignment["p_holm"] < 0.01 and alignment["significant"]
 
 
 def test_a_result_compared_with_itself_differs_by_nothing(scripted_server):
     a, _ = _judge_two_models(scripted_server())
     same = compare_results(a, a).difference("alignment")
-    assert (same["difference"], same["ci_low"], same["ci_high"], same["p_value"]) == (0.0, 0.0, 0.0, 1.0)
-    assert not same["significant"]
+    assert same["difference"] == 0.0 and math.isnan(same["p_value"]) and same["note"].startswith("too few pairs to test")
+    assert not same["significant"] and same["better"] == ""
 
 
 def test_compare_results_pairs_rows_by_id_whatever_their_order(scripted_server):

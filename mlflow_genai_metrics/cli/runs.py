@@ -17,11 +17,17 @@ def compare(args: argparse.Namespace) -> int:
         args.run_ids, metrics=args.metric or None, allow_mixed_judges=args.allow_mixed_judges, allow_partial=args.allow_partial,
         log=args.log,
     )
-    columns = ["run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "p_value", "pairs_used", "pairs_dropped_for_errors"]
+    columns = [
+        "run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "difference_ci_low", "difference_ci_high",
+        "p_value", "p_holm", "better", "pairs", "pairs_dropped_for_errors",
+    ]
     # every column and row, figures to 4 significant digits, blanks where a figure does not apply (the first run)
     print(table[columns].to_string(index=False, na_rep="", float_format=lambda v: f"{v:.4g}"))
     for note in dict.fromkeys(n for n in table["note"] if n):
         print(f"note: {note}")
+    for _, row in table[table["metric_note"] != ""].iterrows():
+        print(f"note: {row['run_name']} {row['metric']}: {row['metric_note']}")
+    print("p_value: the test of each metric's kind against the first run (two-sided); p_holm: Holm-adjusted over the metrics shown")
     if args.log:
         print(f"comparison logged as run {table.attrs['comparison_run_id']}")
     return EXIT_OK
@@ -32,7 +38,8 @@ def gate(args: argparse.Namespace) -> int:
 
     set_tracking(args)
     result = register_if_passing(
-        args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion
+        args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion,
+        beat_metric=args.beat_metric or "strict_alignment",
     )
     print(result)
     return EXIT_OK if result.passed else EXIT_GATE_FAILED
@@ -40,13 +47,13 @@ def gate(args: argparse.Namespace) -> int:
 
 def add_commands(commands) -> None:
     """Add this module's subcommands to ``mgm``'s parser."""
-    compare_parser = commands.add_parser("compare", help="compare evaluation runs (paired bootstrap against the first)")
+    compare_parser = commands.add_parser("compare", help="compare evaluation runs (paired tests against the first)")
     compare_parser.add_argument("run_ids", nargs="+", metavar="RUN_ID", help="evaluation runs (the run ids mgm evaluate prints); the first is the baseline")
     compare_parser.add_argument("--metric", action="append", help="a metric to show (repeatable; default: the main ones)")
     compare_parser.add_argument("--allow-mixed-judges", action="store_true", help="compare runs judged with different signatures")
     compare_parser.add_argument(
         "--allow-partial", action="store_true",
-        help="compare even when fewer usable pairs (same id and source, judged on both sides) than half of the smaller run remain",
+        help="compare even when fewer usable pairs (same id and source, judged on both sides) than half of either run remain",
     )
     compare_parser.add_argument("--log", action="store_true", help="also log the comparison as a run (table and plots) in the first run's experiment")
     tracking_option(compare_parser)
@@ -60,6 +67,13 @@ def add_commands(commands) -> None:
     gate_parser.add_argument("--name", required=True, help="registered model name")
     gate_parser.add_argument("--rule", action="append", required=True, help='e.g. "alignment>=0.9" (repeatable)')
     gate_parser.add_argument("--alias", default="champion", help="alias moved to the new version when it passes")
-    gate_parser.add_argument("--beat-champion", action="store_true", help="also require a significant alignment gain over the alias holder")
+    gate_parser.add_argument(
+        "--beat-champion", action="store_true",
+        help="also require being significantly better than the alias holder (one-sided, in each metric's direction)",
+    )
+    gate_parser.add_argument(
+        "--beat-metric", action="append",
+        help="a metric the champion must be beaten on (repeatable, Holm-adjusted together; default: strict_alignment)",
+    )
     tracking_option(gate_parser)
     gate_parser.set_defaults(run=gate)

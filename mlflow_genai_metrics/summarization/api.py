@@ -129,6 +129,7 @@ def build_result(
         traditional = traditional_metrics([row.summary for row in rows], references, [row.source for row in rows], ter=ter)
         # sacreBLEU's per-row statistics travel with the rows: corpus BLEU, chrF and TER are compared pair by pair
         statistics = pd.DataFrame({statistics_column(name): values for name, values in traditional.statistics.items()})
+        statistics["reference_key"] = traditional.reference_keys  # rows compare on these metrics only with the same reference
         table = pd.concat([table, traditional.rows, statistics], axis=1)
         corpus, reference_signatures = traditional.metrics, traditional.signatures
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}

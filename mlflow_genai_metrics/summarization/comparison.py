@@ -1,25 +1,33 @@
-"""B against A, paired row by row: the one place that decides which rows may be compared.
+"""B against A, paired row by row: the one place that decides which rows may be compared, and how.
 
 Rows pair when they share an id (in its stored text form, ``ids.canonical_id``) *and* the same source text (its
 fingerprint, ``source_key``); a shared id whose sources differ is an error naming it. A pair where either row has a
-judge error leaves the comparison and is counted, never scored. Fewer usable pairs than half of the smaller run is
-refused unless ``allow_partial=True``, and then the comparison says so. ``compare_runs`` and the registry gate load
-MLflow runs into ``compare_results``; they do not pair rows themselves.
+judge error leaves the comparison and is counted, never scored. Fewer usable pairs than half of either run is
+refused unless ``allow_partial=True``, and then the comparison says so. A metric that reads another input pairs
+only the rows where that input is the same on both sides too: the reference (ROUGE, BLEU, chrF, TER:
+``reference_key``) and the source's key points (coverage: ``key_points_key``); the other pairs leave that metric
+alone, and the table says how many and why.
+
+Each metric is tested as its kind says (``paired``: exact McNemar, sign-flip permutation, approximate
+randomization), with "too few pairs to test" where the pairs could not reach the level, and a Holm-adjusted
+p-value beside each raw one. ``compare_runs`` and the registry gate load MLflow runs into ``compare_results``;
+they do not pair rows or test differences themselves.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
 
+from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio
 from ..signature import FAMILY_PARTS, Signature
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, PairedDifference, paired_bootstrap
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..traditional import paired_corpus_difference, statistics_column
 from .ids import canonical_id
-from .metrics import METRICS
+from .metrics import METRICS, MetricSpec
 from .scoring import rate_statistics
 
 __all__ = [
@@ -30,10 +38,19 @@ __all__ = [
     "SignatureMismatchError",
     "SourceMismatchError",
     "compare_results",
+    "direction",
     "pair_rows",
     "paired_table",
     "rows_note",
+    "with_holm",
 ]
+
+# The inputs beside the source that a metric family's values depend on: their fingerprints must match for a pair
+# to count in that family's comparison (the column, and what the table says when they differ).
+INPUT_KEYS: dict[str, tuple[str, str]] = {
+    "reference": ("reference_key", "references differ"),
+    "coverage": ("key_points_key", "key points differ"),
+}
 
 
 
@@ -78,8 +95,8 @@ class Pairing:
 
     @property
     def partial(self) -> bool:
-        """Fewer usable pairs than half of the smaller run."""
-        return 2 * self.pairs_used < min(self.rows_in_a, self.rows_in_b)
+        """Fewer usable pairs than half of either run (a handful of one run's rows does not speak for it)."""
+        return 2 * self.pairs_used < max(self.rows_in_a, self.rows_in_b)
 
     def describe(self) -> str:
         return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b)
@@ -142,13 +159,45 @@ def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False) 
     if pairing.pairs_used == 0:
         raise InsufficientPairsError(f"no usable pair of rows: nothing to compare ({pairing.describe()})")
     if pairing.partial and not allow_partial:
+        larger = "A" if pairing.rows_in_a >= pairing.rows_in_b else "B"
         raise InsufficientPairsError(
-            f"only {pairing.pairs_used} usable pairs, fewer than half of the smaller run "
-            f"({min(pairing.rows_in_a, pairing.rows_in_b)} rows): {pairing.describe()}. A comparison on so few rows "
-            "does not speak for the runs; pass allow_partial=True to compare them anyway (the comparison is then "
-            "labelled partial)."
+            f"only {pairing.pairs_used} usable pairs, fewer than half of run {larger}'s "
+            f"{max(pairing.rows_in_a, pairing.rows_in_b)} rows: {pairing.describe()}. A comparison on so few rows "
+            "does not speak for the runs (a handful of chosen rows can say anything); pass allow_partial=True to "
+            "compare them anyway (the comparison is then labelled partial)."
         )
     return pairing
+
+
+def direction(name: str) -> str:
+    """"higher" or "lower": which way the aggregate ``name`` is better, from the metric registry."""
+    spec = METRICS.aggregate(name)
+    if spec is None:
+        raise ValueError(f"no aggregate metric named {name!r}")
+    return "higher" if spec.greater_is_better else "lower"
+
+
+def _same_input(rows_a: pd.DataFrame, rows_b: pd.DataFrame, family: str) -> tuple[np.ndarray, str]:
+    """Which pairs share the inputs beside the source that ``family``'s values read (all, for most families),
+    and what to say of the others."""
+    if family not in INPUT_KEYS:
+        return np.ones(len(rows_a), dtype=bool), ""
+    column, why = INPUT_KEYS[family]
+    if column not in rows_a or column not in rows_b:  # logged before fingerprints were kept: nothing can be checked
+        return np.zeros(len(rows_a), dtype=bool), f"no {column} in a run's rows (logged by an older version)"
+    keys_a, keys_b = rows_a[column].astype("string"), rows_b[column].astype("string")
+    same = (keys_a == keys_b).fillna(False).to_numpy(dtype=bool)
+    return same, why
+
+
+def _subset(statistic, mask: np.ndarray):
+    return type(statistic)(statistic.numerator[mask], statistic.denominator[mask])
+
+
+def _test(spec: MetricSpec, a, b, *, alternative: Alternative, resamples: int, seed: int, confidence: float) -> PairedTest:
+    if spec.kind == "proportion":
+        return paired_proportion(a, b, alternative=alternative, confidence=confidence)
+    return paired_ratio(a, b, kind=spec.kind, alternative=alternative, resamples=resamples, seed=seed, confidence=confidence)
 
 
 def paired_table(
@@ -159,41 +208,81 @@ def paired_table(
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
     left_out: set[str] = frozenset(),
+    metrics: list[str] | None = None,
+    alternatives: dict[str, Alternative] | None = None,
 ) -> pd.DataFrame:
-    """B minus A for every registered aggregate both row tables support (but those of the families ``left_out``);
-    row i of each table is the same pair."""
+    """B minus A for every registered aggregate both row tables support (but those of the families ``left_out``,
+    and only ``metrics`` when given); row i of each table is the same pair. Each metric's test is two-sided unless
+    ``alternatives`` names it ("greater": B - A > 0). Holm's adjustment runs over the metrics of the table."""
     stats_a, stats_b = rate_statistics(rows_a), rate_statistics(rows_b)
+    wanted = set(metrics) if metrics is not None else None
     records = []
-    for name in stats_a:
-        if name not in stats_b or name == "judge_error_rate":  # errored pairs are out: the rate is 0 on both sides
+    for spec in METRICS.aggregates():
+        if spec.family in left_out or (wanted is not None and spec.name not in wanted) or spec.name == "judge_error_rate":
+            continue  # errored pairs are out of every comparison: the error rate is 0 on both sides
+        alternative = (alternatives or {}).get(spec.name, "two-sided")
+        same, why = _same_input(rows_a, rows_b, spec.family)
+        options = dict(alternative=alternative, resamples=resamples, seed=seed, confidence=confidence)
+        if spec.kind == "corpus":
+            column = statistics_column(spec.name)
+            if column not in rows_a or column not in rows_b:
+                continue
+            # Corpus BLEU, chrF, TER: each pair's sacreBLEU statistics under A and under B.
+            statistics_a, statistics_b = ([list(map(float, cell)) for cell in rows[column][same]] for rows in (rows_a, rows_b))
+            paired = paired_corpus_difference(spec.name, statistics_a, statistics_b, **options)
+        elif spec.name in stats_a and spec.name in stats_b:
+            paired = _test(spec, _subset(stats_a[spec.name], same), _subset(stats_b[spec.name], same), **options)
+        else:
             continue
-        if METRICS.aggregate(name).family in left_out:
-            continue
-        paired = paired_bootstrap(stats_a[name], stats_b[name], resamples=resamples, seed=seed, confidence=confidence)
-        records.append(_record(name, paired, confidence))
-    for spec in METRICS.aggregates("reference"):
-        column = statistics_column(spec.name)
-        if spec.kind != "corpus" or spec.family in left_out or column not in rows_a or column not in rows_b:
-            continue
-        # Corpus BLEU, chrF, TER: the pairs resampled together, their sacreBLEU statistics summed, as sacreBLEU does.
-        statistics_a, statistics_b = ([list(map(float, cell)) for cell in rows[column]] for rows in (rows_a, rows_b))
-        paired = paired_corpus_difference(spec.name, statistics_a, statistics_b, resamples=resamples, seed=seed, confidence=confidence)
-        records.append(_record(spec.name, paired, confidence))
-    return pd.DataFrame.from_records(records)
+        records.append(_record(spec, paired, int((~same).sum()), why))
+    return with_holm(pd.DataFrame.from_records(records, columns=TABLE_COLUMNS), confidence)
 
 
-def _record(name: str, paired: PairedDifference, confidence: float) -> dict:
-    significant = bool(np.isfinite(paired.p_value) and paired.p_value < 1 - confidence)
-    return {"metric": name, **asdict(paired), "significant": significant}
+TABLE_COLUMNS = [
+    "metric", "kind", "test", "direction", "a", "b", "difference", "ci_low", "ci_high", "p_value", "p_holm",
+    "significant", "better", "n", "informative", "left_out", "note",
+]
+
+
+def _record(spec: MetricSpec, paired: PairedTest, left_out: int, why: str) -> dict:
+    notes = [paired.note] if paired.note else []
+    if left_out:
+        notes.append(f"{left_out} pairs left out: {why}")
+    higher = spec.greater_is_better
+    better = ""
+    if np.isfinite(paired.difference) and paired.difference != 0:
+        better = "B" if (paired.difference > 0) == higher else "A"
+    return {
+        "metric": spec.name, "kind": spec.kind, "test": paired.test, "direction": "higher" if higher else "lower",
+        "a": paired.a, "b": paired.b, "difference": paired.difference, "ci_low": paired.ci_low, "ci_high": paired.ci_high,
+        "p_value": paired.p_value, "p_holm": np.nan, "significant": False, "better": better, "n": paired.n,
+        "informative": paired.informative, "left_out": left_out, "note": "; ".join(notes),
+    }
+
+
+def with_holm(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """``table`` with ``p_holm`` (Holm's adjustment over its rows' p-values; NaN where untested) and
+    ``significant`` (the adjusted p-value below 1 - ``confidence``) recomputed: call it again on a subset of
+    metrics, since the adjustment depends on which are shown."""
+    table = table.copy()
+    table["p_holm"] = holm(table["p_value"].tolist()) if len(table) else []
+    table["significant"] = (table["p_holm"] < 1 - confidence).fillna(False).astype(bool)
+    return table
 
 
 @dataclass(frozen=True)
 class Comparison:
     """B minus A for every aggregate, over the usable pairs.
 
-    ``table`` columns: ``metric``, ``a``, ``b``, ``difference`` (b - a), ``ci_low``, ``ci_high`` (the paired
-    bootstrap interval of the difference), ``p_value`` (two-sided), ``significant`` (p < 1 - confidence).
-    ``pairs_used``, ``pairs_dropped_for_errors``, ``only_in_a`` and ``only_in_b`` say which rows it stands on.
+    ``table`` columns: ``metric``, ``kind`` (proportion, mean, ratio, corpus), ``test`` (the test its kind takes),
+    ``direction`` (which way is better: "higher" or "lower"), ``a``, ``b``, ``difference`` (b - a), ``ci_low``,
+    ``ci_high`` (the interval of the difference; NaN below the n where it holds its coverage), ``p_value``
+    (two-sided; NaN with "too few pairs to test" in ``note`` when the pairs could not reach the level),
+    ``p_holm`` (Holm-adjusted over the table's metrics), ``significant`` (``p_holm`` < 1 - confidence),
+    ``better`` ("B", "A" or "" by the difference's sign and the direction), ``n`` (the pairs the metric stands
+    on), ``informative`` (the pairs that differ), ``left_out`` (pairs left out because an input the metric reads
+    differs) and ``note``. ``pairs_used``, ``pairs_dropped_for_errors``, ``only_in_a`` and ``only_in_b`` say which
+    rows it stands on.
     """
 
     table: pd.DataFrame
@@ -223,7 +312,7 @@ class Comparison:
     def label(self) -> str:
         parts = [f"paired comparison: {self.rows_note}"]
         if self.partial:
-            parts.insert(0, "PARTIAL: fewer usable pairs than half of the smaller run, compared on request")
+            parts.insert(0, "PARTIAL: fewer usable pairs than half of either run, compared on request")
         if not self.signatures_match:
             parts.insert(0, f"NOT COMPARABLE AS IS: signatures differ ({'; '.join(self.signature_differences)}); compared on request")
         return "; ".join(parts)
@@ -241,13 +330,17 @@ def compare_results(
     confidence: float = 0.95,
     allow_signature_mismatch: bool = False,
     allow_partial: bool = False,
+    metrics: list[str] | None = None,
+    alternatives: dict[str, Alternative] | None = None,
 ) -> Comparison:
-    """Compare B with A by the paired bootstrap over the usable pairs of rows.
+    """Compare B with A over the usable pairs of rows, each metric with the test of its kind (``paired_table``).
 
     Refuses (``SignatureMismatchError``) when the signatures differ, unless ``allow_signature_mismatch=True``;
     (``SourceMismatchError``) when a shared id names different sources; (``InsufficientPairsError``) when fewer
-    usable pairs than half of the smaller run remain once rows with a judge error on either side are left out,
-    unless ``allow_partial=True``. A comparison made on request says so in its ``label``.
+    usable pairs than half of either run remain once rows with a judge error on either side are left out,
+    unless ``allow_partial=True``. A comparison made on request says so in its ``label``. ``metrics`` limits the
+    table (and Holm's adjustment) to those aggregates; ``alternatives`` makes a metric's test one-sided
+    (``{"strict_alignment": "greater"}``: B - A > 0), as a decision does.
     """
     signature_a, signature_b = Signature.parse(a.signature), Signature.parse(b.signature)
     # Compared per metric: a family is left out when the parts its numbers depend on differ.
@@ -262,7 +355,10 @@ def compare_results(
         )
     left_out = set() if allow_signature_mismatch else set(differing)
     pairing = pair_rows(a.rows, b.rows, allow_partial=allow_partial)
-    table = paired_table(pairing.rows_a, pairing.rows_b, resamples=resamples, seed=seed, confidence=confidence, left_out=left_out)
+    table = paired_table(
+        pairing.rows_a, pairing.rows_b, resamples=resamples, seed=seed, confidence=confidence, left_out=left_out,
+        metrics=metrics, alternatives=alternatives,
+    )
     return Comparison(
         table=table,
         pairs_used=pairing.pairs_used,

@@ -6,6 +6,7 @@ Rows the judge failed on get no value (empty, never 0): they are left out of eve
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,6 +29,7 @@ __all__ = [
     "explanation",
     "interval_names",
     "judge_row_columns",
+    "key_points_key",
     "key_points_table",
     "rate_metrics",
     "rate_statistics",
@@ -113,6 +115,16 @@ def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool 
     )
 
 
+def key_points_key(judgement: RowJudgement) -> str | None:
+    """The fingerprint of the key points a row's coverage was measured against (their texts, case and whitespace
+    normalised, in any order); None when there are none. Two runs' rows compare on coverage only when it matches:
+    a judge that listed other key points measured another thing."""
+    if judgement.error is not None or not judgement.key_points:
+        return None
+    points = sorted(" ".join(p.key_point.lower().split()) for p in judgement.key_points)
+    return hashlib.sha256("\n".join(points).encode("utf-8")).hexdigest()[:16]
+
+
 def rows_table(
     judgements: Sequence[RowJudgement],
     *,
@@ -122,7 +134,7 @@ def rows_table(
     registry: MetricRegistry = METRICS,
 ) -> pd.DataFrame:
     """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
-    only when it matches), every per-row value of the registry's families (``row_families``), the reasoning
+    only when it matches), with coverage the key points' fingerprint (``key_points_key``), every per-row value of the registry's families (``row_families``), the reasoning
     columns, error and judge usage."""
     specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding))
     reasons = [
@@ -135,6 +147,8 @@ def rows_table(
         usage = judgement.usage
         facts = row_facts(judgement)
         record: dict[str, object] = {"id": judgement.id, "source_key": judgement.source_key}
+        if judged and coverage:
+            record["key_points_key"] = key_points_key(judgement)
         record.update((spec.name, spec.row_value(facts)) for spec in specs)
         record.update((column, explanation(judgement, column)) for column in reasons)
         record["error"] = str(judgement.error) if judgement.error is not None else ""
@@ -147,7 +161,8 @@ def rows_table(
             judge_cost_usd=usage.cost_usd,
         )
         records.append(record)
-    columns = ["id", "source_key", *(s.name for s in specs), *reasons, "error", *USAGE_COLUMNS]
+    keys = ["id", "source_key", *(["key_points_key"] if judged and coverage else [])]
+    columns = [*keys, *(s.name for s in specs), *reasons, "error", *USAGE_COLUMNS]
     table = pd.DataFrame.from_records(records, columns=columns)
     for spec in specs:  # integers stay integers, empty for failed rows
         table[spec.name] = table[spec.name].astype("Int64" if spec.integer else "float64")

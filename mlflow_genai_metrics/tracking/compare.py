@@ -14,7 +14,7 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results
+from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results, with_holm
 from ..summarization.metrics import METRICS
 from ..summarization.scoring import interval_names
 from . import plots
@@ -69,7 +69,11 @@ def compare_runs(
     run_name: str = "comparison",
 ) -> pd.DataFrame:
     """Compare evaluation runs: one row per (run, metric) with its value, 95% interval and n, and, for every run
-    after the first, the paired bootstrap difference against the first (interval, p-value) over the usable pairs.
+    after the first, the paired difference against the first over the usable pairs: the test of the metric's kind
+    (``test``), the interval of the difference, the p-value and, beside it, the p-value Holm-adjusted over the
+    metrics shown (``p_holm``), ``better`` ("this", "first" or "") in the metric's ``direction``, the pairs it
+    stands on (``pairs``) and a ``metric_note`` ("too few pairs to test", pairs left out because references or key
+    points differ).
 
     Pairing follows ``compare_results`` exactly (each run is loaded into it): rows pair by id and source, a row
     with a judge error on either side leaves the pair, and the columns ``pairs_used``, ``pairs_dropped_for_errors``,
@@ -100,10 +104,12 @@ def compare_runs(
     notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
     note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
     names = metrics or default_metrics()
+    # Holm's adjustment runs over the metrics this table shows, for each compared run.
+    tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], confidence).set_index("metric") for run_id, c in comparisons.items()}
     records = []
     for run in runs:
         comparison = comparisons.get(run.run_id)
-        paired = comparison.table.set_index("metric") if comparison is not None else pd.DataFrame()
+        paired = tables.get(run.run_id, pd.DataFrame())
         for name in names:
             if name not in run.metrics:
                 continue
@@ -120,6 +126,12 @@ def compare_runs(
                 "difference_ci_low": math.nan,
                 "difference_ci_high": math.nan,
                 "p_value": math.nan,
+                "p_holm": math.nan,
+                "test": "",
+                "direction": _direction(name),
+                "better": "",
+                "pairs": math.nan,
+                "metric_note": "",
                 "pairs_used": comparison.pairs_used if comparison else math.nan,
                 "pairs_dropped_for_errors": comparison.pairs_dropped_for_errors if comparison else math.nan,
                 "only_in_first": comparison.only_in_a if comparison else math.nan,
@@ -132,6 +144,11 @@ def compare_runs(
                     difference_ci_low=paired.loc[name, "ci_low"],
                     difference_ci_high=paired.loc[name, "ci_high"],
                     p_value=paired.loc[name, "p_value"],
+                    p_holm=paired.loc[name, "p_holm"],
+                    test=paired.loc[name, "test"],
+                    better={"B": "this", "A": "first"}.get(paired.loc[name, "better"], ""),
+                    pairs=paired.loc[name, "n"],
+                    metric_note=paired.loc[name, "note"],
                 )
             records.append(record)
     table = pd.DataFrame.from_records(records)
@@ -140,16 +157,34 @@ def compare_runs(
     return table
 
 
+def _direction(name: str) -> str:
+    spec = METRICS.aggregate(name)
+    return "" if spec is None else "higher" if spec.greater_is_better else "lower"
+
+
 def _note(comparison: Comparison) -> str:
     """What a reader of the table or plot must know: mixed judges, a partial comparison, rows left out."""
     parts = []
     if not comparison.signatures_match:
         parts.append(f"MIXED JUDGES: signatures differ ({', '.join(comparison.signature_differences)})")
     if comparison.partial:
-        parts.append("PARTIAL: fewer usable pairs than half of the smaller run")
+        parts.append("PARTIAL: fewer usable pairs than half of either run")
     if comparison.pairs_dropped_for_errors or comparison.only_in_a or comparison.only_in_b:
         parts.append(comparison.rows_note)
     return "; ".join(parts)
+
+
+def _test_labels(table: pd.DataFrame) -> dict[str, str]:
+    """Per metric, what the comparison against the first run found, for the bars: ``p 0.012 (Holm 0.036)``, or why
+    it was not tested (one line per compared run)."""
+    labels: dict[str, list[str]] = {}
+    for _, row in table[table["test"] != ""].iterrows():
+        if math.isnan(row["p_value"]):
+            text = "too few pairs" if row["metric_note"].startswith("too few") else "not tested"
+        else:
+            text = f"p {row['p_value']:.2g} (Holm {row['p_holm']:.2g})"
+        labels.setdefault(row["metric"], []).append(text)
+    return {metric: "\n".join(texts) for metric, texts in labels.items()}
 
 
 def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, client: MlflowClient, run_name: str) -> str:
@@ -166,9 +201,10 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
         table.to_parquet(folder / "comparison.parquet", index=False)
         (folder / "runs.json").write_text(json.dumps({labels[r.run_id]: {"run_id": r.run_id, "signature": r.signature} for r in runs}, indent=1))
         by_run = {labels[r.run_id]: r.metrics for r in runs}
+        tests = _test_labels(table)
         figures = {
             "alignment_vs_richness": plots.alignment_vs_richness(by_run, note=note or None),
-            "metrics": plots.metric_bars(by_run, note=note or None),
+            "metrics": plots.metric_bars(by_run, note=note or None, tests=tests),
         }
         if all("category" in r.rows and r.rows["category"].notna().any() for r in runs):
             figures["categories"] = plots.category_bars({labels[r.run_id]: r.rows for r in runs}, note=note or None)

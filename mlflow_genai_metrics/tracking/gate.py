@@ -12,9 +12,17 @@ import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.comparison import InsufficientPairsError, SignatureMismatchError, SourceMismatchError, compare_results
-from ..summarization.scoring import aggregate_names, interval_names
+from ..paired import holm
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_INTERVAL_ROWS
+from ..summarization.comparison import (
+    InsufficientPairsError,
+    SignatureMismatchError,
+    SourceMismatchError,
+    compare_results,
+    direction,
+)
+from ..summarization.metrics import METRICS
+from ..summarization.scoring import aggregate_names, corpus_names, interval_names
 from .compare import load_run
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
@@ -135,7 +143,7 @@ def register_if_passing(
     rules: Mapping[str, str] | Sequence[str],
     alias: str | None = "champion",
     beat_champion: bool = False,
-    beat_metric: str = "alignment",
+    beat_metric: str | Sequence[str] = "strict_alignment",
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
@@ -143,12 +151,17 @@ def register_if_passing(
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
 
     Rules read the run's metrics, interval bounds and n included (``"alignment_ci_low": ">= 0.85"``). With
-    ``beat_champion=True`` the run must also beat the model version holding ``alias`` on ``beat_metric``: a
-    positive paired-bootstrap difference with p < 1 - ``confidence``, compared exactly as ``compare_results``
-    compares (pairs by id and source, rows with a judge error on either side left out, too few usable pairs
-    refused), under the same judge signature. A refused comparison fails the gate, with the reason; the pairs used
-    and left out are tagged on the version. On a pass the version is registered and ``alias`` is moved to it; the
-    version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (the champion
+    ``beat_champion=True`` the run must also beat the model version holding ``alias`` on each ``beat_metric``
+    (default ``strict_alignment``: every claim supported), in the metric's own direction (higher is better for
+    ``strict_alignment``, lower for ``defect_rate/contradiction``, from the metric registry): a one-sided test of
+    the metric's kind (exact McNemar, sign-flip permutation, approximate randomization) at level
+    1 - ``confidence``, Holm-adjusted when several metrics are to be beaten, compared exactly as
+    ``compare_results`` compares (pairs by id and source, rows with a judge error on either side left out), under
+    the same judge signature, over pairs that cover at least half of the champion's judged rows. A candidate worse
+    than the champion on a beat rule is refused whatever the p-value; too few pairs to test is refused; a refused
+    comparison fails the gate, with the reason. The pairs used and left out, and each test (kind, n, p, adjusted
+    p, direction), are tagged on the version. On a pass the version is registered and ``alias`` is moved to it; the
+    version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (a champion
     rule's key is ``mgm.gate.rule.<beat_metric>_vs_<alias>``), the tags ``mgm.signature`` and
     ``mgm.evaluation_run_id``, and a description naming the run, the rules with their values and the signature.
     On a fail nothing is registered and every failed rule is reported with its actual and required values.
@@ -156,8 +169,11 @@ def register_if_passing(
     ``run_id`` MLflow's ``MlflowException`` (RESOURCE_DOES_NOT_EXIST), before any rule is evaluated.
     """
     parsed = parse_rules(rules)
+    beat_metrics = [beat_metric] if isinstance(beat_metric, str) else list(beat_metric)
     if beat_champion and not alias:
         raise ValueError("beat_champion needs an alias naming the champion")
+    if beat_champion:
+        _check_beat_metrics(beat_metrics)
     client = MlflowClient()
     run = client.get_run(run_id)
     check_model_uri(model_uri)
@@ -171,17 +187,15 @@ def register_if_passing(
     outcomes = []
     for rule in parsed:
         actual = metrics.get(rule.metric)
-        if actual is None:
-            errors = metrics.get("judge_error_rate")
-            why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
-            outcomes.append(RuleOutcome(rule, None, False, f"no value: no row of the run was judged ({why})"))
+        if actual is None or math.isnan(actual):
+            outcomes.append(RuleOutcome(rule, None, False, _missing_because(rule.metric, metrics)))
             continue
         passed = not math.isnan(actual) and _OPERATORS[rule.op](actual, rule.threshold)
         outcomes.append(RuleOutcome(rule, actual, passed))
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
-        outcomes.append(_champion_outcome(client, name, alias, run_id, beat_metric, resamples, seed, confidence, messages, comparison_tags))
+        outcomes += _champion_outcomes(client, name, alias, run_id, beat_metrics, resamples, seed, confidence, messages, comparison_tags)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         return result
@@ -201,6 +215,19 @@ def register_if_passing(
         client.set_registered_model_alias(name, alias, version.version)
         result.alias_moved = True
     return result
+
+
+def _missing_because(metric: str, metrics: Mapping[str, float]) -> str:
+    """Why a run has no value for a rule's metric: an interval not reported from so few rows, or no judged row."""
+    base = re.sub(r"_ci_(low|high)$", "", metric)
+    rows = metrics.get(interval_names(base)[2]) if base != metric else None
+    if rows:
+        spec = METRICS.aggregate(base)
+        needs = "2 rows" if spec is not None and spec.kind == "proportion" else f"{MIN_INTERVAL_ROWS} rows that do not all agree"
+        return f"no interval: {base} stands on {rows:.0f} rows, and an interval that holds its coverage needs {needs}"
+    errors = metrics.get("judge_error_rate")
+    why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
+    return f"no value: no row of the run was judged ({why})"
 
 
 def check_model_uri(model_uri: str) -> None:
@@ -231,38 +258,89 @@ def _description(run, outcomes: list[RuleOutcome], signature: str) -> str:
     return "\n".join(lines)
 
 
-def _champion_outcome(
-    client: MlflowClient, name: str, alias: str | None, run_id: str, metric: str, resamples: int, seed: int,
+def _check_beat_metrics(metrics: list[str]) -> None:
+    """A beat rule names a registered aggregate that pairs compare (not the judge error rate: errored pairs are out)."""
+    if not metrics:
+        raise ValueError("beat_champion needs at least one beat_metric")
+    comparable = [name for name in aggregate_names() if name != "judge_error_rate"] + corpus_names()
+    unknown = [m for m in metrics if m not in comparable]
+    if unknown:
+        raise ValueError(f"cannot beat the champion on {unknown}: a beat metric is one of {', '.join(comparable)}")
+
+
+def _champion_outcomes(
+    client: MlflowClient, name: str, alias: str, run_id: str, metrics: list[str], resamples: int, seed: int,
     confidence: float, messages: list[str], tags: dict[str, str],
-) -> RuleOutcome:
-    rule = Rule(f"{metric} vs {alias}", ">", 0.0)
+) -> list[RuleOutcome]:
+    """One outcome per beat rule: better than the champion in the metric's direction, one-sided, Holm-adjusted."""
+    rules = [Rule(f"{metric} vs {alias}", ">" if direction(metric) == "higher" else "<", 0.0) for metric in metrics]
+
+    def refused(why: str, *, passed: bool = False) -> list[RuleOutcome]:
+        return [RuleOutcome(rule, None, passed, why) for rule in rules]
+
     try:
         champion = client.get_model_version_by_alias(name, alias)
     except MlflowException as error:
         if not is_bad_input(error):  # a store that failed is not "no champion"
             raise
         messages.append(f"no version holds alias {alias!r} yet: nothing to beat")
-        return RuleOutcome(rule, None, True, "no champion yet")
+        return refused("no champion yet", passed=True)
     champion_run_id = champion.tags.get(EVALUATION_RUN_TAG)
     if not champion_run_id:
-        return RuleOutcome(rule, None, False, f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
+        return refused(f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
     candidate, incumbent = load_run(run_id, client), load_run(champion_run_id, client)
+    alternatives = {metric: "greater" if direction(metric) == "higher" else "less" for metric in metrics}
     try:  # the one comparison every path uses: pairs by id and source, errored pairs out, too few refused
-        comparison = compare_results(incumbent, candidate, resamples=resamples, seed=seed, confidence=confidence)
+        comparison = compare_results(
+            incumbent, candidate, resamples=resamples, seed=seed, confidence=confidence, metrics=metrics, alternatives=alternatives,
+        )
     except SignatureMismatchError as error:
-        return RuleOutcome(rule, None, False, f"refused: judge signatures differ from the champion's ({error})")
+        return refused(f"refused: judge signatures differ from the champion's ({error})")
     except (SourceMismatchError, InsufficientPairsError) as error:
-        return RuleOutcome(rule, None, False, f"refused: {error}")
+        return refused(f"refused: {error}")
     tags.update({
         "mgm.gate.pairs_used": str(comparison.pairs_used),
         "mgm.gate.pairs_dropped_for_errors": str(comparison.pairs_dropped_for_errors),
         "mgm.gate.only_in_champion": str(comparison.only_in_a),
         "mgm.gate.only_in_candidate": str(comparison.only_in_b),
     })
+    judged = int((incumbent.rows["error"].fillna("").astype(str) == "").sum())
+    if 2 * comparison.pairs_used < judged:  # a hand-picked handful of the champion's articles does not speak for it
+        return refused(
+            f"refused: the {comparison.pairs_used} usable pairs cover fewer than half of the champion's {judged} judged "
+            f"rows (champion version {champion.version}; {comparison.rows_note}); judge the candidate on the champion's rows"
+        )
     table = comparison.table.set_index("metric")
-    if metric not in table.index:
-        return RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row")
-    difference, p_value = float(table.loc[metric, "difference"]), float(table.loc[metric, "p_value"])
-    passed = difference > 0 and p_value < 1 - confidence
-    detail = f"champion version {champion.version}: difference {difference:+.4f}, p = {p_value:.3g}, {comparison.rows_note}"
-    return RuleOutcome(rule, difference, passed, detail)
+    tested = [metric for metric in metrics if metric in table.index]
+    adjusted = dict(zip(tested, holm([float(table.loc[m, "p_value"]) for m in tested])))
+    outcomes = []
+    for rule, metric in zip(rules, metrics):
+        if metric not in table.index:
+            outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
+            continue
+        row = table.loc[metric]
+        outcomes.append(_beat_outcome(rule, metric, row, adjusted[metric], confidence, f"champion version {champion.version}", comparison.rows_note))
+        tags[f"mgm.gate.test.{metric}"] = (
+            f"{row['test']}, one-sided ({row['direction']} is better), n {int(row['n'])}, p {_p(row['p_value'])}, "
+            f"Holm-adjusted p {_p(adjusted[metric])}"
+        )
+    return outcomes
+
+
+def _p(value: float) -> str:
+    return "not tested" if math.isnan(value) else f"{value:.3g}"
+
+
+def _beat_outcome(rule: Rule, metric: str, row, adjusted: float, confidence: float, champion: str, pairs: str) -> RuleOutcome:
+    """Better in the metric's direction with the Holm-adjusted one-sided p-value below the level; never a worse one."""
+    difference, higher = float(row["difference"]), row["direction"] == "higher"
+    where = (f"{champion}: difference {difference:+.4g} ({row['direction']} is better), {row['test']}, one-sided "
+             f"p = {_p(row['p_value'])}, Holm-adjusted p = {_p(adjusted)}, n = {int(row['n'])} pairs; {pairs}")
+    if row["better"] == "A":
+        way = "lower" if higher else "higher"
+        return RuleOutcome(rule, difference, False, f"worse than the champion: {metric} is {way} than the champion's "
+                           f"({row['b']:.4g} against {row['a']:.4g}) and {row['direction']} is better; {where}")
+    if math.isnan(float(row["p_value"])):
+        return RuleOutcome(rule, difference, False, f"too few pairs to test: {row['note'] or 'no p-value'}; {where}")
+    passed = row["better"] == "B" and adjusted < 1 - confidence
+    return RuleOutcome(rule, difference, passed, where if passed else f"not significantly better; {where}")

@@ -1,0 +1,148 @@
+"""The gate decides in each metric's direction and never concludes more than its pairs support (issue 23, 1-3 and 5).
+
+Runs are real MLflow runs in a SQLite store, judged by the scripted server: the champion is registered first, then a
+candidate is gated with ``beat_champion=True``."""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics import SummarizerModel, judge_summaries, log_result, register_if_passing
+from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.testing import SummarizationJudgeScript
+
+from helpers import judge_for
+
+GOOD = "The council approved budget {i}."
+BAD = "The council rejected budget {i}."
+VAGUE = "Aliens visited town {i}."  # an invented sentence: the source neither supports nor contradicts it
+
+
+def _article(i: int) -> str:
+    return f"Article {i}. The council approved budget {i}. The mayor welcomed decision {i}."
+
+
+def _script() -> SummarizationJudgeScript:
+    verdicts = {**{BAD.format(i=i): "no" for i in range(60)}, **{VAGUE.format(i=i): "idk" for i in range(60)}}
+    return SummarizationJudgeScript(verdicts=verdicts)
+
+
+def _logged(server, summaries: list[str], *, first: int = 0, run_name: str) -> tuple[str, str]:
+    """A run holding a SummarizerModel and the judged summaries of articles ``first``, ``first + 1``, ..."""
+    server.script = _script()
+    indices = range(first, first + len(summaries))
+    with mlflow.start_run(run_name=run_name) as run:
+        info = SummarizerModel(run_name, "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
+        result = judge_summaries([_article(i) for i in indices], summaries, judge=judge_for(server), ids=[f"a{i}" for i in indices],
+                                 coverage=False, grounding=False)
+        log_result(result, log_metrics=True)
+    return run.info.run_id, info.model_uri
+
+
+def _champion(server, summaries: list[str]) -> None:
+    run_id, uri = _logged(server, summaries, run_name="champion")
+    assert register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}).passed
+
+
+def _champion_version() -> str:
+    return str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version)
+
+
+def test_a_candidate_that_contradicts_more_is_refused_on_the_defect_rate(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [GOOD.format(i=i) for i in range(6)])  # 0 contradictions on 6 rows
+    run_id, uri = _logged(server, [BAD.format(i=i) if i < 5 else GOOD.format(i=i) for i in range(6)], run_name="worse")
+
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True,
+                               beat_metric="defect_rate/contradiction")
+
+    assert not gate.passed and gate.registered_version is None and _champion_version() == "1"
+    detail = gate.failed[0].detail
+    assert detail.startswith("worse than the champion: defect_rate/contradiction is higher than the champion's")
+    assert "lower is better" in detail
+    assert str(gate.failed[0].rule) == "defect_rate/contradiction vs champion < 0"
+
+
+def test_a_candidate_better_on_a_lower_is_better_metric_passes(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(30)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(30)], run_name="better")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True,
+                               beat_metric="defect_rate/contradiction")
+    assert gate.passed and _champion_version() == "2"
+    tags = MlflowClient().get_model_version("summarizer", "2").tags
+    test = tags["mgm.gate.test.defect_rate/contradiction"]
+    assert test.startswith("exact McNemar, one-sided (lower is better), n 30, p ") and "Holm-adjusted p" in test
+
+
+def test_two_better_pairs_are_too_few_to_register_on(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) for i in range(2)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(2)], run_name="two")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True)
+    assert not gate.passed and _champion_version() == "1"
+    assert gate.failed[0].detail.startswith("too few pairs to test")
+
+
+def test_a_candidate_judged_on_a_hand_picked_handful_of_the_champion_s_articles_is_refused(scripted_server, mlflow_store):
+    server = scripted_server()
+    # The champion got articles 0-2 wrong and the rest right; the candidate is judged on exactly those three.
+    _champion(server, [BAD.format(i=i) if i < 3 else GOOD.format(i=i) for i in range(40)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(3)], run_name="picked")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True)
+    assert not gate.passed and _champion_version() == "1"
+    assert "fewer than half of run A's 40 rows" in gate.failed[0].detail
+
+
+def test_the_default_beat_metric_is_strict_alignment_so_invented_sentences_do_not_beat(scripted_server, mlflow_store):
+    server = scripted_server()
+    # The champion writes faithful summaries; the candidate adds nothing contradicted but invents every sentence:
+    # its alignment (contradictions only) equals the champion's, its strict alignment is 0.
+    _champion(server, [GOOD.format(i=i) for i in range(30)])
+    run_id, uri = _logged(server, [VAGUE.format(i=i) for i in range(30)], run_name="invented")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True)
+    assert not gate.passed and gate.failed[0].rule.metric == "strict_alignment vs champion"
+    assert gate.failed[0].detail.startswith("worse than the champion")
+
+
+def test_several_beat_rules_are_holm_adjusted_together(scripted_server, mlflow_store):
+    server = scripted_server()
+    # 6 of 30 rows fixed: one-sided exact p = 1/64 for each of the two rules; Holm doubles the smaller one to 1/32.
+    _champion(server, [BAD.format(i=i) if i < 6 else GOOD.format(i=i) for i in range(30)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(30)], run_name="fixed")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True,
+                               beat_metric=["strict_alignment", "defect_rate/contradiction"], confidence=0.97)
+    assert not gate.passed  # 1/32 = 0.031 > 0.03, though each raw p (0.016) is below it
+    details = [o.detail for o in gate.outcomes if "vs champion" in o.rule.metric]
+    assert len(details) == 2 and all("one-sided p = 0.0156, Holm-adjusted p = 0.0312" in d for d in details)
+    assert register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True,
+                               beat_metric=["strict_alignment", "defect_rate/contradiction"]).passed
+
+
+def test_an_unknown_beat_metric_is_an_error_before_anything_happens(scripted_server, mlflow_store):
+    server = scripted_server()
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(3)], run_name="c")
+    with pytest.raises(ValueError, match="cannot beat the champion on \\['alignmnet'\\]"):
+        register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True, beat_metric="alignmnet")
+
+
+def test_a_rule_on_the_lower_bound_of_an_interval_fails_on_two_rows(scripted_server, mlflow_store):
+    server = scripted_server()
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(2)], run_name="two rows")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"claim_support_rate_ci_low": ">= 0.95"})
+    assert not gate.passed  # no interval from 2 rows: a missing bound never passes a rule, and says why
+    assert gate.failed[0].detail == (
+        "no interval: claim_support_rate stands on 2 rows, and an interval that holds its coverage needs 20 rows that do not all agree"
+    )
+
+
+def test_mgm_gate_takes_beat_metrics(scripted_server, mlflow_store, capsys):
+    server = scripted_server()
+    _champion(server, [GOOD.format(i=i) for i in range(6)])
+    run_id, uri = _logged(server, [BAD.format(i=i) if i < 5 else GOOD.format(i=i) for i in range(6)], run_name="worse")
+    code = mgm(["gate", run_id, "--model-uri", uri, "--name", "summarizer", "--rule", "richness>=0", "--beat-champion",
+                "--beat-metric", "defect_rate/contradiction", "--tracking-uri", mlflow_store])
+    out = capsys.readouterr().out
+    assert code == 1 and "worse than the champion" in out
