@@ -163,14 +163,8 @@ def paired_ratio(
     table = np.column_stack([a.numerator, a.denominator, b.numerator, b.denominator])[counted]
     n = len(table)
     value_a, value_b = ratio(table[:, 0].sum(), table[:, 1].sum()), ratio(table[:, 2].sum(), table[:, 3].sum())
-    differs = np.any(table[:, :2] != table[:, 2:], axis=1)
-    informative = int(differs.sum())
-    exact = 2**informative <= permutations
-    too_few = _too_few(informative, alternative, 1 - confidence, None if exact else permutations)
+    informative, too_few, p_value, exact = _swapped(table[:, :2], table[:, 2:], ratio_of_sums, alternative, permutations, seed, confidence)
     test = f"sign-flip permutation ({'exact' if exact else f'{permutations} permutations'})"
-    p_value = math.nan
-    if not too_few and n:
-        p_value = _swap_test(table[differs], table[~differs].sum(axis=0), alternative, permutations, seed)
     low, high = (math.nan, math.nan)
     if n >= MIN_INTERVAL_ROWS:
         distinct, counts = np.unique(table, axis=0, return_counts=True)
@@ -183,30 +177,35 @@ def _difference_of_ratios(sums: np.ndarray) -> np.ndarray:
         return sums[..., 2] / sums[..., 3] - sums[..., 0] / sums[..., 1]
 
 
-def _swap_test(
-    informative: np.ndarray,
-    fixed: np.ndarray,
+def _swapped(
+    a: np.ndarray,
+    b: np.ndarray,
+    score: Callable[[np.ndarray], np.ndarray],
     alternative: Alternative,
     permutations: int,
     seed: int,
-    score: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> float:
-    """p-value of the paired swap test: each informative pair's A and B rows exchanged or not, the statistic
-    ``score(B sums) - score(A sums)`` (default: the ratio of the first two columns), the pairs that cannot move
-    added to both sides as they are (``fixed``, A's half then B's). ``scipy.stats.permutation_test`` with
-    ``permutation_type="samples"`` does the swapping on row indices: exact while 2^pairs <= ``permutations``."""
-    half = informative.shape[1] // 2
-    values = np.concatenate([informative[:, :half], informative[:, half:]])  # A's rows, then B's
-    pairs = len(informative)
-    score = score or ratio_of_sums
+    confidence: float,
+) -> tuple[int, bool, float, bool]:
+    """The paired swap test of ``score(B sums) - score(A sums)`` over rows ``a[i]``, ``b[i]``: each pair whose two
+    rows differ (informative) exchanged or not, the others added to both sides as they are.
+    ``scipy.stats.permutation_test`` with ``permutation_type="samples"`` does the swapping on row indices, exact
+    while 2^informative <= ``permutations``. Gives (informative, too_few, p-value (NaN when too few), exact)."""
+    differs = np.any(a != b, axis=1)
+    informative = int(differs.sum())
+    exact = 2**informative <= permutations
+    too_few = _too_few(informative, alternative, 1 - confidence, None if exact else permutations)
+    if too_few:
+        return informative, True, math.nan, exact
+    values = np.concatenate([a[differs], b[differs]])  # A's informative rows, then B's
+    fixed_a, fixed_b = a[~differs].sum(axis=0), b[~differs].sum(axis=0)
 
     def statistic(index_a: np.ndarray, index_b: np.ndarray, axis: int = -1) -> np.ndarray:
-        sums_a = values[index_a.astype(np.int64)].sum(axis=-2) + fixed[:half]
-        sums_b = values[index_b.astype(np.int64)].sum(axis=-2) + fixed[half:]
+        sums_a = values[index_a.astype(np.int64)].sum(axis=-2) + fixed_a
+        sums_b = values[index_b.astype(np.int64)].sum(axis=-2) + fixed_b
         return score(sums_b) - score(sums_a)
 
     result = scipy_stats.permutation_test(
-        (np.arange(pairs), np.arange(pairs) + pairs),
+        (np.arange(informative), np.arange(informative) + informative),
         statistic,
         permutation_type="samples",
         vectorized=True,
@@ -214,7 +213,7 @@ def _swap_test(
         alternative=alternative,
         rng=np.random.default_rng(seed),
     )
-    return float(result.pvalue)
+    return informative, False, float(result.pvalue), exact
 
 
 def paired_corpus(
@@ -241,21 +240,13 @@ def paired_corpus(
     n = len(a)
     value_a = float(score(a.sum(axis=0))) if n else math.nan
     value_b = float(score(b.sum(axis=0))) if n else math.nan
-    differs = np.any(a != b, axis=1) if n else np.zeros(0, dtype=bool)
-    informative = int(differs.sum())
-    exact = 2**informative <= permutations
-    too_few = _too_few(informative, alternative, 1 - confidence, None if exact else permutations)
-    test = f"paired approximate randomization ({'exact' if exact else f'{permutations} trials'})"
-    p_value = math.nan
 
     def scores(sums: np.ndarray) -> np.ndarray:
         flat = sums.reshape(-1, sums.shape[-1])
         return np.array([score(row) for row in flat], dtype=float).reshape(sums.shape[:-1])
 
-    if not too_few and n:
-        table = np.column_stack([a, b])
-        fixed = table[~differs].sum(axis=0)
-        p_value = _swap_test(table[differs], fixed, alternative, permutations, seed, scores)
+    informative, too_few, p_value, exact = _swapped(a, b, scores, alternative, permutations, seed, confidence)
+    test = f"paired approximate randomization ({'exact' if exact else f'{permutations} trials'})"
     low, high = (math.nan, math.nan)
     if n >= MIN_CORPUS_ROWS:
         low, high = _paired_bootstrap_interval(a, b, scores, resamples, seed, confidence)

@@ -73,8 +73,19 @@ def test_a_candidate_better_on_a_lower_is_better_metric_passes(scripted_server, 
                                beat_metric="defect_rate/contradiction")
     assert gate.passed and _champion_version() == "2"
     tags = MlflowClient().get_model_version("summarizer", "2").tags
+    assert tags["mgm.gate.rule.defect_rate/contradiction_vs_champion"].startswith("< 0 actual -0.667 passed (champion version 1: difference -0.6667 (lower is better)")
+    assert [key for key in tags if " " in key] == []
     test = tags["mgm.gate.test.defect_rate/contradiction"]
     assert test.startswith("exact McNemar, one-sided (lower is better), n 30, p ") and "Holm-adjusted p" in test
+
+
+def test_a_significantly_better_candidate_moves_the_alias_on_the_default_rule(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(30)], run_name="faithful")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True)
+    assert gate.passed and gate.alias_moved and _champion_version() == "2"
+    assert gate.outcomes[-1].rule.metric == "strict_alignment vs champion"
 
 
 def test_two_better_pairs_are_too_few_to_register_on(scripted_server, mlflow_store):

@@ -99,7 +99,9 @@ def test_corpus_bleu_and_chrf_are_compared_pair_by_pair_on_their_sacrebleu_stati
     for name in ("bleu", "chrf"):
         difference = comparison.difference(name)
         assert difference["a"] == pytest.approx(a.metrics[name]) and difference["b"] == pytest.approx(b.metrics[name])
-        assert difference["difference"] > 0 and difference["p_value"] < 0.05
+        assert difference["difference"] > 0 and difference["test"].startswith("paired approximate randomization")
+        # 4 of the 8 pairs differ: even 4 of 4 going B's way cannot reach 0.05 (tests/test_paired_corpus.py: 40 rows do)
+        assert difference["note"] == "too few pairs to test (4 of 8 pairs differ)"
 
 
 def test_ter_is_computed_on_request_and_signed(scripted_server):

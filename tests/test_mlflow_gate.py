@@ -207,12 +207,11 @@ def test_the_gate_registers_on_pass_and_moves_the_alias(store, good_run, registe
 def test_the_gate_tags_each_rule_with_its_threshold_and_actual_value_under_keys_without_spaces(first_candidate, good_run, registered_name):
     run_id, uri = good_run
     rules = {"alignment_ci_low": ">= 0.5", "defect_rate/contradiction": "<= 0.05"}
-    assert register_if_passing(uri, registered_name, run_id=run_id, rules=rules, beat_champion=True).passed
+    assert register_if_passing(uri, registered_name, run_id=run_id, rules=rules).passed
     tags = MlflowClient().get_model_version(registered_name, "2").tags
     assert tags["mgm.gate.rule.defect_rate/contradiction"] == "<= 0.05 actual 0 passed"
     assert re.fullmatch(r">= 0\.5 actual 0\.\d+ passed", tags["mgm.gate.rule.alignment_ci_low"])
-    assert tags["mgm.gate.rule.alignment_vs_champion"].startswith("> 0 actual 0.5 passed (champion version 1: difference +0.5000")
-    assert [key for key in tags if " " in key] == []
+    assert [key for key in tags if " " in key] == []  # the champion rule's tag key: tests/test_gate_decisions.py
 
 
 def test_the_registered_version_describes_the_run_the_rules_with_their_values_and_the_signature(store, good_run, registered_name):
@@ -285,7 +284,7 @@ def test_beat_champion_registers_the_first_candidate_when_there_is_no_champion(f
 def test_beat_champion_refuses_a_candidate_no_better_than_the_champion(first_candidate, bad_again_run, registered_name):
     run_id, uri = bad_again_run
     again = register_if_passing(uri, registered_name, run_id=run_id, rules={"richness": ">= 1"}, beat_champion=True)
-    assert not again.passed and again.registered_version is None and "difference +0.0000" in again.failed[0].detail
+    assert not again.passed and again.registered_version is None and "difference +0 " in again.failed[0].detail
     assert champion_version(registered_name) == "1"
 
 
@@ -296,11 +295,13 @@ def test_beat_champion_refuses_a_candidate_judged_under_another_judge(first_cand
     assert champion_version(registered_name) == "1"
 
 
-def test_beat_champion_moves_the_alias_for_a_significant_gain_under_the_same_judge(first_candidate, good_run, registered_name):
+def test_beat_champion_refuses_a_gain_on_too_few_pairs_to_test(first_candidate, good_run, registered_name):
+    # 3 of the 6 articles fixed: an exact one-sided test of 3 discordant pairs cannot go below 1/8. (A significant
+    # gain that moves the alias: tests/test_gate_decisions.py, on 30 rows.)
     run_id, uri = good_run
     better = register_if_passing(uri, registered_name, run_id=run_id, rules={"richness": ">= 1"}, beat_champion=True)
-    assert better.passed and better.registered_version == "2"
-    assert champion_version(registered_name) == "2"
+    assert not better.passed and better.failed[0].detail.startswith("too few pairs to test (3 of 6 pairs differ)")
+    assert champion_version(registered_name) == "1"
 
 
 def test_the_full_loop_log_evaluate_both_paths_compare_gate_register(endpoint, mlflow_store, tmp_path):

@@ -60,8 +60,8 @@ def judge_summaries(
     (``suspect_verdicts`` per row, ``judge/suspect_rate`` per run). ``judge=None`` asks no judge at all: the
     result holds the grounding check (and the reference and length metrics) only. Sources longer
     than ``max_source_tokens`` (default: what ``judge.context_window`` leaves room for; no limit when unknown) are
-    verified chunk by chunk, and the verdicts combined (see ``chunking``). Confidence intervals are percentile
-    bootstrap intervals over rows (``resamples``, fixed ``seed``). Bad input raises before any call is made,
+    verified chunk by chunk, and the verdicts combined (see ``chunking``). Confidence intervals are Wilson for
+    proportions and BCa bootstrap over rows for means and ratios (``resamples``, fixed ``seed``; from 20 rows). Bad input raises before any call is made,
     naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
 
     ``sources``, ``summaries``, ``ids`` and ``references`` are sequences in row order (lists, tuples, pandas

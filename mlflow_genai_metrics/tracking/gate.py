@@ -341,6 +341,6 @@ def _beat_outcome(rule: Rule, metric: str, row, adjusted: float, confidence: flo
         return RuleOutcome(rule, difference, False, f"worse than the champion: {metric} is {way} than the champion's "
                            f"({row['b']:.4g} against {row['a']:.4g}) and {row['direction']} is better; {where}")
     if math.isnan(float(row["p_value"])):
-        return RuleOutcome(rule, difference, False, f"too few pairs to test: {row['note'] or 'no p-value'}; {where}")
+        return RuleOutcome(rule, difference, False, f"{row['note'] or 'too few pairs to test'}; {where}")
     passed = row["better"] == "B" and adjusted < 1 - confidence
     return RuleOutcome(rule, difference, passed, where if passed else f"not significantly better; {where}")
