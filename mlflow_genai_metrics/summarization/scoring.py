@@ -298,7 +298,7 @@ class Estimate:
     ci_low: float
     ci_high: float
     n: int
-    method: str  # "wilson" or "bootstrap"
+    method: str  # "wilson" (proportions), "bca" (means and ratios) or "bootstrap" (percentile, agreement figures)
 
     def as_metrics(self) -> dict[str, float]:
         """``{name: value, name_ci_low: .., name_ci_high: .., name_n: ..}``: the names every MLflow store accepts."""
@@ -321,7 +321,7 @@ def estimates(
         if spec is not None and spec.kind == "proportion":
             (low, high), method = wilson_interval(histogram, confidence=confidence), "wilson"
         else:
-            (low, high), method = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence), "bootstrap"
+            (low, high), method = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence), "bca"
         found[name] = Estimate(name, histogram.value, low, high, histogram.counted_rows, method)
     return found
 
