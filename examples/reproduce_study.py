@@ -15,8 +15,8 @@ Run from the project root (the package is installed in .venv by ./run):
 
 A candidate is NAME=MODEL or NAME=MODEL@BASE_URL. Without --sample, all 2,225 articles are used (deduplicated:
 about 2,088). The data is read from ../shared/data/bbc_news_summary.jsonl (or --data); it is never copied.
-Prints the study's table (the judge's metrics beside the model-free grounding check's) and per-category results,
-and writes them as Markdown to --out.
+Prints the study's table (the judge's metrics beside the model-free grounding check's), a WARNING line for a run
+whose judge verified almost nothing, and per-category results, and writes them as Markdown to --out.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.local import LocalModelServer
 from mlflow_genai_metrics.study import (
-    Candidate, comparison_lines, format_table, load_articles, local_store, run_study, stratified_sample, ui_command,
+    Candidate, comparison_lines, format_table, load_articles, local_store, run_study, stratified_sample, ui_command, warning_lines,
 )
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news_summary.jsonl"
@@ -97,6 +97,7 @@ def main() -> int:
     compared += [f"not compared: {result.comparison_refused}"] if result.comparison_refused else []
     paired = "".join(f"- {line}\n" for line in compared)
     failures = "".join(f"The judge failed on {text} of {name}'s summaries.\n" for name, text in result.judge_failures.items())
+    failures += "".join(f"{line}\n" for line in warning_lines(result.warnings))  # a judge that verified almost nothing
     text = (
         f"{len(articles)} BBC articles, {f'judge `{judge.model}` at {judge.endpoint_label}' if judge else 'no judge'}, {elapsed / 60:.1f} min\n\n"
         + format_table(result.table)

@@ -12,7 +12,8 @@ rule of issue 15, on the rows of a file that the model was not trained on. Repor
 binary human label (1 = the summary is fully consistent), with bootstrap intervals and n (``binary_agreement``, which
 ``tracking.judge_agreement`` shares for feedback people leave on traces), Spearman and Kendall correlation of ``support_rate``
 with the graded human label, the confusion matrix, and how many rows the judge failed on (left out, counted).
-Statistics from scikit-learn and scipy.
+This measures the study's ``aligned`` (no claim contradicted); the MLflow card, and so ``judge_agreement``, is the
+stricter ``strictly_aligned`` (every claim supported). Statistics from scikit-learn and scipy.
 """
 
 from __future__ import annotations

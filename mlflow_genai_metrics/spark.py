@@ -3,6 +3,7 @@
 >>> result = judge_summaries_spark(df, judge=Judge("gpt-4o-mini", max_concurrency=64), id_col="id")
 >>> result.rows.filter("aligned = 0").select("id", "reasoning").show()      # Spark DataFrames
 >>> result.metrics["alignment"], result.metrics["alignment_ci_low"]         # computed by Spark, not collected
+>>> result.warnings                      # e.g. the judge verified almost nothing (three sums reach the driver)
 >>> log_spark_result(result)                                                # from mlflow_genai_metrics.tracking
 
 How it runs (``docs/scale.md``):
@@ -52,6 +53,7 @@ from .summarization.judging import judge_rows, prepare_rows
 from .summarization.result import run_report
 from .summarization.metrics import METRICS, MetricRegistry
 from .summarization.scoring import USAGE_COLUMNS, Estimate, rate_statistics, result_metrics, row_families, rows_table
+from .summarization.warnings import RunWarning, verification_warning
 from .traditional import ROUGE_TYPES, corpus_scores, statistics_column, traditional_metrics, traditional_signatures
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
@@ -97,10 +99,12 @@ def _judged_schema(
     fields += [T.StructField("error", text)]
     fields += [T.StructField(name, double if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
     fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
+    fields += [T.StructField("key_points_key", text)] if coverage else []
     if references:
         fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, *_corpus(ter), "summary_words", "compression_ratio")]
         # sacreBLEU's per-row statistics stay in the rows, as in one process: corpus scores and paired tests use them
         fields += [T.StructField(statistics_column(name), T.ArrayType(double)) for name in _corpus(ter)]
+        fields += [T.StructField("reference_key", text)]
     fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_usage_counts", text)]
     fields += [T.StructField(f"_usage_{name}", long) for name in _USAGE_SUMS]
     return T.StructType(fields)
@@ -173,6 +177,7 @@ class _PartitionPlan:
                 table[name] = traditional.rows[name].to_numpy(dtype=float)
             for name, values in traditional.statistics.items():
                 table[statistics_column(name)] = [list(map(float, s)) for s in values]
+            table["reference_key"] = traditional.reference_keys
         return table[self.columns]
 
 
@@ -293,6 +298,15 @@ class SparkSummarizationResult:
             summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
         return corpus_scores(summed)
 
+    @cached_property
+    def warnings(self) -> list[RunWarning]:
+        """As ``SummarizationResult.warnings``, from three sums Spark computes over the judged rows (``claim_count``,
+        ``supported_claims``, ``unverifiable_claims``; a failed row's are empty and count in none)."""
+        names = ("claim_count", "supported_claims", "unverifiable_claims")
+        totals = self.judged.agg(*[F.sum(n).alias(n) for n in names]).collect()[0]
+        found = verification_warning(*(int(totals[n] or 0) for n in names))
+        return [found] if found is not None else []
+
     def write_tables(self, folder: Path) -> None:
         """As ``SummarizationResult.write_tables``, written by Spark as Parquet folders (``rows.parquet/part-*``;
         ``pandas.read_parquet`` and ``tracking.load_run`` read them whole), never collected on the driver (the
@@ -315,7 +329,7 @@ class SparkSummarizationResult:
         """As ``SummarizationResult.report``: signature, row counts and every aggregate (NaN as None)."""
         errors = self.histograms["judge_error_rate"]
         failed = int(errors.counts @ errors.numerators)
-        return run_report(self.signature, errors.rows, failed, self.usage.reported_models, self.metrics)
+        return run_report(self.signature, errors.rows, failed, self.usage.reported_models, self.metrics, self.warnings)
 
     def unpersist(self) -> None:
         self.judged.unpersist()

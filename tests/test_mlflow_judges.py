@@ -113,7 +113,7 @@ def test_claim_alignment_is_yes_or_no_from_the_judge_model(evaluated):
 def test_the_rationale_is_markdown_with_contradicted_claims_first(evaluated):
     rationale = feedback(evaluated.traces["biz/1"], "claim_alignment")[0].rationale
     head, blank, first, *_ = rationale.splitlines()
-    assert head.startswith("**No**: 1 claim, 1 contradicted") and blank == ""
+    assert head == "**No**: 1 contradicted claim (the source says otherwise); 0 of 1 claim supported." and blank == ""
     assert first.startswith("- **contradicted**") and CONTRADICTED.rstrip(".") in first
 
 

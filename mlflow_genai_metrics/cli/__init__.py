@@ -5,7 +5,7 @@
     mgm evaluate data.csv --grounding-only                             # the model-free check, no judge
     mgm evaluate data.csv --estimate --prices 0.15,0.60                # what judging would cost, no call
     mgm compare RUN_ID RUN_ID ... [--log]                              # runs.py
-    mgm gate RUN_ID --model-uri models:/... --name summarizer --rule "alignment>=0.9" --rule "rougeL>=0.3"
+    mgm gate RUN_ID --model-uri models:/... --name summarizer --rule "strict_alignment>=0.8" --rule "rougeL>=0.3"
     mgm meta-eval ../shared/data/faithfulness/frank.jsonl [--grounding-only]   # people.py
     mgm agreement --experiment NAME                                    # the judge against people's feedback on traces
     mgm monitor --experiment NAME                                      # score traces not yet scored

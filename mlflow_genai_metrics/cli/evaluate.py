@@ -18,7 +18,7 @@ from .common import (
     tracking_option,
 )
 
-__all__ = ["add_commands", "evaluate"]
+__all__ = ["add_commands", "evaluate", "warning_lines"]
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -75,7 +75,9 @@ def evaluate(args: argparse.Namespace) -> int:
         evaluation = mlflow.models.evaluate(
             data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
         )
-    shown = [spec.name for spec in METRICS.aggregates() if spec.headline] + ["grounding", "grounded_rate", "judge/suspect_rate", "rougeL", "judge/calls"]
+    headline = [spec.name for spec in METRICS.aggregates() if spec.headline]
+    headline.insert(headline.index("alignment") + 1, "strict_alignment")  # every claim supported: what the default gates read
+    shown = headline + ["grounding", "grounded_rate", "judge/suspect_rate", "rougeL", "judge/calls"]
     print(f"run {run.info.run_id} ({len(data)} rows) in experiment {experiment.name!r} of {mlflow.get_tracking_uri()}")
     print(f"artifacts: {run.info.artifact_uri}")
     for name in shown:
@@ -84,9 +86,21 @@ def evaluate(args: argparse.Namespace) -> int:
             low, high = evaluation.metrics.get(low_name), evaluation.metrics.get(high_name)
             interval = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
             print(f"  {name:<28} {evaluation.metrics[name]:.4g}{interval}")
+    for line in warning_lines(run.info.run_id):
+        print(line)
     if evaluation.metrics.get("judge_error_rate") == 1.0:
         return evaluation_failed(run.info.run_id, len(data))
     return EXIT_OK
+
+
+def warning_lines(run_id: str) -> list[str]:
+    """``WARNING: <sentence>`` for each warning the run was logged with (its ``mgm.warning.*`` tags)."""
+    from mlflow.tracking import MlflowClient
+
+    from ..tracking.run_logging import WARNING_TAG_PREFIX
+
+    tags = MlflowClient().get_run(run_id).data.tags
+    return [f"WARNING: {tags[key]}" for key in sorted(tags) if key.startswith(WARNING_TAG_PREFIX)]
 
 
 def evaluation_failed(run_id: str, rows: int) -> int:

@@ -36,9 +36,12 @@ DEMO_NOTE = (
     "(no_claims) for that row, never as a score. grounding and grounded need no judge: they stand as they are.\n"
     "Set MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and OPENAI_API_KEY to judge with a real model."
 )
-# The gate: the judge's headline and its error rate, and the model-free check (confident that most summaries are
-# grounded: the Wilson lower bound of grounded_rate, so that 8 articles must be nearly all grounded to pass).
-DEMO_GATE = {"alignment": ">= 0.5", "grounded_rate_ci_low": ">= 0.5", "judge_error_rate": "<= 0.25"}
+# The gate: the judge's faithfulness and its error rate, and the model-free check (confident that most summaries
+# are grounded: the Wilson lower bound of grounded_rate, so that 8 articles must be nearly all grounded to pass).
+# strict_alignment, not the study's alignment: a judge that answers idk to every claim gives alignment 1 (nothing
+# contradicted) and strict_alignment 0. 0.3: 3 of the 8 summaries with every claim supported (small models add
+# details the source does not hold; the grounded rule carries the demo's bar).
+DEMO_GATE = {"strict_alignment": ">= 0.3", "grounded_rate_ci_low": ">= 0.5", "judge_error_rate": "<= 0.25"}
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -48,7 +51,7 @@ def demo(args: argparse.Namespace) -> int:
 
     from ..judge import Judge
     from ..local import LocalModelServer
-    from ..study import Candidate, comparison_lines, format_table, load_articles, local_store, run_study, ui_command
+    from ..study import Candidate, comparison_lines, format_table, load_articles, local_store, run_study, ui_command, warning_lines
 
     started = time.perf_counter()
     articles = load_articles(args.data)
@@ -79,6 +82,8 @@ def demo(args: argparse.Namespace) -> int:
     print(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     for name, failures in result.judge_failures.items():
         print(f"the judge failed on {failures} of {name}'s summaries: those rows have no score and count in judge_error_rate")
+    for line in warning_lines(result.warnings):
+        print(line)
     if result.comparison_refused:
         print(f"comparison not made: {result.comparison_refused}")
     if result.comparison is not None:

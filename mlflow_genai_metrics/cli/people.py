@@ -80,6 +80,8 @@ def monitor(args: argparse.Namespace) -> int:
     print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
           f"({report.judge_errors} judge errors), {report.already_scored} already scored, {report.unusable} not a "
           f"source and a summary, {report.deferred} left for the next pass")
+    for warning in report.warnings:
+        print(f"WARNING: {warning}")
     return EXIT_OK
 
 

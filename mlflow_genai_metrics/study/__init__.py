@@ -7,7 +7,7 @@ the BBC corpus with any OpenAI-compatible candidates and judge.
 
 from .articles import demo_articles, load_articles, sample_summaries, stratified_sample
 from .run import Candidate, StudyResult, local_store, run_study, ui_command
-from .table import COMPARED, comparison_lines, format_table, judge_failure_summary
+from .table import COMPARED, comparison_lines, format_table, judge_failure_summary, warning_lines
 
 __all__ = [
     "COMPARED",
@@ -23,4 +23,5 @@ __all__ = [
     "sample_summaries",
     "stratified_sample",
     "ui_command",
+    "warning_lines",
 ]

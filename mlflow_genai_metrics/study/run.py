@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import Judge
+from ..summarization.warnings import RunWarning, run_warnings
 from .table import judge_failure_summary, study_row
 
 __all__ = ["Candidate", "StudyResult", "local_store", "run_study", "ui_command"]
@@ -38,6 +39,7 @@ class StudyResult:
     experiment_id: str = ""
     comparison_refused: str | None = None  # why the runs were not compared (too few rows judged on both sides, ...)
     judge_failures: dict[str, str] = field(default_factory=dict)  # candidate -> "3 of 8 rows: no_claims 3"
+    warnings: dict[str, list[RunWarning]] = field(default_factory=dict)  # candidate -> its run's warnings (only those with one)
 
 
 def run_study(
@@ -57,9 +59,10 @@ def run_study(
     evaluate each as an MLflow run in ``experiment`` (its ``SummarizerModel`` logged), compare the runs, and gate
     each candidate with ``gate_rules`` (registering those that pass). Every run also carries the model-free
     grounding check (``grounding``, ``grounded_rate``, and ``judge/suspect_rate`` on the judge's verdicts);
-    ``judge=None`` runs the study with that check alone, no judge call. The current MLflow tracking URI is used; a
-    new experiment keeps its artifacts in ``artifact_location`` when given. Articles whose generation failed are
-    left out of that candidate's run and counted as generation errors.
+    ``judge=None`` runs the study with that check alone, no judge call. ``StudyResult.warnings`` holds each run's
+    warnings (a judge that verified almost nothing), read from its logged rows. The current MLflow tracking URI is
+    used; a new experiment keeps its artifacts in ``artifact_location`` when given. Articles whose generation
+    failed are left out of that candidate's run and counted as generation errors.
     """
     import mlflow
 
@@ -99,7 +102,9 @@ def run_study(
             comparison = compare_runs(list(run_ids.values()), log=True)  # the study keeps its comparison run and plots
         except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
             refused = str(error)
-    failures = {name: judge_failure_summary(load_run(run_id).rows["error"]) for name, run_id in run_ids.items()}
+    logged_rows = {name: load_run(run_id).rows for name, run_id in run_ids.items()}
+    failures = {name: judge_failure_summary(rows["error"]) for name, rows in logged_rows.items()}
+    warnings = {name: run_warnings(rows) for name, rows in logged_rows.items()}
     gates = {}
     if gate_rules:
         for candidate in candidates:
@@ -110,6 +115,7 @@ def run_study(
     return StudyResult(
         pd.DataFrame(rows), by_category, run_ids, comparison, gates, experiment_id,
         comparison_refused=refused, judge_failures={name: text for name, text in failures.items() if text},
+        warnings={name: found for name, found in warnings.items() if found},
     )
 
 

@@ -10,10 +10,10 @@ import pandas as pd
 
 from ..summarization.scoring import interval_names
 
-__all__ = ["COMPARED", "comparison_lines", "format_table", "judge_failure_summary", "study_row"]
+__all__ = ["COMPARED", "comparison_lines", "format_table", "judge_failure_summary", "study_row", "warning_lines"]
 
 # The paired differences the study prints: the judge's headline metrics, then the model-free grounding check's.
-COMPARED = ("alignment", "richness", "coverage", "grounding", "grounded_rate", "judge/suspect_rate")
+COMPARED = ("alignment", "strict_alignment", "richness", "coverage", "grounding", "grounded_rate", "judge/suspect_rate")
 
 
 def judge_failure_summary(errors: pd.Series) -> str:
@@ -24,6 +24,11 @@ def judge_failure_summary(errors: pd.Series) -> str:
         return ""
     kinds = failed.str.extract(r"failed: ([a-z_]+)", expand=False).fillna("other").value_counts()
     return f"{len(failed)} of {len(errors)} rows ({', '.join(f'{kind} {count}' for kind, count in kinds.items())})"
+
+
+def warning_lines(warnings: Mapping[str, Sequence[object]]) -> list[str]:
+    """``"WARNING: gemma3-270m: the judge verified almost nothing (...)"``, one line per candidate's warning."""
+    return [f"WARNING: {name}: {warning}" for name, found in warnings.items() for warning in found]
 
 
 def _with_interval(metrics: Mapping[str, float], name: str, digits: int = 3) -> str:
@@ -37,9 +42,10 @@ def _with_interval(metrics: Mapping[str, float], name: str, digits: int = 3) -> 
 
 
 def study_row(name: str, model: str, metrics: Mapping[str, float], generation_errors: int) -> dict[str, object]:
-    """One candidate's row of the study's table, formatted ("n/a" where the run has no value): the judge's metrics,
-    then ``grounding`` and ``grounded_rate`` (no judge involved) and the share of the judge's verdicts the
-    grounding check finds suspect (``judge/suspect_rate``), then the reference metric, the failures and the cost."""
+    """One candidate's row of the study's table, formatted ("n/a" where the run has no value): the judge's metrics
+    (``alignment``, the study's: no claim contradicted; ``strict_alignment``: every claim supported), then
+    ``grounding`` and ``grounded_rate`` (no judge involved) and the share of the judge's verdicts the grounding check
+    finds suspect (``judge/suspect_rate``), then the reference metric, the failures and the cost."""
 
     def plain(key: str, digits: int = 3) -> str:
         value = metrics.get(key, math.nan)
@@ -49,6 +55,7 @@ def study_row(name: str, model: str, metrics: Mapping[str, float], generation_er
         "candidate": name,
         "model": model,
         "alignment [95% CI]": _with_interval(metrics, "alignment"),
+        "strict alignment [95% CI]": _with_interval(metrics, "strict_alignment"),  # every claim supported: what the gate reads
         "richness [95% CI]": _with_interval(metrics, "richness", 2),
         "coverage": plain("coverage"),
         "grounding [95% CI]": _with_interval(metrics, "grounding"),  # the model-free check: no judge in it

@@ -14,6 +14,7 @@ from ..judge.models import same_model
 from .ids import canonical_id
 from .scoring import Estimate
 from .records import RowJudgement
+from .warnings import RunWarning, run_warnings
 
 __all__ = ["RunResult", "SummarizationResult", "model_mismatch", "run_report"]
 
@@ -25,6 +26,9 @@ class RunResult(Protocol):
     metrics: dict[str, float]
     signature: str
 
+    @property
+    def warnings(self) -> list[RunWarning]: ...
+
     def write_tables(self, folder: Path) -> None: ...
 
     def verdict_counts(self) -> pd.Series: ...
@@ -34,9 +38,11 @@ class RunResult(Protocol):
     def report(self) -> dict[str, Any]: ...
 
 
-def run_report(signature: str, rows: int, failed: int, reported_models: dict[str, int], metrics: dict[str, float]) -> dict[str, Any]:
+def run_report(
+    signature: str, rows: int, failed: int, reported_models: dict[str, int], metrics: dict[str, float], warnings: list[RunWarning] = (),
+) -> dict[str, Any]:
     """The run report both result types write (``mgm/report.json``): signature, row counts, the models that
-    answered, and every number (NaN as None)."""
+    answered, the run's warnings (kind -> sentence) and every number (NaN as None)."""
     return {
         "signature": signature,
         "rows": rows,
@@ -44,6 +50,7 @@ def run_report(signature: str, rows: int, failed: int, reported_models: dict[str
         "failed_rows": failed,
         "judge_reported_models": dict(reported_models),
         "judge_model_mismatch": model_mismatch(signature, reported_models),
+        "warnings": {w.kind: w.message for w in warnings},
         "metrics": {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()},
     }
 
@@ -64,7 +71,9 @@ class SummarizationResult:
     - ``claims``: one row per claim (``id``, ``claim_index``, ``claim``, ``verdict``, ``reason``, ``duplicates_removed``);
     - ``key_points``: one row per (summary, key point of its source), with ``covered`` and the reason;
     - ``metrics``: every aggregate, with ``_ci_low``, ``_ci_high`` and ``_n`` (``scoring.interval_names``), and the ``judge/...`` usage;
-    - ``signature``: what produced the numbers.
+    - ``signature``: what produced the numbers;
+    - ``warnings``: what the user must know before reading the numbers (``summarization.warnings``), e.g. a judge
+      that verified almost nothing.
     """
 
     rows: pd.DataFrame
@@ -81,6 +90,12 @@ class SummarizationResult:
     def judge_model_mismatch(self) -> bool:
         """Did any reply name another model than the one the signature names (the endpoint routed it elsewhere)?"""
         return model_mismatch(self.signature, self.reported_models)
+
+    @property
+    def warnings(self) -> list[RunWarning]:
+        """The run's warnings, from its per-row claim counts: e.g. ``low_verification`` when the judge answered idk
+        for 80% of the claims or more, or supported none (``summarization.warnings``); empty when none applies."""
+        return run_warnings(self.rows)
 
     def write_tables(self, folder: Path) -> None:
         """``rows``, ``claims`` and ``key_points`` as Parquet (``rows.parquet``, ...; typed: nullable integers stay
@@ -103,7 +118,7 @@ class SummarizationResult:
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""
         failed = int((self.rows["error"] != "").sum())
-        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics)
+        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics, self.warnings)
 
     def __repr__(self) -> str:
         headline = ", ".join(

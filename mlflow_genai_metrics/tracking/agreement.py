@@ -4,6 +4,12 @@
     report = judge_agreement("my-app", name="claim_alignment")   # or judge_agreement(run_id=evaluation_run_id)
     report.metrics["cohen_kappa"], report.counts["pairs_used"], report.confusion
 
+What is compared is the card's value, so its meaning is the card's: under ``claim_alignment`` the judge's "yes"
+means *faithful*, the summary makes claims and the source supports every one (``strictly_aligned``; a contradicted
+or an unverifiable claim makes it "no"). People labelling those traces answer the same question: is every
+statement of the summary supported by the source? (``mgm meta-eval`` measures the study's ``aligned``, no claim
+contradicted, against a labelled file instead.)
+
 Per trace, under the feedback name ``name``:
 
 - **the judge's verdict**: the latest valid (not overridden) feedback from an ``LLM_JUDGE`` source that has no
@@ -173,8 +179,8 @@ def judge_agreement(
     max_traces: int | None = None,
     log: bool = True,
 ) -> AgreementReport:
-    """How well the judge's feedback ``name`` agrees with the feedback people left under the same name on the
-    traces of an experiment (id or name; default ``$MLFLOW_EXPERIMENT_NAME``) or of one run (``run_id``, e.g. an
+    """How well the judge's feedback ``name`` (for ``claim_alignment``: yes = every claim supported) agrees with the
+    feedback people left under the same name on the traces of an experiment (id or name; default ``$MLFLOW_EXPERIMENT_NAME``) or of one run (``run_id``, e.g. an
     evaluation run). ``judge_source_id`` keeps one judge's feedback (its source id, e.g. the model) when several
     judged. With ``log=True`` the report is logged as a run in the source experiment. Rules: the module doc.
 

@@ -24,6 +24,7 @@ import mlflow
 import pandas as pd
 
 from ..summarization.result import SummarizationResult
+from ..summarization.warnings import RunWarning
 from .genai import finish_run, logged_result, trace_rows
 from .judge_sets import shared_pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
@@ -44,6 +45,11 @@ class SummaryEvaluation:
     def metrics(self) -> dict[str, float]:
         """Every number logged to the run, under its name."""
         return self.result.metrics
+
+    @property
+    def warnings(self) -> list[RunWarning]:
+        """The run's warnings (also its ``mgm.warning.*`` tags), e.g. a judge that verified almost nothing."""
+        return self.result.warnings
 
     @property
     def result_df(self) -> pd.DataFrame | None:

@@ -1,8 +1,11 @@
 """One judgement -> the one ``Feedback`` card each judge shows per row, native in MLflow's UI.
 
 - ``claim_alignment``: "yes"/"no" (MLflow's ``CategoricalRating``, as its own judges give), source ``LLM_JUDGE``
-  with the judge model's id, a Markdown rationale (one line per claim: verdict, claim, reason; contradicted first,
-  suspect verdicts marked), the counts in metadata;
+  with the judge model's id, a Markdown rationale (a head line that says why, then one line per claim: verdict,
+  claim, reason; contradicted first, then unverifiable, then supported, suspect verdicts marked), the counts in
+  metadata. Yes means *faithful*: the summary makes claims and the source supports every one
+  (``strictly_aligned``); a claim the source neither supports nor contradicts (idk) is what an invented detail
+  looks like, so it makes the card No, as a contradicted one does;
 - ``key_point_coverage``: the share of the source's key points covered, the covered and missed ones listed;
 - ``grounding``: the model-free score with its reasoning, source ``CODE`` with the grounding model's tag.
 
@@ -16,11 +19,14 @@ import re
 from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
 from mlflow.genai.judges import CategoricalRating
 
+from ..summarization.metrics import METRICS, row_facts
 from ..summarization.records import CheckedClaim, RowJudgement
 
-__all__ = ["claim_alignment_feedback", "error_feedback", "grounding_feedback", "judge_source", "key_point_coverage_feedback", "markdown_text"]
+__all__ = [
+    "claim_alignment_feedback", "error_feedback", "faithful", "grounding_feedback", "judge_source", "key_point_coverage_feedback", "markdown_text",
+]
 
-_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, as in the per-row reasoning
+_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, then unverifiable, as in the per-row reasoning
 _VERDICT = {"no": "contradicted", "idk": "unverifiable", "yes": "supported"}
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~])")
 
@@ -45,28 +51,51 @@ def _claim_line(claim: CheckedClaim) -> str:
     return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}"
 
 
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'s' if number != 1 else ''}"
+
+
+def faithful(judgement: RowJudgement) -> bool:
+    """The card's verdict, the registry's ``strictly_aligned`` of the row: the summary makes claims and the source
+    supports every one. A contradicted claim (no) or an unverifiable one (idk) makes it False, as a failed row."""
+    return METRICS.row("strictly_aligned").row_value(row_facts(judgement)) == 1
+
+
+def _head(counts: dict[str, int], claims: int) -> str:
+    """The rationale's first line: the verdict and why, in the order the claims are listed."""
+    if counts["yes"] == claims:
+        return f"**Yes**: {_count(claims, 'claim')}, {'every one ' if claims > 1 else ''}supported by the source."
+    why = []
+    if counts["no"]:
+        why.append(f"{_count(counts['no'], 'contradicted claim')} (the source says otherwise)")
+    if counts["idk"]:
+        why.append(f"{_count(counts['idk'], 'unverifiable claim')} (the source does not support {'it' if counts['idk'] == 1 else 'them'})")
+    return f"**No**: {' and '.join(why)}; {counts['yes']} of {_count(claims, 'claim')} supported."
+
+
 def claim_alignment_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
-    """Yes when the summary makes claims and the source contradicts none, with every claim listed."""
+    """Yes when the summary is faithful: it makes claims and the source supports every one (``strictly_aligned``);
+    No when one is contradicted or unverifiable (idk), or when there is no claim. Every claim is listed,
+    contradicted first, then unverifiable, then supported."""
     if judgement.error is not None:
         return error_feedback(name, str(judgement.error), source)
     claims = judgement.claims
     counts = {verdict: sum(c.verdict == verdict for c in claims) for verdict in _ORDER}
-    aligned = bool(claims) and counts["no"] == 0
-    value = CategoricalRating.YES if aligned else CategoricalRating.NO
+    is_faithful = faithful(judgement)
+    value = CategoricalRating.YES if is_faithful else CategoricalRating.NO
     if not claims:
         rationale = "**No**: the summary makes no claim (defect: empty)."
     else:
-        head = (f"**{'Yes' if aligned else 'No'}**: {len(claims)} claim{'s' if len(claims) != 1 else ''}, {counts['no']} contradicted, "
-                f"{counts['idk']} unverifiable, {counts['yes']} supported.")
         ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], not item[1].suspect, item[0]))
-        rationale = "\n".join([head, "", *(_claim_line(claim) for _, claim in ordered)])
+        rationale = "\n".join([_head(counts, len(claims)), "", *(_claim_line(claim) for _, claim in ordered)])
     metadata = {
         "row_id": str(judgement.id),
         "claims": str(len(claims)),
         "supported": str(counts["yes"]),
         "contradicted": str(counts["no"]),
         "unverifiable": str(counts["idk"]),
-        "strictly_aligned": str(bool(claims) and counts["yes"] == len(claims)).lower(),
+        "strictly_aligned": str(is_faithful).lower(),  # the card's value
+        "aligned": str(bool(claims) and counts["no"] == 0).lower(),  # the study's: no claim contradicted
     }
     if claims:
         metadata["support_rate"] = f"{counts['yes'] / len(claims):.4g}"

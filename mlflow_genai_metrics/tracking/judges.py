@@ -241,13 +241,15 @@ class _JudgedScorer(_SummaryScorer):
 
 
 class ClaimAlignment(_JudgedScorer):
-    """Is every claim of the summary consistent with the source? "yes" when the summary makes claims and the source
-    contradicts none of them, else "no"; the rationale lists every claim with its verdict and reason."""
+    """Is the summary faithful to the source? "yes" when the summary makes claims and the source supports every one
+    (``strictly_aligned``), else "no": a contradicted claim or an unverifiable one (idk, what an invented detail
+    looks like) makes it "no". The rationale says why, then lists every claim with its verdict and reason."""
 
     name: str = "claim_alignment"
     description: str | None = (
-        "Splits the summary into claims and checks each against the source: yes when none is contradicted. "
-        "Rationale: every claim with its verdict (contradicted first) and reason."
+        "Splits the summary into claims and checks each against the source: yes when the source supports every "
+        "claim (a contradicted or unverifiable claim makes it no). Rationale: every claim with its verdict "
+        "(contradicted first, then unverifiable) and reason."
     )
     judge_kind: ClassVar[str] = "claim_alignment"
     hook_metric: ClassVar[str | None] = "claims"

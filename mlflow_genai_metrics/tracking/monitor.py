@@ -8,7 +8,10 @@ MLflow's own monitoring (``judge.register().start(...)``) runs registered judges
 open-source server does only with ``MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS=true`` (it executes the judge's stored
 source). ``score_traces`` does the same from any process: each trace whose root span holds a source and a summary
 gets one feedback per judge, as in an evaluation. It is resumable: traces that already carry a judge's feedback
-are skipped, and the judge's cache answers again for rows judged before an interruption.
+are skipped, and the judge's cache answers again for rows judged before an interruption. The ``claim_alignment``
+feedback is the same card as in an evaluation: "yes" only when the source supports every claim of the summary.
+A pass whose judge verified almost nothing (idk for 80% of the claims judged or more, or none supported) says so
+in ``MonitorReport.warnings``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import AssessmentSourceType
 
+from ..summarization.warnings import RunWarning, verification_warning
 from .genai import root_span, trace_rows
 
 __all__ = ["MonitorReport", "score_traces"]
@@ -37,6 +41,7 @@ class MonitorReport:
     scored: int  # traces that got feedback now
     judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
     deferred: int = 0  # left for the next pass by ``max_traces``
+    warnings: tuple[RunWarning, ...] = ()  # over the claims judged now, e.g. the judge verified almost nothing
 
 
 def _ours(trace: Any, names: set[str]) -> set[str]:
@@ -94,7 +99,10 @@ def score_traces(
             feedback = judge.feedback(judgement)
             feedback.span_id = roots[parsed.trace_id].span_id  # on the root span, where evaluations put theirs
             mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)
+    claims = [c.verdict for j in judgements if j.error is None for c in j.claims]
+    warning = verification_warning(len(claims), claims.count("yes"), claims.count("idk"))
     return MonitorReport(
         experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo), unusable=len(unusable),
         scored=len(rows), judge_errors=sum(j.error is not None for j in judgements), deferred=deferred,
+        warnings=(warning,) if warning is not None else (),
     )

@@ -11,7 +11,9 @@ Every run gets the same artifact names, so two runs' artifacts line up in the UI
     mgm/report.json      signature, row counts, every aggregate (written last)
 
 and the tag ``mgm.signature``, the param ``mgm.signature`` and one param per signature field
-(``mgm.judge``, ``mgm.base``, ``mgm.claims``, ...).
+(``mgm.judge``, ``mgm.base``, ``mgm.claims``, ...). Each warning of the result is a tag ``mgm.warning.<kind>``
+holding its sentence (``mgm.warning.low_verification``: the judge verified almost nothing), so a run's page says
+it beside the numbers; a run logged again without it loses the tag.
 
 Why these names: the UI's compare view ("Artifacts" of two or more runs) lists only the *files at the top level*
 that every compared run has (it never opens a folder), so the tables and plots sit at the top level, under names
@@ -49,6 +51,7 @@ from . import plots
 __all__ = [
     "ARTIFACT_DIR",
     "SIGNATURE_TAG",
+    "WARNING_TAG_PREFIX",
     "SPARK_TABLE_ROWS",
     "TABLES",
     "LoggingFailedError",
@@ -61,6 +64,7 @@ __all__ = [
 
 ARTIFACT_DIR = "mgm"
 SIGNATURE_TAG = "mgm.signature"
+WARNING_TAG_PREFIX = "mgm.warning."  # + the warning's kind, e.g. mgm.warning.low_verification
 TABLES = ("rows", "claims", "key_points")
 SPARK_TABLE_ROWS = 1_000  # rows of each Spark table shown as an MLflow table; the Parquet copy holds them all
 
@@ -97,6 +101,7 @@ def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: boo
         figures["categories"] = lambda: plots.category_bars({"this run": categories})
     report = result.report()
     tags = {"mgm.judge_model_mismatch": "true"} if report.get("judge_model_mismatch") else {}
+    tags.update({f"{WARNING_TAG_PREFIX}{kind}": message for kind, message in report.get("warnings", {}).items()})
     # A one-process result's tables are in memory already; a Spark result's are read back only in part.
     limit = None if isinstance(getattr(result, "rows", None), pd.DataFrame) else SPARK_TABLE_ROWS
     return _log(run_id, result.write_tables, limit, figures, report, result.signature, result.metrics if log_metrics else None, tags)
@@ -175,7 +180,11 @@ def _log(
         for key, value in (tags or {}).items():
             client.set_tag(run_id, key, value)
         params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
-        existing_params = client.get_run(run_id).data.params
+        logged = client.get_run(run_id).data
+        for key in logged.tags:  # a warning of an earlier logging that this result does not call for
+            if key.startswith(WARNING_TAG_PREFIX) and key not in (tags or {}):
+                client.delete_tag(run_id, key)
+        existing_params = logged.params
         for key, value in params.items():
             if existing_params.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
                 client.log_param(run_id, key, value)
