@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import pytest
 
 from mlflow_genai_metrics import Judge, JudgeRequest
 from mlflow_genai_metrics.testing import ScriptedJudgeServer
@@ -25,3 +28,10 @@ def judge_for(server: ScriptedJudgeServer, **options: Any) -> Judge:
     options.setdefault("backoff_initial_s", 0.01)
     options.setdefault("backoff_max_s", 0.05)
     return Judge(server.models[0], server.base_url, SECRET_KEY, **options)
+
+
+def same_number(logged: float | None, expected: float) -> bool:
+    """The same figure, or no figure on both sides (a NaN interval bound is not logged: MLflow stores no NaN)."""
+    if math.isnan(expected):
+        return logged is None or math.isnan(logged)
+    return logged == pytest.approx(expected)

@@ -81,12 +81,18 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def comparison_lines(comparison: pd.DataFrame, metrics: Sequence[str] = COMPARED) -> list[str]:
-    """``"b vs a: grounding +0.200 [+0.100, +0.300], p = 0.002"``: every run against the first (``compare_runs``'
-    table), for each of ``metrics`` that was compared pair by pair."""
+    """``"b vs a: grounding +0.200 [+0.100, +0.300], p = 0.002 (Holm 0.006)"``: every run against the first
+    (``compare_runs``' table), for each of ``metrics`` that was compared pair by pair; a metric the pairs could not
+    test says so (``"b vs a: grounded_rate +0.167, too few pairs to test (1 of 6 pairs differ)"``)."""
     first = comparison["run_name"].iloc[0] if len(comparison) else ""
-    paired = comparison[comparison["metric"].isin(metrics) & comparison["p_value"].notna()]
-    return [
-        f"{row['run_name']} vs {first}: {row['metric']} {row['difference_vs_first']:+.3f} "
-        f"[{row['difference_ci_low']:+.3f}, {row['difference_ci_high']:+.3f}], p = {row['p_value']:.3f}"
-        for _, row in paired.iterrows()
-    ]
+    paired = comparison[comparison["metric"].isin(metrics) & comparison["test"].astype(bool)]
+    lines = []
+    for _, row in paired.iterrows():
+        head = f"{row['run_name']} vs {first}: {row['metric']} {row['difference_vs_first']:+.3f}"
+        if pd.notna(row["difference_ci_low"]):
+            head += f" [{row['difference_ci_low']:+.3f}, {row['difference_ci_high']:+.3f}]"
+        if pd.isna(row["p_value"]):
+            lines.append(f"{head}, {row['metric_note'] or 'not tested'}")
+        else:
+            lines.append(f"{head}, p = {row['p_value']:.3f} (Holm {row['p_holm']:.3f})")
+    return lines

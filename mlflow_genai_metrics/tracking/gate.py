@@ -224,7 +224,7 @@ def _missing_because(metric: str, metrics: Mapping[str, float]) -> str:
     if rows:
         spec = METRICS.aggregate(base)
         needs = "2 rows" if spec is not None and spec.kind == "proportion" else f"{MIN_INTERVAL_ROWS} rows that do not all agree"
-        return f"no interval: {base} stands on {rows:.0f} rows, and an interval that holds its coverage needs {needs}"
+        return f"no interval: {base} stands on {rows:.0f} row{'s' if rows != 1 else ''}, and an interval that holds its coverage needs {needs}"
     errors = metrics.get("judge_error_rate")
     why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
     return f"no value: no row of the run was judged ({why})"
