@@ -88,3 +88,18 @@ def test_a_rows_claim_alignment_card_shows_yes_or_no_the_judge_model_and_the_cla
         interact(contradicted, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("scripted-judge"), drawer_says(f"contradicted: {rejected}")])
         supported = ui.trace_url(traces["spo/1"].experiment_id, traces["spo/1"].trace_id)
         interact(supported, click=OPEN_CARD, wait_for=[card_shows("Yes"), drawer_says("scripted-judge")])
+
+
+def test_a_card_for_an_unverifiable_claim_says_no_in_the_ui(scripted_server, mlflow_store, tmp_path):
+    # An invented sentence is a claim the source neither supports nor contradicts (the scripted judge says idk to a
+    # claim whose words are not in the article): the faithful card is No.
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    invented = "The budget was written by a committee of robots."
+    data = [{"inputs": {"text": text, "id": row_id}, "outputs": invented if row_id == "biz/1" else first_sentence(text)}
+            for row_id, _, text in ARTICLES]
+    evaluation = evaluate_summaries(data, [ClaimAlignment(judge_for(server))])
+    traces = {json.loads(t.info.request_metadata["mlflow.traceInputs"])["id"]: t.info for t in mlflow.search_traces(run_id=evaluation.run_id, return_type="list")}
+    with MlflowUi(mlflow_store) as ui:
+        url = ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
+        interact(url, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("1 unverifiable claim"), drawer_says(f"unverifiable: {invented}")],
+                 screenshot=tmp_path / "unverifiable-card.png")
