@@ -35,3 +35,8 @@ def same_number(logged: float | None, expected: float) -> bool:
     if math.isnan(expected):
         return logged is None or math.isnan(logged)
     return logged == pytest.approx(expected)
+
+
+def same_metrics(a: dict[str, float], b: dict[str, float]) -> bool:
+    """The same names and the same figures, an interval that is not there (NaN) equal to one that is not there."""
+    return a.keys() == b.keys() and all(a[name] == b[name] or (math.isnan(a[name]) and math.isnan(b[name])) for name in a)

@@ -14,7 +14,7 @@ from mlflow_genai_metrics import BatchFilesWritten, BatchOptions, Judge, Prices,
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedBatches, SummarizationJudgeScript
 
 from conftest import verdict_json
-from helpers import ask_about, judge_for
+from helpers import ask_about, judge_for, same_metrics
 
 FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm_run_batch.py"
 
@@ -259,8 +259,8 @@ def test_judge_summaries_in_batch_mode_gives_the_online_results(scripted_server)
     assert server.batch_api.created >= 2 and all(r.batch_id for r in server.requests)
     usage_columns = [c for c in online.rows.columns if c.startswith("judge_")]
     pd.testing.assert_frame_equal(batched.rows.drop(columns=usage_columns), online.rows.drop(columns=usage_columns))
-    assert {k: v for k, v in batched.metrics.items() if not k.startswith("judge/")} == {
-        k: v for k, v in online.metrics.items() if not k.startswith("judge/")}
+    assert same_metrics({k: v for k, v in batched.metrics.items() if not k.startswith("judge/")},
+                        {k: v for k, v in online.metrics.items() if not k.startswith("judge/")})
     pd.testing.assert_frame_equal(batched.claims, online.claims)
     pd.testing.assert_frame_equal(batched.key_points, online.key_points)
 

@@ -62,8 +62,9 @@ def test_grounding_only_logs_grounding_and_reference_metrics_with_no_judge_call(
     assert mgm(args) == 0
     run_id = only_run_id(uri, "grounding-only")
     metrics = MlflowClient(uri).get_run(run_id).data.metrics
-    for name in ("grounding", "grounding_ci_low", "grounding_ci_high", "grounded_rate", "grounded_rate_ci_low", "grounded_rate_n", "rougeL"):
+    for name in ("grounding", "grounding_n", "grounded_rate", "grounded_rate_ci_low", "grounded_rate_n", "rougeL"):
         assert name in metrics, name
+    assert "grounding_ci_low" not in metrics  # a mean of 3 rows: no interval holds its coverage, none is logged
     assert metrics["grounded_rate_n"] == 3
     assert not [name for name in metrics if name.startswith(("judge", "alignment", "richness", "coverage"))]
     run = load_run(run_id)
@@ -73,17 +74,19 @@ def test_grounding_only_logs_grounding_and_reference_metrics_with_no_judge_call(
     assert rows.loc["faithful", "grounding"] > max(rows.loc["invented", "grounding"], rows.loc["number", "grounding"])
 
 
-def test_grounding_only_prints_grounding_and_grounded_rate_with_their_intervals(tmp_path, no_judge, capsys, monkeypatch):
+def test_grounding_only_prints_grounding_and_grounded_rate_with_their_intervals_or_why_not(tmp_path, no_judge, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert mgm(["evaluate", str(write_rows(tmp_path, reference=False)), "--grounding-only", "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     metrics = MlflowClient(uri).get_run(only_run_id(uri, "mgm")).data.metrics
-    for name in ("grounding", "grounded_rate"):
-        line = re.search(rf"^  {re.escape(name)} +(\S+)  \[(\S+), (\S+)\]$", out, re.MULTILINE)
-        assert line is not None, out
-        assert float(line.group(1)) == pytest.approx(metrics[name], abs=5e-4)
-        assert float(line.group(2)) == pytest.approx(metrics[f"{name}_ci_low"], abs=5e-4)
+    line = re.search(r"^  grounded_rate +(\S+)  \[(\S+), (\S+)\]$", out, re.MULTILINE)
+    assert line is not None, out
+    assert float(line.group(1)) == pytest.approx(metrics["grounded_rate"], abs=5e-4)
+    assert float(line.group(2)) == pytest.approx(metrics["grounded_rate_ci_low"], abs=5e-4)
+    # a mean of 3 rows gets no interval, and the line says so instead of [nan, nan]
+    line = re.search(r"^  grounding +(\S+)  \(no interval from 3 rows\)$", out, re.MULTILINE)
+    assert line is not None and float(line.group(1)) == pytest.approx(metrics["grounding"], abs=5e-4), out
     assert "alignment" not in out and "judge/calls" not in out
 
 

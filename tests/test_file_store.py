@@ -33,7 +33,7 @@ def test_the_classic_path_logs_every_aggregate_and_interval_to_the_file_store(sc
             data=frame(), predictions="summary", targets="reference", extra_metrics=summarization_metrics(judge_for(server), source_col="text")
         )
     logged = MlflowClient().get_run(run.info.run_id).data.metrics
-    for name in ("alignment", "alignment_ci_low", "alignment_n", "judge_error_rate_ci_low", "coverage_ci_high",
+    for name in ("alignment", "alignment_ci_low", "alignment_n", "judge_error_rate_ci_low", "coverage_n",
                  "defect_rate/contradiction", "defect_rate/contradiction_ci_low", "judge/calls", "rougeL"):
         assert name in logged and logged[name] == pytest.approx(evaluation.metrics[name]), name
 

@@ -12,7 +12,7 @@ from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections
 
-from helpers import judge_for
+from helpers import judge_for, same_metrics
 
 ARTICLES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision. Critics objected." for i in range(8)]
 SUMMARIES = [f"The council approved budget number {i}. The mayor welcomed it." for i in range(8)]
@@ -63,9 +63,9 @@ def test_the_records_do_not_depend_on_the_order_the_answers_come_back_in(scripte
     jittery = scripted_server(SummarizationJudgeScript(fault=jitter))
     got = judge_summaries(ARTICLES, SUMMARIES, judge=judge_for(jittery, cache_dir=tmp_path / "jittery", max_concurrency=16))
     pd.testing.assert_frame_equal(_rows(got), _rows(expected))
-    assert {k: v for k, v in got.metrics.items() if not k.startswith("judge/")} == {
+    assert same_metrics({k: v for k, v in got.metrics.items() if not k.startswith("judge/")}, {
         k: v for k, v in expected.metrics.items() if not k.startswith("judge/")
-    }
+    })
 
 
 def test_a_row_failing_two_passes_reports_the_verification_whichever_failure_came_back_first(scripted_server, tmp_path):

@@ -17,7 +17,7 @@ from mlflow_genai_metrics.summarization.stored_rows import RowStore
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections
 
-from helpers import judge_for
+from helpers import judge_for, same_metrics
 
 ARTICLES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision. Critics objected." for i in range(4)]
 # Two candidates' summaries of every article, and an empty one: key points shared, counted once per source.
@@ -45,7 +45,7 @@ def _same(a, b) -> None:
     """Equal in every row, record and metric but the time new calls took."""
     timed = [c for c in a.rows if "latency" in c]
     pd.testing.assert_frame_equal(a.rows.drop(columns=timed), b.rows.drop(columns=timed))
-    assert {k: v for k, v in a.metrics.items() if "latency" not in k} == {k: v for k, v in b.metrics.items() if "latency" not in k}
+    assert same_metrics({k: v for k, v in a.metrics.items() if "latency" not in k}, {k: v for k, v in b.metrics.items() if "latency" not in k})
     untimed = {"usage": {"latency_s", "call_latencies_s"}}
     assert [r.model_dump(exclude=untimed) for r in a.judgements] == [r.model_dump(exclude=untimed) for r in b.judgements]
 

@@ -138,8 +138,12 @@ def test_every_rate_has_a_confidence_interval_around_it_and_usage_figures(script
     result = judge_summaries([ARTICLE] * 20, summaries, judge=judge_for(server, prices={"input": 1.0, "output": 2.0}))
     m = result.metrics
     for name in ["alignment", "defect_rate/contradiction", "defect_rate/unverifiable", "defect_rate/empty",
-                 "strict_alignment", "claim_support_rate", "richness", "coverage", "judge_error_rate"]:
+                 "strict_alignment", "claim_support_rate", "judge_error_rate"]:
         assert m[f"{name}_ci_low"] <= m[name] <= m[f"{name}_ci_high"], name
+    # every summary makes one claim and covers no key point: richness 1 and coverage 0 on all 20 rows, nothing for
+    # a bootstrap to vary, so no interval (never a zero-width one)
+    for name, value in (("richness", 1.0), ("coverage", 0.0)):
+        assert m[name] == value and math.isnan(m[f"{name}_ci_low"]) and m[f"{name}_n"] == 20, name
     assert m["strict_alignment_ci_low"] < m["strict_alignment_ci_high"]
     assert m["judge/calls"] == server.request_count
     assert m["judge/prompt_tokens"] == sum(r.prompt_tokens for r in server.requests)

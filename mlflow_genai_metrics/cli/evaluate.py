@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from .common import (
@@ -82,9 +83,14 @@ def evaluate(args: argparse.Namespace) -> int:
     print(f"artifacts: {run.info.artifact_uri}")
     for name in shown:
         if name in evaluation.metrics:
-            low_name, high_name, _ = interval_names(name)
-            low, high = evaluation.metrics.get(low_name), evaluation.metrics.get(high_name)
-            interval = f"  [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+            low_name, high_name, n_name = interval_names(name)
+            low, high, n = (evaluation.metrics.get(key) for key in (low_name, high_name, n_name))
+            if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+                interval = f"  [{low:.3f}, {high:.3f}]"
+            elif n is not None:  # too few rows (or all alike) for an interval that holds its coverage
+                interval = f"  (no interval from {n:.0f} row{'s' if n != 1 else ''})"
+            else:
+                interval = ""
             print(f"  {name:<28} {evaluation.metrics[name]:.4g}{interval}")
     for line in warning_lines(run.info.run_id):
         print(line)
