@@ -76,13 +76,20 @@ def test_the_compare_view_shows_two_runs_tables_and_plots_side_by_side(scripted_
         assert f'artifact-name="{artifact}"' in listed, artifact
 
 
+def judged_traces(server, first_summary: str) -> dict:
+    """The ClaimAlignment-judged traces of ARTICLES by row id, biz/1 summarized as ``first_summary``, the rest by
+    their first sentence."""
+    data = [{"inputs": {"text": text, "id": row_id}, "outputs": first_summary if row_id == "biz/1" else first_sentence(text)}
+            for row_id, _, text in ARTICLES]
+    evaluation = evaluate_summaries(data, [ClaimAlignment(judge_for(server))])
+    traces = mlflow.search_traces(run_id=evaluation.run_id, return_type="list")
+    return {json.loads(t.info.request_metadata["mlflow.traceInputs"])["id"]: t.info for t in traces}
+
+
 def test_a_rows_claim_alignment_card_shows_yes_or_no_the_judge_model_and_the_claims(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     rejected = "The council rejected the budget."
-    data = [{"inputs": {"text": text, "id": row_id}, "outputs": rejected if row_id == "biz/1" else first_sentence(text)}
-            for row_id, _, text in ARTICLES]
-    evaluation = evaluate_summaries(data, [ClaimAlignment(judge_for(server))])
-    traces = {json.loads(t.info.request_metadata["mlflow.traceInputs"])["id"]: t.info for t in mlflow.search_traces(run_id=evaluation.run_id, return_type="list")}
+    traces = judged_traces(server, rejected)
     with MlflowUi(mlflow_store) as ui:
         contradicted = ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
         interact(contradicted, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("scripted-judge"), drawer_says(f"contradicted: {rejected}")])
@@ -95,10 +102,7 @@ def test_a_card_for_an_unverifiable_claim_says_no_in_the_ui(scripted_server, mlf
     # claim whose words are not in the article): the faithful card is No.
     server = scripted_server(Endpoint(), models=Endpoint.models)
     invented = "The budget was written by a committee of robots."
-    data = [{"inputs": {"text": text, "id": row_id}, "outputs": invented if row_id == "biz/1" else first_sentence(text)}
-            for row_id, _, text in ARTICLES]
-    evaluation = evaluate_summaries(data, [ClaimAlignment(judge_for(server))])
-    traces = {json.loads(t.info.request_metadata["mlflow.traceInputs"])["id"]: t.info for t in mlflow.search_traces(run_id=evaluation.run_id, return_type="list")}
+    traces = judged_traces(server, invented)
     with MlflowUi(mlflow_store) as ui:
         url = ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
         interact(url, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("1 unverifiable claim"), drawer_says(f"unverifiable: {invented}")],
