@@ -73,7 +73,7 @@ def test_a_candidate_better_on_a_lower_is_better_metric_passes(scripted_server, 
                                beat_metric="defect_rate/contradiction")
     assert gate.passed and _champion_version() == "2"
     tags = MlflowClient().get_model_version("summarizer", "2").tags
-    assert tags["mgm.gate.rule.defect_rate/contradiction_vs_champion"].startswith("< 0 actual -0.667 passed (champion version 1: difference -0.6667 (lower is better)")
+    assert tags["mgm.gate.rule.defect_rate/contradiction_vs_champion"].startswith("< 0 actual -0.666667 passed (champion version 1: difference -0.6667 (lower is better)")
     assert [key for key in tags if " " in key] == []
     test = tags["mgm.gate.test.defect_rate/contradiction"]
     assert test.startswith("exact McNemar, one-sided (lower is better), n 30, p ") and "Holm-adjusted p" in test

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 import mlflow
+import numpy as np
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
@@ -320,7 +321,9 @@ def test_the_full_loop_log_evaluate_both_paths_compare_gate_register(endpoint, m
     assert genai_metrics["alignment"] == MlflowClient().get_run(version_b).data.metrics["alignment"] == 1.0
     table = compare_runs([version_a, version_b])
     gain = table[(table["run_id"] == version_b) & (table["metric"] == "alignment")].iloc[0]
-    assert gain["difference_vs_first"] == 0.5 and gain["p_value"] < 0.05
+    # 3 of 6 articles fixed: a gain no exact test of 3 discordant pairs can call significant
+    assert gain["difference_vs_first"] == 0.5 and gain["better"] == "this"
+    assert np.isnan(gain["p_value"]) and gain["metric_note"] == "too few pairs to test (3 of 6 pairs differ)"
     assert not register_if_passing(uri_a, "summarizer", run_id=version_a, rules={"alignment": ">= 0.9"}).passed
     result = register_if_passing(uri_b, "summarizer", run_id=version_b, rules={"alignment": ">= 0.9"})
     assert result.passed and str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version) == "1"

@@ -14,7 +14,7 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results, with_holm
+from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
 from ..summarization.metrics import METRICS
 from ..summarization.scoring import interval_names
 from . import plots
@@ -128,7 +128,7 @@ def compare_runs(
                 "p_value": math.nan,
                 "p_holm": math.nan,
                 "test": "",
-                "direction": _direction(name),
+                "direction": direction(name) if METRICS.aggregate(name) is not None else "",
                 "better": "",
                 "pairs": math.nan,
                 "metric_note": "",
@@ -155,11 +155,6 @@ def compare_runs(
     if log:
         table.attrs["comparison_run_id"] = _log_comparison(runs, table, note, client, run_name)
     return table
-
-
-def _direction(name: str) -> str:
-    spec = METRICS.aggregate(name)
-    return "" if spec is None else "higher" if spec.greater_is_better else "lower"
 
 
 def _note(comparison: Comparison) -> str:

@@ -12,7 +12,6 @@ import mlflow
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..paired import holm
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_INTERVAL_ROWS
 from ..summarization.comparison import (
     InsufficientPairsError,
@@ -310,19 +309,17 @@ def _champion_outcomes(
             f"refused: the {comparison.pairs_used} usable pairs cover fewer than half of the champion's {judged} judged "
             f"rows (champion version {champion.version}; {comparison.rows_note}); judge the candidate on the champion's rows"
         )
-    table = comparison.table.set_index("metric")
-    tested = [metric for metric in metrics if metric in table.index]
-    adjusted = dict(zip(tested, holm([float(table.loc[m, "p_value"]) for m in tested])))
+    table = comparison.table.set_index("metric")  # only the beat metrics: its p_holm adjusts them together
     outcomes = []
     for rule, metric in zip(rules, metrics):
         if metric not in table.index:
             outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
             continue
         row = table.loc[metric]
-        outcomes.append(_beat_outcome(rule, metric, row, adjusted[metric], confidence, f"champion version {champion.version}", comparison.rows_note))
+        outcomes.append(_beat_outcome(rule, metric, row, confidence, f"champion version {champion.version}", comparison.rows_note))
         tags[f"mgm.gate.test.{metric}"] = (
             f"{row['test']}, one-sided ({row['direction']} is better), n {int(row['n'])}, p {_p(row['p_value'])}, "
-            f"Holm-adjusted p {_p(adjusted[metric])}"
+            f"Holm-adjusted p {_p(row['p_holm'])}"
         )
     return outcomes
 
@@ -331,8 +328,9 @@ def _p(value: float) -> str:
     return "not tested" if math.isnan(value) else f"{value:.3g}"
 
 
-def _beat_outcome(rule: Rule, metric: str, row, adjusted: float, confidence: float, champion: str, pairs: str) -> RuleOutcome:
+def _beat_outcome(rule: Rule, metric: str, row, confidence: float, champion: str, pairs: str) -> RuleOutcome:
     """Better in the metric's direction with the Holm-adjusted one-sided p-value below the level; never a worse one."""
+    adjusted = float(row["p_holm"])
     difference, higher = float(row["difference"]), row["direction"] == "higher"
     where = (f"{champion}: difference {difference:+.4g} ({row['direction']} is better), {row['test']}, one-sided "
              f"p = {_p(row['p_value'])}, Holm-adjusted p = {_p(adjusted)}, n = {int(row['n'])} pairs; {pairs}")
