@@ -14,7 +14,8 @@ How it runs (``docs/scale.md``):
 - each partition runs ``mapInPandas`` over the same code a single process runs (``prepare_rows``,
   ``judge_rows``, ``rows_table``), with its own copy of the ``Judge`` (settings travel, connections do not);
   the judge's ``max_concurrency`` and ``max_requests_per_s`` are the totals for the whole job, split evenly over
-  the partitions that run at once (``min(partitions, spark.default.parallelism)``);
+  the partitions that run at once (``min(partitions, spark.default.parallelism)``), and its budget (``max_calls``,
+  ``max_cost_usd``) is split over the partitions in proportion to their rows (``spark_budget``);
 - the judged rows are persisted, and the rows, claims and key points are views of them, so no row is judged twice;
 - aggregates and their confidence intervals come from each rate's histogram of (numerator, denominator) pairs,
   counted by Spark; only those few counts reach the driver, and they give exactly the single-process numbers
@@ -46,6 +47,7 @@ from .grounding.model import model_tag
 from .judge import Judge, Usage
 from .judge.records import USAGE_SUMS
 from .signature import summarization_signature
+from .spark_budget import BudgetShares, keep_to_partition_share, partition_budgets
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
 from .summarization.api import response_mode_of, source_token_budget
 from .tables import MissingColumnError
@@ -53,7 +55,7 @@ from .summarization.judging import judge_rows, prepare_rows
 from .summarization.result import run_report
 from .summarization.metrics import METRICS, MetricRegistry
 from .summarization.scoring import USAGE_COLUMNS, Estimate, rate_statistics, result_metrics, row_families, rows_table
-from .summarization.warnings import RunWarning, verification_warning
+from .summarization.warnings import RunWarning, implausible_usage_warning, verification_warning
 from .traditional import ROUGE_TYPES, corpus_scores, statistics_column, traditional_metrics, traditional_signatures
 
 __all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
@@ -127,6 +129,7 @@ class _PartitionPlan:
     registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
     ter: bool = False
     grounding: bool = True
+    budgets: BudgetShares | None = None  # per partition, its part of the judge's budget (None: the judge has none)
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         held: pd.DataFrame | None = None
@@ -143,6 +146,7 @@ class _PartitionPlan:
             yield self._judge(held.reset_index(drop=True))
 
     def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
+        keep_to_partition_share(self.judge, self.budgets)  # the task's judge came with the whole budget
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
         judgements = judge_rows(
             rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False, grounding=self.grounding
@@ -301,11 +305,11 @@ class SparkSummarizationResult:
     @cached_property
     def warnings(self) -> list[RunWarning]:
         """As ``SummarizationResult.warnings``, from three sums Spark computes over the judged rows (``claim_count``,
-        ``supported_claims``, ``unverifiable_claims``; a failed row's are empty and count in none)."""
+        ``supported_claims``, ``unverifiable_claims``; a failed row's are empty and count in none) and the usage."""
         names = ("claim_count", "supported_claims", "unverifiable_claims")
         totals = self.judged.agg(*[F.sum(n).alias(n) for n in names]).collect()[0]
-        found = verification_warning(*(int(totals[n] or 0) for n in names))
-        return [found] if found is not None else []
+        found = (verification_warning(*(int(totals[n] or 0) for n in names)), implausible_usage_warning(self.usage.implausible_usage))
+        return [warning for warning in found if warning is not None]
 
     def write_tables(self, folder: Path) -> None:
         """As ``SummarizationResult.write_tables``, written by Spark as Parquet folders (``rows.parquet/part-*``;
@@ -391,7 +395,9 @@ def judge_summaries_spark(
     ``carry_cols`` (e.g. ``["model", "category"]``) are carried into ``rows`` after ``id``, so the result can be
     grouped without a join. ``grounding`` adds the model-free check, as ``judge_summaries`` does.
     ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
-    that run at once gets an equal share (at least one call in flight). ``partitions`` defaults to Spark's default
+    that run at once gets an equal share (at least one call in flight); its ``max_calls`` and ``max_cost_usd`` are
+    the job's too, what is left of them split over the partitions by their rows (``spark_budget``), never
+    multiplied. ``partitions`` defaults to Spark's default
     parallelism. The judging runs when the result is first used (``metrics``, an action on ``rows``...); the judged
     rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
     """
@@ -412,7 +418,7 @@ def judge_summaries_spark(
     registry = METRICS.snapshot()
     plan = _PartitionPlan(
         share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols,
-        uuid.uuid4().hex, registry, ter, grounding,
+        uuid.uuid4().hex, registry, ter, grounding, partition_budgets(df, judge, partitions, source_col),
     )
     wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
     judged = (

@@ -110,6 +110,24 @@ def test_requests_every_batch_leaves_undone_become_batch_expired_errors(scripted
     assert server.batch_api.created == 2
 
 
+def test_lines_an_expired_batch_never_ran_are_not_counted_as_calls(scripted_server):
+    server = scripted_server(echo, batch_api=ScriptedBatches(expire_batches=99, lines_before_expiry=4))
+    judge = judge_for(server, max_calls=100, prices=Prices(input=1.0, output=2.0)).batched(poll_s=0.01, max_resubmits=0)
+    replies = judge.ask_many(questions(10))
+    assert sorted(r.error.kind if r.error else "ok" for r in replies) == ["batch_expired"] * 6 + ["ok"] * 4
+    assert judge.usage.calls == judge.usage.batched_calls == server.request_count == judge.budget.calls == 4
+    assert judge.budget.cost_usd == pytest.approx(judge.usage.cost_usd)
+
+
+def test_a_run_whose_batch_expired_counts_only_the_lines_that_ran(scripted_server):
+    server = scripted_server(summarization_script(), batch_api=ScriptedBatches(expire_batches=99, lines_before_expiry=5))
+    sources, summaries = bbc_like()
+    result = judge_summaries(sources, summaries, judge=judge_for(server), batch=BatchOptions(poll_s=0.01, max_resubmits=0),
+                             grounding=False, resamples=10)
+    assert "batch_expired" in " ".join(result.rows["error"])
+    assert result.metrics["judge/calls"] == result.metrics["judge/batched_calls"] == server.request_count
+
+
 def test_a_failed_batch_is_a_batch_failed_error_for_its_requests(scripted_server):
     server = scripted_server(echo, batch_api=ScriptedBatches(fail_batches=1))
     judge = batch_judge(server)

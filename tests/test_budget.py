@@ -1,16 +1,21 @@
 """A Judge's budget (max_calls, max_cost_usd) holds under any concurrency: each call reserves its worst case before it
-is sent and settles after; the rows past it carry the error ``budget``; a rerun with more continues from the cache."""
+is sent and settles after; the rows past it carry the error ``budget``; a rerun with more continues from the cache.
+A short budget finishes the rows it starts (depth-first), and a reply that miscounts its tokens is priced at its
+worst case and said in the run."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 import pytest
 
 from mlflow_genai_metrics import Judge, Prices, judge_summaries
 from mlflow_genai_metrics.judge.budget import Budget, BudgetExhausted
+from mlflow_genai_metrics.summarization.passes import extract_claims_request
 from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
+from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of
 
 from conftest import verdict_json
 from helpers import ask_about, judge_for
@@ -143,3 +148,126 @@ def test_a_reservation_waits_while_calls_in_flight_may_leave_room_and_fails_once
         return seen
 
     assert asyncio.run(scenario()) == ["second waits: True", "third waits: True", "third refused"]
+
+
+# -- depth-first: a short budget finishes the rows it starts ---------------------------------------------------------
+
+
+def long_corpus(n: int) -> tuple[list[str], list[str]]:
+    """Articles of twelve sentences and summaries of three, as news summaries are: the prompts weigh in the cost."""
+    sources = [" ".join(f"Sentence {s} of article {k} tells that the team {k} played game {s} in the city of town{s}."
+                        for s in range(12)) for k in range(n)]
+    summaries = [f"The team {k} played game 0 in town0. The team {k} played game 1 in town1. Article {k} tells of games."
+                 for k in range(n)]
+    return sources, summaries
+
+
+def judged_rows(result) -> int:
+    return sum(j.error is None for j in result.judgements)
+
+
+@pytest.mark.parametrize("share", [1 / 3, 1 / 2, 3 / 4])
+def test_a_share_of_the_calls_a_run_needs_judges_that_share_of_the_rows(scripted_server, share):
+    server = busy_server(scripted_server)
+    needed = judge_rows_with(judge_for(server, max_concurrency=16), n=30).usage.calls  # 4 calls a row, 120 in all
+    judge = judge_for(server, max_concurrency=16, max_calls=int(needed * share))
+    result = judge_rows_with(judge, n=30)
+    assert judged_rows(result) == int(needed * share) // (needed // 30) >= 0.3 * 30  # every call went to a judged row
+    failed = [j for j in result.judgements if j.error is not None]
+    assert {j.error.kind for j in failed} == {"budget"} and all(j.usage.calls == 0 for j in failed)  # never started
+    assert all("cannot pay for this row" in str(j.error) for j in failed)
+    assert judge.usage.calls <= judge.max_calls
+
+
+def test_half_the_cost_of_a_run_judges_at_least_two_rows_in_five(scripted_server):
+    server = busy_server(scripted_server)
+    sources, summaries = long_corpus(30)
+    full = judge_summaries(sources, summaries, judge=judge_for(server, max_concurrency=16, prices=PRICES), grounding=False, resamples=10)
+    judge = judge_for(server, max_concurrency=16, prices=PRICES, max_cost_usd=full.usage.cost_usd / 2)
+    result = judge_summaries(sources, summaries, judge=judge, grounding=False, resamples=10)
+    assert judged_rows(result) >= 0.4 * 30
+    assert judge.budget.cost_usd <= judge.max_cost_usd
+    assert {j.error.kind for j in result.judgements if j.error is not None} == {"budget"}
+    started_and_failed = [j for j in result.judgements if j.error is not None and j.usage.calls]
+    assert len(started_and_failed) <= 1  # at most the last row tried on what was left
+
+
+def test_a_short_cost_budget_stops_only_when_no_row_could_start(scripted_server):
+    """The short articles of the issue: what is left cannot pay for even the first call of a row not judged."""
+    server = busy_server(scripted_server)
+    full = judge_rows_with(judge_for(server, max_concurrency=16, prices=PRICES), n=30).usage.cost_usd
+    judge = judge_for(server, max_concurrency=16, prices=PRICES, max_cost_usd=full / 2)
+    result = judge_rows_with(judge, n=30)
+    _, summaries = corpus(30)
+    unjudged = [summaries[k] for k, j in enumerate(result.judgements) if j.error is not None]
+    assert judged_rows(result) > 0 and unjudged
+    left = judge.max_cost_usd - judge.budget.cost_usd
+    assert all(judge.worst_cost(extract_claims_request(summary)) > left for summary in unjudged)
+
+
+# -- replies that report more tokens than their request could produce ----------------------------------------------------
+
+
+def reporting(script, completion_tokens, prompt_tokens=None):
+    """``script``'s answers in replies that report ``completion_tokens(request)`` (and ``prompt_tokens(request)``)
+    tokens instead of the words they hold."""
+    def answer(request):
+        reply = script(request)
+        if not isinstance(reply, Reply):
+            return reply
+        prompt = prompt_tokens(request) if prompt_tokens else len(request.prompt_text.split())
+        completion = completion_tokens(request)
+        return Fault.raw(json.dumps({
+            "id": f"chatcmpl-{request.index}", "object": "chat.completion", "created": 0, "model": request.body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }))
+    return answer
+
+
+def test_replies_reporting_more_than_max_tokens_never_take_spending_past_the_cap(scripted_server):
+    over = reporting(lambda request: Reply(verdict_json()), lambda request: 3 * request.body["max_tokens"])
+    server = scripted_server(over, latency_s=0.05, slots=64)
+    judge = judge_for(server, max_concurrency=16, prices=PRICES, max_cost_usd=0.02)
+    replies = judge.ask_many([ask_about(f"claim {k}", max_tokens=100) for k in range(200)], progress=False)
+    worst = judge.worst_cost(ask_about("claim 0", max_tokens=100))
+    assert server.max_in_flight > 1 and sum(r.ok for r in replies) > 0
+    assert judge.usage.cost_usd <= 0.02 + worst and judge.budget.cost_usd <= 0.02  # not even one call's worth past it
+    assert judge.usage.implausible_usage == judge.usage.calls == server.request_count
+
+
+def test_a_reply_reporting_10_to_the_12_tokens_is_priced_at_its_worst_case(scripted_server):
+    server = scripted_server(reporting(lambda request: Reply(verdict_json()), lambda request: 10**12))
+    judge = judge_for(server, prices=PRICES)
+    request = ask_about("claim", max_tokens=200)
+    reply = judge.ask(request)
+    assert reply.ok and reply.usage.implausible_usage == 1
+    assert reply.usage.cost_usd == pytest.approx(judge.worst_cost(request)) and reply.usage.cost_usd < 0.01
+    assert reply.usage.completion_tokens == 200
+
+
+def test_a_prompt_reported_longer_than_its_bytes_is_priced_at_its_worst_case(scripted_server):
+    script = reporting(lambda request: Reply(verdict_json()), lambda request: 10, lambda request: 5_000_000)
+    judge = judge_for(scripted_server(script), prices=PRICES)
+    reply = judge.ask(ask_about("claim", max_tokens=200))
+    assert reply.usage.implausible_usage == 1 and reply.usage.prompt_tokens < 1000
+
+
+def test_a_reply_within_its_max_tokens_is_priced_as_reported(scripted_server):
+    server = scripted_server(reporting(lambda request: Reply(verdict_json()), lambda request: 150, lambda request: 40))
+    judge = judge_for(server, prices=PRICES)
+    reply = judge.ask(ask_about("claim", max_tokens=200))
+    assert reply.usage.implausible_usage == 0 and reply.usage.cost_usd == pytest.approx(PRICES.cost(40, 150))
+
+
+def test_a_run_says_how_many_calls_reported_more_tokens_than_they_could(scripted_server):
+    def claims_overcount(request):  # the claim extraction replies report a billion completion tokens
+        return 10**9 if pass_of(marked_sections(request.messages[0]["content"])) == "claims" else 5
+
+    script = reporting(SummarizationJudgeScript(), claims_overcount)
+    result = judge_rows_with(judge_for(scripted_server(script), prices=PRICES), n=6)
+    assert result.usage.implausible_usage == 6 and result.metrics["judge/implausible_usage"] == 6
+    assert [w.message for w in result.warnings if w.kind == "implausible_usage"] == [
+        "6 calls reported more tokens than the request could produce; priced at their worst case"]
+    assert "implausible_usage" in result.report()["warnings"]
+    assert result.usage.cost_usd < 0.1

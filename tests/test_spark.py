@@ -245,6 +245,16 @@ def test_the_request_rate_given_is_the_total_over_partitions_running_at_once(spa
     assert arrivals[-1] - arrivals[0] >= 27 / 20 * 0.9
 
 
+def test_max_calls_is_split_over_the_partitions_not_given_to_each(spark, scripted_server):
+    data = corpus(36).drop(columns=["reference"])  # 68 calls in all: claims and verification of 34 summaries
+    server = scripted_server(contradicting_script())
+    judge = loopback_judge(server, max_calls=40)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, partitions=4, coverage=False)
+    rows = result.rows.toPandas()
+    assert server.request_count <= 40 and result.usage.calls == server.request_count
+    assert 0 < (rows["error"] == "").sum() and rows["error"].str.contains("budget").sum() > 0
+
+
 def test_a_spark_run_is_logged_like_a_single_process_run(spark, scripted_server, mlflow_store):
     import mlflow
     from mlflow.tracking import MlflowClient

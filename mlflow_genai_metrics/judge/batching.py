@@ -28,7 +28,7 @@ from .batch_files import BatchLine, LineOutcome, batch_line
 from .batch_options import BatchOptions
 from .batch_runners import BatchEnded, BatchGone, runner_for
 from .batch_store import BatchStore
-from .budget import Budget, BudgetExhausted, Reservation, worst_cost
+from .budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
 from .modes import EndpointMode
 from .records import JudgeError, Prices, Usage
 from .replies import CallResult
@@ -112,11 +112,13 @@ class BatchSender:
             if held is not None and self.budget is not None:
                 self.budget.release(held)
             raise
-        if not first:  # the same call, asked twice at once, is one line: the first asker pays for it
+        if not first or _expired(outcome):
+            # The same call asked twice at once is one line: the first asker pays for it. A line no batch ran (its
+            # window expired, in every resubmission) was never answered: it is no call and costs nothing.
             if held is not None and self.budget is not None:
                 self.budget.release(held)
         else:
-            self._account(usage, started, outcome, held)
+            self._account(usage, started, call, outcome, held)
         if isinstance(outcome, CallFailed):
             raise outcome
         return outcome
@@ -129,10 +131,12 @@ class BatchSender:
         except BudgetExhausted as exc:
             raise _failed("budget", f"not sent: the judge's budget is spent ({exc})") from None
 
-    def _account(self, usage: Usage, started: float, outcome: LineOutcome, held: Reservation | None) -> None:
-        reply = None if isinstance(outcome, CallFailed) else outcome
+    def _account(self, usage: Usage, started: float, call: Call, outcome: LineOutcome, held: Reservation | None) -> None:
+        reply, implausible = (None, False) if isinstance(outcome, CallFailed) else credible_usage(
+            outcome, call.messages, call.response_format, call.max_tokens)
         usage.count_call(time.perf_counter() - started, reply)
         usage.batched_calls += 1
+        usage.implausible_usage += implausible
         cost = 0.0
         if reply is not None and self.prices is not None:
             cost = self.prices.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_prompt_tokens)

@@ -20,10 +20,10 @@ import threading
 from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-from .answers import ResponseMode
+from .answers import ResponseMode, answer_schema, response_format, with_schema_instruction
 from .batch_options import BatchOptions
 from .batching import BatchSender, batch_settings
-from .budget import Budget
+from .budget import Budget, worst_cost
 from .cache import JudgeCache
 from .conversation import conversation, needs_response_mode, play
 from .http import HttpBackend
@@ -259,6 +259,21 @@ class Judge:
         with self._usage_lock:
             self._usage.add(usage)
         return usage
+
+    def worst_cost(self, request: JudgeRequest) -> float:
+        """The most the first call of ``request`` can cost, as its budget reservation holds it (0 without prices), at
+        the prices its calls are paid at (a batch's in batch mode): the pipeline sets a row's aside with it. Before
+        the endpoint's response mode is known, it is taken as the one whose prompt is the longest (``json_object``:
+        the schema in the prompt and in ``response_format``)."""
+        prices = self._batch.prices if self._batch is not None else self.prices
+        messages = [m.model_dump() for m in request.messages]
+        shape = None
+        if needs_response_mode(request):
+            mode = (self._batch.endpoint if self._batch is not None else self._endpoint).mode or "json_object"
+            schema = answer_schema(request.answer_type)
+            messages = with_schema_instruction(messages, mode, schema)
+            shape = response_format(mode, request.answer_type, schema)
+        return worst_cost(prices, messages, shape, request.max_tokens or self.max_tokens)
 
     # -- asking ------------------------------------------------------------------------------------------------------
 

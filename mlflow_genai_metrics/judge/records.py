@@ -136,7 +136,7 @@ class Prices(BaseModel):
 
 USAGE_SUMS = (  # the counts and totals of a Usage that add up
     "requests", "calls", "failed_calls", "retries", "cache_hits", "prompt_tokens", "completion_tokens",
-    "cached_prompt_tokens", "batched_calls", "latency_s",
+    "cached_prompt_tokens", "batched_calls", "implausible_usage", "latency_s",
 )
 
 
@@ -156,6 +156,9 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # of prompt_tokens, those the endpoint reported serving from its prompt cache
     batched_calls: int = 0  # of calls, those answered through a batch (batch mode), priced at the batch prices
+    # Of calls, those whose reply reported more tokens than the request could produce (more completion tokens than
+    # its max_tokens, more prompt tokens than its bytes): counted and priced at their worst case, not as reported.
+    implausible_usage: int = 0
     latency_s: float = 0.0
     call_latencies_s: list[float] = Field(default_factory=list)
     cost_usd: float | None = None

@@ -31,7 +31,7 @@ from .errors import (
     row_error_kind,
     unreachable_error,
 )
-from .budget import Budget, BudgetExhausted, Reservation, worst_cost
+from .budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
 from .http import close_soon, http_client
 from .limits import Limiter, Pace, within_deadline
 from .models import check_served_model
@@ -125,14 +125,17 @@ class Transport:
                         client.post("/chat/completions", body=self._completion_kwargs(call), cast_to=_HTTP_RESPONSE),
                         self.settings.timeout_s,
                     )
-                    outcome = result = read_completion(response, self.settings.redact)
+                    result = read_completion(response, self.settings.redact)
+                    # Counted and priced at these tokens: the reply's, or its worst case when they are implausible.
+                    outcome, implausible = credible_usage(result, call.messages, call.response_format, call.max_tokens)
                 except BaseException as exc:
                     outcome = exc
                     self._account(usage, started, exc)
                     raise
             finally:
                 self._settle(held, outcome)
-        self._account(usage, started, result)
+        self._account(usage, started, outcome)
+        usage.implausible_usage += implausible
         return result
 
     def _settle(self, held: Reservation | None, outcome: CallResult | BaseException | None) -> None:

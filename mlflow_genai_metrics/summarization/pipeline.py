@@ -6,17 +6,22 @@ asked once per distinct source, by whichever row needs them first, and shared. E
 goes through the one ``Judge``, whose limiter alone bounds the calls in flight, so the endpoint's slots stay full
 until the last row: there is no batch-wide barrier whose tail leaves them idle. The records are exactly those the
 passes give whatever the order the answers come back in.
+
+Under a budget (``max_calls``, ``max_cost_usd``) a row starts only once the budget has set aside what its passes
+will take (``row_needs``, ``Budget.earmark``), and its calls draw from that: once the budget is short, the rows
+under way finish before new rows start, so half the budget a run needs judges about half its rows, and a row the
+budget cannot pay for is a ``budget`` error with no call made.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..judge import Judge, JudgeError, JudgeReply, Usage
+from ..judge.budget import BudgetExhausted, drawing_from
 from ..judge.runner import run_sync
 from .chunking import combine_verdicts, split_source
 from .passes import (
@@ -27,6 +32,8 @@ from .passes import (
     verify_claims_request,
 )
 from .records import CheckedClaim, CoveredKeyPoint, RowError, RowInput, RowJudgement
+from .row_needs import RowNeed, row_need
+from .statements import distinct_statements, has_words
 from .stored_rows import Asked, RowStore, StoredRow
 
 __all__ = ["ROWS_PER_SLOT", "distinct_claims", "has_words", "judge_row_pipelines"]
@@ -36,29 +43,8 @@ __all__ = ["ROWS_PER_SLOT", "distinct_claims", "has_words", "judge_row_pipelines
 ROWS_PER_SLOT = 4
 
 
-_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
-
-
-def has_words(summary: str) -> bool:
-    """False for a summary with no letter or digit (blank, only punctuation): empty, decided without the judge."""
-    return _WORD.search(summary) is not None
-
-
-def distinct_claims(claims: Sequence[str]) -> tuple[list[str], list[int]]:
-    """Claims without repeats (compared ignoring case and spacing; the first text kept) and, per claim kept, how
-    many copies were removed: a claim stated twice is one fact, not two."""
-    kept: list[str] = []
-    removed: list[int] = []
-    position_of: dict[str, int] = {}
-    for claim in claims:
-        key = " ".join(claim.split()).casefold()
-        if key in position_of:
-            removed[position_of[key]] += 1
-        else:
-            position_of[key] = len(kept)
-            kept.append(claim)
-            removed.append(0)
-    return kept, removed
+# Claims repeated in a summary are one fact (``statements``): the name the package has long exported for it.
+distinct_claims = distinct_statements
 
 
 @dataclass
@@ -173,12 +159,40 @@ class _Pipelines:
         for reply in replies:
             found.usage.add(reply.usage)
             if reply.ok:
-                found.points.extend(p for p in reply.answer.key_points if p not in found.points)
+                found.points.extend(reply.answer.key_points)
             elif found.error is None:
                 found.error = reply
+        found.points = distinct_statements(found.points)[0]  # one point twice is one place in coverage's denominator
         return found
 
     async def _row(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
+        """Judge the row once the judge's budget (if any) has set aside what it needs; a row it cannot pay for is a
+        ``budget`` error, with no call made."""
+        budget = self.judge.budget
+        if budget is None:
+            return await self._passes(index, state, group)
+        need = self._need(self.rows[index])
+        try:
+            earmark = await budget.earmark(need.calls, need.cost_usd)
+        except BudgetExhausted as exc:
+            message = f"not sent: the judge's budget cannot pay for this row's {need.calls} calls ({exc})"
+            state.error = RowError(stage="judging", error=JudgeError(kind="budget", message=message, attempts=0))
+            return
+        try:
+            with drawing_from(earmark):
+                await self._passes(index, state, group)
+        finally:
+            budget.close(earmark)
+
+    def _need(self, row: RowInput) -> RowNeed:
+        """What the row will take of the budget: its source's key points too, unless another row asked for them."""
+        asked = self.key_points.get(row.source_key)
+        answered = asked is not None and asked.done() and not asked.cancelled() and asked.exception() is None
+        known = asked.result().points or None if answered else None  # type: ignore[union-attr]
+        return row_need(self.judge, row, self.chunks_of[row.source_key], coverage=self.coverage,
+                        asks_key_points=asked is None, key_points=known)
+
+    async def _passes(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
         row = self.rows[index]
         if self.coverage and row.source_key not in self.key_points:  # asked by the source's first row, then shared
             self.key_points[row.source_key] = group.create_task(self._key_points(row.source_key))

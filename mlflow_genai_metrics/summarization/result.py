@@ -93,9 +93,10 @@ class SummarizationResult:
 
     @property
     def warnings(self) -> list[RunWarning]:
-        """The run's warnings, from its per-row claim counts: e.g. ``low_verification`` when the judge answered idk
-        for 80% of the claims or more, or supported none (``summarization.warnings``); empty when none applies."""
-        return run_warnings(self.rows)
+        """The run's warnings, from its per-row claim counts and its usage: e.g. ``low_verification`` when the judge
+        answered idk for 80% of the claims or more, or supported none, ``implausible_usage`` when replies reported more
+        tokens than their requests could produce (``summarization.warnings``); empty when none applies."""
+        return run_warnings(self.rows, self.usage)
 
     def write_tables(self, folder: Path) -> None:
         """``rows``, ``claims`` and ``key_points`` as Parquet (``rows.parquet``, ...; typed: nullable integers stay

@@ -232,6 +232,8 @@ def usage_metrics(usage: Usage, prices: Prices | None) -> dict[str, float]:
     }
     if usage.batched_calls:  # batch mode: how many calls were answered (and priced) through a batch
         metrics["judge/batched_calls"] = float(usage.batched_calls)
+    if usage.implausible_usage:  # replies that miscounted their tokens, priced at their worst case instead
+        metrics["judge/implausible_usage"] = float(usage.implausible_usage)
     if prices is not None:
         metrics["judge/cost_usd"] = float(usage.cost_usd or 0.0)
     return metrics

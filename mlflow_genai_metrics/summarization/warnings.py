@@ -9,6 +9,10 @@ the same from a result in memory, a logged run's rows (``load_run(run_id).rows``
     warning = low_verification_warning(result.rows)
     if warning is not None:
         print(f"WARNING: {warning}")   # the judge verified almost nothing (idk for 85% of 40 claims): ...
+
+An endpoint that reports more tokens than a request could produce (more completion tokens than its ``max_tokens``)
+miscounts: its calls are priced at their worst case instead (``judge.budget.credible_usage``), and the run says how
+many (``implausible_usage``, from the run's usage: ``Usage.implausible_usage``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,20 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["LOW_VERIFICATION", "UNVERIFIABLE_SHARE", "RunWarning", "low_verification_warning", "run_warnings", "verification_warning"]
+from ..judge import Usage
 
+__all__ = [
+    "IMPLAUSIBLE_USAGE",
+    "LOW_VERIFICATION",
+    "UNVERIFIABLE_SHARE",
+    "RunWarning",
+    "implausible_usage_warning",
+    "low_verification_warning",
+    "run_warnings",
+    "verification_warning",
+]
+
+IMPLAUSIBLE_USAGE = "implausible_usage"
 LOW_VERIFICATION = "low_verification"
 UNVERIFIABLE_SHARE = 0.8  # idk for this share of the judged claims or more: the judge verified almost nothing
 _COUNTS = ("claim_count", "supported_claims", "unverifiable_claims")
@@ -79,6 +95,19 @@ def low_verification_warning(rows: pd.DataFrame) -> RunWarning | None:
     return verification_warning(claims, supported, unverifiable)
 
 
-def run_warnings(rows: pd.DataFrame) -> list[RunWarning]:
-    """Every warning a per-row table calls for (today the low-verification one), in the order they are shown."""
-    return [w for w in (low_verification_warning(rows),) if w is not None]
+def implausible_usage_warning(calls: int) -> RunWarning | None:
+    """The warning for ``calls`` replies whose token counts no request like theirs could produce, or None.
+
+        implausible_usage_warning(2).message
+        # '2 calls reported more tokens than the request could produce; priced at their worst case'
+    """
+    if calls <= 0:
+        return None
+    counted = "1 call" if calls == 1 else f"{calls} calls"
+    return RunWarning(IMPLAUSIBLE_USAGE, f"{counted} reported more tokens than the request could produce; priced at their worst case")
+
+
+def run_warnings(rows: pd.DataFrame, usage: Usage | None = None) -> list[RunWarning]:
+    """Every warning a per-row table (and the run's ``usage``, when known) calls for, in the order they are shown."""
+    found = (low_verification_warning(rows), implausible_usage_warning(usage.implausible_usage) if usage is not None else None)
+    return [w for w in found if w is not None]

@@ -1,0 +1,66 @@
+"""What one row's passes will take of the judge's budget, reckoned before its first call: so that, once a budget is
+short, the rows under way finish before new rows start (``Budget.earmark``).
+
+The calls are those the row makes when every pass answers: its claims (one call), their verification (one per
+chunk of the source), its coverage check (one), and its source's key points (one per chunk) when no row has asked
+for them yet; a summary with no words makes none of its own. The cost is each call's worst case, as its
+reservation will hold it (``Judge.worst_cost``). Where a request's text depends on answers not back yet, a
+stand-in of the likely size is priced: a claim per ``WORDS_PER_CLAIM`` words of the summary, and
+``MAX_KEY_POINTS`` key points of ``WORDS_PER_KEY_POINT`` words. A repair turn, a retry, a second claim extraction
+are not reckoned: they draw from what is free, as any call does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..judge import Judge, JudgeRequest
+from .passes import (
+    MAX_CLAIMS,
+    MAX_KEY_POINTS,
+    check_coverage_request,
+    extract_claims_request,
+    extract_key_points_request,
+    verify_claims_request,
+)
+from .records import RowInput
+from .statements import has_words
+
+__all__ = ["WORDS_PER_CLAIM", "WORDS_PER_KEY_POINT", "RowNeed", "row_need"]
+
+WORDS_PER_CLAIM = 5  # a fact of a summary takes about five words
+WORDS_PER_KEY_POINT = 20
+
+
+@dataclass(frozen=True)
+class RowNeed:
+    """The calls one row will make and the most they can cost."""
+
+    calls: int
+    cost_usd: float
+
+
+def row_need(
+    judge: Judge, row: RowInput, chunks: list[str], *, coverage: bool, asks_key_points: bool, key_points: list[str] | None
+) -> RowNeed:
+    """What judging ``row`` against its source's ``chunks`` will take. ``asks_key_points``: this row asks for its
+    source's key points (no row has yet); ``key_points``: the source's, when they are already known."""
+    requests: list[JudgeRequest] = []
+    if coverage and asks_key_points:
+        requests += [extract_key_points_request(chunk) for chunk in chunks]
+    if has_words(row.summary):
+        words = row.summary.split()
+        claims = _stand_ins(words, WORDS_PER_CLAIM, min(max(math.ceil(len(words) / WORDS_PER_CLAIM), 1), MAX_CLAIMS))
+        requests.append(extract_claims_request(row.summary))
+        requests += [verify_claims_request(chunk, claims) for chunk in chunks]
+        if coverage:
+            points = key_points or _stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
+            requests.append(check_coverage_request(points, row.summary))
+    return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests))
+
+
+def _stand_ins(words: list[str], size: int, count: int) -> list[str]:
+    """``count`` statements of ``size`` words each, taken in turn from ``words``: text of the likely length."""
+    words = words or ["-"]
+    return [" ".join(words[(n * size + k) % len(words)] for k in range(size)) for n in range(count)]

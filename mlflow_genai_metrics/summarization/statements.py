@@ -1,0 +1,47 @@
+"""Statements the judge lists (a summary's claims, a source's key points): when two are the same one, and when a
+summary says anything at all.
+
+Two statements are the same when they differ only in case, spacing, punctuation or Unicode form (``statement_key``):
+"The club won." and "the club  won" are one fact, and counted once, whether they are claims (verified once) or key
+points (checked once, one place in coverage's denominator). A minus sign before a number is kept: "-5" is not "5".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+__all__ = ["distinct_statements", "has_words", "statement_key"]
+
+_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
+_SIGNED_NUMBER = re.compile(r"-(?=\d)")
+
+
+def has_words(summary: str) -> bool:
+    """False for a summary with no letter or digit (blank, only punctuation): empty, decided without the judge."""
+    return _WORD.search(summary) is not None
+
+
+def statement_key(text: str) -> str:
+    """What two statements share when they are the same one: NFKC form, case folded, punctuation dropped (a minus
+    sign before a digit kept), spacing collapsed."""
+    text = _SIGNED_NUMBER.sub("\u2212", unicodedata.normalize("NFKC", text)).casefold()
+    return " ".join("".join(" " if unicodedata.category(c).startswith("P") else c for c in text).split())
+
+
+def distinct_statements(statements: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Statements without repeats (``statement_key``; the first text kept) and, per statement kept, how many
+    copies were removed: a fact stated twice is one fact, not two."""
+    kept: list[str] = []
+    removed: list[int] = []
+    position_of: dict[str, int] = {}
+    for statement in statements:
+        key = statement_key(statement)
+        if key in position_of:
+            removed[position_of[key]] += 1
+        else:
+            position_of[key] = len(kept)
+            kept.append(statement)
+            removed.append(0)
+    return kept, removed
