@@ -50,6 +50,7 @@ from .signature import summarization_signature
 from .spark_budget import BudgetShares, keep_to_partition_share, partition_budgets
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
 from .summarization.api import response_mode_of, source_token_budget
+from .summarization.grounded import grounding_cache
 from .tables import MissingColumnError
 from .summarization.judging import judge_rows, prepare_rows
 from .summarization.result import run_report
@@ -132,6 +133,16 @@ class _PartitionPlan:
     budgets: BudgetShares | None = None  # per partition, its part of the judge's budget (None: the judge has none)
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        # Every store the partition uses is open before its first call (the judge's since the plan was unpickled),
+        # so a file that cannot be read fails the task before anything is paid; each batch's stores share them.
+        store = grounding_cache(self.judge) if self.grounding else None
+        try:
+            yield from self._judged(batches)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _judged(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         held: pd.DataFrame | None = None
         for batch in batches:
             # Rows arrive sorted by source; the last source of a batch may go on in the next one, so it waits and
@@ -403,6 +414,8 @@ def judge_summaries_spark(
     """
     carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
     _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
+    if grounding and (store := grounding_cache(judge)) is not None:
+        store.close()  # opened once here: a grounding cache that cannot be read stops the job before any call
     spark = df.sparkSession
     parallelism = spark.sparkContext.defaultParallelism
     partitions = partitions or parallelism

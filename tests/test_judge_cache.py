@@ -212,7 +212,8 @@ def test_the_cache_files_are_readable_by_their_owner_only(scripted_server, tmp_p
     import stat
 
     server = scripted_server()
-    judge_for(server, cache_dir=tmp_path / "cache").ask(ask_about("claim"))
+    judge = judge_for(server, cache_dir=tmp_path / "cache")  # held: the -wal and -shm last while the cache is open
+    judge.ask(ask_about("claim"))
     files = list((tmp_path / "cache").iterdir())
     assert {f.name for f in files} >= {"judge-cache.sqlite3", "judge-cache.sqlite3-wal"}
     for path in files:

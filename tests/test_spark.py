@@ -330,3 +330,31 @@ def test_spark_judges_with_the_real_local_model_as_one_process_does(spark, tmp_p
         spark_column, single_column = rows[column].astype(object), expected[column].astype(object)
         assert spark_column.where(spark_column.notna(), None).tolist() == single_column.where(single_column.notna(), None).tolist(), column
     assert expected["judge_calls"].tolist() == [0, 0, 0]  # every answer, empty claim lists too, from the workers' cache
+
+
+def test_judging_with_a_cache_on_local_2_succeeds_20_runs_in_a_row(spark, scripted_server, tmp_path):
+    """A worker keeps the judge's cache open and opens a row store on the same file per batch: when that store
+    opened a descriptor of its own, closing it dropped the worker's SQLite locks, and a worker starting its task
+    later reset the WAL index under it: 4 runs of 8 failed with "disk I/O error" (four partitions on two slots, so
+    tasks start at different times). Every run now gives what one process gives without a cache."""
+    data = corpus(12).drop(columns=["reference"])
+    server = scripted_server(contradicting_script())
+    expected = judge_summaries(data["source"], data["summary"], judge=loopback_judge(server), ids=data["id"])
+    timed = [c for c in expected.rows if "latency" in c]
+    for run in range(20):
+        judge = loopback_judge(server, cache_dir=tmp_path / f"cache-{run}")
+        result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, partitions=4)
+        rows = result.rows.toPandas().set_index("id").sort_index()[expected.rows.columns.drop(["id", *timed])]
+        pd.testing.assert_frame_equal(rows, expected.rows.set_index("id").sort_index().drop(columns=timed), check_dtype=False)
+        assert result.metrics["judge/calls"] == expected.metrics["judge/calls"] > 0
+        result.unpersist()
+
+
+def test_a_grounding_cache_that_cannot_be_read_stops_the_job_before_any_call(spark, scripted_server, tmp_path):
+    from mlflow_genai_metrics.judge import StoreUnreadable
+
+    (tmp_path / "grounding-cache.sqlite3").write_text("not a database\n")
+    server = scripted_server(contradicting_script())
+    with pytest.raises(StoreUnreadable, match="grounding-cache.sqlite3 cannot be read"):
+        judge_summaries_spark(spark.createDataFrame(corpus(6).drop(columns=["reference"])), judge=loopback_judge(server, cache_dir=tmp_path))
+    assert server.request_count == 0

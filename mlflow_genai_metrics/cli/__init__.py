@@ -53,11 +53,12 @@ def _bad_input(error: Exception) -> bool:
 
     from ..judge import JudgeConfigError
     from ..local import LocalModelServerError
+    from ..sqlite_store import StoreUnreadable
     from ..tracking.errors import is_bad_input
 
     if isinstance(error, MlflowException):  # MLflow says what went wrong through its error code
         return is_bad_input(error)
-    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError, LocalModelServerError))
+    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError, LocalModelServerError, StoreUnreadable))
 
 
 def _is_server_error(error: Exception) -> bool:

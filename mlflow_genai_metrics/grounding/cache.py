@@ -15,7 +15,8 @@ import os
 from dataclasses import asdict
 from collections.abc import Sequence
 
-from ..judge.cache import OwnerOnlyStore, default_cache_dir
+from ..judge.cache import default_cache_dir
+from ..sqlite_store import OwnerOnlyStore
 from .model import load_model
 from .scoring import RowGrounding, lexical_supports, score_pairs
 

@@ -4,7 +4,7 @@ response-mode fallback, an on-disk cache and usage accounting. Imports nothing f
 from .answers import AnswerParseError, ResponseMode, parse_answer
 from .batch_options import BatchOptions
 from .batch_runners import BatchFilesWritten
-from .cache import JudgeCache, cache_key, default_cache_dir
+from .cache import JudgeCache, StoreUnreadable, cache_key, default_cache_dir
 from .client import DEFAULT_BASE_URL, Judge
 from .errors import JudgeConfigError, redact, redact_url
 from .modes import EndpointModes
@@ -28,6 +28,7 @@ __all__ = [
     "Message",
     "Prices",
     "ResponseMode",
+    "StoreUnreadable",
     "TextAnswer",
     "Usage",
     "cache_key",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from .cache import OwnerOnlyStore
+from ..sqlite_store import OwnerOnlyStore
 
 __all__ = ["BATCH_FILE", "BatchStore"]
 
@@ -43,8 +43,7 @@ class BatchStore(OwnerOnlyStore):
     def submitted(self, custom_ids: Iterable[str]) -> dict[str, str]:
         """For each of these calls that waits in a batch not yet read, that batch's id (the latest submitted)."""
         found: dict[str, str] = {}
-        with self._lock:
-            conn = self._connection()
+        with self._connected() as conn:
             for custom_id in custom_ids:
                 row = conn.execute(
                     "SELECT batch_id FROM batch_lines WHERE custom_id = ? AND state = 'submitted' "
@@ -55,11 +54,11 @@ class BatchStore(OwnerOnlyStore):
 
     def end(self, batch_id: str) -> None:
         """The batch's results were read: none of its calls is polled there again."""
-        with self._lock:
-            self._connection().execute("UPDATE batch_lines SET state = 'ended' WHERE batch_id = ?", (batch_id,))
+        with self._connected() as conn:
+            conn.execute("UPDATE batch_lines SET state = 'ended' WHERE batch_id = ?", (batch_id,))
 
     def batches(self) -> dict[str, str]:
         """Every batch recorded and its state (for tests and troubleshooting)."""
-        with self._lock:
-            rows = self._connection().execute("SELECT DISTINCT batch_id, state FROM batch_lines").fetchall()
+        with self._connected() as conn:
+            rows = conn.execute("SELECT DISTINCT batch_id, state FROM batch_lines").fetchall()
         return dict(rows)

@@ -185,17 +185,16 @@ def judge_rows(
 
     ``grounding=True`` adds the model-free check to every row and claim (``grounded``), through the grounding cache
     beside the judge's (``grounding_cache_dir``: another folder, or None for none). ``judge=None`` asks no judge:
-    the records carry only the grounding check (``judged`` is False).
+    the records carry only the grounding check (``judged`` is False). The grounding cache is opened first: one
+    that cannot be read (``StoreUnreadable``) stops the run before any judge call, not after every row was paid for.
     """
-    if judge is None:
-        judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
-    else:
-        judgements = judge_row_pipelines(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
-    if not grounding:
-        return judgements
-    store = grounding_cache(judge, grounding_cache_dir)
+    store = grounding_cache(judge, grounding_cache_dir) if grounding else None
     try:
-        return ground_judgements(rows, judgements, store)
+        if judge is None:
+            judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
+        else:
+            judgements = judge_row_pipelines(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
+        return ground_judgements(rows, judgements, store) if grounding else judgements
     finally:
         if store is not None:
             store.close()

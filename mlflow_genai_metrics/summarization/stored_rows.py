@@ -26,7 +26,8 @@ from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
 from ..judge import Judge, Usage
-from ..judge.cache import CACHE_FILE, OwnerOnlyStore, canonical_json
+from ..judge.cache import CACHE_FILE, canonical_json
+from ..sqlite_store import OwnerOnlyStore
 from ..prompts import PROMPT_NAMES, load_prompt
 from .records import CheckedClaim, CoveredKeyPoint, RowInput
 
