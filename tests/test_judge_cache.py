@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
-from mlflow_genai_metrics.judge.cache import OwnerOnlyStore, Transcript, canonical_material
+from mlflow_genai_metrics.judge.cache import OwnerOnlyStore, StoreUnreadable, Transcript, canonical_material
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer
 
 from conftest import verdict_json
@@ -345,5 +345,6 @@ def test_a_cache_folder_that_cannot_be_made_owner_only_is_a_clear_error(tmp_path
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "chmod", refuse)
-    with pytest.raises(PermissionError, match="has mode 0755 and cannot be made 0700.*cache_dir"):
+    with pytest.raises(PermissionError, match="has mode 0755 and cannot be made 0700.*cache_dir") as raised:
         len(JudgeCache(folder))
+    assert isinstance(raised.value, StoreUnreadable)  # what mgm answers with exit code 2 and one line
