@@ -10,8 +10,10 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from mlflow_genai_metrics.judge import EndpointModes, Judge, JudgeRequest, TextAnswer
-from mlflow_genai_metrics.testing import Reply
+from mlflow_genai_metrics.testing import Fault, Reply
 
 from conftest import verdict_json
 from helpers import ask_about, judge_for
@@ -129,3 +131,56 @@ def test_structured_requests_wait_for_the_probe_and_then_run_concurrently(script
     first_accepted = next(r for r in server.requests if r.status == 200)
     assert all(r.arrived >= first_accepted.finished for r in server.requests[first_accepted.index + 1:])
     assert rejected(server) == 1 and server.max_in_flight == 4
+
+
+# What real servers answer to a response_format they do not take: each moves the probe on at once, one call.
+MODE_REFUSALS = {
+    "openai": (400, "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."),
+    "vllm": (400, "1 validation error for ChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or 'json_object'"),
+    "llama-cpp-python": (500, "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                              "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"),
+    "tgi": (422, "Failed to deserialize the JSON body into the target type: response_format: unknown variant `json_schema`"),
+}
+
+
+def test_one_http_500_on_the_first_request_is_retried_and_the_mode_and_signature_stay_those_of_a_normal_run(scripted_server):
+    from mlflow_genai_metrics import judge_summaries
+    from mlflow_genai_metrics.testing import SummarizationJudgeScript
+
+    script = SummarizationJudgeScript()
+    flaky = scripted_server(lambda request: Fault.server_error(500) if request.index == 0 else script(request))
+    normal = scripted_server(script)
+    sources, summaries = ["The council approved the budget on Monday."], ["The council approved the budget."]
+    judged = judge_summaries(sources, summaries, judge=judge_for(flaky), coverage=False)
+    assert [r.status for r in flaky.requests[:2]] == [500, 200] and judged.usage.retries == 1
+    assert judge_for(flaky).response_mode == "json_schema"
+    expected = judge_summaries(sources, summaries, judge=judge_for(normal), coverage=False)
+    assert "mode:json_schema" in judged.signature and judged.signature == expected.signature
+    assert judged.claims.equals(expected.claims) and judged.metrics["alignment"] == expected.metrics["alignment"]
+
+
+@pytest.mark.parametrize("server_kind", sorted(MODE_REFUSALS))
+def test_an_answer_that_refuses_the_response_format_moves_to_the_next_mode_in_one_call(scripted_server, server_kind):
+    status, message = MODE_REFUSALS[server_kind]
+    server = scripted_server(lambda r: Fault.http(status, message) if r.response_format_type == "json_schema" else Reply(verdict_json()))
+    reply = judge_for(server).ask(ask_about("claim"))
+    assert reply.ok and reply.mode == "json_object" and reply.usage.retries == 0
+    assert [r.status for r in server.requests] == [status, 200]
+
+
+def test_a_400_that_says_nothing_of_the_response_format_is_the_rows_error_and_changes_no_mode(scripted_server):
+    too_long = "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens."
+    server = scripted_server(lambda r: Fault.http(400, too_long) if "long" in r.last_user_message else Reply(verdict_json()))
+    judge = judge_for(server)
+    reply = judge.ask(ask_about("a long article"))
+    assert reply.error.kind == "bad_request" and server.request_count == 1  # not sent again in json_object and text
+    assert judge.response_mode is None
+    assert judge.ask(ask_about("a short one")).mode == "json_schema"
+
+
+def test_a_server_that_fails_every_call_with_a_bare_500_leaves_the_mode_unknown(scripted_server):
+    server = scripted_server(lambda r: Fault.server_error(500) if r.response_format_type == "json_schema" else Reply(verdict_json()))
+    judge = judge_for(server, max_retries=2)
+    reply = judge.ask(ask_about("claim"))
+    assert reply.error.kind == "server_error" and reply.usage.retries == 2  # retried as any 5xx, then the row's error
+    assert judge.response_mode is None  # not switched to json_object by an outage

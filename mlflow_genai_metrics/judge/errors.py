@@ -25,6 +25,8 @@ __all__ = [
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
 _SECRET_NAME = re.compile(r"key|token|secret|passw|sig|auth", re.IGNORECASE)
 _QUERY_VALUE = re.compile(r"([?&]([^=&#\s]+)=)([^&#\s]+)")
+# What an endpoint's error says when it refuses the response mode asked (not our prompts' words: "JSON schema").
+_MODE_WORDS = re.compile(r"response_format|response format|json_schema|json_object|structured output|guided_", re.IGNORECASE)
 
 
 class JudgeConfigError(RuntimeError):
@@ -140,8 +142,15 @@ def unreachable_error(exc: BaseException, *, base_url: str) -> JudgeConfigError:
 
 
 def is_mode_rejection(exc: BaseException) -> bool:
-    """An error that may mean "this endpoint does not accept this response_format"."""
-    return isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 422, 500, 501)
+    """An answer that says "this endpoint does not accept this response_format": HTTP 400, 422, 500 or 501 whose
+    error names the response format. OpenAI and vLLM answer 400 ("'response_format' of type 'json_schema' is not
+    supported with this model", a validation error at ``response_format``), llama-cpp-python 500 (its validation
+    error at ``('body', 'response_format', 'type')``), TGI 422 ("response_format: unknown variant"). A bare 5xx
+    says nothing of the kind: it is a transient failure, retried as any other, so that one HTTP 500 on the first
+    request does not switch the process to a weaker mode (and change the signature)."""
+    if not (isinstance(exc, openai.APIStatusError) and exc.status_code in (400, 422, 500, 501)):
+        return False
+    return _MODE_WORDS.search(f"{exc.message} {exc.body}") is not None
 
 
 def row_error_kind(exc: BaseException) -> ErrorKind:

@@ -61,8 +61,7 @@ class Call:
 class CallFailed(Exception):
     """A call that failed for its request alone, after its retries: the request's typed error.
 
-    ``rejects_mode``: the failure may mean "this endpoint does not accept this ``response_format``" (HTTP 400, 422,
-    500, 501).
+    ``rejects_mode``: the endpoint said it does not accept this ``response_format`` (``is_mode_rejection``).
     """
 
     def __init__(self, error: JudgeError, *, rejects_mode: bool) -> None:
