@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import logging
 import socket
+import sqlite3
+from pathlib import Path
 
 import pytest
 
 from mlflow_genai_metrics import Judge, JudgeConfigError
 from mlflow_genai_metrics.judge import redact_url
-from mlflow_genai_metrics.testing import Fault, Reply
+from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 
-from conftest import SECRET_KEY, verdict_json
+from conftest import SECRET_KEY, files_containing, verdict_json
 from helpers import ask_about
 
 PASSWORD = "pw-4f9a1c-hunter2"
@@ -93,3 +95,55 @@ def test_credentials_do_not_change_the_cache_key_of_a_remote_endpoint():
 def test_redact_url_hides_userinfo_and_secret_query_values():
     text = "see https://me:pa55@host/v1?api-key=abc123&api-version=2024-06-01&sig=zzz and http://tok@h2/x"
     assert redact_url(text) == "see https://***@host/v1?api-key=***&api-version=2024-06-01&sig=*** and http://***@h2/x"
+
+
+class EchoingEndpoint(SummarizationJudgeScript):
+    """A judge (or a proxy before it) that writes the caller's API key and URL password into its answers: in every
+    claim, key point and reason, and as the model id it reports."""
+
+    def __call__(self, request):
+        reply = super().__call__(request)
+        return Reply(reply.content, model=f"judge-{SECRET_KEY}")
+
+    def answer(self, kind, sections):
+        answer = super().answer(kind, sections)
+        leak = f" (key {SECRET_KEY}, password {PASSWORD})"
+        for name in ("claims", "key_points"):
+            if name in answer:
+                answer[name] = [item + leak for item in answer[name]]
+        for name in ("verdicts", "covered"):
+            for item in answer.get(name, []):
+                item["reason"] += leak
+        return answer
+
+
+def stored_texts(database: Path) -> str:
+    """Every value of every table of a SQLite file, as text."""
+    with sqlite3.connect(database) as connection:
+        tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return "\n".join(repr(row) for table in tables for row in connection.execute(f'SELECT * FROM "{table}"'))
+
+
+def test_a_key_the_endpoint_echoes_in_its_answers_is_stored_nowhere(scripted_server, mlflow_store, tmp_path):
+    import mlflow
+
+    from mlflow_genai_metrics import judge_summaries
+    from mlflow_genai_metrics.tracking import log_result
+
+    server = scripted_server(EchoingEndpoint())
+    cache = tmp_path / "cache"
+    judge = judge_with_password(server, cache_dir=cache)
+    sources = ["The council approved the budget on Monday. The mayor welcomed it.", "Shares in Acme rose by ten percent."]
+    with mlflow.start_run():
+        result = judge_summaries(sources, ["The council approved the budget.", "Acme shares rose."], judge=judge)
+        log_result(result, log_metrics=True)
+    judge.close()
+    assert result.claims["claim"].str.endswith("(key ***, password ***)").all()  # the claim kept, the secrets not
+    assert result.claims["reason"].str.contains("***", regex=False).all() and result.key_points["key_point"].str.contains("***", regex=False).all()
+    tables = "\n".join(table.to_csv() for table in (result.rows, result.claims, result.key_points)) + repr(result.reported_models)
+    databases = [path for path in cache.rglob("*") if path.is_file() and path.read_bytes()[:16] == b"SQLite format 3\x00"]
+    assert databases, f"no cache database under {cache}: {list(cache.rglob('*'))}"
+    for secret in (SECRET_KEY, PASSWORD):
+        assert secret not in tables
+        assert all(secret not in stored_texts(database) for database in databases)
+        assert files_containing(tmp_path, secret) == []  # the cache's files (WAL included), the MLflow store and artifacts

@@ -22,7 +22,7 @@ from .answers import MODES, AnswerParseError, answer_schema, answer_schema_json,
 from .cache import JudgeCache, Transcript, cache_key
 from .modes import EndpointMode
 from .records import JudgeError, JudgeReply, JudgeRequest, TextAnswer, Usage
-from .replies import CallResult
+from .replies import CallResult, without_secrets
 from .settings import JudgeSettings
 from .transport import Call, CallFailed
 
@@ -52,12 +52,15 @@ class Tape:
 Conversation = Generator[Call, CallResult, JudgeReply]
 
 
-def _result(tape: Tape, call: Call) -> Generator[Call, CallResult, CallResult]:
+def _result(tape: Tape, call: Call, settings: JudgeSettings) -> Generator[Call, CallResult, CallResult]:
+    """The next reply, recorded or asked now, its text without the API key or the URL's credentials: what is
+    parsed, cached and stored (a cache written before keys were redacted from replies is cleaned on replay too)."""
     if len(tape.calls) < len(tape.recorded):
         result = tape.recorded[len(tape.calls)]
     else:
         result = yield call
         tape.new += 1
+    result = without_secrets(result, settings.redact_reply)
     tape.calls.append(result)
     return result
 
@@ -92,7 +95,7 @@ def _exchange(
     max_tokens = request.max_tokens or settings.max_tokens
     if not needs_response_mode(request):
         try:
-            result = yield from _result(tape, Call(messages, None, max_tokens, probing=False))
+            result = yield from _result(tape, Call(messages, None, max_tokens, probing=False), settings)
         except CallFailed as failed:
             return JudgeReply(error=failed.error, usage=usage)
         if result.refusal or result.finish_reason == "content_filter":
@@ -108,7 +111,7 @@ def _exchange(
         call = Call(with_schema_instruction(messages, mode, schema), response_format(mode, request.answer_type, schema),
                     max_tokens, probing)
         try:
-            result = yield from _result(tape, call)
+            result = yield from _result(tape, call, settings)
         except CallFailed as failed:
             if probing and failed.rejects_mode:
                 log.info("%s rejected response mode %s (HTTP %s); trying the next", settings.shown_url, mode,
@@ -136,7 +139,7 @@ def _exchange(
                 {"role": "user", "content": REPAIR_PROMPT.format(problem=exc)},
             ]
             try:
-                result = yield from _result(tape, call)
+                result = yield from _result(tape, call, settings)
             except CallFailed as failed:
                 return JudgeReply(error=failed.error, usage=usage)
             continue

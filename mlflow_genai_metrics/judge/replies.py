@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["EXCERPT_CHARS", "BadReply", "CallResult", "excerpt", "read_completion"]
+__all__ = ["EXCERPT_CHARS", "BadReply", "CallResult", "excerpt", "read_completion", "without_secrets"]
 
 EXCERPT_CHARS = 200
 
@@ -84,6 +84,15 @@ class BadReply(openai.APIResponseValidationError):
         super().__init__(response=response, body=None, message=f"the reply is not a chat completion: {reason}{shown}")
         self.reason = reason
         self.excerpt = excerpt
+
+
+def without_secrets(result: CallResult, redact: Callable[[str], str]) -> CallResult:
+    """``result`` with ``redact`` applied to every text it holds (content, refusal, model id): the one place a
+    reply's text passes before it is parsed, cached and stored, so an echoed key reaches none of them."""
+    texts = {name: getattr(result, name) for name in ("content", "refusal", "model")}
+    cleaned = {name: redact(text) for name, text in texts.items() if text}
+    changed = {name: text for name, text in cleaned.items() if text != texts[name]}
+    return result.model_copy(update=changed) if changed else result
 
 
 def excerpt(body: bytes, redact: Callable[[str], str]) -> str:

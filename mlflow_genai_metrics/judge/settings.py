@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -27,6 +27,7 @@ __all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "environment_co
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CACHE: Any = object()  # sentinel: "use the default cache dir"; None means no cache
+MIN_SECRET_CHARS = 8  # the shortest key or password searched for in answers (``JudgeSettings.redact_reply``)
 _LOCAL_KEY = "local"  # what a loopback server gets when no key is set: it checks none, the openai client wants one
 
 
@@ -56,6 +57,21 @@ def environment_context_window(model: str | None, environ: Mapping[str, str] | N
     if not text.isdigit() or int(text) <= 0:
         raise ValueError(f"MGM_JUDGE_CONTEXT must be the judge's context window in tokens (a positive whole number), not {text!r}")
     return int(text)
+
+
+def _check_base_url(url: str) -> None:
+    """Refuse a base URL no call can go to (no http(s) scheme, no host, a port out of range) before any call: the
+    client would otherwise fail every row, after its retries, with a bare "Connection error"."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
+        raise ValueError(
+            f"the judge's base URL {redact_url(url)!r} is not an http:// or https:// URL with a host and a valid port "
+            "(e.g. http://127.0.0.1:8080/v1): set MGM_JUDGE_BASE_URL or pass base_url="
+        )
 
 
 def _environment_key(environ: Mapping[str, str], base_url: str) -> str:
@@ -137,6 +153,7 @@ class JudgeSettings(BaseModel):
                 "(e.g. gpt-4o-mini, or the model id a local server reports at /v1/models)."
             )
         url = (base_url or env.get("MGM_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        _check_base_url(url)
         key = api_key or _environment_key(env, url)
         if not key:
             raise ValueError(
@@ -206,6 +223,22 @@ class JudgeSettings(BaseModel):
         text = redact_url(text.replace(self.base_url, self.shown_url))
         for secret in (self.key, *url_secrets(self.base_url)):
             text = redact(text, secret)
+        return text
+
+    @functools.cached_property
+    def _stored_secrets(self) -> tuple[str, ...]:
+        # Under 8 characters a "secret" is a placeholder ("local", vLLM's "EMPTY") or would match ordinary words.
+        found = {self.key, *url_secrets(self.base_url)}
+        return tuple(sorted((s for s in found if len(s) >= MIN_SECRET_CHARS), key=len, reverse=True))
+
+    def redact_reply(self, text: str) -> str:
+        """``text`` (what an endpoint answered: content, refusal, model id) with the API key and the base URL's
+        credentials, wherever they appear whole, replaced by ``***``, before it is parsed, cached or stored. Unlike
+        ``redact`` (for error messages, where servers echo keys in part) it leaves other text alone: an answer's
+        words must not be cut by a run of the key's characters."""
+        for secret in self._stored_secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
         return text
 
     def redacted(self, error: JudgeConfigError) -> JudgeConfigError:
