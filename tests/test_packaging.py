@@ -3,6 +3,7 @@ stands on the library, not on the command line."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import tomllib
@@ -62,3 +63,30 @@ def test_the_study_reads_its_articles_without_the_command_line(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1", "False"]
+
+
+@functools.cache  # read once for both tests
+def python_each_module_needs() -> dict[str, tuple[int, int]]:
+    """The oldest Python 3 that runs each module of the package (by path inside it), as vermin finds it from the code:
+    the standard library members, syntax and keyword arguments each version added."""
+    import vermin
+
+    config = vermin.Config()
+    config.set_eval_annotations(True)  # `from __future__ import annotations` everywhere: annotations count too
+    package = PYPROJECT.parent / "mlflow_genai_metrics"
+    return {str(path.relative_to(package)): vermin.detect(path.read_text(encoding="utf-8"), config, str(path))[1] for path in package.rglob("*.py")}
+
+
+def test_requires_python_is_the_oldest_python_the_code_runs_on():
+    from packaging.specifiers import SpecifierSet
+
+    required = SpecifierSet(tomllib.loads(PYPROJECT.read_text())["project"]["requires-python"])
+    needs = python_each_module_needs()
+    major, minor = max(needs.values())
+    modules = ", ".join(sorted(name for name, version in needs.items() if version == (major, minor)))
+    assert f"{major}.{minor}" in required, f"the code needs Python {major}.{minor} ({modules}); requires-python says {required}"
+    assert f"{major}.{minor - 1}" not in required, f"requires-python {required} admits Python {major}.{minor - 1}, which {modules} cannot run on"
+
+
+def test_the_version_check_sees_what_the_pipeline_needs():
+    assert python_each_module_needs()["summarization/pipeline.py"] >= (3, 11)  # asyncio.TaskGroup, BaseExceptionGroup

@@ -84,7 +84,8 @@ def check_settings(*, resamples: Any, confidence: Any, seed: Any, max_source_tok
 
 
 def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    """None, NaN or ``pd.NA`` (what a pandas ``string`` Series holds for a missing value): no text at all."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def prepare_rows(
