@@ -106,7 +106,10 @@ _WILDCARDS = ("0.0.0.0", "::", "")  # listen on every address: clients on this m
 
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+        try:
+            sock.bind((host, 0))
+        except OSError as exc:  # an address that is not this machine's, or no address at all
+            raise LocalModelServerError(f"cannot serve on {host}: {exc.strerror or exc}; pick another --host") from exc
         return sock.getsockname()[1]
 
 

@@ -163,8 +163,12 @@ def evaluation_rows(labelled: pd.DataFrame, name: str, split: str | None = None)
     if split is not None and split == trained_on:
         raise ValueError(f"{name} split {split!r} trained the grounding model; measure it on another split")
     if "split" not in labelled.columns:
+        if split is not None:
+            raise ValueError(f"{name} has no split column: leave out split {split!r}")
         return labelled.reset_index(drop=True)
     splits = labelled["split"].astype("string").fillna("")
+    if split is not None and not (splits == split).any():
+        raise ValueError(f"{name} has no split {split!r}; its splits: {', '.join(sorted(set(splits) - {''}))}")
     keep = splits == split if split is not None else splits != (trained_on or "\0")
     return labelled[keep.to_numpy()].reset_index(drop=True)
 

@@ -3,7 +3,9 @@ lacks a column the caller named."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -15,22 +17,41 @@ class MissingColumnError(ValueError):
     """A table lacks a column the caller named: bad input (the command line's exit code 2), not a lookup bug."""
 
 
+class _NamedProblem(ValueError):
+    """A problem already said with the file's name (and line): passed on as it is."""
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV, JSONL/JSON or Parquet file as a DataFrame, chosen by extension.
 
-    A file that cannot be read is a ``ValueError`` naming it (a JSONL file: and the line). JSONL values are kept
-    as JSON gives them (an id ``"001"`` stays text).
+    A file that cannot be read is a ``ValueError`` naming it and the problem: missing, a folder (a Parquet
+    dataset's folder is read as one table), not readable, not of its format (a JSONL file: and the line). JSONL
+    values are kept as JSON gives them (an id ``"001"`` stays text).
     """
     suffix = Path(path).suffix.lower()
     readers = {".csv": pd.read_csv, ".json": pd.read_json, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
-    if suffix in (".jsonl", ".ndjson"):
-        return pd.DataFrame.from_records(_jsonl_records(path))
-    if suffix in readers:
-        try:
-            return readers[suffix](path)
-        except ValueError as exc:  # pandas' parser, empty-file and decoding errors are all ValueErrors
-            raise ValueError(f"cannot read {path} as {suffix[1:].upper()}: {exc}") from exc
-    raise ValueError(f"cannot read {path}: use a .csv, .jsonl, .json or .parquet file")
+    if suffix not in readers and suffix not in (".jsonl", ".ndjson"):
+        raise ValueError(f"cannot read {path}: use a .csv, .jsonl, .json or .parquet file")
+    with _reading(path, suffix[1:].upper(), folders=suffix in (".parquet", ".pq")):
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.DataFrame.from_records(_jsonl_records(path))
+        return readers[suffix](path)
+
+
+@contextlib.contextmanager
+def _reading(path: str | Path, kind: str, *, folders: bool = False) -> Iterator[None]:
+    """Turn what opening and parsing ``path`` raises into one ``ValueError`` that names the file and the problem
+    (a user's file that is missing, a folder, unreadable or malformed is bad input, not a bug)."""
+    if Path(path).is_dir() and not folders:
+        raise ValueError(f"cannot read {path}: it is a folder, not a {kind} file")
+    try:
+        yield
+    except _NamedProblem:
+        raise
+    except OSError as exc:  # missing, a folder, no permission: the system's words, without its errno prefix
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # pandas' parser, empty-file and decoding errors are all ValueErrors
+        raise ValueError(f"cannot read {path} as {kind}: {' '.join(str(exc).split())}") from exc
 
 
 def _jsonl_records(path: str | Path) -> list[dict]:
@@ -43,11 +64,11 @@ def _jsonl_records(path: str | Path) -> list[dict]:
                     continue
                 record = json.loads(line)
             except UnicodeDecodeError as exc:
-                raise ValueError(f"{path}, line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+                raise _NamedProblem(f"{path}, line {number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+                raise _NamedProblem(f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
             if not isinstance(record, dict):
-                raise ValueError(f"{path}, line {number}: each line must be one JSON object (a row), not {type(record).__name__}")
+                raise _NamedProblem(f"{path}, line {number}: each line must be one JSON object (a row), not {type(record).__name__}")
             records.append(record)
     return records
 
@@ -58,7 +79,8 @@ def load_labelled(path: str | Path) -> pd.DataFrame:
     Binary: ``label_binary`` when the file has it (FRANK), else ``label == 1`` (QAGS: every sentence supported;
     SummEdits: consistent). Graded: ``label`` (a share in [0, 1], or 0/1).
     """
-    frame = pd.read_json(path, lines=True)
+    with _reading(path, "JSONL"):
+        frame = pd.read_json(path, lines=True)
     missing = [c for c in ("id", "source", "summary", "label") if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: a labelled set needs columns {missing}; it has {list(frame.columns)}")

@@ -133,3 +133,11 @@ def test_mgm_evaluate_help_says_where_the_run_and_its_artifacts_go(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "$MLFLOW_EXPERIMENT_NAME" in text and "$MLFLOW_TRACKING_URI" in text
     assert "its artifacts go to that experiment's artifact location" in text
+
+
+@pytest.mark.parametrize("alias", ["v1", "latest", "not an alias"])
+def test_mgm_gate_with_an_alias_mlflow_refuses_exits_2_and_registers_nothing(evaluated, mlflow_store, alias, capsys):
+    gate = ["gate", evaluated[0], "--model-uri", evaluated[1], "--name", "summarizer", "--alias", alias, "--tracking-uri", mlflow_store]
+    assert mgm([*gate, "--rule", "alignment>=0.4"]) == 2  # the rule passes: the alias alone is refused
+    assert alias in capsys.readouterr().err
+    assert registered("summarizer") == []

@@ -14,7 +14,8 @@
 
 Exit codes a CI pipeline can use: 0 done (gate passed), 1 gate failed or evaluation failed (the judge failed on
 every row), 2 bad input or configuration (a missing column, a malformed rule, an unknown run id, model URI,
-registered model or alias), said in one line ``mgm <command>: <message>`` on stderr. Any other error is a bug and
+registered model or alias, a file that is missing, a folder, unreadable or of no format it reads, a number out of
+range), said in one line ``mgm <command>: <message>`` on stderr. Any other error is a bug and
 keeps its traceback. The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``;
 an experiment ``mgm`` creates in a local SQLite store keeps its artifacts in ``mlartifacts/`` beside the database.
 Every argument's help names its default (``mgm <command> --help``); MLflow's own chatter is quieted (``quiet.py``).
@@ -58,7 +59,36 @@ def _bad_input(error: Exception) -> bool:
 
     if isinstance(error, MlflowException):  # MLflow says what went wrong through its error code
         return is_bad_input(error)
+    if isinstance(error, OSError) and error.filename is not None:  # a file or folder given (or set) that cannot be used
+        return True
+    if _is_tracking_store_error(error):
+        return True
     return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError, LocalModelServerError, StoreUnreadable))
+
+
+def _is_tracking_store_error(error: Exception) -> bool:
+    """The MLflow tracking store's database cannot be opened or read (``--tracking-uri`` names a folder, a file
+    that is not a database, a corrupt one): SQLAlchemy's error, which MLflow lets through as it is."""
+    try:
+        from sqlalchemy.exc import DatabaseError, OperationalError
+    except ImportError:  # mlflow-skinny: no SQL store at all
+        return False
+    return isinstance(error, OperationalError) or type(error) is DatabaseError
+
+
+def _message(error: Exception) -> str:
+    """The one line said for bad input: an operating-system error as ``cannot use PATH: PROBLEM`` (its errno and
+    quoting left out), a tracking store that cannot be read by its URI, any other in its own words; credentials
+    in a URL are hidden."""
+    from ..judge import redact_url
+
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"cannot use {error.filename}: {error.strerror}"
+    if _is_tracking_store_error(error):
+        import mlflow
+
+        return redact_url(f"the MLflow tracking store {mlflow.get_tracking_uri()} cannot be used: {getattr(error, 'orig', None) or error}")
+    return redact_url(str(error))
 
 
 def _is_server_error(error: Exception) -> bool:
@@ -78,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if not _bad_input(exc):
             raise  # a bug: its traceback shows
-        message, _, log_tail = str(exc).partition(":\n") if _is_server_error(exc) else (str(exc), "", "")
+        message, _, log_tail = str(exc).partition(":\n") if _is_server_error(exc) else (_message(exc), "", "")
         print(f"mgm {args.command}: {' '.join(message.split())}", file=sys.stderr)
         if log_tail.strip():  # what the local model server said before it died, as it said it
             print(log_tail.rstrip(), file=sys.stderr)

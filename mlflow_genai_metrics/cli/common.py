@@ -4,13 +4,15 @@ beside a local SQLite store), the judge's options, a figure line."""
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from pathlib import Path
 
 __all__ = [
     "ARTIFACTS_FOLDER", "DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED",
-    "EXIT_OK", "EXIT_USAGE", "DefaultsShown", "figure", "judge_options", "local_artifacts_root", "make_judge",
-    "prepare_experiment", "set_experiment", "set_tracking", "tracking_option",
+    "EXIT_OK", "EXIT_USAGE", "DefaultsShown", "figure", "folder_argument", "judge_options", "local_artifacts_root",
+    "local_database", "make_judge", "port_number", "positive_int", "positive_number", "prepare_experiment", "set_experiment",
+    "set_tracking", "tracking_option",
 ]
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -32,6 +34,47 @@ class DefaultsShown(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above 0. ``--limit 0`` would judge every row and ``--limit -2`` drop the
+    last two (``DataFrame.head``), so either is refused with argparse's exit code 2, like any malformed argument."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, not {text!r}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a finite number above 0 (a cost cap or a poll interval of 0, a negative one or NaN means
+    nothing a run can keep to)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number above 0, not {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, not {text!r}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1 to 65535 (a socket refuses anything else with an ``OverflowError``)."""
+    value = positive_int(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, not {text!r}")
+    return value
+
+
+def folder_argument(path: str | Path, option: str) -> Path:
+    """``path`` as a folder to write in: a file of that name is refused naming ``option``, before any work
+    (``mkdir`` would fail on it with ``FileExistsError`` once the run is under way)."""
+    folder = Path(path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{option} {folder} is a file, not a folder: give a folder (it is made when missing)")
+    return folder
+
+
 def tracking_option(command: argparse.ArgumentParser) -> None:
     """``--tracking-uri``."""
     command.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI})")
@@ -42,10 +85,10 @@ def judge_options(command: argparse.ArgumentParser, *, concurrency: int = 8) -> 
     command.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
     command.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else $OPENAI_BASE_URL, else OpenAI)")
     command.add_argument(
-        "--judge-context", type=int, default=None, metavar="TOKENS",
+        "--judge-context", type=positive_int, default=None, metavar="TOKENS",
         help="the judge's context window; longer sources are split (default: $MGM_JUDGE_CONTEXT, which mgm serve prints; else no split)",
     )
-    command.add_argument("--concurrency", type=int, default=concurrency, help="judge calls in flight at once")
+    command.add_argument("--concurrency", type=positive_int, default=concurrency, help="judge calls in flight at once")
 
 
 def set_tracking(args: argparse.Namespace) -> None:
@@ -54,19 +97,28 @@ def set_tracking(args: argparse.Namespace) -> None:
     import mlflow
 
     uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+    database = local_database(uri)
+    if database is not None and database.is_dir():  # MLflow would retry opening it for minutes, then raise
+        raise ValueError(f"the MLflow tracking store {uri} names a folder, not a SQLite database file")
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri((None if args.tracking_uri else os.environ.get("MLFLOW_REGISTRY_URI")) or uri)
 
 
-def local_artifacts_root(tracking_uri: str) -> Path | None:
-    """``mlartifacts`` beside the database of a local SQLite store (``sqlite:///path/mlflow.db``); None for any
-    other store, whose server or configuration decides where artifacts go."""
+def local_database(tracking_uri: str) -> Path | None:
+    """The database file of a local SQLite store (``sqlite:///path/mlflow.db``); None for any other store."""
     if not tracking_uri.startswith("sqlite:///"):
         return None
     database = tracking_uri.removeprefix("sqlite:///").split("?")[0]
     if not database or database == ":memory:":
         return None
-    return Path(database).resolve().parent / ARTIFACTS_FOLDER
+    return Path(database)
+
+
+def local_artifacts_root(tracking_uri: str) -> Path | None:
+    """``mlartifacts`` beside the database of a local SQLite store (``sqlite:///path/mlflow.db``); None for any
+    other store, whose server or configuration decides where artifacts go."""
+    database = local_database(tracking_uri)
+    return None if database is None else database.resolve().parent / ARTIFACTS_FOLDER
 
 
 def prepare_experiment(name: str) -> None:

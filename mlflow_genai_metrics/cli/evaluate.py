@@ -12,8 +12,11 @@ from .common import (
     DEFAULT_TRACKING_URI,
     EXIT_EVALUATION_FAILED,
     EXIT_OK,
+    folder_argument,
     judge_options,
     make_judge,
+    positive_int,
+    positive_number,
     set_experiment,
     set_tracking,
     tracking_option,
@@ -36,10 +39,12 @@ def evaluate(args: argparse.Namespace) -> int:
     missing = [c for c in (args.source_col, args.summary_col if not args.model else None, args.reference_col, args.id_col, args.category_col) if c and c not in data.columns]
     if missing:
         raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
-    if args.limit:
+    if args.limit is not None:
         data = data.head(args.limit)
     if args.grounding_only and (args.judge_model or args.judge_base_url or args.judge_context):
         raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
+    if args.batch_dir:
+        folder_argument(args.batch_dir, "--batch-dir")
     if args.estimate:  # the prompts it would send, counted: no judge call, no run
         from ..judge.settings import environment_context_window
         from ..summarization.estimate import estimate_cost
@@ -152,15 +157,15 @@ def add_commands(commands) -> None:
         help="no judge at all: log the model-free grounding check (and the reference and length metrics when given)",
     )
     evaluate_parser.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
-    evaluate_parser.add_argument("--limit", type=int, default=None, metavar="N", help="first N rows only (default: every row)")
+    evaluate_parser.add_argument("--limit", type=positive_int, default=None, metavar="N", help="first N rows only (default: every row)")
     evaluate_parser.add_argument("--estimate", action="store_true", help="print the judge calls, tokens and cost it expects, then exit (no judge call, no run)")
     evaluate_parser.add_argument("--prices", default=None, metavar="IN,OUT[,CACHED]",
                                  help="judge prices in USD per million prompt, completion [and cached prompt] tokens: the run's cost and --estimate's (default: no cost)")
-    evaluate_parser.add_argument("--max-calls", type=int, default=None, help="judge calls the run may make at most; rows past it get the error budget (default: no limit)")
-    evaluate_parser.add_argument("--max-cost-usd", type=float, default=None, help="judge cost the run may reach at most, in USD; needs --prices (default: no limit)")
+    evaluate_parser.add_argument("--max-calls", type=positive_int, default=None, help="judge calls the run may make at most; rows past it get the error budget (default: no limit)")
+    evaluate_parser.add_argument("--max-cost-usd", type=positive_number, default=None, help="judge cost the run may reach at most, in USD; needs --prices (default: no limit)")
     evaluate_parser.add_argument("--batch", action="store_true",
                                  help="ask the judge through OpenAI's Batches API (half the price; answers within 24 h; a rerun resumes the batches)")
-    evaluate_parser.add_argument("--batch-poll-s", type=float, default=30.0, metavar="S", help="seconds between looks at a submitted batch (default: 30.0)")
+    evaluate_parser.add_argument("--batch-poll-s", type=positive_number, default=30.0, metavar="S", help="seconds between looks at a submitted batch (default: 30.0)")
     evaluate_parser.add_argument("--batch-dir", default=None, metavar="DIR",
                                  help="batch mode without the Batches API: write the batch files here, for vLLM's run_batch (implies --batch)")
     evaluate_parser.add_argument("--batch-command", default=None, metavar="CMD",

@@ -6,9 +6,8 @@ import argparse
 import shlex
 import signal
 import threading
-from pathlib import Path
 
-from .common import EXIT_OK
+from .common import EXIT_OK, folder_argument, port_number, positive_int
 
 __all__ = ["DEMO_GATE", "DEMO_NOTE", "add_commands", "demo", "serve"]
 
@@ -55,9 +54,9 @@ def demo(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     articles = load_articles(args.data)
-    if args.limit:
+    if args.limit is not None:
         articles = articles.head(args.limit)
-    store = Path(args.store)
+    store = folder_argument(args.store, "--store")
     uri = local_store(store)
     with contextlib.ExitStack() as stack:
         print("starting local models (llama.cpp on 127.0.0.1): Gemma 3 270M and SmolLM2-135M-Instruct ...", flush=True)
@@ -108,17 +107,17 @@ def add_commands(commands) -> None:
         ),
     )
     serve_parser.add_argument("model", nargs="?", default="smollm2-135m", help="smollm2-135m, gemma3-270m or a path to a .gguf file")
-    serve_parser.add_argument("--n-ctx", type=int, default=8192, metavar="TOKENS", help="context window in tokens, exported as MGM_JUDGE_CONTEXT")
+    serve_parser.add_argument("--n-ctx", type=positive_int, default=8192, metavar="TOKENS", help="context window in tokens, exported as MGM_JUDGE_CONTEXT")
     serve_parser.add_argument(
         "--host", default="127.0.0.1",
         help="address to listen on; the server checks no API key, so another address than loopback opens the model to that network",
     )
-    serve_parser.add_argument("--port", type=int, default=None, help="port to listen on (default: a free one, new at every start)")
+    serve_parser.add_argument("--port", type=port_number, default=None, help="port to listen on (default: a free one, new at every start)")
     serve_parser.set_defaults(run=serve)
     demo_parser = commands.add_parser("demo", help="the whole loop on local models: summarize, judge, log, compare, gate")
     demo_parser.add_argument("--data", default=None, help="articles file; the BBC jsonl works as is (default: the eight that ship with the package)")
-    demo_parser.add_argument("--limit", type=int, default=None, metavar="N", help="first N articles only (default: every article)")
+    demo_parser.add_argument("--limit", type=positive_int, default=None, metavar="N", help="first N articles only (default: every article)")
     demo_parser.add_argument("--store", default="mgm-demo", help="folder for the SQLite MLflow store and artifacts")
-    demo_parser.add_argument("--max-tokens", type=int, default=200, help="summary length limit for the candidates")
-    demo_parser.add_argument("--concurrency", type=int, default=8, help="judge calls in flight, for a judge set by MGM_JUDGE_MODEL (the local one takes 2)")
+    demo_parser.add_argument("--max-tokens", type=positive_int, default=200, help="summary length limit for the candidates")
+    demo_parser.add_argument("--concurrency", type=positive_int, default=8, help="judge calls in flight, for a judge set by MGM_JUDGE_MODEL (the local one takes 2)")
     demo_parser.set_defaults(run=demo)

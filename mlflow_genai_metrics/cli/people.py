@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import EXIT_OK, figure, judge_options, make_judge, prepare_experiment, set_tracking, tracking_option
+from .common import EXIT_OK, figure, judge_options, make_judge, positive_int, prepare_experiment, set_tracking, tracking_option
 
 __all__ = ["add_commands", "agreement", "meta_eval", "monitor"]
 
@@ -15,6 +15,10 @@ def meta_eval(args: argparse.Namespace) -> int:
 
     data = Path(args.data)
     labelled = load_labelled(args.data)
+    if args.by is not None and args.by not in labelled.columns:
+        raise ValueError(f"--by {args.by!r}: {data.name} has no such column; it has {list(labelled.columns)}")
+    if args.plot:
+        _check_plot_path(Path(args.plot))  # before any row is judged, not after
     if not args.no_log:
         set_tracking(args)
         from ..tracking.agreement import log_meta_report, report_experiment
@@ -47,6 +51,17 @@ def meta_eval(args: argparse.Namespace) -> int:
         run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups)
         print(f"logged as run {run_id} (experiment {args.experiment})")
     return EXIT_OK
+
+
+def _check_plot_path(path: Path) -> None:
+    """A plot file matplotlib can write: a format it knows, in a folder that exists."""
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in formats:
+        raise ValueError(f"--plot {path}: not an image file matplotlib writes; end it in one of .{', .'.join(sorted(formats))}")
+    if not path.parent.is_dir():
+        raise ValueError(f"--plot {path}: the folder {path.parent} does not exist")
 
 
 def agreement(args: argparse.Namespace) -> int:
@@ -89,7 +104,7 @@ def add_commands(commands) -> None:
     """Add this module's subcommands to ``mgm``'s parser."""
     meta_parser = commands.add_parser("meta-eval", help="agreement of the judge with human faithfulness labels")
     meta_parser.add_argument("data", help="a labelled .jsonl (id, source, summary, label[, label_binary]), e.g. ../shared/data/faithfulness/frank.jsonl")
-    meta_parser.add_argument("--sample", type=int, default=None, metavar="N", help="N pairs, stratified by the binary label (default: every pair)")
+    meta_parser.add_argument("--sample", type=positive_int, default=None, metavar="N", help="N pairs, stratified by the binary label (default: every pair)")
     meta_parser.add_argument("--seed", type=int, default=0, help="seed of the --sample draw")
     meta_parser.add_argument("--plot", default=None, help="save the confusion matrix as this PNG (default: no plot)")
     judge_options(meta_parser)
@@ -111,7 +126,7 @@ def add_commands(commands) -> None:
     monitor_parser = commands.add_parser("monitor", help="score an experiment's traces not yet scored (production monitoring)")
     monitor_parser.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to score (default: $MLFLOW_EXPERIMENT_NAME)")
     monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\" (default: every trace)")
-    monitor_parser.add_argument("--max-traces", type=int, default=None, metavar="N", help="score at most N traces now, the rest on the next pass (default: all)")
+    monitor_parser.add_argument("--max-traces", type=positive_int, default=None, metavar="N", help="score at most N traces now, the rest on the next pass (default: all)")
     judge_options(monitor_parser)
     monitor_parser.add_argument("--no-coverage", action="store_true", help="claim alignment and grounding only")
     tracking_option(monitor_parser)

@@ -104,6 +104,9 @@ def compare_runs(
     notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
     note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
     names = metrics or default_metrics()
+    unknown = [name for name in metrics or () if not any(name in run.metrics for run in runs)]
+    if unknown:  # a typo would otherwise leave an empty table
+        raise ValueError(f"no run compared has the metric(s) {unknown}; the first has: {', '.join(sorted(base.metrics))}")
     # Holm's adjustment runs over the metrics this table shows, for each compared run.
     tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], confidence).set_index("metric") for run_id, c in comparisons.items()}
     records = []

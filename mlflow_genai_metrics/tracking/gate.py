@@ -171,6 +171,8 @@ def register_if_passing(
     beat_metrics = [beat_metric] if isinstance(beat_metric, str) else list(beat_metric)
     if beat_champion and not alias:
         raise ValueError("beat_champion needs an alias naming the champion")
+    if alias:
+        _check_alias(alias)
     if beat_champion:
         _check_beat_metrics(beat_metrics)
     client = MlflowClient()
@@ -265,6 +267,17 @@ def _check_beat_metrics(metrics: list[str]) -> None:
     unknown = [m for m in metrics if m not in comparable]
     if unknown:
         raise ValueError(f"cannot beat the champion on {unknown}: a beat metric is one of {', '.join(comparable)}")
+
+
+def _check_alias(alias: str) -> None:
+    """Refuse an alias MLflow would refuse (``v1``, ``latest``, a space) before anything is registered: MLflow checks
+    it only when the alias is set, after the version exists."""
+    try:
+        from mlflow.utils.validation import _validate_model_alias_name, _validate_model_alias_name_reserved
+    except ImportError:  # pragma: no cover - another MLflow: it says so when the alias is set
+        return
+    _validate_model_alias_name(alias)
+    _validate_model_alias_name_reserved(alias)
 
 
 def _champion_outcomes(
