@@ -17,6 +17,7 @@ computation::
 
 from __future__ import annotations
 
+import difflib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ import pandas as pd
 from ..stats import RatioStatistic
 from .records import RowJudgement
 
-__all__ = ["METRICS", "MetricRegistry", "MetricSpec", "RowFacts", "row_facts"]
+__all__ = ["METRICS", "MetricRegistry", "MetricSpec", "RowFacts", "closest_names", "row_facts"]
 
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
@@ -53,6 +54,18 @@ class RowFacts:
     grounding: float | None = None
     grounded: int | None = None
     suspects: int | None = None  # judged claims whose verdict the check finds suspect (None: not checked)
+
+
+def closest_names(unknown: list[str], known: list[str] | set[str], *, most: int = 3) -> str:
+    """The names in ``unknown``, each with the (at most ``most``) closest of ``known``: ``'alignmnet' (closest:
+    alignment, alignment_n)``, or ``'x' (nothing close)``. What an error about a mistyped metric says, instead of
+    listing every name there is."""
+    candidates = sorted(known)
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, candidates, n=most, cutoff=0.5)
+        parts.append(f"{name!r} (closest: {', '.join(close)})" if close else f"{name!r} (nothing close)")
+    return "; ".join(parts)
 
 
 def row_facts(judgement: RowJudgement) -> RowFacts:

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
-from ..summarization.metrics import METRICS
+from ..summarization.metrics import METRICS, closest_names
 from ..summarization.scoring import interval_names
 from . import plots
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
@@ -106,7 +106,7 @@ def compare_runs(
     names = metrics or default_metrics()
     unknown = [name for name in metrics or () if not any(name in run.metrics for run in runs)]
     if unknown:  # a typo would otherwise leave an empty table
-        raise ValueError(f"no run compared has the metric(s) {unknown}; the first has: {', '.join(sorted(base.metrics))}")
+        raise ValueError(f"no run compared has the metric(s) {closest_names(unknown, set(base.metrics))}")
     # Holm's adjustment runs over the metrics this table shows, for each compared run.
     tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], confidence).set_index("metric") for run_id, c in comparisons.items()}
     records = []

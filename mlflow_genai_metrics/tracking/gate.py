@@ -20,7 +20,7 @@ from ..summarization.comparison import (
     compare_results,
     direction,
 )
-from ..summarization.metrics import METRICS
+from ..summarization.metrics import METRICS, closest_names
 from ..summarization.scoring import aggregate_names, corpus_names, interval_names
 from .compare import load_run
 from .errors import is_bad_input
@@ -183,8 +183,8 @@ def register_if_passing(
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
     unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in _aggregate_names()]
     if unknown:
-        known = ", ".join(sorted(metrics)) or "(none)"
-        raise ValueError(f"unknown metric(s) {unknown} in the gate's rules; run {run_id} has: {known}")
+        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(_aggregate_names()))} "
+                         f"(run {run_id} has {len(metrics)} metrics; docs/metrics.md lists every name)")
     outcomes = []
     for rule in parsed:
         actual = metrics.get(rule.metric)
@@ -266,7 +266,8 @@ def _check_beat_metrics(metrics: list[str]) -> None:
     comparable = [name for name in aggregate_names() if name != "judge_error_rate"] + corpus_names()
     unknown = [m for m in metrics if m not in comparable]
     if unknown:
-        raise ValueError(f"cannot beat the champion on {unknown}: a beat metric is one of {', '.join(comparable)}")
+        raise ValueError(f"cannot beat the champion on {closest_names(unknown, comparable)}: a beat metric is a judge "
+                         "aggregate (not judge_error_rate) or a corpus metric (docs/metrics.md)")
 
 
 def _check_alias(alias: str) -> None:
