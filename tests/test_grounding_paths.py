@@ -150,7 +150,7 @@ def test_the_same_rows_give_the_same_grounding_on_every_path(scripted_server, ml
     assert table.loc["b", "grounding/justification"] == api.rows.set_index("id").loc["b", "grounding_reasoning"]
     traces = mlflow.search_traces(run_id=genai.run_id, return_type="list")
     values = sorted(a.value for t in traces for a in t.info.assessments if a.name == "grounding")
-    assert values == pytest.approx(sorted(api.rows["grounding"]))
+    assert values == [float(f"{v:.3g}") for v in sorted(api.rows["grounding"])]  # a card shows 3 significant digits
 
 
 def test_the_comparison_pairs_grounding_like_every_other_metric(scripted_server):

@@ -107,7 +107,7 @@ def test_claim_alignment_is_yes_or_no_from_the_judge_model(evaluated):
     values = {row_id: feedback(t, "claim_alignment")[0] for row_id, t in evaluated.traces.items() if row_id != "biz/2"}
     assert {row_id: f.value for row_id, f in values.items()} == {"biz/1": "no", **{i: "yes" for i in values if i != "biz/1"}}
     for item in values.values():
-        assert item.source.source_type == AssessmentSourceType.LLM_JUDGE and item.source.source_id == "scripted-judge"
+        assert item.source.source_type == AssessmentSourceType.LLM_JUDGE and item.source.source_id == "openai:/scripted-judge"
 
 
 def test_the_rationale_is_markdown_with_contradicted_claims_first(evaluated):
@@ -127,7 +127,7 @@ def test_claim_alignment_metadata_carries_the_counts(evaluated):
 
 def test_key_point_coverage_is_the_share_with_missed_and_covered_points_listed(evaluated):
     item = feedback(evaluated.traces["tec/1"], "key_point_coverage")[0]
-    assert item.value == pytest.approx(1 / 3) and item.source.source_id == "scripted-judge"
+    assert item.value == 0.333 and item.source.source_id == "openai:/scripted-judge"  # 3 significant digits on a card
     assert item.rationale.startswith("**1 of 3 key points covered.**")
     assert "Missed:\n- It has a larger screen." in item.rationale and "Covered:\n- A new phone was released in Paris." in item.rationale
 

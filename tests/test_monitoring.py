@@ -76,7 +76,7 @@ def test_a_judge_registers_and_loads_back_from_a_server_with_custom_scorers(cust
         assert sorted(s.name for s in list_scorers()) == sorted(JUDGED)
         loaded = get_scorer(name="claim_alignment")
         verdict = loaded(inputs={"text": ARTICLES[0][2]}, outputs=CONTRADICTIONS["no"][0])
-        assert verdict.value == "no" and verdict.source.source_id == "scripted-judge"
+        assert verdict.value == "no" and verdict.source.source_id == "openai:/scripted-judge"
         # MLflow 3.17's server runs monitoring only for judges on an AI-gateway model, never a custom scorer: the
         # reason score_traces and mgm monitor exist (docs/mlflow.md says so; this fails if MLflow lifts the limit)
         with pytest.raises(MlflowException, match="does not use a gateway model"):

@@ -286,3 +286,20 @@ def test_the_study_has_no_warning_for_a_judge_that_supports_the_claims(scripted_
     result = run_study(frame().drop(columns=["summary"]), [Candidate("good", "good-summarizer", server.base_url)], judge_for(server),
                        progress=False)
     assert result.warnings == {} and np.isclose(float(result.table.loc[0, "strict alignment [95% CI]"].split()[0]), 1.0)
+
+
+def test_cards_show_values_to_three_significant_digits_and_name_the_judge_as_mlflow_does():
+    """A person reads 0.667 and 0.0142 on a card, not 0.6666666666666666 or 0.014194148827315435 (the run's tables
+    keep the exact values); the judge is named ``openai:/<model>``, as MLflow's own judges name theirs."""
+    from mlflow_genai_metrics.grounding.scoring import RowGrounding
+    from mlflow_genai_metrics.summarization.records import CoveredKeyPoint
+    from mlflow_genai_metrics.tracking.feedback import grounding_feedback, judge_source, key_point_coverage_feedback
+
+    points = [CoveredKeyPoint(key_point=f"Point {n}.", covered=n == 0, reason="r") for n in range(3)]
+    covered = key_point_coverage_feedback("key_point_coverage", RowJudgement(id="r1", source_key="k", claims=[], key_points=points), SOURCE)
+    assert covered.value == 0.333
+    grounded = RowJudgement(id="r1", source_key="k", claims=[], grounding=RowGrounding(0.014194148827315435, False, "grounding 0.01 (not grounded); 1 sentences."))
+    assert grounding_feedback("grounding", grounded, SOURCE).value == 0.0142
+    assert card("yes", "yes", "no").metadata["support_rate"] == "0.667"
+    assert judge_source("gpt-4o-mini").source_id == "openai:/gpt-4o-mini"
+    assert judge_source("anthropic:/claude-3").source_id == "anthropic:/claude-3"

@@ -24,6 +24,7 @@ from ..summarization.records import CheckedClaim, RowJudgement
 
 __all__ = [
     "claim_alignment_feedback", "error_feedback", "faithful", "grounding_feedback", "judge_source", "key_point_coverage_feedback", "markdown_text",
+    "shown",
 ]
 
 _ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, then unverifiable, as in the per-row reasoning
@@ -37,8 +38,15 @@ def markdown_text(text: str) -> str:
 
 
 def judge_source(model: str) -> AssessmentSource:
-    """The judge model as the feedback's source, as MLflow's own judges name theirs."""
-    return AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=model)
+    """The judge model as the feedback's source, named as MLflow's own judges name theirs: ``openai:/<model>`` (the
+    judge speaks the OpenAI protocol, whatever serves it); a model already named ``<provider>:/...`` as it is."""
+    return AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=model if ":/" in model else f"openai:/{model}")
+
+
+def shown(value: float) -> float:
+    """``value`` to 3 significant digits: what a card shows a person (0.0142, not 0.014194148827315435). The
+    run's tables keep the exact value."""
+    return float(f"{value:.3g}")
 
 
 def error_feedback(name: str, message: str, source: AssessmentSource, *, code: str = "JUDGE_ERROR") -> Feedback:
@@ -98,7 +106,7 @@ def claim_alignment_feedback(name: str, judgement: RowJudgement, source: Assessm
         "aligned": str(bool(claims) and counts["no"] == 0).lower(),  # the study's: no claim contradicted
     }
     if claims:
-        metadata["support_rate"] = f"{counts['yes'] / len(claims):.4g}"
+        metadata["support_rate"] = f"{counts['yes'] / len(claims):.3g}"
     if any(c.suspect is not None for c in claims):
         metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
     return Feedback(name=name, value=value, rationale=rationale, source=source, metadata=metadata)
@@ -118,7 +126,7 @@ def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: Asse
         if group:
             lines += ["", f"{title}:", *(f"- {markdown_text(p.key_point)} — {markdown_text(p.reason)}" for p in group)]
     metadata = {"row_id": str(judgement.id), "key_points": str(len(points)), "covered": str(len(covered)), "missed": str(len(missed))}
-    return Feedback(name=name, value=len(covered) / len(points), rationale="\n".join(lines), source=source, metadata=metadata)
+    return Feedback(name=name, value=shown(len(covered) / len(points)), rationale="\n".join(lines), source=source, metadata=metadata)
 
 
 def grounding_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
@@ -129,4 +137,4 @@ def grounding_feedback(name: str, judgement: RowJudgement, source: AssessmentSou
     head, *rest = checked.reasoning.splitlines()
     rationale = "\n".join([markdown_text(head), *([""] if rest else []), *(f"- {markdown_text(line)}" for line in rest)])
     metadata = {"row_id": str(judgement.id), "grounded": str(bool(checked.grounded)).lower()}
-    return Feedback(name=name, value=checked.grounding, rationale=rationale, source=source, metadata=metadata)
+    return Feedback(name=name, value=shown(checked.grounding), rationale=rationale, source=source, metadata=metadata)
