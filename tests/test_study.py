@@ -8,6 +8,7 @@ import re
 import pandas as pd
 import pytest
 
+from markdown_tables import markdown_table
 from mlflow_genai_metrics.study import (
     Candidate, comparison_lines, demo_articles, format_table, load_articles, run_study, stratified_sample,
 )
@@ -30,7 +31,10 @@ def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server
     assert result.comparison is not None and set(result.comparison["run_name"]) == {"bad", "good"}
     assert not result.gates["bad"].passed and result.gates["good"].passed
     markdown = format_table(result.table)
-    assert markdown.splitlines()[0].startswith("| candidate | model | alignment [95% CI] |")
+    rows = markdown_table(markdown, "candidate")  # as many cells in each row as headers
+    assert list(rows[0])[:3] == ["candidate", "model", "alignment [95% CI]"] and [r["candidate"] for r in rows] == ["bad", "good"]
+    # padded: every line has its column bars at the same places, so the columns line up as printed
+    assert len({tuple(at for at, char in enumerate(line) if char == "|") for line in markdown.splitlines()}) == 1
 
 
 def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(scripted_server, mlflow_store, monkeypatch):
@@ -43,7 +47,7 @@ def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(sc
     grounding = table["grounding [95% CI]"].map(lambda cell: float(cell.split()[0]))
     assert grounding["good"] > grounding["bad"] and table.loc["good", "grounded [95% CI]"].startswith("1.000 [")
     assert 0 <= float(table.loc["good", "suspect verdicts"]) <= 1
-    header = format_table(result.table).splitlines()[0]
+    header = list(markdown_table(format_table(result.table), "candidate")[0])
     assert header.index("coverage") < header.index("grounding [95% CI]") < header.index("defect: contradiction")
     by_category = result.by_category.set_index(["candidate", "category"])
     assert by_category["grounding"].notna().all() and by_category.loc[("good", "sport"), "grounding"] > by_category.loc[("bad", "sport"), "grounding"]
@@ -106,14 +110,14 @@ def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_p
 
     assert mgm(["demo", "--limit", "1", "--max-tokens", "60", "--store", str(tmp_path / "store")]) == 0
     out = capsys.readouterr().out
-    assert "| candidate | model | alignment [95% CI] |" in out
-    assert "| gemma3-270m | gemma3-270m |" in out and "| smollm2-135m | smollm2-135m |" in out
+    rows = {row["candidate"]: row for row in markdown_table(out, "candidate")}  # every row has a cell per header
+    assert {name: row["model"] for name, row in rows.items()} == {"gemma3-270m": "gemma3-270m", "smollm2-135m": "smollm2-135m"}
     assert "gate for gemma3-270m:" in out and "NOTE: the judge here is SmolLM2-135M" in out
-    header = next(line for line in out.splitlines() if line.startswith("| candidate |"))
-    assert "| grounding [95% CI] | grounded [95% CI] | suspect verdicts |" in header
-    gemma = next(line for line in out.splitlines() if line.startswith("| gemma3-270m |")).split(" | ")
+    header = list(rows["gemma3-270m"])
+    assert header[header.index("grounding [95% CI]"):][:3] == ["grounding [95% CI]", "grounded [95% CI]", "suspect verdicts"]
     # a value, never n/a (one article: the bootstrap has no interval to give)
-    assert re.fullmatch(r"\d\.\d{3}( \[\d\.\d{3}, \d\.\d{3}\])?", gemma[header.split(" | ").index("grounding [95% CI]")])
+    assert re.fullmatch(r"\d\.\d{3}( \[\d\.\d{3}, \d\.\d{3}\])?", rows["gemma3-270m"]["grounding [95% CI]"])
+    assert re.search(r"^  gemma3-270m: http://127\.0\.0\.1:5000/#/experiments/\d+/runs/[0-9a-f]{32}$", out, re.MULTILINE)
     assert "by category (alignment, richness, grounding):" in out
     # evaluated, or missing with the reason (one article: no interval from one row), never silently
     assert re.search(r"^  (PASS|FAIL) grounded_rate_ci_low >= 0\.5: actual (\d|missing \(no interval: grounded_rate stands on 1 row,)", out, re.MULTILINE)

@@ -50,7 +50,7 @@ def demo(args: argparse.Namespace) -> int:
 
     from ..judge import Judge
     from ..local import LocalModelServer
-    from ..study import Candidate, comparison_lines, format_table, load_articles, local_store, run_study, ui_command, warning_lines
+    from ..study import Candidate, comparison_lines, format_table, load_articles, local_store, run_study, run_url, ui_command, warning_lines
 
     started = time.perf_counter()
     articles = load_articles(args.data)
@@ -92,6 +92,8 @@ def demo(args: argparse.Namespace) -> int:
     if local_judge:
         print("\n" + DEMO_NOTE)
     print(f"\ndone in {time.perf_counter() - started:.0f} s. Open the runs in the MLflow UI:\n  {ui_command(uri)}")
+    for name, run_id in result.run_ids.items():
+        print(f"  {name}: {run_url(result.experiment_id, run_id)}")
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ the BBC corpus with any OpenAI-compatible candidates and judge.
 """
 
 from .articles import demo_articles, load_articles, sample_summaries, stratified_sample
-from .run import Candidate, StudyResult, local_store, run_study, ui_command
+from .run import Candidate, StudyResult, local_store, run_study, run_url, ui_command
 from .table import COMPARED, comparison_lines, format_table, judge_failure_summary, warning_lines
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "load_articles",
     "local_store",
     "run_study",
+    "run_url",
     "sample_summaries",
     "stratified_sample",
     "ui_command",

@@ -15,7 +15,7 @@ from ..judge import Judge
 from ..summarization.warnings import RunWarning, run_warnings
 from .table import judge_failure_summary, study_row
 
-__all__ = ["Candidate", "StudyResult", "local_store", "run_study", "ui_command"]
+__all__ = ["Candidate", "StudyResult", "local_store", "run_study", "run_url", "ui_command"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,16 @@ def _per_category(categories: pd.Series, table: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby("category").mean()
 
 
+UI_ADDRESS = "http://127.0.0.1:5000"  # where ``ui_command`` serves the MLflow UI
+
+
 def ui_command(tracking_uri: str) -> str:
     return f"mlflow ui --backend-store-uri {tracking_uri} --host 127.0.0.1 --port 5000"
+
+
+def run_url(experiment_id: str, run_id: str) -> str:
+    """The run's page in the MLflow UI that ``ui_command`` starts."""
+    return f"{UI_ADDRESS}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def local_store(folder: str | Path) -> str:

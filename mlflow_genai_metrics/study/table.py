@@ -73,11 +73,16 @@ def study_row(name: str, model: str, metrics: Mapping[str, float], generation_er
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The study's table as Markdown."""
-    columns = list(table.columns)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for _, row in table.iterrows()]
-    return "\n".join(lines)
+    """The study's table as Markdown whose columns line up as printed: every cell padded to its column's width, a
+    ``|`` in a cell escaped (so a reader splitting on ``|`` finds as many cells in each row as headers)."""
+    columns = [str(c).replace("|", "\\|") for c in table.columns]
+    cells = [[str(value).replace("|", "\\|") for value in row] for row in table.itertuples(index=False)]
+    widths = [max([len(c), 3, *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+
+    def line(values: list[str]) -> str:
+        return "| " + " | ".join(value.ljust(width) for value, width in zip(values, widths)) + " |"
+
+    return "\n".join([line(columns), "|" + "|".join("-" * (width + 2) for width in widths) + "|", *(line(row) for row in cells)])
 
 
 def comparison_lines(comparison: pd.DataFrame, metrics: Sequence[str] = COMPARED) -> list[str]:
