@@ -77,14 +77,19 @@ def judge_row_pipelines(
     coverage: bool,
     max_source_tokens: int | None,
     progress: bool | None = None,
+    claims: bool = True,
 ) -> list[RowJudgement]:
-    """One ``RowJudgement`` per row (in order); only ``JudgeConfigError`` stops the run (answers so far are cached)."""
-    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens).run(progress))
+    """One ``RowJudgement`` per row (in order); only ``JudgeConfigError`` stops the run (answers so far are cached).
+
+    ``claims=False`` asks only the key-point passes (key points and coverage; with ``coverage=True``): the part of
+    a row that a key-point judge needs when another judge asks its claims. Its records have no claims."""
+    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims).run(progress))
 
 
 class _Pipelines:
-    def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None) -> None:
+    def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None, claims: bool = True) -> None:
         self.rows, self.judge, self.coverage, self.max_source_tokens = rows, judge, coverage, max_source_tokens
+        self.claims = claims
         self.chunks_of: dict[str, list[str]] = {}
         self.first_row_of: dict[str, int] = {}
         for index, row in enumerate(rows):
@@ -98,7 +103,9 @@ class _Pipelines:
 
         show = self.judge.progress if progress is None else progress
         bar = tqdm(total=len(self.rows), desc="judging rows", unit="row", disable=None if show is None else not show, leave=False)
-        store = RowStore(self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens) if self.judge.cache is not None else None
+        # Whole rows are stored with their claims: a row of key points alone replays its transcripts instead.
+        stores = self.judge.cache is not None and self.claims
+        store = RowStore(self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens) if stores else None
         try:
             keys = [store.key(row) for row in self.rows] if store is not None else []
             stored = store.read(keys) if store is not None else {}
@@ -190,16 +197,16 @@ class _Pipelines:
         answered = asked is not None and asked.done() and not asked.cancelled() and asked.exception() is None
         known = asked.result().points or None if answered else None  # type: ignore[union-attr]
         return row_need(self.judge, row, self.chunks_of[row.source_key], coverage=self.coverage,
-                        asks_key_points=asked is None, key_points=known)
+                        asks_key_points=asked is None, key_points=known, claims=self.claims)
 
     async def _passes(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
         row = self.rows[index]
         if self.coverage and row.source_key not in self.key_points:  # asked by the source's first row, then shared
             self.key_points[row.source_key] = group.create_task(self._key_points(row.source_key))
-        if has_words(row.summary):
+        if self.claims and has_words(row.summary):
             await self._claims(row, state)
         else:
-            state.claims = []  # an empty summary makes no claim: no call needed
+            state.claims = []  # an empty summary makes no claim: no call needed (nor when claims are not asked)
         key_points = await self.key_points[row.source_key] if self.coverage else None
         if key_points is not None and key_points.error is not None:
             state.fail("key-point extraction (for this row's source)", key_points.error)

@@ -42,18 +42,21 @@ class RowNeed:
 
 
 def row_need(
-    judge: Judge, row: RowInput, chunks: list[str], *, coverage: bool, asks_key_points: bool, key_points: list[str] | None
+    judge: Judge, row: RowInput, chunks: list[str], *, coverage: bool, asks_key_points: bool, key_points: list[str] | None,
+    claims: bool = True,
 ) -> RowNeed:
     """What judging ``row`` against its source's ``chunks`` will take. ``asks_key_points``: this row asks for its
-    source's key points (no row has yet); ``key_points``: the source's, when they are already known."""
+    source's key points (no row has yet); ``key_points``: the source's, when they are already known; ``claims``:
+    whether its claims are asked (False: the key-point passes alone)."""
     requests: list[JudgeRequest] = []
     if coverage and asks_key_points:
         requests += [extract_key_points_request(chunk) for chunk in chunks]
     if has_words(row.summary):
-        words = row.summary.split()
-        claims = _stand_ins(words, WORDS_PER_CLAIM, min(max(math.ceil(len(words) / WORDS_PER_CLAIM), 1), MAX_CLAIMS))
-        requests.append(extract_claims_request(row.summary))
-        requests += [verify_claims_request(chunk, claims) for chunk in chunks]
+        if claims:
+            words = row.summary.split()
+            stand_ins = _stand_ins(words, WORDS_PER_CLAIM, min(max(math.ceil(len(words) / WORDS_PER_CLAIM), 1), MAX_CLAIMS))
+            requests.append(extract_claims_request(row.summary))
+            requests += [verify_claims_request(chunk, stand_ins) for chunk in chunks]
         if coverage:
             points = key_points or _stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
             requests.append(check_coverage_request(points, row.summary))

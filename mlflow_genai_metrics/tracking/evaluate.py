@@ -10,26 +10,57 @@
 Whatever subset of the judges is chosen, the run gets every result the rows give (``alignment``, the defect rates,
 richness, coverage when ``KeyPointCoverage`` is among them, the grounding check, ROUGE/BLEU/chrF when the rows'
 ``expectations`` hold a reference; each with its interval and n; the judge's usage; tables and plots), logged
-once, and MLflow logs no ``<judge>/mean`` beside them. ``log_summary_results(run_id)`` completes a run that plain
-``mlflow.genai.evaluate`` left without them (MLflow skips its aggregation hook when no row has a value).
+once, and MLflow logs no ``<judge>/mean`` beside them. ``log_summary_results(run_id, judges)`` completes a run that
+plain ``mlflow.genai.evaluate`` left without them (MLflow skips its aggregation hook when no row has a value).
+
+The run's numbers are those of the rows of *this* call: the rows its judges were handed (every call, whether or
+not MLflow could store its trace), which must be the rows of ``data``, the rows of MLflow's ``result_df`` and the
+run's evaluated traces; when they are not, ``RunRowsMismatch`` says so with the counts (and so does the run's
+``mgm.error`` tag) instead of logging a smaller n. One MLflow evaluation runs at a time in a process, with
+``EVALUATION_WORKERS`` threads (MLflow's ``MLFLOW_GENAI_EVAL_MAX_WORKERS``, unless it is set): MLflow files each
+trace under the run started last in the process, so evaluations at once mix their Traces tabs, and its default of
+10 predict and 10 score threads runs out of the SQLite store's 15 connections, leaving rows without a trace. The
+judging before it (all the judge's calls) is not held back: evaluations in several threads judge at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
+from mlflow.tracking import MlflowClient
 
 from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
-from .genai import finish_run, logged_result, trace_rows
+from .genai import Pipeline, trace_rows
 from .judge_sets import shared_pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
+from .run_logging import SIGNATURE_TAG, log_result
+from .scored_rows import Call, ScoredRows, calls_per_scorer, fail, problems, run_row_ids, settle
 
-__all__ = ["SummaryEvaluation", "evaluate_summaries", "log_summary_results"]
+__all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results"]
+
+# MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
+# a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
+EVALUATION_WORKERS = 4
+# One MLflow evaluation at a time in this process (a lock, holding nothing): see the module's docstring.
+_ONE_EVALUATION = threading.Lock()
+
+
+class RunRowsMismatch(RuntimeError):
+    """The rows an evaluation logged would not be the rows it evaluated: the message gives both counts, ``run_id``
+    the run (tagged ``mgm.error`` with the same sentence, and given no figures)."""
+
+    def __init__(self, message: str, run_id: str):
+        super().__init__(message)
+        self.run_id = run_id
 
 
 @dataclass(frozen=True)
@@ -92,35 +123,70 @@ def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, *, predic
     ready = [pipeline.parse(r.get("inputs"), r.get("outputs"), r.get("expectations")) for r in records if "outputs" in r and predict_fn is None]
     if ready:
         pipeline.judge_all(ready)
-    scorers = [j.bound_to(pipeline, aggregations=[]) if isinstance(j, _SummaryScorer) else j for j in judges]
-    evaluation = mlflow.genai.evaluate(data=data, predict_fn=predict_fn, scorers=scorers)
-    result = pipeline.finish(evaluation.run_id)
-    if result is None:
-        raise RuntimeError(f"no row of run {evaluation.run_id} reached the judges (see the run's traces for why)")
+    needs = frozenset().union(*(j.needs for j in ours))
+    scored = ScoredRows(pipeline.judge, needs=needs, keys=pipeline.keys, pipeline=pipeline)
+    scorers = [j.bound_to(scored, aggregations=[]) if isinstance(j, _SummaryScorer) else j for j in judges]
+    with _ONE_EVALUATION, _workers(EVALUATION_WORKERS):
+        evaluation = mlflow.genai.evaluate(data=data, predict_fn=predict_fn, scorers=scorers)
+    result = _log_rows(evaluation, scored.take(), pipeline, len(records))
     return SummaryEvaluation(run_id=evaluation.run_id, result=result, mlflow_result=evaluation)
 
 
-def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer] | None = None) -> SummarizationResult:
-    """Log the run-level results of an evaluation run that plain ``mlflow.genai.evaluate`` left without them
-    (MLflow calls no aggregation hook when no row has a value, e.g. every row failed, or for ``Grounding`` alone).
+@contextlib.contextmanager
+def _workers(count: int) -> Iterator[None]:
+    """MLflow's evaluation threads for the block (unless the user set them), restored after it."""
+    if MLFLOW_GENAI_EVAL_MAX_WORKERS.is_set():
+        yield
+        return
+    os.environ[MLFLOW_GENAI_EVAL_MAX_WORKERS.name] = str(count)
+    try:
+        yield
+    finally:
+        os.environ.pop(MLFLOW_GENAI_EVAL_MAX_WORKERS.name, None)
 
-    Without ``judges``, the rows the judges scored in this process make the results. With ``judges``, the run's
-    traces are read back and judged by them (the judge's cache answers what was asked before): the way from another
-    process. A run whose results are logged already is returned as it is.
+
+def _log_rows(evaluation: Any, calls: list[Call], pipeline: Pipeline, expected: int) -> SummarizationResult:
+    """Log the result of the rows this evaluation's judges were handed, once they are the rows of ``data``, of
+    MLflow's ``result_df`` and of the run's traces; else tag the run and raise ``RunRowsMismatch``."""
+    run_id = evaluation.run_id
+    rows = {c.row.trace_id: c.row for c in calls if c.row is not None}
+    found = problems(calls, rows, run_row_ids(run_id))
+    listed = len(evaluation.result_df) if evaluation.result_df is not None else 0
+    handed = max(calls_per_scorer(calls).values(), default=0)
+    if handed != expected or listed != expected:
+        found.insert(0, f"data has {expected} rows, the judges were handed {handed}, MLflow's result_df lists {listed}")
+    if found:
+        raise RunRowsMismatch(fail(run_id, "; ".join(found)), run_id)
+    result = pipeline.result([row.parsed for row in rows.values()])
+    log_result(result, run_id=run_id, log_metrics=True)
+    return result
+
+
+def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer]) -> SummarizationResult:
+    """Log the run-level results of an evaluation run that plain ``mlflow.genai.evaluate`` left without them
+    (MLflow calls no aggregation hook when no row has a value, e.g. every row failed).
+
+    ``judges``: the scorer objects that evaluation ran with, holding its rows (their results are logged, checked
+    against the run's traces as the hook checks them); or any judges, to read the run's traces back and judge them
+    again (the judge's cache answers what was asked before): the way from another process.
     """
-    logged = logged_result(run_id)
-    if logged is not None:
-        return logged
-    if not judges:
-        result = finish_run(run_id)
-        if result is None:
-            raise ValueError(f"no evaluation of run {run_id} ran in this process: pass judges=[...] to judge its traces again")
-        return result
-    pipeline = shared_pipeline(list(judges))
+    judges = list(judges or [])
+    if not judges or not all(isinstance(j, _SummaryScorer) for j in judges):
+        raise ValueError("log_summary_results needs judges=[...]: the scorers the evaluation ran with, or judges to judge its traces again")
+    holding = next((j.scored_rows() for j in judges if j.scored_rows().pending()), None)
+    if holding is not None:
+        outcome = settle(holding, run_id)
+        if outcome.result is None:
+            raise RunRowsMismatch(outcome.error or "", run_id)
+        return outcome.result
+    if SIGNATURE_TAG in MlflowClient().get_run(run_id).data.tags:  # params are logged once: another result cannot be
+        raise ValueError(f"run {run_id} holds the results of an evaluation already; evaluate again into a new run")
+    pipeline = shared_pipeline(judges)
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
     if not rows:
         raise ValueError(f"run {run_id} has no trace with a source and a summary to judge ({len(unusable)} traces that are not)")
     pipeline.judge_all(rows)
-    pipeline.remember(rows, run_id)
-    return pipeline.finish(run_id)
+    result = pipeline.result(rows)
+    log_result(result, run_id=run_id, log_metrics=True)
+    return result

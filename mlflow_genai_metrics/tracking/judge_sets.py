@@ -1,5 +1,6 @@
-"""Sets of judges on one pipeline: ``summarization_scorers`` (the three judges, bound together) and
-``shared_pipeline`` (the pipeline ``evaluate_summaries``, ``log_summary_results`` and ``score_traces`` judge with).
+"""Sets of judges: ``summarization_scorers`` (the three judges as one set: each row judged once, in one pass, for
+all of them) and ``shared_pipeline`` (the pipeline ``evaluate_summaries``, ``log_summary_results`` and
+``score_traces`` make for their call and judge with).
 
 Above ``judges`` (the scorers) and ``genai`` (the pipeline), so neither imports the other's users.
 """
@@ -11,6 +12,7 @@ from typing import Any
 
 from ..judge import Judge
 from .genai import InputKeys, Pipeline
+from .scored_rows import ScoredRows
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
 
 __all__ = ["shared_pipeline", "summarization_scorers"]
@@ -29,11 +31,11 @@ def shared_pipeline(judges: Sequence[_SummaryScorer]) -> Pipeline:
     judged = [j for j in judges if isinstance(j, _JudgedScorer)]
     keys = _one(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
     if not judged:
-        return Pipeline(None, coverage=False, keys=keys, session_per_run=False)
+        return Pipeline(None, coverage=False, keys=keys)
     _one(judged, "one judge's settings", lambda j: j.judge)
     max_source_tokens = _one(judged, "max_source_tokens", lambda j: j.max_source_tokens)
     coverage = any(isinstance(j, KeyPointCoverage) for j in judges)
-    return Pipeline(judged[0].live_judge(), coverage=coverage, max_source_tokens=max_source_tokens, keys=keys, session_per_run=False)
+    return Pipeline(judged[0].live_judge(), coverage=coverage, max_source_tokens=max_source_tokens, keys=keys)
 
 
 def summarization_scorers(
@@ -48,13 +50,15 @@ def summarization_scorers(
 ) -> list:
     """The judges for ``mlflow.genai.evaluate`` on one pipeline: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
     ``coverage=False``) and ``Grounding`` (unless ``grounding=False``; then the run results leave the grounding
-    check out too). Each gives one feedback per row; the run's results are logged once, when MLflow aggregates."""
+    check out too). Each gives one feedback per row; the run's results are logged once, when MLflow aggregates.
+    The set serves one evaluation at a time (make one set per evaluation run at once)."""
     keys = InputKeys(source_key, id_key, category_key)
-    shared = Pipeline(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, keys=keys)
     options = {"source_key": source_key, "id_key": id_key, "category_key": category_key}
     judges = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
     if coverage:
         judges.append(KeyPointCoverage(judge, max_source_tokens=max_source_tokens, **options))
     if grounding:
         judges.append(Grounding(**options))
+    needs = frozenset().union(*(j.needs for j in judges))
+    shared = ScoredRows(judge, needs=needs, keys=keys, grounding=grounding, max_source_tokens=max_source_tokens)
     return [j.bound_to(shared) for j in judges]

@@ -8,10 +8,15 @@
     ClaimAlignment(judge).register().start(sampling_config=ScorerSamplingConfig(sample_rate=1.0))
 
 Each is a ``Scorer`` with a name, a description and serialisable settings (``judge``: the judge model, base URL,
-options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``). Judges made with
-the same settings share one judgement per row and report each run's results once (``genai.Pipeline``), through
-MLflow's aggregation hook: ``claim_alignment/claims`` (claims judged) and ``key_point_coverage/key_points`` (key
-points checked) are the numbers the hook returns; every other run metric has its own name (``docs/mlflow.md``).
+options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``). Each asks only
+what it needs (``ClaimAlignment`` the claim passes, ``KeyPointCoverage`` those and the key-point passes,
+``Grounding`` no judge), with the ``Judge`` it was made with. The judges of one evaluation share each row's judge
+calls and report the run's results once, through MLflow's aggregation hook, from the rows MLflow handed them in
+this evaluation (``scored_rows``; never from a trace's ``mlflow.sourceRun``): ``claim_alignment/claims`` (claims
+judged), ``key_point_coverage/key_points`` (key points checked) and ``grounding/rows`` (rows checked) are the numbers
+the hooks return; every other run metric has its own name (``docs/mlflow.md``). A judge object keeps the rows of
+the evaluation it is in until MLflow aggregates them: one set of judges serves one evaluation at a time, so
+evaluations run at once (threads) each need judges of their own.
 
 MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the
 judge as a ``@scorer`` whose body imports this package and rebuilds the judge from the settings its signature
@@ -22,15 +27,14 @@ installed there, and the judge's key in that environment.
 
 from __future__ import annotations
 
-import functools
 import json
+import threading
 import types
 from typing import Any, ClassVar
 
 import pydantic
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
 from mlflow.genai.scorers import Scorer, scorer
-from mlflow.tracing.constant import TraceMetadataKey
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..grounding.model import model_tag
@@ -38,7 +42,8 @@ from ..judge import Judge, JudgeConfigError
 from ..prompts import PROMPT_NAMES, load_prompt
 from ..summarization.records import RowJudgement
 from .feedback import claim_alignment_feedback, error_feedback, grounding_feedback, judge_source, key_point_coverage_feedback
-from .genai import PIPELINES, InputKeys, Pipeline
+from .genai import InputKeys
+from .scored_rows import CLAIMS, GROUNDING, KEY_POINTS, Call, ScoredRows, SharedRow, aggregate, hook_number
 
 __all__ = ["ClaimAlignment", "Grounding", "JudgeSpec", "KeyPointCoverage", "rebuilt", "summary_judge"]
 
@@ -96,14 +101,16 @@ class JudgeSpec(BaseModel):
 
 
 class _SummaryScorer(Scorer):
-    """What every judge shares: where the texts are in a row, the pipeline it reads, one feedback per row."""
+    """What every judge shares: where the texts are in a row, the rows it was handed, one feedback per row."""
 
     source_key: str = "text"
     id_key: str = "id"
     category_key: str = "category"
     judge_kind: ClassVar[str]
+    needs: ClassVar[frozenset[str]]  # the parts of a row's judgement its feedback reads
     hook_metric: ClassVar[str | None] = None  # the number its aggregation hook returns, named <name>/<hook_metric>
-    _pipeline: Pipeline | None = PrivateAttr(default=None)
+    _rows: ScoredRows | None = PrivateAttr(default=None)
+    _rows_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)  # (settings, dump): MLflow digests every feedback
 
     def model_post_init(self, context: Any) -> None:
@@ -114,14 +121,22 @@ class _SummaryScorer(Scorer):
     # -- scoring ----------------------------------------------------------------------------------------------------
 
     def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None) -> Feedback:
-        pipeline = self.pipeline()
-        parsed = pipeline.parse(inputs, outputs, expectations, trace)
-        run_id = (getattr(getattr(trace, "info", None), "request_metadata", None) or {}).get(TraceMetadataKey.SOURCE_RUN)
+        scored = self.scored_rows()
+        parsed = scored.parse(inputs, outputs, expectations, trace)
         try:
-            judgement = pipeline.judgement(parsed, run_id)
+            shared = SharedRow.on(trace, parsed, scored)  # None: MLflow handed no trace (its store did not write it)
+        except ValueError as error:
+            return error_feedback(self.name, str(error), self.source(), code="JUDGES_DISAGREE")
+        try:
+            scored.check()
+            judgement = scored.pipeline.judgement(parsed) if scored.pipeline is not None else (shared or SharedRow("", parsed)).judgement(scored)
         except JudgeConfigError as error:
+            scored.preflight.failed(error)  # every later row of the evaluation fails at once, with no call
+            scored.record(Call(self.name, parsed.trace_id, shared, valued=False, config_error=str(error)))
             return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
-        return self.feedback(judgement)
+        feedback = self.feedback(judgement)
+        scored.record(Call(self.name, parsed.trace_id, shared, valued=_aggregated(feedback.value)))
+        return feedback
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
         """This judge's one feedback for a judged row."""
@@ -130,40 +145,35 @@ class _SummaryScorer(Scorer):
     def source(self) -> AssessmentSource:
         raise NotImplementedError
 
-    def pipeline(self) -> Pipeline:
-        """The pipeline this judge reads: the one it is bound to, else the process's for its settings."""
-        if self._pipeline is not None:
-            return self._pipeline
-        return PIPELINES.get(self.pipeline_key(), self._make_pipeline)
+    def scored_rows(self) -> ScoredRows:
+        """The rows this judge was handed and how it judges them: its own, or its set's (``bound_to``)."""
+        with self._rows_lock:
+            if self._rows is None:
+                self._rows = self._own_rows()
+            return self._rows
 
-    def pipeline_key(self) -> str:
-        return json.dumps(["grounding", self.input_keys().__dict__], sort_keys=True)
-
-    def _make_pipeline(self, coverage: bool) -> Pipeline:
-        return Pipeline(None, coverage=False, keys=self.input_keys())
+    def _own_rows(self) -> ScoredRows:
+        return ScoredRows(None, needs=self.needs, keys=self.input_keys())
 
     def input_keys(self) -> InputKeys:
         return InputKeys(self.source_key, self.id_key, self.category_key)
 
-    def bound_to(self, pipeline: Pipeline, **update: Any) -> _SummaryScorer:
-        """A copy of this judge reading ``pipeline`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
+    def bound_to(self, rows: ScoredRows, **update: Any) -> _SummaryScorer:
+        """A copy of this judge in the set ``rows`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
         copy = self.model_copy(update=update)
-        copy._pipeline = pipeline
+        copy._rows, copy._rows_lock = rows, threading.Lock()
+        if "aggregations" not in update and self.aggregations:  # the copy's own hook, reading the copy's rows
+            copy.aggregations = [copy._aggregation_hook() if getattr(a, "mgm_hook", False) else a for a in self.aggregations]
         return copy
 
     def _aggregation_hook(self) -> Any:
-        def aggregate(values: list[float]) -> float:
+        def aggregate_run(values: list[float]) -> float:
             # MLflow calls this once, after every row is scored, in the thread that holds the evaluation's run.
-            import mlflow
+            return hook_number(aggregate(self.scored_rows(), self.name, values), self.hook_value)
 
-            from .genai import finish_run
-
-            run = mlflow.active_run()
-            result = finish_run(run.info.run_id) if run is not None else None
-            return float(self.hook_value(result)) if result is not None else float("nan")
-
-        aggregate.__name__ = self.hook_metric
-        return aggregate
+        aggregate_run.__name__ = self.hook_metric
+        aggregate_run.mgm_hook = True  # type: ignore[attr-defined]
+        return aggregate_run
 
     def hook_value(self, result: Any) -> float:
         raise NotImplementedError
@@ -217,24 +227,14 @@ class _JudgedScorer(_SummaryScorer):
         super().__init__(judge=JudgeSpec.of(live) if live is not None else judge, **data)
         self._live = live
 
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
-        if self.needs_coverage:
-            PIPELINES.want_coverage(self.pipeline_key())
-
-    needs_coverage: ClassVar[bool] = False
-
     def live_judge(self) -> Judge:
         """The ``Judge`` this judge asks (the one it was made with, else one built from its settings)."""
         if self._live is None:
             self._live = self.judge.build()
         return self._live
 
-    def pipeline_key(self) -> str:
-        return json.dumps([self.judge.model_dump(mode="json"), self.max_source_tokens, self.input_keys().__dict__], sort_keys=True)
-
-    def _make_pipeline(self, coverage: bool) -> Pipeline:
-        return Pipeline(self.live_judge(), coverage=coverage, max_source_tokens=self.max_source_tokens, keys=self.input_keys())
+    def _own_rows(self) -> ScoredRows:
+        return ScoredRows(self.live_judge(), needs=self.needs, keys=self.input_keys(), max_source_tokens=self.max_source_tokens)
 
     def source(self) -> AssessmentSource:
         return judge_source(self.judge.model)
@@ -252,6 +252,7 @@ class ClaimAlignment(_JudgedScorer):
         "(contradicted first, then unverifiable) and reason."
     )
     judge_kind: ClassVar[str] = "claim_alignment"
+    needs: ClassVar[frozenset[str]] = frozenset({CLAIMS})
     hook_metric: ClassVar[str | None] = "claims"
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
@@ -267,8 +268,8 @@ class KeyPointCoverage(_JudgedScorer):
     name: str = "key_point_coverage"
     description: str | None = "The share of the source's key points (listed by the judge) that the summary covers."
     judge_kind: ClassVar[str] = "key_point_coverage"
+    needs: ClassVar[frozenset[str]] = frozenset({CLAIMS, KEY_POINTS})  # its result is the claims' too, when alone
     hook_metric: ClassVar[str | None] = "key_points"
-    needs_coverage: ClassVar[bool] = True
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
         return key_point_coverage_feedback(self.name, judgement, self.source())
@@ -283,12 +284,11 @@ class Grounding(_SummaryScorer):
     name: str = "grounding"
     description: str | None = "Model-free grounding score in [0, 1]: how well the source supports each summary sentence (no judge call)."
     judge_kind: ClassVar[str] = "grounding"
+    needs: ClassVar[frozenset[str]] = frozenset({GROUNDING})
+    hook_metric: ClassVar[str | None] = "rows"
 
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
-        # MLflow would log its mean as grounding/mean, which the file store cannot keep beside the run's own grounding
-        if "aggregations" not in self.model_fields_set:
-            self.aggregations = []
+    def hook_value(self, result: Any) -> float:
+        return float(len(result.rows))
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
         return grounding_feedback(self.name, judgement, self.source())
@@ -297,18 +297,17 @@ class Grounding(_SummaryScorer):
         return AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=model_tag())
 
 
-KINDS: dict[str, type[_SummaryScorer]] = {cls.judge_kind: cls for cls in (ClaimAlignment, KeyPointCoverage, Grounding)}
-
-
-@functools.lru_cache(maxsize=64)
-def _rebuild(settings: str) -> _SummaryScorer:
-    fields = json.loads(settings)
-    return KINDS[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
+KINDS = types.MappingProxyType({cls.judge_kind: cls for cls in (ClaimAlignment, KeyPointCoverage, Grounding)})
 
 
 def rebuilt(settings: dict[str, Any]) -> _SummaryScorer:
-    """The judge ``settings()`` describe, made once per process (so its rows share one pipeline)."""
-    return _rebuild(json.dumps(settings, sort_keys=True))
+    """The judge ``settings()`` describe, made anew for each call of the registrable form: nothing is kept for the
+    process, so no judge (or its rows) reaches another call. No preflight: a wrong model is the call's
+    ``JUDGE_CONFIG_ERROR``, from its first request."""
+    fields = dict(settings)
+    judge = KINDS[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
+    judge.scored_rows().preflight.skip()
+    return judge
 
 
 def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, settings=None):
@@ -317,3 +316,8 @@ def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, sett
     from mlflow_genai_metrics.tracking.judges import rebuilt
 
     return rebuilt(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
+
+
+def _aggregated(value: Any) -> bool:
+    """Whether MLflow aggregates a feedback of this value: a number or a yes/no (as its ``aggregation`` module)."""
+    return isinstance(value, (int, float, bool)) or (isinstance(value, str) and value.lower() in ("yes", "no"))
