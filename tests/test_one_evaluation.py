@@ -206,6 +206,20 @@ def test_grounding_alone_logs_its_results(mlflow_store, path):
     assert "grounding" in run.data.metrics and "mgm.signature" in run.data.tags
 
 
+def test_grounding_alone_logs_its_results_on_the_file_store(tmp_path, monkeypatch):
+    """MLflow's file store keeps no metric grounding/rows beside the run's grounding: the hook is skipped (MLflow
+    logs why), the evaluation completes and the run has its results."""
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    try:
+        mlflow.set_experiment("file store")
+        run_id = mlflow.genai.evaluate(data=articles(), scorers=[Grounding()]).run_id
+        metrics = MlflowClient().get_run(run_id).data.metrics
+        assert metrics["grounding_n"] == len(ARTICLES) and "grounding/rows" not in metrics
+    finally:
+        mlflow.set_tracking_uri("")
+
+
 def test_a_run_that_cannot_add_up_raises_with_both_counts(scripted_server, mlflow_store):
     """evaluate_summaries into a run that already lists other evaluated rows: its rows are not the run's."""
     server = scripted_server(Endpoint(), models=Endpoint.models)

@@ -30,8 +30,10 @@ from __future__ import annotations
 import json
 import threading
 import types
+import urllib.parse
 from typing import Any, ClassVar
 
+import mlflow
 import pydantic
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
 from mlflow.genai.scorers import Scorer, scorer
@@ -169,7 +171,12 @@ class _SummaryScorer(Scorer):
     def _aggregation_hook(self) -> Any:
         def aggregate_run(values: list[float]) -> float:
             # MLflow calls this once, after every row is scored, in the thread that holds the evaluation's run.
-            return hook_number(aggregate(self.scored_rows(), self.name, values), self.hook_value)
+            outcome = aggregate(self.scored_rows(), self.name, values)
+            if outcome is not None and self.name in outcome.result.metrics and _file_store():
+                # The file store cannot keep MLflow's <name>/<hook> beside the run's own <name> (a file and a folder
+                # of one name): MLflow logs this error line for the hook and skips it; the results are logged.
+                raise RuntimeError(f"{self.name}/{self.hook_metric} is not logged on a file store, beside the run's {self.name}")
+            return hook_number(outcome, self.hook_value)
 
         aggregate_run.__name__ = self.hook_metric
         aggregate_run.mgm_hook = True  # type: ignore[attr-defined]
@@ -316,6 +323,12 @@ def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, sett
     from mlflow_genai_metrics.tracking.judges import rebuilt
 
     return rebuilt(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
+
+
+def _file_store() -> bool:
+    """Whether runs are tracked in MLflow's (deprecated) file store: a metric there is a file, so no metric's name can
+    be the folder of another's."""
+    return urllib.parse.urlparse(mlflow.get_tracking_uri()).scheme in ("", "file")
 
 
 def _aggregated(value: Any) -> bool:
