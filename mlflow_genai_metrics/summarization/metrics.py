@@ -30,7 +30,7 @@ import pandas as pd
 from ..stats import RatioStatistic
 from .records import RowJudgement
 
-__all__ = ["METRICS", "MetricRegistry", "MetricSpec", "RowFacts", "closest_names", "row_facts"]
+__all__ = ["METRICS", "RUN_METRICS", "RUN_USAGE", "MetricRegistry", "MetricSpec", "RowFacts", "closest_names", "row_facts", "run_metrics"]
 
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
@@ -66,6 +66,23 @@ def closest_names(unknown: list[str], known: list[str] | set[str], *, most: int 
         close = difflib.get_close_matches(name, candidates, n=most, cutoff=0.5)
         parts.append(f"{name!r} (closest: {', '.join(close)})" if close else f"{name!r} (nothing close)")
     return "; ".join(parts)
+
+
+# The run metrics an MLflow run gets by default (each with its interval and n), and the judge's calls and cost: the
+# headline a person reads in the runs table and the Model metrics tab (38 names at most). Every other figure is in
+# the run's report (``mgm/report.json``), which gates and comparisons read too; ``all_metrics=True`` logs them all.
+RUN_METRICS = ("alignment", "strict_alignment", "defect_rate/contradiction", "richness", "coverage", "judge_error_rate",
+               "grounding", "grounded_rate", "rougeL")
+RUN_USAGE = ("judge/calls", "judge/cost_usd")
+
+
+def run_metrics(metrics: dict[str, float], *, all_metrics: bool = False) -> dict[str, float]:
+    """The figures of ``metrics`` an MLflow run logs as metrics: the headline ones (``RUN_METRICS`` with their
+    ``_ci_low``, ``_ci_high`` and ``_n``, and ``RUN_USAGE``), or every one with ``all_metrics``."""
+    if all_metrics:
+        return dict(metrics)
+    chosen = {name for base in RUN_METRICS for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
+    return {name: value for name, value in metrics.items() if name in chosen or name in RUN_USAGE}
 
 
 def row_facts(judgement: RowJudgement) -> RowFacts:

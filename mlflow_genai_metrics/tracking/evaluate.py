@@ -45,7 +45,7 @@ from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
 from .scored_rows import Call, ScoredRows, calls_per_scorer, fail, problems, run_row_ids, settle
 
-__all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results"]
+__all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results", "table_records"]
 
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
@@ -98,7 +98,34 @@ def _records(data: Any) -> list[dict[str, Any]]:
     raise TypeError(f"data must be a list of dicts, a pandas DataFrame or an MLflow evaluation dataset, not {type(data).__name__}")
 
 
-def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None) -> SummaryEvaluation:
+def table_records(
+    table: pd.DataFrame, *, source_col: str = "text", summary_col: str | None = "summary", id_col: str | None = None,
+    category_col: str | None = None, reference_col: str | None = None,
+) -> list[dict[str, Any]]:
+    """A flat table (one row per summary) as ``mlflow.genai.evaluate``'s rows: ``inputs`` holds the source under
+    ``text`` (and the id and category when their columns are named; without ``id_col`` the row number is the id),
+    ``outputs`` the summary (left out when ``summary_col`` is None: ``predict_fn`` writes it), ``expectations``
+    the reference under MLflow's ``expected_response``."""
+    missing = [c for c in (source_col, summary_col, id_col, category_col, reference_col) if c and c not in table.columns]
+    if missing:
+        raise ValueError(f"the table has no column {missing}; it has {list(table.columns)}")
+    records = []
+    for position, row in enumerate(table.to_dict(orient="records")):
+        inputs = {"text": row[source_col], "id": row[id_col] if id_col else position}
+        if category_col:
+            inputs["category"] = row[category_col]
+        record: dict[str, Any] = {"inputs": inputs}
+        if summary_col:
+            record["outputs"] = row[summary_col]
+        if reference_col:
+            record["expectations"] = {"expected_response": row[reference_col]}
+        records.append(record)
+    return records
+
+
+def evaluate_summaries(
+    data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None, model_id: str | None = None, all_metrics: bool = False,
+) -> SummaryEvaluation:
     """Judge the summaries of ``data`` and log one MLflow evaluation run (the active run, else a new one).
 
     ``data``: what ``mlflow.genai.evaluate`` takes (a list of ``{"inputs": {"text": ..., "id": ...}, "outputs":
@@ -110,6 +137,10 @@ def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, *, predic
     ``JudgeConfigError`` in seconds, before any run is started), then every row with a summary is judged in one
     batch, then ``mlflow.genai.evaluate`` runs with judges that read those judgements (one feedback per judge per
     row; rows ``predict_fn`` summarises are judged as they come), and the run's results are logged once.
+
+    ``model_id``: the logged model the summaries are from (``SummarizerModel.log(...).model_id``), linked to the run
+    as MLflow links an evaluated model. ``all_metrics``: log every figure as a run metric, not only the headline
+    ones (``summarization.metrics.run_metrics``; the report table holds them all either way).
     """
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
     ours = [j for j in judges if isinstance(j, _SummaryScorer)]
@@ -127,8 +158,8 @@ def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, *, predic
     scored = ScoredRows(pipeline.judge, needs=needs, keys=pipeline.keys, pipeline=pipeline)
     scorers = [j.bound_to(scored, aggregations=[]) if isinstance(j, _SummaryScorer) else j for j in judges]
     with _ONE_EVALUATION, _workers(EVALUATION_WORKERS):
-        evaluation = mlflow.genai.evaluate(data=data, predict_fn=predict_fn, scorers=scorers)
-    result = _log_rows(evaluation, scored.take(), pipeline, len(records))
+        evaluation = mlflow.genai.evaluate(data=data, predict_fn=predict_fn, scorers=scorers, model_id=model_id)
+    result = _log_rows(evaluation, scored.take(), pipeline, len(records), all_metrics=all_metrics)
     return SummaryEvaluation(run_id=evaluation.run_id, result=result, mlflow_result=evaluation)
 
 
@@ -145,7 +176,7 @@ def _workers(count: int) -> Iterator[None]:
         os.environ.pop(MLFLOW_GENAI_EVAL_MAX_WORKERS.name, None)
 
 
-def _log_rows(evaluation: Any, calls: list[Call], pipeline: Pipeline, expected: int) -> SummarizationResult:
+def _log_rows(evaluation: Any, calls: list[Call], pipeline: Pipeline, expected: int, *, all_metrics: bool = False) -> SummarizationResult:
     """Log the result of the rows this evaluation's judges were handed, once they are the rows of ``data``, of
     MLflow's ``result_df`` and of the run's traces; else tag the run and raise ``RunRowsMismatch``."""
     run_id = evaluation.run_id
@@ -158,7 +189,7 @@ def _log_rows(evaluation: Any, calls: list[Call], pipeline: Pipeline, expected: 
     if found:
         raise RunRowsMismatch(fail(run_id, "; ".join(found)), run_id)
     result = pipeline.result([row.parsed for row in rows.values()])
-    log_result(result, run_id=run_id, log_metrics=True)
+    log_result(result, run_id=run_id, log_metrics=True, all_metrics=all_metrics)
     return result
 
 

@@ -45,6 +45,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from ..signature import parse_signature
+from ..summarization.metrics import run_metrics
 from ..summarization.result import RunResult
 from . import plots
 
@@ -84,12 +85,13 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
 
 
-def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = False) -> str:
+def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = False, all_metrics: bool = False) -> str:
     """Log the tables, report, signature and plots of ``result`` (one process's ``SummarizationResult`` or Spark's)
     to ``run_id`` (default: the active run), under the names of this module's docstring.
 
-    ``log_metrics=True`` also logs every aggregate as a run metric (the classic ``mlflow.evaluate`` path logs them
-    itself, from the metrics' aggregate results). Logging the same result to the same run again leaves each table
+    ``log_metrics=True`` also logs the headline aggregates as run metrics (``summarization.metrics.run_metrics``:
+    each with its interval and n, and the judge's calls and cost; every aggregate with ``all_metrics=True``); the
+    report holds every figure either way. Logging the same result to the same run again leaves each table
     with its rows once.
     """
     figures = {
@@ -104,14 +106,14 @@ def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: boo
     tags.update({f"{WARNING_TAG_PREFIX}{kind}": message for kind, message in report.get("warnings", {}).items()})
     # A one-process result's tables are in memory already; a Spark result's are read back only in part.
     limit = None if isinstance(getattr(result, "rows", None), pd.DataFrame) else SPARK_TABLE_ROWS
-    return _log(run_id, result.write_tables, limit, figures, report, result.signature, result.metrics if log_metrics else None, tags)
+    return _log(run_id, result.write_tables, limit, figures, report, result.signature, run_metrics(result.metrics, all_metrics=all_metrics) if log_metrics else None, tags)
 
 
-def log_spark_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = True) -> str:
+def log_spark_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = True, all_metrics: bool = False) -> str:
     """``log_result`` for a ``judge_summaries_spark`` result, logging its metrics by default (no MLflow evaluation
     logs them for it). Its JSON tables hold the first ``SPARK_TABLE_ROWS`` rows of each table; the Parquet copies
     under ``mgm/`` hold every row."""
-    return log_result(result, run_id=run_id, log_metrics=log_metrics)
+    return log_result(result, run_id=run_id, log_metrics=log_metrics, all_metrics=all_metrics)
 
 
 def _read_table(path: Path, limit: int | None) -> pd.DataFrame:
