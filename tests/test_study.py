@@ -7,6 +7,7 @@ import re
 
 import pandas as pd
 import pytest
+from mlflow.tracking import MlflowClient
 
 from markdown_tables import markdown_table
 from mlflow_genai_metrics.study import (
@@ -16,14 +17,18 @@ from mlflow_genai_metrics.tracking import load_run
 
 from conftest import SECRET_KEY, SHARED_DATA
 from helpers import judge_for
-from mlflow_helpers import Endpoint, frame
+from mlflow_helpers import ARTICLES, Endpoint, frame
+from run_traces import cards_per_row
+
+ROW_IDS = {row_id for row_id, _, _ in ARTICLES}
 
 
 def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"}, progress=False)
+    judge = judge_for(server)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge, gate_rules={"alignment": ">= 0.9"}, progress=False)
     table = result.table.set_index("candidate")
     assert table.loc["bad", "alignment [95% CI]"].startswith("0.500 [") and table.loc["good", "alignment [95% CI]"].startswith("1.000 [")
     assert table.loc["good", "generation errors"] == 0 and table.loc["good", "judge calls"] > 0
@@ -35,6 +40,33 @@ def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server
     assert list(rows[0])[:3] == ["candidate", "model", "alignment [95% CI]"] and [r["candidate"] for r in rows] == ["bad", "good"]
     # padded: every line has its column bars at the same places, so the columns line up as printed
     assert len({tuple(at for at, char in enumerate(line) if char == "|") for line in markdown.splitlines()}) == 1
+    assert judge.usage.requests == sum(int(c) for c in table["judge calls"])  # the Judge passed in made every call
+
+
+def test_every_study_run_has_one_trace_per_article_with_a_card_per_judge(scripted_server, mlflow_store, monkeypatch):
+    """The study's runs are mlflow.genai.evaluate runs: people can read and label each article's cards."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), progress=False)
+    for name, run_id in result.run_ids.items():
+        assert cards_per_row(run_id) == {row_id: ["claim_alignment", "grounding", "key_point_coverage"] for row_id in ROW_IDS}, name
+        assert MlflowClient().get_run(run_id).data.metrics["alignment_n"] == len(ARTICLES)
+    grounding_only = run_study(frame().drop(columns=["summary"]), candidates[:1], None, coverage=False, progress=False)
+    assert cards_per_row(grounding_only.run_ids["bad"]) == {row_id: ["grounding"] for row_id in ROW_IDS}
+
+
+def test_the_study_reads_its_figures_from_the_evaluation_not_from_the_run_s_metrics(scripted_server, mlflow_store, monkeypatch):
+    """The run logs the headline figures; the table's other columns (defect: unverifiable, suspect verdicts, judge
+    tokens) come from the evaluation's result, so they are there all the same."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    result = run_study(frame().drop(columns=["summary"]), [Candidate("good", "good-summarizer", server.base_url)], judge_for(server),
+                       coverage=False, progress=False)
+    logged = MlflowClient().get_run(result.run_ids["good"]).data.metrics
+    assert "defect_rate/unverifiable" not in logged and "judge/prompt_tokens" not in logged
+    row = result.table.iloc[0]
+    assert row["defect: unverifiable"] == "0.000" and row["judge tokens"] > 0 and row["coverage"] == "n/a"
 
 
 def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(scripted_server, mlflow_store, monkeypatch):
@@ -74,6 +106,44 @@ def test_a_study_without_a_judge_gives_the_grounding_check_alone(scripted_server
     assert result.by_category["alignment"].isna().all() and result.by_category["grounding"].notna().all()
     assert any(line.startswith("good vs bad: grounded_rate +0.167") for line in comparison_lines(result.comparison))
     assert not result.gates["bad"].passed and result.gates["good"].passed
+
+
+def printed_gates(out: str) -> dict[str, tuple[str, dict[str, tuple[str, str, float, str]]]]:
+    """``mgm demo``'s gates as printed: candidate -> (the head line, {metric: (PASS/FAIL, op, threshold, actual)})."""
+    gates = {}
+    for block in re.finditer(r"^gate for (\S+): (.+)\n((?:  .+\n?)*)", out, re.MULTILINE):
+        rules = {}
+        for line in block.group(3).splitlines():
+            rule = re.fullmatch(r"  (PASS|FAIL) (\S+) (>=|<=|>|<|==) ([0-9.e+-]+): actual (.+)", line)
+            if rule:
+                rules[rule.group(2)] = (rule.group(1), rule.group(3), float(rule.group(4)), rule.group(5))
+        gates[block.group(1)] = (block.group(2), rules)
+    return gates
+
+
+def test_mgm_demo_prints_the_table_each_gate_s_rules_with_actual_and_required_values_and_the_run_urls(scripted_server, mlflow_store, monkeypatch):
+    """What the demo prints after the study (the study itself on the scripted endpoint instead of local models):
+    a failed gate lists every rule with its actual value against the required one, not only 'nothing registered'."""
+    from mlflow_genai_metrics.cli.local import DEMO_GATE, demo_report
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=DEMO_GATE, progress=False)
+    out = demo_report(result, mlflow_store, local_judge=False, seconds=12)
+    assert [row["candidate"] for row in markdown_table(out, "candidate")] == ["bad", "good"]
+    gates = printed_gates(out)
+    head, rules = gates["bad"]
+    assert head == "gate failed: nothing registered" and set(rules) == set(DEMO_GATE)
+    for outcome in result.gates["bad"].outcomes:
+        verdict, op, threshold, actual = rules[outcome.rule.metric]
+        assert (verdict == "PASS") == outcome.passed and f"{op} {threshold:g}" == DEMO_GATE[outcome.rule.metric]
+        assert float(actual) == pytest.approx(outcome.actual, rel=1e-3)
+    assert rules["grounded_rate_ci_low"][0] == "FAIL" and float(rules["grounded_rate_ci_low"][3]) < 0.5  # 5 of 6 grounded
+    assert gates["good"][0] == "gate passed: registered version 1" and all(r[0] == "PASS" for r in gates["good"][1].values())
+    for name, run_id in result.run_ids.items():
+        assert f"\n  {name}: http://127.0.0.1:5000/#/experiments/{result.experiment_id}/runs/{run_id}" in out
+    assert f"mlflow ui --backend-store-uri {mlflow_store}" in out and "NOTE:" not in out
 
 
 def test_the_demo_articles_ship_with_the_package():

@@ -9,7 +9,7 @@ import threading
 
 from .common import EXIT_OK, folder_argument, port_number, positive_int
 
-__all__ = ["DEMO_GATE", "DEMO_NOTE", "add_commands", "demo", "serve"]
+__all__ = ["DEMO_GATE", "DEMO_NOTE", "add_commands", "demo", "demo_report", "serve"]
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -50,7 +50,7 @@ def demo(args: argparse.Namespace) -> int:
 
     from ..judge import Judge
     from ..local import LocalModelServer
-    from ..study import Candidate, comparison_lines, format_table, load_articles, local_store, run_study, run_url, ui_command, warning_lines
+    from ..study import Candidate, load_articles, local_store, run_study
 
     started = time.perf_counter()
     articles = load_articles(args.data)
@@ -76,25 +76,34 @@ def demo(args: argparse.Namespace) -> int:
             articles, candidates, judge, experiment="mgm-demo", artifact_location=store / "artifacts",
             gate_rules=DEMO_GATE, candidate_concurrency=2,
         )
-    print("\n" + format_table(result.table))
-    print("\nby category (alignment, richness, grounding):")
-    print(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    for name, failures in result.judge_failures.items():
-        print(f"the judge failed on {failures} of {name}'s summaries: those rows have no score and count in judge_error_rate")
-    for line in warning_lines(result.warnings):
-        print(line)
-    if result.comparison_refused:
-        print(f"comparison not made: {result.comparison_refused}")
-    if result.comparison is not None:
-        print("\n".join(comparison_lines(result.comparison)))
-    for name, gate in result.gates.items():
-        print(f"\ngate for {name}: {gate}")
-    if local_judge:
-        print("\n" + DEMO_NOTE)
-    print(f"\ndone in {time.perf_counter() - started:.0f} s. Open the runs in the MLflow UI:\n  {ui_command(uri)}")
-    for name, run_id in result.run_ids.items():
-        print(f"  {name}: {run_url(result.experiment_id, run_id)}")
+    print(demo_report(result, uri, local_judge=local_judge, seconds=time.perf_counter() - started))
     return EXIT_OK
+
+
+def demo_report(result, uri: str, *, local_judge: bool, seconds: float) -> str:
+    """What ``mgm demo`` prints once the study is done: the table (its columns lined up), the per-category figures,
+    the judge's failures and the runs' warnings, the paired comparison, each gate with every rule's actual value
+    against its threshold (so a failed gate says why), and each run's page in the MLflow UI."""
+    from ..study import comparison_lines, format_table, run_url, ui_command, warning_lines
+
+    lines = ["", format_table(result.table), "", "by category (alignment, richness, grounding):"]
+    lines.append(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    lines += [
+        f"the judge failed on {failures} of {name}'s summaries: those rows have no score and count in judge_error_rate"
+        for name, failures in result.judge_failures.items()
+    ]
+    lines += warning_lines(result.warnings)
+    if result.comparison_refused:
+        lines.append(f"comparison not made: {result.comparison_refused}")
+    if result.comparison is not None:
+        lines += comparison_lines(result.comparison)
+    for name, gate in result.gates.items():
+        lines += ["", f"gate for {name}: {gate}"]
+    if local_judge:
+        lines += ["", DEMO_NOTE]
+    lines += ["", f"done in {seconds:.0f} s. Open the runs in the MLflow UI:", f"  {ui_command(uri)}"]
+    lines += [f"  {name}: {run_url(result.experiment_id, run_id)}" for name, run_id in result.run_ids.items()]
+    return "\n".join(lines)
 
 
 def add_commands(commands) -> None:

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import Judge
-from ..summarization.warnings import RunWarning, run_warnings
+from ..summarization.warnings import RunWarning
 from .table import judge_failure_summary, study_row
 
 __all__ = ["Candidate", "StudyResult", "local_store", "run_study", "run_url", "ui_command"]
@@ -60,21 +60,26 @@ def run_study(
     each candidate with ``gate_rules`` (registering those that pass). Every run also carries the model-free
     grounding check (``grounding``, ``grounded_rate``, and ``judge/suspect_rate`` on the judge's verdicts);
     ``judge=None`` runs the study with that check alone, no judge call. ``StudyResult.warnings`` holds each run's
-    warnings (a judge that verified almost nothing), read from its logged rows. The current MLflow tracking URI is
-    used; a new experiment keeps its artifacts in ``artifact_location`` when given. Articles whose generation
-    failed are left out of that candidate's run and counted as generation errors.
+    warnings (a judge that verified almost nothing). The current MLflow tracking URI is used; a new experiment keeps
+    its artifacts in ``artifact_location`` when given. Articles whose generation failed are left out of that
+    candidate's run and counted as generation errors.
+
+    Each run is an ``mlflow.genai.evaluate`` run (``evaluate_summaries``, linked to the candidate's logged model):
+    one trace per article and one card per judge on it (``ClaimAlignment``, ``KeyPointCoverage`` with ``coverage``,
+    ``Grounding``), so people can label it. The table, the per-category figures, the failures and the warnings are
+    read from the evaluation's result in memory, never back from MLflow; the one ``judge`` serves every candidate.
     """
     import mlflow
 
     from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
-    from ..tracking import SummarizerModel, compare_runs, load_run, register_if_passing, summarization_metrics
+    from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
+    from ..tracking.evaluate import table_records
 
     existing = mlflow.get_experiment_by_name(experiment)
     if existing is None and artifact_location is not None:
         mlflow.create_experiment(experiment, artifact_location=Path(artifact_location).resolve().as_uri())
     experiment_id = mlflow.set_experiment(experiment).experiment_id
-    metrics = summarization_metrics(judge, coverage=coverage, source_col="text", id_col="id", category_col="category", progress=progress)
-    rows, run_ids, model_uris, categories = [], {}, {}, []
+    rows, run_ids, model_uris, categories, failures, warnings = [], {}, {}, [], {}, {}
     for candidate in candidates:
         generated = summarize(
             list(articles["text"]),
@@ -91,20 +96,19 @@ def run_study(
             mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
             mlflow.log_metric("generation_error_rate", float((~ok).mean()))
             info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
-            targets = "reference" if "reference" in data.columns else None
-            evaluation = mlflow.models.evaluate(data=data, predictions="summary", targets=targets, extra_metrics=metrics)
+            records = table_records(data, id_col="id", category_col="category", reference_col="reference" if "reference" in data.columns else None)
+            evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id)
         run_ids[candidate.name], model_uris[candidate.name] = run.info.run_id, info.model_uri
-        rows.append(study_row(candidate.name, candidate.model, evaluation.metrics, int((~ok).sum())))
-        categories.append(_per_category(data["category"], evaluation.tables["eval_results_table"]).assign(candidate=candidate.name).reset_index())
+        result = evaluation.result
+        rows.append(study_row(candidate.name, candidate.model, result.metrics, int((~ok).sum())))
+        categories.append(_per_category(result.rows).assign(candidate=candidate.name).reset_index())
+        failures[candidate.name], warnings[candidate.name] = judge_failure_summary(result.rows["error"]), result.warnings
     comparison, refused = None, None
     if len(run_ids) > 1:
         try:
             comparison = compare_runs(list(run_ids.values()), log=True)  # the study keeps its comparison run and plots
         except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
             refused = str(error)
-    logged_rows = {name: load_run(run_id).rows for name, run_id in run_ids.items()}
-    failures = {name: judge_failure_summary(rows["error"]) for name, rows in logged_rows.items()}
-    warnings = {name: run_warnings(rows) for name, rows in logged_rows.items()}
     gates = {}
     if gate_rules:
         for candidate in candidates:
@@ -119,16 +123,26 @@ def run_study(
     )
 
 
+def _judges(judge: Judge | None, coverage: bool) -> list:
+    """A candidate's judges (new objects for each evaluation, all on the one ``judge``): the claim check, the
+    key-point check when ``coverage``, the model-free grounding check; that check alone without a judge."""
+    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage
+
+    if judge is None:
+        return [Grounding()]
+    return [ClaimAlignment(judge), *([KeyPointCoverage(judge)] if coverage else []), Grounding()]
+
+
 # Per-category means of per-row values: the share aligned, the claims per summary, the grounding score.
 _CATEGORY_COLUMNS = {"aligned": "alignment", "claim_count": "richness", "grounding": "grounding"}
 
 
-def _per_category(categories: pd.Series, table: pd.DataFrame) -> pd.DataFrame:
-    """Mean of each per-row value by category (empty cells, e.g. judge failures, left out; NaN where a run lacks it)."""
-    frame = pd.DataFrame({"category": categories.to_numpy()})
-    for row, name in _CATEGORY_COLUMNS.items():
-        column = f"{row}/score"
-        frame[name] = pd.to_numeric(table[column], errors="coerce").to_numpy() if column in table else math.nan
+def _per_category(rows: pd.DataFrame) -> pd.DataFrame:
+    """Mean of each per-row value by category, from the result's rows (each with its category; empty values, e.g.
+    judge failures, left out; NaN where the run lacks the value, e.g. no judge)."""
+    frame = pd.DataFrame({"category": rows["category"].to_numpy()})
+    for column, name in _CATEGORY_COLUMNS.items():
+        frame[name] = pd.to_numeric(rows[column], errors="coerce").to_numpy() if column in rows else math.nan
     return frame.groupby("category").mean()
 
 
