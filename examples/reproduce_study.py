@@ -15,8 +15,11 @@ Run from the project root (the package is installed in .venv by ./run):
 
 A candidate is NAME=MODEL or NAME=MODEL@BASE_URL. Without --sample, all 2,225 articles are used (deduplicated:
 about 2,088). The data is read from ../shared/data/bbc_news_summary.jsonl (or --data); it is never copied.
+Each candidate's run is an `mlflow.genai.evaluate` run (through `evaluate_summaries`): one trace per article with
+a card per judge on it (claim_alignment, key_point_coverage, grounding), where people can add their own feedback.
 Prints the study's table (the judge's metrics beside the model-free grounding check's), a WARNING line for a run
-whose judge verified almost nothing, and per-category results, and writes them as Markdown to --out.
+whose judge verified almost nothing, and per-category results, writes them as Markdown to --out, and ends with
+each run's page in the MLflow UI.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pathlib import Path
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.local import LocalModelServer
 from mlflow_genai_metrics.study import (
-    Candidate, comparison_lines, format_table, load_articles, local_store, run_study, stratified_sample, ui_command, warning_lines,
+    Candidate, comparison_lines, format_table, load_articles, local_store, run_study, run_url, stratified_sample, ui_command, warning_lines,
 )
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news_summary.jsonl"
@@ -108,7 +111,9 @@ def main() -> int:
         + (f"\nPaired differences against the first candidate:\n\n{paired}" if paired else "")
     )
     print("\n" + text)
-    print(f"runs: {result.run_ids}\nopen them: {ui_command(uri)}")
+    print(f"open the runs: {ui_command(uri)}")
+    for name, run_id in result.run_ids.items():
+        print(f"  {name}: {run_url(result.experiment_id, run_id)}")
     if args.out:
         Path(args.out).write_text(text)
     return 0

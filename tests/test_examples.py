@@ -6,17 +6,22 @@ same environment variables a user sets for the real one), and the local model ru
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
+import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import mlflow
 import pytest
 
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 
-from conftest import SECRET_KEY, SHARED_DATA, always
+from conftest import SECRET_KEY, SHARED_DATA
+from run_traces import cards_per_row
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -49,25 +54,57 @@ def test_every_example_is_run_by_a_test_and_documents_its_commands():
         assert documented_commands(example), example
 
 
+@contextlib.contextmanager
+def tracking(store: Path) -> Iterator[str]:
+    """The example's SQLite store as this process's tracking store, for the block."""
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield uri
+    finally:
+        mlflow.set_tracking_uri("")
+
+
+def usage_of(out: str) -> tuple[int, int, int]:
+    """(requests, HTTP calls, cache hits) from the example's usage line."""
+    found = re.search(r"^usage: (\d+) requests, (\d+) HTTP calls, (\d+) cache hits", out, re.MULTILINE)
+    assert found, out
+    return int(found.group(1)), int(found.group(2)), int(found.group(3))
+
+
+JUDGE_CARDS = ["claim_alignment", "grounding", "key_point_coverage"]
+
+
 def test_judge_quickstart_with_a_hosted_judge_runs_as_documented(scripted_server, tmp_path):
-    server = scripted_server(always('{"verdict": "yes", "reason": "the article says so"}'), models=("gpt-4o-mini",))
+    server = scripted_server(SummarizationJudgeScript(), models=("gpt-4o-mini",))
     hosted = [words for words in documented_commands("judge_quickstart.py") if words[0].startswith("MGM_JUDGE_MODEL=")]
     assert hosted, "judge_quickstart.py documents no hosted-judge command"
     done = run_documented(hosted[0], environment={"MGM_JUDGE_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY,
-                                                  "MGM_CACHE_DIR": str(tmp_path)})
+                                                  "MGM_CACHE_DIR": str(tmp_path)}, extra=("--store", str(tmp_path / "store")))
     assert done.returncode == 0, done.stderr
     assert "judge: gpt-4o-mini at " in done.stdout
-    assert "usage: 8 requests, 4 HTTP calls, 4 cache hits" in done.stdout  # the rerun came from the cache
-    assert done.stdout.count("(cached)") == 4
+    requests, calls, hits = usage_of(done.stdout)
+    assert calls > 0 and hits == calls and requests == calls + hits  # the second evaluation came from the cache
+    assert f"open the runs: mlflow ui --backend-store-uri sqlite:///{tmp_path / 'store' / 'mlflow.db'}" in done.stdout
+    run_ids = re.findall(r"^(?:first|second) evaluation: [0-9.]+s, run ([0-9a-f]{32}):", done.stdout, re.MULTILINE)
+    assert len(run_ids) == 2
+    with tracking(tmp_path / "store"):  # each run: one trace per summary, a card per judge on it
+        for run_id in run_ids:
+            assert cards_per_row(run_id) == {"faithful": JUDGE_CARDS, "wrong-place": JUDGE_CARDS}
+    assert len(re.findall(r"^    claim_alignment +(yes|no) ", done.stdout, re.MULTILINE)) == 4  # the cards as printed
 
 
 @pytest.mark.local_model
 def test_judge_quickstart_with_the_local_model_runs_as_documented(tmp_path):
     local = [words for words in documented_commands("judge_quickstart.py") if words[0] == ".venv/bin/python"]
-    done = run_documented(local[0], environment={"MGM_CACHE_DIR": str(tmp_path)})
+    done = run_documented(local[0], environment={"MGM_CACHE_DIR": str(tmp_path)}, extra=("--store", str(tmp_path / "store")), timeout=600)
     assert done.returncode == 0, done.stderr
     assert "judge: local smollm2-135m at http://127.0.0.1:" in done.stdout
-    assert "usage: 8 requests" in done.stdout and "4 cache hits" in done.stdout
+    requests, calls, hits = usage_of(done.stdout)
+    assert calls > 0 and hits > 0 and requests >= calls
+    with tracking(tmp_path / "store"):
+        runs = mlflow.search_runs(experiment_names=["judge-quickstart"], output_format="list")
+        assert len(runs) == 2 and all(set(cards_per_row(r.info.run_id)) == {"faithful", "wrong-place"} for r in runs)
 
 
 class HostedModels:
@@ -101,4 +138,8 @@ def test_reproduce_study_with_hosted_models_runs_as_documented_on_a_small_sample
     assert done.returncode == 0, done.stderr
     assert "5 BBC articles, judge `gpt-4o` at " in done.stdout
     assert "gpt-4o-mini" in done.stdout and "gpt-4.1-nano" in done.stdout
-    assert (tmp_path / "study" / "mlflow.db").exists()
+    with tracking(tmp_path / "study"):  # every candidate's run: one trace per article, a card per judge on it
+        runs = {r.info.run_name: r.info.run_id for r in mlflow.search_runs(experiment_names=["bbc-study"], output_format="list")}
+        for name in ("gpt-4o-mini", "gpt-4.1-nano"):
+            cards = cards_per_row(runs[name])
+            assert len(cards) == 5 and all(found == JUDGE_CARDS for found in cards.values()), (name, cards)
