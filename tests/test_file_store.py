@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics import judge_summaries, log_result, summarization_metrics
-from mlflow_genai_metrics.tracking.run_logging import LoggingFailedError
+from mlflow_genai_metrics.tracking.run_logging import LoggingFailedError, loggable_metrics
 
 from helpers import judge_for
 from mlflow_helpers import Endpoint, frame
@@ -30,12 +32,14 @@ def test_the_classic_path_logs_every_aggregate_and_interval_to_the_file_store(sc
     server = scripted_server(Endpoint(), models=Endpoint.models)
     with mlflow.start_run() as run:
         evaluation = mlflow.models.evaluate(
-            data=frame(), predictions="summary", targets="reference", extra_metrics=summarization_metrics(judge_for(server), source_col="text")
+            data=frame(), predictions="summary", targets="reference", extra_metrics=summarization_metrics(judge_for(server), source_col="text", all_metrics=True)
         )
     logged = MlflowClient().get_run(run.info.run_id).data.metrics
     for name in ("alignment", "alignment_ci_low", "alignment_n", "judge_error_rate_ci_low", "coverage_n",
-                 "defect_rate/contradiction", "defect_rate/contradiction_ci_low", "judge/calls", "rougeL"):
+                 "defect_rate/contradiction", "defect_rate/contradiction_ci_low", "judge/calls", "judge/suspect_rate", "rougeL", "bleu"):
         assert name in logged and logged[name] == pytest.approx(evaluation.metrics[name]), name
+    report = json.loads(mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/mgm/report.json"))
+    assert logged == pytest.approx(loggable_metrics(report["metrics"]))
 
 
 def test_log_result_logs_every_metric_to_the_file_store(scripted_server, file_store):
@@ -43,7 +47,7 @@ def test_log_result_logs_every_metric_to_the_file_store(scripted_server, file_st
     data = frame()
     result = judge_summaries(data["text"], data["summary"], judge=judge_for(server), ids=data["id"])
     with mlflow.start_run() as run:
-        log_result(result, log_metrics=True)
+        log_result(result, log_metrics=True, all_metrics=True)
     logged = MlflowClient().get_run(run.info.run_id).data.metrics
     expected = {k: v for k, v in result.metrics.items() if v == v}  # NaN is not logged
     assert logged == pytest.approx(expected)

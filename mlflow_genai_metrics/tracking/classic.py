@@ -1,18 +1,32 @@
-"""Custom metrics for ``mlflow.models.evaluate`` (and its deprecated alias ``mlflow.evaluate``).
+"""Custom metrics for ``mlflow.models.evaluate`` (and its deprecated alias ``mlflow.evaluate``): a thin adapter over
+one judged result.
 
     metrics = summarization_metrics(judge, source_col="article")
     mlflow.models.evaluate(data=df, predictions="summary", targets="reference", extra_metrics=metrics)
 
-Per-row metrics appear in ``eval_results_table`` as ``<name>/score`` with the judge's reasoning in
-``<name>/justification``; a row the judge failed on has an empty score and the error as justification. The
-aggregates of ``docs/metrics.md`` are run metrics under exactly their names (``alignment``, ``alignment_ci_low``,
-``alignment_n``, ``defect_rate/contradiction``, ``judge/calls``, ...). Every metric reads one shared judgement per row.
+MLflow calls every metric function on its own. The metrics of one ``summarization_metrics`` call share one adapter,
+which answers each call from the result of the dataset it was handed (keyed by its content): the rows are validated
+and judged once, and the adapter logs the run's tables, report and plots once (``run_logging.log_result``). Which
+calls are on the evaluation's rows MLflow itself says: ``mlflow.models.evaluate`` logs the data it evaluates as the
+run's dataset input, with its ``num_rows``, before any metric runs. A call on another number of rows (MLflow's test
+of every metric on the first row) gets well-formed empty values and costs nothing; data MLflow logs no dataset for
+is judged as each call gives it (each distinct dataset once).
+
+Per-row values appear in ``eval_results_table`` as ``<name>/score`` with the judge's reasoning in
+``<name>/justification``; a row the judge failed on has an empty score and the error as justification. MLflow logs
+the run metrics from the metrics' aggregates, under exactly the names of ``docs/metrics.md`` (``alignment``,
+``alignment_ci_low``, ``alignment_n``, ``defect_rate/contradiction``, ``judge/calls``, ...): the headline figures
+of ``summarization.metrics.run_metrics`` by default, every aggregate with ``all_metrics=True``. The run's report
+(``mgm/report.json``) holds every figure either way.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
+import json
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,20 +34,17 @@ import mlflow
 import pandas as pd
 from mlflow.metrics import MetricValue, make_metric
 from mlflow.models import EvaluationMetric
+from mlflow.tracking import MlflowClient
 
 from ..judge import Judge
-from ..summarization.judging import prepare_rows
+from ..summarization.api import build_result, source_token_budget
+from ..summarization.judging import judge_rows, prepare_rows
+from ..summarization.metrics import METRICS, RUN_USAGE, MetricSpec, run_metrics
 from ..summarization.result import SummarizationResult
-from ..summarization.metrics import METRICS
 from ..summarization.scoring import interval_names, row_families
 from .run_logging import log_result
-from .shared import SharedJudgement
 
 __all__ = ["summarization_metrics"]
-
-# MLflow metric names cannot contain "/": grouped aggregates use the group as the metric name and the rest of
-# the name as the aggregate key, which MLflow logs as "<group>/<key>" ("judge" holds the judge's usage).
-_USAGE_GROUP = "judge"
 
 
 def _cell(value: Any) -> float | None:
@@ -42,72 +53,122 @@ def _cell(value: Any) -> float | None:
     return float(value)
 
 
-class _ClassicAdapter:
-    """Turns MLflow's per-metric calls into one shared ``SummarizationResult`` per evaluated dataset."""
+def _content_key(columns: dict[str, Any]) -> str:
+    """What a call was handed, by value: MLflow passes fresh copies of the columns to every metric."""
+    digest = hashlib.sha256()
+    for name in sorted(columns):
+        values = columns[name]
+        digest.update(repr((name, None if values is None else list(values))).encode("utf-8"))
+    return digest.hexdigest()
 
-    def __init__(self, shared: SharedJudgement, *, traditional: bool, id_col: str | None, category_col: str | None):
-        self.shared = shared
+
+def evaluated_sizes(run_id: str | None) -> set[int]:
+    """The row counts of the datasets logged as the run's inputs: what ``mlflow.models.evaluate`` evaluates, logged
+    before any metric runs. Empty when there is no run or no dataset with a row count."""
+    if run_id is None:
+        return set()
+    sizes = set()
+    for dataset_input in MlflowClient().get_run(run_id).inputs.dataset_inputs:
+        try:
+            rows = json.loads(dataset_input.dataset.profile or "{}").get("num_rows")
+        except (ValueError, AttributeError):  # a profile that is not a JSON object says no row count
+            continue
+        if isinstance(rows, int):
+            sizes.add(rows)
+    return sizes
+
+
+class _ClassicAdapter:
+    """The judged result of each dataset MLflow hands the metrics, computed once, for the run being evaluated.
+
+    The state is this object's, for one evaluation at a time: a call in another run starts afresh."""
+
+    def __init__(
+        self,
+        judge: Judge | None,
+        *,
+        coverage: bool,
+        grounding: bool,
+        traditional: bool,
+        ter: bool,
+        id_col: str | None,
+        category_col: str | None,
+        max_source_tokens: int | None,
+        progress: bool | None,
+        all_metrics: bool,
+    ):
+        self.judge = judge
+        self.coverage = coverage
+        self.grounding = grounding
         self.traditional = traditional
+        self.ter = ter
         self.id_col = id_col
         self.category_col = category_col
-        self._logged: set[tuple[str, str]] = set()
-        self._seen_single_rows: set[tuple[str, str | None, str]] = set()
+        self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
+        self.progress = progress
+        self.all_metrics = all_metrics
+        self._lock = threading.Lock()
+        self._run_id: str | None = None  # the run the answers belong to
+        # content key -> the result, None (not the evaluation's rows) or the error its rows raised
+        self._answers: dict[str, SummarizationResult | Exception | None] = {}
 
-    def result(
-        self, metric: str, predictions: pd.Series, targets: pd.Series | None, sources: pd.Series, ids: Any, categories: Any, *, logs: bool = False
-    ) -> SummarizationResult | None:
-        """The shared result for this dataset; None for MLflow's one-row probe, which is answered without judging so
-        that the full pass validates every row (duplicate ids, bad text) before any judge call."""
-        if len(predictions) == 0:
+    def answer(self, columns: dict[str, Any]) -> SummarizationResult | None:
+        """The result for the dataset of this call, or None when it is not the evaluation's rows."""
+        if len(columns["predictions"]) == 0:
             raise ValueError("the evaluation data has no rows: nothing to judge (is the DataFrame empty?)")
-        id_values = list(ids) if ids is not None else list(range(len(predictions)))
         run = mlflow.active_run()
         run_id = run.info.run_id if run else None
-        if self._is_probe(metric, run_id, predictions, sources, id_values):
+        key = _content_key(columns)
+        with self._lock:  # one computation per dataset, even when metrics are called from several threads
+            if run_id != self._run_id:
+                self._run_id, self._answers = run_id, {}
+            if key not in self._answers:
+                self._answers[key] = self._compute(run_id, columns)
+            answer = self._answers[key]
+        if isinstance(answer, Exception):  # the rows were refused once: every metric says the same
+            raise answer
+        return answer
+
+    def _compute(self, run_id: str | None, columns: dict[str, Any]) -> SummarizationResult | Exception | None:
+        predictions = columns["predictions"]
+        sizes = evaluated_sizes(run_id)
+        if sizes and len(predictions) not in sizes:
             return None
-        rows = prepare_rows(list(sources), list(predictions), id_values)
-        extra = {"category": list(categories)} if categories is not None else None
-        references = list(targets) if (self.traditional and targets is not None) else None
-        self.shared.begin_session(run_id)
-        result = self.shared.result(rows, references=references, extra_columns=extra)
-        if logs and run_id is not None and (run_id, len(rows)) not in self._logged:
-            log_result(result, run_id=run_id)
-            self._logged.add((run_id, len(rows)))
+        ids = columns.get(self.id_col) if self.id_col else None
+        categories = columns.get(self.category_col) if self.category_col else None
+        targets = columns.get("targets")
+        try:
+            rows = prepare_rows(list(columns["source"]), list(predictions), list(ids) if ids is not None else None)
+            result = build_result(
+                rows,
+                judge_rows(rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=self.progress, grounding=self.grounding),
+                judge=self.judge,
+                coverage=self.coverage,
+                grounding=self.grounding,
+                max_source_tokens=self.max_source_tokens,
+                references=list(targets) if (self.traditional and targets is not None) else None,
+                extra_columns={"category": list(categories)} if categories is not None else None,
+                ter=self.ter,
+            )
+            if run_id is not None:
+                log_result(result, run_id=run_id)
+        except Exception as error:  # kept: the next metric raises it without validating or judging again
+            return error
         return result
 
-    def _is_probe(self, metric: str, run_id: str | None, predictions: Any, sources: Any, ids: list[Any]) -> bool:
-        """MLflow first tests every metric on the dataset's first row, then runs the full pass. Only the full pass
-        judges and logs, so a run killed in between never holds a one-row report that looks whole. (A one-row
-        dataset is seen twice by each metric: the second time is the full pass.)"""
-        if len(ids) > 1:
-            return False
-        key = (metric, run_id, repr((list(predictions), list(sources), ids)))
-        if key in self._seen_single_rows:
-            return False
-        self._seen_single_rows.add(key)
-        return True
-
-    def eval_fn(
-        self, compute: Callable[[SummarizationResult], MetricValue], source_col: str, *, metric: str, logs: bool = False
-    ) -> Callable[..., MetricValue]:
-        """A function whose parameters MLflow maps to columns: predictions, targets, the source column, and the
-        id and category columns when named."""
-
+    def eval_fn(self, compute: Callable[[SummarizationResult], MetricValue], source_col: str, *, rows: bool) -> Callable[..., MetricValue]:
+        """A function whose parameters MLflow maps to columns: predictions, the source column, the id and category
+        columns when named, and targets."""
         names = ["predictions", source_col, *(c for c in (self.id_col, self.category_col) if c), "targets"]
 
         def eval_fn(*args: Any, **kwargs: Any) -> MetricValue:
-            columns = {**dict(zip(names, args)), **kwargs}  # MLflow passes them positionally, in signature order
-            result = self.result(
-                metric,
-                columns["predictions"],
-                columns.get("targets"),
-                columns[source_col],
-                columns.get(self.id_col) if self.id_col else None,
-                columns.get(self.category_col) if self.category_col else None,
-                logs=logs,
-            )
-            if result is None:  # the probe: a well-formed value, never logged
-                return MetricValue(scores=[None] * len(columns["predictions"]), aggregate_results={})
+            given = {**dict(zip(names, args)), **kwargs}  # MLflow passes them positionally, in signature order
+            columns = {name: given.get(name) for name in names if name != source_col}
+            columns["source"] = given[source_col]
+            result = self.answer(columns)
+            if result is None:  # not the evaluation's rows: well-formed, empty, never logged
+                count = len(columns["predictions"])
+                return MetricValue(scores=[None] * count, aggregate_results={}) if rows else MetricValue(aggregate_results={})
             return compute(result)
 
         parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names[:-1]]
@@ -115,36 +176,44 @@ class _ClassicAdapter:
         eval_fn.__signature__ = inspect.Signature(parameters)  # MLflow reads this to pick the columns
         return eval_fn
 
+    def aggregates(self, result: SummarizationResult, name: str) -> dict[str, float]:
+        """The run metrics the metric ``name`` gives MLflow: ``{name: value}``, logged as ``name``, and for a group
+        (``defect_rate``, ``judge``) ``{key: value}`` for each ``name/key``, which MLflow logs as ``name/key``."""
+        chosen = run_metrics(result.metrics, all_metrics=self.all_metrics)
+        found = {key.removeprefix(f"{name}/"): value for key, value in chosen.items() if key.startswith(f"{name}/")}
+        if name in chosen:
+            found[name] = chosen[name]
+        return {k: v for k, v in found.items() if v is not None and math.isfinite(v)}
 
-def _row_metric(column: str, justification: str | None, *, needs_judge: bool = True) -> Callable[[SummarizationResult], MetricValue]:
+
+def _row_metric(adapter: _ClassicAdapter, spec: MetricSpec) -> Callable[[SummarizationResult], MetricValue]:
     def compute(result: SummarizationResult) -> MetricValue:
         rows = result.rows
+        aggregates = adapter.aggregates(result, spec.name)  # e.g. coverage's mean; {} for claim_count
+        if spec.name not in rows:  # a reference metric without targets
+            return MetricValue(aggregate_results=aggregates)
         justifications = None
-        if justification is not None and needs_judge:  # a failed row's justification is its "Not judged: <error>" reasoning
-            chosen = rows["reasoning"].where(rows["error"] != "", rows[justification].fillna(""))
-            justifications = chosen.tolist()
-        elif justification is not None:  # the grounding check needs no judge: its reasoning stands on every row
-            justifications = rows[justification].fillna("").tolist()
-        aggregates = _aggregates(result, column)  # e.g. coverage's mean and interval; {} for claim_count
-        return MetricValue(scores=[_cell(v) for v in rows[column]], justifications=justifications, aggregate_results=aggregates)
+        if spec.row_value is not None and spec.reasoning is not None and spec.family != "grounding":
+            # a failed row's justification is its "Not judged: <error>" reasoning
+            justifications = rows["reasoning"].where(rows["error"] != "", rows[spec.reasoning].fillna("")).tolist()
+        elif spec.row_value is not None and spec.reasoning is not None:  # the grounding check needs no judge
+            justifications = rows[spec.reasoning].fillna("").tolist()
+        return MetricValue(scores=[_cell(v) for v in rows[spec.name]], justifications=justifications, aggregate_results=aggregates)
 
     return compute
 
 
-def _aggregates(result: SummarizationResult, name: str) -> dict[str, float]:
-    """The aggregate results MLflow logs for the metric ``name``: ``alignment`` -> {alignment}; a group
-    (``defect_rate``, ``judge``) -> {contradiction, contradiction_ci_low, ...}, logged as ``defect_rate/contradiction``,
-    ``defect_rate/contradiction_ci_low``, ... (MLflow logs a key equal to the metric's name as the name itself and
-    any other key as ``<name>/<key>``)."""
-    if METRICS.aggregate(name) is None and name not in result.metrics:  # a group: defect_rate, judge
-        aggregates = {key.removeprefix(f"{name}/"): value for key, value in result.metrics.items() if key.startswith(f"{name}/")}
-    else:
-        aggregates = {name: result.metrics[name]} if name in result.metrics else {}
-    return {k: v for k, v in aggregates.items() if v is not None and math.isfinite(v)}
+def _aggregate_metric(adapter: _ClassicAdapter, name: str) -> Callable[[SummarizationResult], MetricValue]:
+    return lambda result: MetricValue(aggregate_results=adapter.aggregates(result, name))
 
 
-def _aggregate_metric(name: str) -> Callable[[SummarizationResult], MetricValue]:
-    return lambda result: MetricValue(aggregate_results=_aggregates(result, name))
+def _run_metric_names(families: tuple[str, ...], *, judged: bool, all_metrics: bool) -> dict[str, bool]:
+    """The run metrics these families can give, each with whether greater is better (an ``_n`` counts rows)."""
+    names: dict[str, bool] = {name: False for name in RUN_USAGE} if judged else {}
+    for spec in METRICS.aggregates(*families):
+        for name in (spec.name, *(interval_names(spec.name) if spec.has_interval else ())):
+            names[name] = name.endswith("_n") or spec.greater_is_better
+    return {name: names[name] for name in run_metrics(names, all_metrics=all_metrics)}
 
 
 def summarization_metrics(
@@ -159,49 +228,47 @@ def summarization_metrics(
     category_col: str | None = None,
     max_source_tokens: int | None = None,
     progress: bool | None = None,
+    all_metrics: bool = False,
 ) -> list[EvaluationMetric]:
-    """``EvaluationMetric``s for ``mlflow.models.evaluate(..., extra_metrics=...)``, all sharing one judgement per row.
+    """``EvaluationMetric``s for ``mlflow.models.evaluate(..., extra_metrics=...)``, all answered from one judged
+    result per evaluation.
 
     ``source_col`` names the data column holding the source articles (or map it with
     ``evaluator_config={"col_mapping": {"inputs": "article"}}``); ``id_col`` (row ids, for comparing runs row by
     row; default: the row position) and ``category_col`` (for per-category plots) are optional columns.
-    With ``targets``, ``traditional=True`` adds ROUGE, BLEU and chrF per row and as run metrics. The run also gets
-    the tables, report, signature and plots described in ``run_logging``. ``grounding=True`` adds the model-free
-    check (``grounding``, ``grounded``, ``grounded_rate``, and ``suspect_verdicts`` / ``judge/suspect_rate`` on
-    the judge's verdicts); ``judge=None`` logs the grounding check (and the reference metrics) with no judge call.
+    With ``targets``, ``traditional=True`` adds ROUGE, BLEU and chrF (and TER with ``ter=True``) per row and to the
+    report. The run also gets the tables, report, signature and plots described in ``run_logging``.
+    ``grounding=True`` adds the model-free check (``grounding``, ``grounded``, ``grounded_rate``, and
+    ``suspect_verdicts`` / ``judge/suspect_rate`` on the judge's verdicts); ``judge=None`` logs the grounding check
+    (and the reference metrics) with no judge call. The run metrics are the headline figures with their intervals
+    and n, and the judge's calls and cost (``summarization.metrics.run_metrics``); ``all_metrics=True`` logs every
+    aggregate. Every metric is also a per-row column of ``eval_results_table``.
     """
-    shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, progress=progress)
-    adapter = _ClassicAdapter(shared, traditional=traditional, id_col=id_col, category_col=category_col)
+    adapter = _ClassicAdapter(
+        judge, coverage=coverage, grounding=grounding, traditional=traditional, ter=ter, id_col=id_col,
+        category_col=category_col, max_source_tokens=max_source_tokens, progress=progress, all_metrics=all_metrics,
+    )
     families = (
         *row_families(judged=judge is not None, coverage=coverage, grounding=grounding), *(("reference",) if traditional else ()), "length"
     )
     metrics = []
+    row_names = set()
     for spec in METRICS.rows(*families):
-        needs_judge = spec.family != "grounding"
-        compute = _row_metric(spec.name, spec.reasoning, needs_judge=needs_judge) if spec.row_value else _traditional_metric(spec.name)
-        logs = not metrics  # the first metric logs the run's tables, report and plots
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(compute, source_col, metric=spec.name, logs=logs), greater_is_better=spec.greater_is_better, name=spec.name))
-    groups = {_USAGE_GROUP}
-    for spec in METRICS.aggregates(*families):
-        if "/" in spec.name:  # e.g. defect_rate/contradiction: logged through its group's metric
-            groups.add(spec.name.split("/")[0])
+        if spec.name == "ter" and not ter:
             continue
-        # One metric per logged name: MLflow would log an aggregate key other than the metric's name as
-        # "<name>/<key>", a name the file store cannot hold beside "<name>" itself.
-        for logged in (spec.name, *(interval_names(spec.name) if spec.has_interval else ())):
-            if logged == spec.name and METRICS.row(spec.name) is not None:
-                continue  # the row metric of the same name carries the aggregate (coverage, rouge1, ...)
-            better = logged.endswith("_n") or spec.greater_is_better
-            metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(logged), source_col, metric=logged), greater_is_better=better, name=logged))
+        row_names.add(spec.name)
+        eval_fn = adapter.eval_fn(_row_metric(adapter, spec), source_col, rows=True)
+        metrics.append(make_metric(eval_fn=eval_fn, greater_is_better=spec.greater_is_better, name=spec.name))
+    logged = _run_metric_names(families, judged=judge is not None, all_metrics=all_metrics)
+    # One metric per logged name: MLflow would log an aggregate key other than the metric's name as
+    # "<name>/<key>", a name the file store cannot hold beside "<name>" itself. A name with a "/" goes through
+    # its group's metric; a row metric of the same name carries its aggregate (coverage, rougeL, ...).
+    groups = {}
+    for name, better in logged.items():
+        if "/" in name:
+            groups.setdefault(name.split("/")[0], False)
+        elif name not in row_names:
+            metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(adapter, name), source_col, rows=False), greater_is_better=better, name=name))
     for group in sorted(groups):
-        metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(group), source_col, metric=group), greater_is_better=False, name=group))
+        metrics.append(make_metric(eval_fn=adapter.eval_fn(_aggregate_metric(adapter, group), source_col, rows=False), greater_is_better=False, name=group))
     return metrics
-
-
-def _traditional_metric(column: str) -> Callable[[SummarizationResult], MetricValue]:
-    def compute(result: SummarizationResult) -> MetricValue:
-        if column not in result.rows:  # no targets given: reference metrics cannot be computed
-            return MetricValue(aggregate_results={})
-        return MetricValue(scores=[_cell(v) for v in result.rows[column]], aggregate_results=_aggregates(result, column))
-
-    return compute
