@@ -1,8 +1,14 @@
-"""``mgm evaluate``: judge the summaries in a file and log an MLflow evaluation run."""
+"""``mgm evaluate``: judge the summaries in a file and log an MLflow evaluation run.
+
+The table's rows go through ``evaluate_summaries`` (``mlflow.genai.evaluate``): the run has one trace per row and
+one card per judge per row, which people can label (``mgm agreement``), and its figures are the rows of this
+evaluation. What it prints is read from the evaluation in memory, values to 3 significant digits."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import math
 import sys
 
@@ -22,19 +28,18 @@ from .common import (
     tracking_option,
 )
 
-__all__ = ["add_commands", "evaluate", "warning_lines"]
+__all__ = ["add_commands", "evaluate", "summary_lines"]
 
 
 def evaluate(args: argparse.Namespace) -> int:
     import mlflow
 
-    from ..summarization.metrics import METRICS
-    from ..summarization.scoring import interval_names
     from ..tables import read_table
-    from ..tracking import summarization_metrics
+    from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries, table_records
+    from ..tracking.genai import preflight
 
     data = read_table(args.data)
-    if data.empty:  # mlflow.models.evaluate would fail on it with an IndexError of its own, before any metric runs
+    if data.empty:
         raise ValueError(f"{args.data} has no rows: nothing to evaluate")
     missing = [c for c in (args.source_col, args.summary_col if not args.model else None, args.reference_col, args.id_col, args.category_col) if c and c not in data.columns]
     if missing:
@@ -45,87 +50,125 @@ def evaluate(args: argparse.Namespace) -> int:
         raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
     if args.batch_dir:
         folder_argument(args.batch_dir, "--batch-dir")
-    if args.estimate:  # the prompts it would send, counted: no judge call, no run
-        from ..judge.settings import environment_context_window
-        from ..summarization.estimate import estimate_cost
-
-        if args.model or args.grounding_only:
-            raise ValueError("--estimate counts the judge's prompts for the summaries in the file: leave out --model and --grounding-only")
-        from ..judge import Prices
-
-        prices = Prices.coerce(args.prices)
-        if prices is not None and (args.batch or args.batch_dir):  # a batch's calls cost the batch price
-            prices = prices.batch()
-        print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=prices,
-                            context_window=args.judge_context or environment_context_window(args.judge_model)).format())
-        return EXIT_OK
+    if args.estimate:
+        return estimate(args, data)
     set_tracking(args)
     experiment = set_experiment(args)
-    judge = None if args.grounding_only else make_judge(args)  # None: the grounding check alone, no judge call
-    if judge is not None and (args.batch or args.batch_dir):
-        judge = judge.batched(poll_s=args.batch_poll_s, files_dir=args.batch_dir, command=args.batch_command)
-    elif args.batch_command:
-        raise ValueError("--batch-command runs on the files of --batch-dir: give --batch-dir too")
-    with mlflow.start_run(run_name=args.run_name) as run:
-        if args.model:
-            from ..tracking import SummarizerModel
-
-            candidate = SummarizerModel(args.model, args.model_base_url, input_col=args.source_col)
-            info = candidate.log(name="summarizer")
-            mlflow.set_tag("mgm.candidate", args.model)
-            print(f"logged candidate {args.model} as {info.model_uri}")
-            data = data.assign(**{args.summary_col: candidate.predict(None, data)})
-        metrics = summarization_metrics(
-            judge, coverage=not args.no_coverage, ter=args.ter, source_col=args.source_col, id_col=args.id_col, category_col=args.category_col, progress=True,
-        )
-        evaluation = mlflow.models.evaluate(
-            data=data, predictions=args.summary_col, targets=args.reference_col, extra_metrics=metrics
-        )
-    headline = [spec.name for spec in METRICS.aggregates() if spec.headline]
-    headline.insert(headline.index("alignment") + 1, "strict_alignment")  # every claim supported: what the default gates read
-    shown = headline + ["grounding", "grounded_rate", "judge/suspect_rate", "rougeL", "judge/calls"]
+    judge = None if args.grounding_only else evaluation_judge(args)  # None: the grounding check alone, no judge call
+    if judge is not None:  # a wrong model, a refused key or no endpoint: said before a run is started or a summary written
+        preflight(judge)
+    try:
+        with mlflow.start_run(run_name=args.run_name) as run:
+            data, model_id = candidate_summaries(args, data) if args.model else (data, None)
+            records = table_records(data, source_col=args.source_col, summary_col=args.summary_col, id_col=args.id_col,
+                                    category_col=args.category_col, reference_col=args.reference_col)
+            judges = evaluation_judges(judge, coverage=not args.no_coverage)
+            with contextlib.redirect_stdout(io.StringIO()):  # MLflow's "Evaluation completed" block: the lines below say it
+                evaluation = evaluate_summaries(records, judges, model_id=model_id, all_metrics=args.all_metrics, ter=args.ter)
+    except RunRowsMismatch as error:  # the run ended FAILED, tagged mgm.error with the same sentence
+        print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
+        return EXIT_EVALUATION_FAILED
     print(f"run {run.info.run_id} ({len(data)} rows) in experiment {experiment.name!r} of {mlflow.get_tracking_uri()}")
     print(f"artifacts: {run.info.artifact_uri}")
-    for name in shown:
-        if name in evaluation.metrics:
-            low_name, high_name, n_name = interval_names(name)
-            low, high, n = (evaluation.metrics.get(key) for key in (low_name, high_name, n_name))
-            if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-                interval = f"  [{low:.3f}, {high:.3f}]"
-            elif n is not None:  # too few rows (or all alike) for an interval that holds its coverage
-                interval = f"  (no interval from {n:.0f} row{'s' if n != 1 else ''})"
-            else:
-                interval = ""
-            print(f"  {name:<28} {evaluation.metrics[name]:.4g}{interval}")
-    for line in warning_lines(run.info.run_id):
+    for line in summary_lines(evaluation.metrics):
         print(line)
+    for warning in evaluation.warnings:
+        print(f"WARNING: {warning}")
     if evaluation.metrics.get("judge_error_rate") == 1.0:
-        return evaluation_failed(run.info.run_id, len(data))
+        return evaluation_failed(run.info.run_id, evaluation.result.rows["error"])
     return EXIT_OK
 
 
-def warning_lines(run_id: str) -> list[str]:
-    """``WARNING: <sentence>`` for each warning the run was logged with (its ``mgm.warning.*`` tags)."""
-    from mlflow.tracking import MlflowClient
+def candidate_summaries(args: argparse.Namespace, data):
+    """``--model``: the candidate logged with the active run (tag ``mgm.candidate``) and its summaries written into
+    ``--summary-col``; returns the table and the logged model's id, which the evaluation links to the run."""
+    import mlflow
 
-    from ..tracking.run_logging import WARNING_TAG_PREFIX
+    from ..tracking import SummarizerModel
 
-    tags = MlflowClient().get_run(run_id).data.tags
-    return [f"WARNING: {tags[key]}" for key in sorted(tags) if key.startswith(WARNING_TAG_PREFIX)]
+    candidate = SummarizerModel(args.model, args.model_base_url, input_col=args.source_col)
+    info = candidate.log(name="summarizer")
+    mlflow.set_tag("mgm.candidate", args.model)
+    print(f"logged candidate {args.model} as {info.model_uri}")
+    return data.assign(**{args.summary_col: candidate.predict(None, data)}), info.model_id
 
 
-def evaluation_failed(run_id: str, rows: int) -> int:
+def estimate(args: argparse.Namespace, data) -> int:
+    """``--estimate``: the prompts judging would send, counted and priced; no judge call, no run."""
+    from ..judge import Prices
+    from ..judge.settings import environment_context_window
+    from ..summarization.estimate import estimate_cost
+
+    if args.model or args.grounding_only:
+        raise ValueError("--estimate counts the judge's prompts for the summaries in the file: leave out --model and --grounding-only")
+    prices = Prices.coerce(args.prices)
+    if prices is not None and (args.batch or args.batch_dir):  # a batch's calls cost the batch price
+        prices = prices.batch()
+    print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=prices,
+                        context_window=args.judge_context or environment_context_window(args.judge_model)).format())
+    return EXIT_OK
+
+
+def evaluation_judge(args: argparse.Namespace):
+    """The judge the options describe, its budget included; batched with ``--batch`` / ``--batch-dir``."""
+    if args.batch_command and not args.batch_dir:
+        raise ValueError("--batch-command runs on the files of --batch-dir: give --batch-dir too")
+    judge = make_judge(args)
+    if args.batch or args.batch_dir:
+        judge = judge.batched(poll_s=args.batch_poll_s, files_dir=args.batch_dir, command=args.batch_command)
+    return judge
+
+
+def evaluation_judges(judge, *, coverage: bool) -> list:
+    """``ClaimAlignment``, ``KeyPointCoverage`` (unless ``coverage=False``) and ``Grounding`` on ``judge``;
+    ``Grounding`` alone when there is no judge."""
+    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage
+
+    if judge is None:
+        return [Grounding()]
+    return [ClaimAlignment(judge), *([KeyPointCoverage(judge)] if coverage else []), Grounding()]
+
+
+def summary_lines(metrics: dict[str, float]) -> list[str]:
+    """One line per headline figure the evaluation has: ``name  value  [low, high]``, or ``(no interval from n
+    rows)`` where too few rows (or rows all alike) give no interval that holds its coverage."""
+    from ..summarization.metrics import RUN_METRICS, RUN_USAGE
+    from ..summarization.scoring import interval_names
+
+    lines = []
+    for name in (*RUN_METRICS, "ter", "judge/suspect_rate", *RUN_USAGE):  # ter: only with --ter
+        if name not in metrics:
+            continue
+        low, high, n = (metrics.get(key) for key in interval_names(name))
+        if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+            interval = f"  [{_number(low)}, {_number(high)}]"
+        elif n is not None:
+            interval = f"  (no interval from {n:.0f} row{'s' if n != 1 else ''})"
+        else:
+            interval = ""
+        lines.append(f"  {name:<28} {_number(metrics[name])}{interval}")
+    return lines
+
+
+def _number(value: float) -> str:
+    """A figure as a person reads it: 3 significant digits (as the cards show them), a count whole."""
+    from ..tracking.feedback import shown
+
+    if math.isfinite(value) and value.is_integer():
+        return f"{value:.0f}"
+    return f"{shown(value):g}" if math.isfinite(value) else str(value)
+
+
+def evaluation_failed(run_id: str, errors) -> int:
     """Every row a judge failure: no judge metric stands on anything, so the run is marked FAILED and mgm exits 1."""
     from mlflow.tracking import MlflowClient
 
     from ..study import judge_failure_summary
-    from ..tracking import load_run
 
-    errors = load_run(run_id).rows["error"]
     first = next((e for e in errors.fillna("").astype(str) if e), "")
     MlflowClient().set_terminated(run_id, status="FAILED")
     detail = f"; the first error: {' '.join(first.split())}" if first else ""
-    print(f"mgm evaluate: the judge failed on every row, {judge_failure_summary(errors) or rows}: run {run_id} marked FAILED{detail}", file=sys.stderr)
+    print(f"mgm evaluate: the judge failed on every row, {judge_failure_summary(errors) or len(errors)}: run {run_id} marked FAILED{detail}", file=sys.stderr)
     return EXIT_EVALUATION_FAILED
 
 
@@ -134,8 +177,9 @@ def add_commands(commands) -> None:
     evaluate_parser = commands.add_parser(
         "evaluate", help="judge summaries in a file and log an MLflow evaluation run",
         description=(
-            "Judge the summaries in a file and log an MLflow evaluation run: metrics, the per-row, per-claim and "
-            "key-point tables and plots. The run goes to --experiment (default: $MLFLOW_EXPERIMENT_NAME, else mgm) in "
+            "Judge the summaries in a file and log an MLflow evaluation run (mlflow.genai.evaluate): one trace per "
+            "row with one card per judge, which people can label (mgm agreement), the headline metrics with their "
+            "intervals, the per-row, per-claim and key-point tables and plots. The run goes to --experiment (default: $MLFLOW_EXPERIMENT_NAME, else mgm) in "
             f"the tracking store --tracking-uri (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI}); its "
             "artifacts go to that experiment's artifact location: for an experiment mgm creates in a local SQLite "
             f"store, {ARTIFACTS_FOLDER}/<experiment>/<run id>/artifacts beside the database file (an existing "
@@ -156,7 +200,9 @@ def add_commands(commands) -> None:
         "--grounding-only", action="store_true",
         help="no judge at all: log the model-free grounding check (and the reference and length metrics when given)",
     )
-    evaluate_parser.add_argument("--ter", action="store_true", help="add TER against --reference-col (sacreBLEU; slow: about 0.8 s per row)")
+    evaluate_parser.add_argument("--ter", action="store_true", help="add TER against --reference-col, printed and in the run's report table, a run metric with --all-metrics (sacreBLEU; slow: about 0.8 s per row)")
+    evaluate_parser.add_argument("--all-metrics", action="store_true",
+                                 help="log every figure as a run metric (default: the headline figures with their intervals and n, and the judge's calls and cost; every figure is in the run's report table either way)")
     evaluate_parser.add_argument("--limit", type=positive_int, default=None, metavar="N", help="first N rows only (default: every row)")
     evaluate_parser.add_argument("--estimate", action="store_true", help="print the judge calls, tokens and cost it expects, then exit (no judge call, no run)")
     evaluate_parser.add_argument("--prices", default=None, metavar="IN,OUT[,CACHED]",

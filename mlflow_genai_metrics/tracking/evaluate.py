@@ -125,6 +125,7 @@ def table_records(
 
 def evaluate_summaries(
     data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None, model_id: str | None = None, all_metrics: bool = False,
+    ter: bool = False,
 ) -> SummaryEvaluation:
     """Judge the summaries of ``data`` and log one MLflow evaluation run (the active run, else a new one).
 
@@ -140,13 +141,14 @@ def evaluate_summaries(
 
     ``model_id``: the logged model the summaries are from (``SummarizerModel.log(...).model_id``), linked to the run
     as MLflow links an evaluated model. ``all_metrics``: log every figure as a run metric, not only the headline
-    ones (``summarization.metrics.run_metrics``; the report table holds them all either way).
+    ones (``summarization.metrics.run_metrics``; the report table holds them all either way). ``ter``: TER against
+    the references too (sacreBLEU; about 0.8 s per row).
     """
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
     ours = [j for j in judges if isinstance(j, _SummaryScorer)]
     if not ours:
         raise ValueError("evaluate_summaries needs at least one of ClaimAlignment, KeyPointCoverage or Grounding in judges")
-    pipeline = shared_pipeline(ours)
+    pipeline = shared_pipeline(ours, ter=ter)
     records = _records(data)
     if not records:
         raise ValueError("data has no rows: nothing to evaluate")

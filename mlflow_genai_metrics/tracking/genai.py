@@ -146,9 +146,9 @@ class Pipeline:
     ``log_summary_results``, ``score_traces``): made by the call that uses it and gone with it, so no judge or
     judgement of it reaches another evaluation."""
 
-    def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool = True, max_source_tokens: int | None = None,
-                 keys: InputKeys = InputKeys()):
-        self.shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, max_source_tokens=max_source_tokens, progress=False)
+    def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool = True, ter: bool = False,
+                 max_source_tokens: int | None = None, keys: InputKeys = InputKeys()):
+        self.shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, progress=False)
         self.keys = keys
         self.preflight = Preflight(judge)
 

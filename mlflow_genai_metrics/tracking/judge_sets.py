@@ -25,17 +25,18 @@ def _one(judges: Sequence[_SummaryScorer], what: str, read: Any) -> Any:
     return next(iter(values.values()))
 
 
-def shared_pipeline(judges: Sequence[_SummaryScorer]) -> Pipeline:
+def shared_pipeline(judges: Sequence[_SummaryScorer], *, ter: bool = False) -> Pipeline:
     """One pipeline for ``judges`` (they must share the judge's settings and where the texts are), judging each
-    row once for all of them; coverage only when a ``KeyPointCoverage`` is among them."""
+    row once for all of them; coverage only when a ``KeyPointCoverage`` is among them; TER against the references
+    with ``ter``."""
     judged = [j for j in judges if isinstance(j, _JudgedScorer)]
     keys = _one(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
     if not judged:
-        return Pipeline(None, coverage=False, keys=keys)
+        return Pipeline(None, coverage=False, ter=ter, keys=keys)
     _one(judged, "one judge's settings", lambda j: j.judge)
     max_source_tokens = _one(judged, "max_source_tokens", lambda j: j.max_source_tokens)
     coverage = any(isinstance(j, KeyPointCoverage) for j in judges)
-    return Pipeline(judged[0].live_judge(), coverage=coverage, max_source_tokens=max_source_tokens, keys=keys)
+    return Pipeline(judged[0].live_judge(), coverage=coverage, ter=ter, max_source_tokens=max_source_tokens, keys=keys)
 
 
 def summarization_scorers(
