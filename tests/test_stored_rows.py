@@ -46,7 +46,8 @@ def _same(a, b) -> None:
     timed = [c for c in a.rows if "latency" in c]
     pd.testing.assert_frame_equal(a.rows.drop(columns=timed), b.rows.drop(columns=timed))
     assert same_metrics({k: v for k, v in a.metrics.items() if "latency" not in k}, {k: v for k, v in b.metrics.items() if "latency" not in k})
-    untimed = {"usage": {"latency_s", "call_latencies_s"}}
+    timing = {"latency_s", "call_latencies_s"}
+    untimed = {"usage": timing, "usage_by_pass": {"__all__": timing}}
     assert [r.model_dump(exclude=untimed) for r in a.judgements] == [r.model_dump(exclude=untimed) for r in b.judgements]
 
 

@@ -5,7 +5,8 @@ every chunk of its source and checks its source's key points, as soon as its own
 asked once per distinct source, by whichever row needs them first, and shared. Every call of every row and pass
 goes through the one ``Judge``, whose limiter alone bounds the calls in flight, so the endpoint's slots stay full
 until the last row: there is no batch-wide barrier whose tail leaves them idle. The records are exactly those the
-passes give whatever the order the answers come back in.
+passes give whatever the order the answers come back in. A record's usage is split by pass (``usage_by_pass``): the
+claim passes, and the key-point passes (its coverage check, and its source's key points on the source's first row).
 
 Under a budget (``max_calls``, ``max_cost_usd``) a row starts only once the budget has set aside what its passes
 will take (``row_needs``, ``Budget.earmark``), and its calls draw from that: once the budget is short, the rows
@@ -31,7 +32,7 @@ from .passes import (
     extract_key_points_request,
     verify_claims_request,
 )
-from .records import CheckedClaim, CoveredKeyPoint, RowError, RowInput, RowJudgement
+from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
 from .statements import distinct_statements, has_words
 from .stored_rows import Asked, RowStore, StoredRow
@@ -53,7 +54,7 @@ class _RowState:
     duplicates: list[int] = field(default_factory=list)  # per claim kept: copies removed
     verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
     key_points: list[CoveredKeyPoint] | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: dict[JudgePass, Usage] = field(default_factory=dict)  # per pass asked: what its calls for this row cost
     error: RowError | None = None
 
     def fail(self, stage: str, reply: JudgeReply) -> None:
@@ -90,6 +91,7 @@ class _Pipelines:
     def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None, claims: bool = True) -> None:
         self.rows, self.judge, self.coverage, self.max_source_tokens = rows, judge, coverage, max_source_tokens
         self.claims = claims
+        self.passes: tuple[JudgePass, ...] = (*(("claims",) if claims else ()), *(("key_points",) if coverage else ()))
         self.chunks_of: dict[str, list[str]] = {}
         self.first_row_of: dict[str, int] = {}
         for index, row in enumerate(rows):
@@ -109,13 +111,14 @@ class _Pipelines:
         try:
             keys = [store.key(row) for row in self.rows] if store is not None else []
             stored = store.read(keys) if store is not None else {}
-            states = [_RowState() for _ in self.rows]
+            states = [_RowState(usage={name: Usage() for name in self.passes}) for _ in self.rows]
             found = {index: stored[key] for index, key in enumerate(keys) if key in stored}
             bar.update(len(found))
             judged = [index for index in range(len(self.rows)) if index not in found]
             await self._judge_rows(judged, states, bar)
-            # What a row's own requests counted, before its source's key points are added to its usage.
-            asked = {index: Asked.of(states[index].usage) for index in judged if states[index].error is None}
+            # What a row's own requests counted, pass by pass, before its source's key points are added to its usage.
+            asked = {index: {name: Asked.of(usage) for name, usage in states[index].usage.items()}
+                     for index in judged if states[index].error is None}
             records = self._records(states, found)
             if store is not None:
                 store.write([(keys[index], self._stored(records[index], own)) for index, own in asked.items()])
@@ -129,14 +132,16 @@ class _Pipelines:
         """Every row's record: those read whole counted as their replayed requests would be; a source's key points
         paid once, by its first row (when every row of the source was read whole, as their stored requests)."""
         for index, row in found.items():
-            states[index].usage = row.asked.count_cached(self.judge)
+            states[index].usage = {"claims": row.asked.count_cached(self.judge)}
+            if self.coverage:
+                states[index].usage["key_points"] = (row.coverage_asked or Asked()).count_cached(self.judge)
         stored_key_points = {self.rows[index].source_key: row.key_points_asked for index, row in found.items()}
         for key, first in self.first_row_of.items():
             if key in self.key_points:
-                states[first].usage.add(self.key_points[key].result().usage)
+                states[first].usage["key_points"].add(self.key_points[key].result().usage)
             elif self.coverage and stored_key_points.get(key) is not None:
-                states[first].usage.add(stored_key_points[key].count_cached(self.judge))
-        return [_stored_record(self.rows[index], found[index], state.usage) if index in found else _record(self.rows[index], state)
+                states[first].usage["key_points"].add(stored_key_points[key].count_cached(self.judge))
+        return [_stored_record(self.rows[index], found[index], state) if index in found else _record(self.rows[index], state)
                 for index, state in enumerate(states)]
 
     async def _judge_rows(self, pending: list[int], states: list[_RowState], bar: Any) -> None:
@@ -154,10 +159,11 @@ class _Pipelines:
         except BaseExceptionGroup as group_error:
             raise group_error.exceptions[0] from None  # the first failure, as the synchronous path raised it
 
-    def _stored(self, record: RowJudgement, asked: Asked) -> StoredRow:
-        """What to store of a row judged now: its record, what its own requests counted, and its source's key points'."""
+    def _stored(self, record: RowJudgement, asked: dict[JudgePass, Asked]) -> StoredRow:
+        """What to store of a row judged now: its record, what its own requests counted (its claim passes, its
+        coverage check), and its source's key points'."""
         key_points = self.key_points.get(record.source_key)
-        return StoredRow(claims=record.claims, key_points=record.key_points, asked=asked,
+        return StoredRow(claims=record.claims, key_points=record.key_points, asked=asked["claims"], coverage_asked=asked.get("key_points"),
                          key_points_asked=Asked.of(key_points.result().usage) if key_points is not None else None)
 
     async def _key_points(self, key: str) -> _KeyPoints:
@@ -231,7 +237,7 @@ class _Pipelines:
 
     async def _claims(self, row: RowInput, state: _RowState) -> None:
         reply = await self.judge.aask(extract_claims_request(row.summary))
-        state.usage.add(reply.usage)
+        state.usage["claims"].add(reply.usage)
         if not reply.ok:
             state.fail("claim extraction", reply)
             return
@@ -241,7 +247,7 @@ class _Pipelines:
         # No claim from a summary that has words is a judge failure, not an empty summary: asked once more, saying
         # so; a second empty list makes the row a ``no_claims`` error.
         reply = await self.judge.aask(extract_claims_retry_request(row.summary))
-        state.usage.add(reply.usage)
+        state.usage["claims"].add(reply.usage)
         if not reply.ok:
             state.fail("claim extraction", reply)
         elif reply.answer.claims:
@@ -254,7 +260,7 @@ class _Pipelines:
     def _take_verdicts(state: _RowState, replies: list[JudgeReply]) -> None:
         state.verdicts = [[] for _ in state.claims or []]
         for reply in replies:
-            state.usage.add(reply.usage)
+            state.usage["claims"].add(reply.usage)
             if not reply.ok:
                 state.fail("claim verification", reply)
                 continue
@@ -263,7 +269,7 @@ class _Pipelines:
 
     @staticmethod
     def _take_coverage(state: _RowState, reply: JudgeReply, points: list[str]) -> None:
-        state.usage.add(reply.usage)
+        state.usage["key_points"].add(reply.usage)
         if not reply.ok:
             state.fail("coverage check", reply)
             return
@@ -281,15 +287,20 @@ async def _each(awaitables: Iterable[Awaitable[Any]]) -> list[Any]:
     return list(await asyncio.gather(*pending))
 
 
-def _stored_record(row: RowInput, stored: StoredRow, usage: Usage) -> RowJudgement:
-    return RowJudgement(id=row.id, source_key=row.source_key, claims=stored.claims, key_points=stored.key_points, usage=usage)
+def _usage(state: _RowState) -> dict[str, Any]:
+    """A record's usage fields: the row's total and its parts by pass."""
+    return {"usage": Usage.total(list(state.usage.values())), "usage_by_pass": state.usage}
+
+
+def _stored_record(row: RowInput, stored: StoredRow, state: _RowState) -> RowJudgement:
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=stored.claims, key_points=stored.key_points, **_usage(state))
 
 
 def _record(row: RowInput, state: _RowState) -> RowJudgement:
     if state.error is not None:
-        return RowJudgement(id=row.id, source_key=row.source_key, usage=state.usage, error=state.error)
+        return RowJudgement(id=row.id, source_key=row.source_key, error=state.error, **_usage(state))
     claims = []
     for claim, duplicates, per_chunk in zip(state.claims or [], state.duplicates, state.verdicts):
         verdict, reason = combine_verdicts(per_chunk)
         claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates))
-    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, usage=state.usage)
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, **_usage(state))

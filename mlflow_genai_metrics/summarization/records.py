@@ -9,7 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..grounding.scoring import RowGrounding
 from ..judge import JudgeError, Usage
 
-__all__ = ["CheckedClaim", "CoveredKeyPoint", "RowError", "RowInput", "RowJudgement"]
+__all__ = ["CheckedClaim", "CoveredKeyPoint", "JudgePass", "RowError", "RowInput", "RowJudgement"]
+
+# What a judge call of a row was for: its claims (extraction, verification) or its source's key points (their
+# extraction, the coverage check).
+JudgePass = Literal["claims", "key_points"]
 
 
 class RowInput(BaseModel):
@@ -64,7 +68,9 @@ class RowJudgement(BaseModel):
     ``key_points`` is None when coverage was not asked for. When ``error`` is set the row was not judged: its
     claims and key points are empty and no metric counts it (``judge_error_rate`` does). ``judged`` is False when
     no judge was asked at all (the grounding check alone). ``grounding`` is the model-free check of the row (None
-    when it is off); it needs no judge, so a row the judge failed on still has it.
+    when it is off); it needs no judge, so a row the judge failed on still has it. ``usage_by_pass`` is ``usage``
+    split by what the calls were for (``JudgePass``; a pass not asked is left out): the parts add up to ``usage``,
+    so each judge's card can show what its own judgement cost.
     """
 
     id: str | int
@@ -72,6 +78,7 @@ class RowJudgement(BaseModel):
     claims: list[CheckedClaim] = Field(default_factory=list)
     key_points: list[CoveredKeyPoint] | None = None
     usage: Usage = Field(default_factory=Usage)
+    usage_by_pass: dict[JudgePass, Usage] = Field(default_factory=dict)
     error: RowError | None = None
     judged: bool = True
     grounding: RowGrounding | None = None

@@ -69,12 +69,14 @@ class Asked(BaseModel):
 
 
 class StoredRow(BaseModel):
-    """A row judged without error: its claims and key points, what its own requests counted, and what its source's
-    key-point requests counted (with coverage; those are counted once per source, on the source's first row)."""
+    """A row judged without error: its claims and key points, what its own requests counted (its claim passes in
+    ``asked``, its coverage check in ``coverage_asked``), and what its source's key-point requests counted (with
+    coverage; those are counted once per source, on the source's first row)."""
 
     claims: list[CheckedClaim]
     key_points: list[CoveredKeyPoint] | None
     asked: Asked
+    coverage_asked: Asked | None = None
     key_points_asked: Asked | None = None
 
 

@@ -9,22 +9,29 @@
 - ``key_point_coverage``: the share of the source's key points covered, the covered and missed ones listed;
 - ``grounding``: the model-free score with its reasoning, source ``CODE`` with the grounding model's tag.
 
-A row the judge failed on is one feedback with an error, never a value.
+Each judge's card carries what its own judgement cost under MLflow's assessment metadata keys, which MLflow's UI
+shows on the card (``judge_cost``): the claim card its claim passes, the coverage card its key-point passes, split
+so even when one pass asked both; a judgement from the cache costs 0 and shows 0 tokens; grounding costs nothing
+and has no such key. A row the judge failed on is one feedback with an error, never a value (with the cost of the
+calls it made).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
 from mlflow.genai.judges import CategoricalRating
+from mlflow.tracing.constant import AssessmentMetadataKey
 
+from ..judge import Usage
 from ..summarization.metrics import METRICS, row_facts
-from ..summarization.records import CheckedClaim, RowJudgement
+from ..summarization.records import CheckedClaim, JudgePass, RowJudgement
 
 __all__ = [
-    "claim_alignment_feedback", "error_feedback", "faithful", "grounding_feedback", "judge_source", "key_point_coverage_feedback", "markdown_text",
-    "shown",
+    "claim_alignment_feedback", "error_feedback", "faithful", "grounding_feedback", "judge_cost", "judge_source", "key_point_coverage_feedback",
+    "markdown_text", "shown",
 ]
 
 _ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, then unverifiable, as in the per-row reasoning
@@ -49,9 +56,25 @@ def shown(value: float) -> float:
     return float(f"{value:.3g}")
 
 
-def error_feedback(name: str, message: str, source: AssessmentSource, *, code: str = "JUDGE_ERROR") -> Feedback:
-    """The one feedback of a row the judge failed on: the error, no value."""
-    return Feedback(name=name, error=AssessmentError(error_code=code, error_message=message), source=source)
+def judge_cost(judgement: RowJudgement, judge_pass: JudgePass, *, priced: bool) -> dict[str, Any]:
+    """What the calls of ``judge_pass`` for this row cost, under MLflow's assessment metadata keys, as its own judges
+    write them: input and output tokens, and the cost in USD when the judge has prices (``priced``). Cache hits
+    cost 0 tokens and 0.0 USD, and say so. Nothing when the judgement did not ask that pass."""
+    usage: Usage | None = judgement.usage_by_pass.get(judge_pass)
+    if usage is None:
+        return {}
+    metadata: dict[str, Any] = {
+        AssessmentMetadataKey.JUDGE_INPUT_TOKENS: usage.prompt_tokens,
+        AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS: usage.completion_tokens,
+    }
+    if priced:
+        metadata[AssessmentMetadataKey.JUDGE_COST] = usage.cost_usd or 0.0
+    return metadata
+
+
+def error_feedback(name: str, message: str, source: AssessmentSource, *, code: str = "JUDGE_ERROR", metadata: dict[str, Any] | None = None) -> Feedback:
+    """The one feedback of a row the judge failed on: the error, no value (``metadata``: what its calls cost)."""
+    return Feedback(name=name, error=AssessmentError(error_code=code, error_message=message), source=source, metadata=metadata or None)
 
 
 def _claim_line(claim: CheckedClaim) -> str:
@@ -81,12 +104,13 @@ def _head(counts: dict[str, int], claims: int) -> str:
     return f"**No**: {' and '.join(why)}; {counts['yes']} of {_count(claims, 'claim')} supported."
 
 
-def claim_alignment_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
+def claim_alignment_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
     """Yes when the summary is faithful: it makes claims and the source supports every one (``strictly_aligned``);
     No when one is contradicted or unverifiable (idk), or when there is no claim. Every claim is listed,
-    contradicted first, then unverifiable, then supported."""
+    contradicted first, then unverifiable, then supported. ``priced``: the judge has prices (the card says the cost)."""
+    cost = judge_cost(judgement, "claims", priced=priced)
     if judgement.error is not None:
-        return error_feedback(name, str(judgement.error), source)
+        return error_feedback(name, str(judgement.error), source, metadata=cost)
     claims = judgement.claims
     counts = {verdict: sum(c.verdict == verdict for c in claims) for verdict in _ORDER}
     is_faithful = faithful(judgement)
@@ -109,23 +133,24 @@ def claim_alignment_feedback(name: str, judgement: RowJudgement, source: Assessm
         metadata["support_rate"] = f"{counts['yes'] / len(claims):.3g}"
     if any(c.suspect is not None for c in claims):
         metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
-    return Feedback(name=name, value=value, rationale=rationale, source=source, metadata=metadata)
+    return Feedback(name=name, value=value, rationale=rationale, source=source, metadata={**metadata, **cost})
 
 
-def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
+def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
     """The share of the source's key points the summary covers, the missed ones listed first."""
+    cost = judge_cost(judgement, "key_points", priced=priced)
     if judgement.error is not None:
-        return error_feedback(name, str(judgement.error), source)
+        return error_feedback(name, str(judgement.error), source, metadata=cost)
     points = judgement.key_points or []
     if not points:
-        return error_feedback(name, "the judge listed no key point for this source: there is nothing to cover", source, code="NO_KEY_POINTS")
+        return error_feedback(name, "the judge listed no key point for this source: there is nothing to cover", source, code="NO_KEY_POINTS", metadata=cost)
     covered = [p for p in points if p.covered]
     missed = [p for p in points if not p.covered]
     lines = [f"**{len(covered)} of {len(points)} key points covered.**"]
     for title, group in (("Missed", missed), ("Covered", covered)):
         if group:
             lines += ["", f"{title}:", *(f"- {markdown_text(p.key_point)} — {markdown_text(p.reason)}" for p in group)]
-    metadata = {"row_id": str(judgement.id), "key_points": str(len(points)), "covered": str(len(covered)), "missed": str(len(missed))}
+    metadata = {"row_id": str(judgement.id), "key_points": str(len(points)), "covered": str(len(covered)), "missed": str(len(missed)), **cost}
     return Feedback(name=name, value=shown(len(covered) / len(points)), rationale="\n".join(lines), source=source, metadata=metadata)
 
 

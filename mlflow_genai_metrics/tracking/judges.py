@@ -8,7 +8,8 @@
     ClaimAlignment(judge).register().start(sampling_config=ScorerSamplingConfig(sample_rate=1.0))
 
 Each is a ``Scorer`` with a name, a description and serialisable settings (``judge``: the judge model, base URL,
-options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``). Each asks only
+options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``; a judge's card
+carries the tokens and cost of its own judge calls under MLflow's assessment metadata keys). Each asks only
 what it needs (``ClaimAlignment`` the claim passes, ``KeyPointCoverage`` those and the key-point passes,
 ``Grounding`` no judge), with the ``Judge`` it was made with. The judges of one evaluation share each row's judge
 calls and report the run's results once, through MLflow's aggregation hook, from the rows MLflow handed them in
@@ -246,6 +247,10 @@ class _JudgedScorer(_SummaryScorer):
     def source(self) -> AssessmentSource:
         return judge_source(self.judge.model)
 
+    def priced(self) -> bool:
+        """Whether the judge has prices: its cards then say what their calls cost."""
+        return self.judge.prices is not None
+
 
 class ClaimAlignment(_JudgedScorer):
     """Is the summary faithful to the source? "yes" when the summary makes claims and the source supports every one
@@ -263,7 +268,7 @@ class ClaimAlignment(_JudgedScorer):
     hook_metric: ClassVar[str | None] = "claims"
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
-        return claim_alignment_feedback(self.name, judgement, self.source())
+        return claim_alignment_feedback(self.name, judgement, self.source(), priced=self.priced())
 
     def hook_value(self, result: Any) -> float:
         return float(result.rows["claim_count"].sum()) if "claim_count" in result.rows else 0.0
@@ -279,7 +284,7 @@ class KeyPointCoverage(_JudgedScorer):
     hook_metric: ClassVar[str | None] = "key_points"
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
-        return key_point_coverage_feedback(self.name, judgement, self.source())
+        return key_point_coverage_feedback(self.name, judgement, self.source(), priced=self.priced())
 
     def hook_value(self, result: Any) -> float:
         return float(len(result.key_points))

@@ -209,15 +209,16 @@ class SharedRow:
 
 
 def merged(parts: dict[str, RowJudgement]) -> RowJudgement:
-    """One record from a row's parts: claims, key points and the grounding check; the first error is the row's."""
+    """One record from a row's parts: claims, key points and the grounding check; the first error is the row's.
+    The usage is both parts', each under its pass (the claims part's claim passes, the key points part's)."""
     claims, key_points, grounding = parts.get(CLAIMS), parts.get(KEY_POINTS), parts.get(GROUNDING)
     base = claims if claims is not None else grounding
     if key_points is not None and key_points is not claims and base.error is None:
-        usage = Usage.total([base.usage, key_points.usage])
+        spent = {"usage": Usage.total([base.usage, key_points.usage]), "usage_by_pass": {**base.usage_by_pass, **key_points.usage_by_pass}}
         if key_points.error is not None:
-            base = RowJudgement(id=base.id, source_key=base.source_key, usage=usage, error=key_points.error, grounding=base.grounding)
+            base = RowJudgement(id=base.id, source_key=base.source_key, error=key_points.error, grounding=base.grounding, **spent)
         else:
-            base = base.model_copy(update={"key_points": key_points.key_points, "usage": usage})
+            base = base.model_copy(update={"key_points": key_points.key_points, **spent})
     if base.grounding is None and grounding is not None:
         base = base.model_copy(update={"grounding": grounding.grounding})
     return base

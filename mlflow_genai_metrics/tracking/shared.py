@@ -79,12 +79,15 @@ class SharedJudgement:
         judgement = self._judgements[key]
         update: dict[str, Any] = {"id": row_id}
         if self._judged_in[key] != self.session:
-            requests = judgement.usage.requests
-            update["usage"] = Usage(
-                requests=requests, cache_hits=requests, cost_usd=0.0 if self.judge is not None and self.judge.prices else None,
-                reported_models=judgement.usage.reported_models, response_modes=judgement.usage.response_modes,
-            )
+            update["usage"] = self._cached(judgement.usage)
+            update["usage_by_pass"] = {name: self._cached(usage) for name, usage in judgement.usage_by_pass.items()}
         return judgement.model_copy(update=update)
+
+    def _cached(self, usage: Usage) -> Usage:
+        return Usage(
+            requests=usage.requests, cache_hits=usage.requests, cost_usd=0.0 if self.judge is not None and self.judge.prices else None,
+            reported_models=usage.reported_models, response_modes=usage.response_modes,
+        )
 
     def begin_session(self, session: str | None) -> None:
         """Start billing judge usage to a new session (an MLflow run); results are rebuilt for it."""
