@@ -39,7 +39,7 @@ from mlflow.tracking import MlflowClient
 
 from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
-from .genai import Pipeline, trace_rows
+from .genai import Pipeline, trace_rows, unique_ids
 from .judge_sets import shared_pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
@@ -134,10 +134,12 @@ def evaluate_summaries(
     dataset). ``judges``: any of ``ClaimAlignment``, ``KeyPointCoverage``, ``Grounding`` (default: all three, the
     judge from the environment), sharing one judge's settings; other MLflow scorers are passed on as they are.
 
-    The judge is checked first (its model listing: a wrong model, a refused key or an unreachable endpoint raises
-    ``JudgeConfigError`` in seconds, before any run is started), then every row with a summary is judged in one
-    batch, then ``mlflow.genai.evaluate`` runs with judges that read those judgements (one feedback per judge per
-    row; rows ``predict_fn`` summarises are judged as they come), and the run's results are logged once.
+    Rows whose ids repeat are refused first (``ValueError`` naming them, before any judge call or run; a row without
+    an id is known by its source's hash, so two rows of one article need ids). The judge is checked next (its model
+    listing: a wrong model, a refused key or an unreachable endpoint raises ``JudgeConfigError`` in seconds, before
+    any run is started), then every row with a summary is judged in one batch, then ``mlflow.genai.evaluate`` runs
+    with judges that read those judgements (one feedback per judge per row; rows ``predict_fn`` summarises are
+    judged as they come), and the run's results are logged once.
 
     ``model_id``: the logged model the summaries are from (``SummarizerModel.log(...).model_id``), linked to the run
     as MLflow links an evaluated model. ``all_metrics``: log every figure as a run metric, not only the headline
@@ -152,8 +154,10 @@ def evaluate_summaries(
     records = _records(data)
     if not records:
         raise ValueError("data has no rows: nothing to evaluate")
+    parsed = [pipeline.parse(r.get("inputs"), r.get("outputs"), r.get("expectations")) for r in records]
+    unique_ids(parsed, id_key=pipeline.keys.id)
     pipeline.check()
-    ready = [pipeline.parse(r.get("inputs"), r.get("outputs"), r.get("expectations")) for r in records if "outputs" in r and predict_fn is None]
+    ready = [p for p, r in zip(parsed, records) if "outputs" in r and predict_fn is None]
     if ready:
         pipeline.judge_all(ready)
     needs = frozenset().union(*(j.needs for j in ours))
@@ -219,6 +223,7 @@ def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer]) -> Summar
     rows, unusable = trace_rows(traces, pipeline)
     if not rows:
         raise ValueError(f"run {run_id} has no trace with a source and a summary to judge ({len(unusable)} traces that are not)")
+    unique_ids(rows, id_key=pipeline.keys.id)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
     log_result(result, run_id=run_id, log_metrics=True)

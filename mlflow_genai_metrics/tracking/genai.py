@@ -30,7 +30,10 @@ from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
 from .shared import SharedJudgement
 
-__all__ = ["REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "Preflight", "parse_row", "preflight", "result_inputs", "root_span", "trace_id_of", "trace_rows"]
+__all__ = [
+    "REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "Preflight", "parse_row", "preflight", "repeated_ids", "result_inputs", "root_span",
+    "trace_id_of", "trace_rows", "unique_ids",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +53,14 @@ class InputKeys:
 
 @dataclass(frozen=True)
 class ParsedRow:
-    """One row as a judge sees it: the validated texts, its category and reference (if any), the trace it is on."""
+    """One row as a judge sees it: the validated texts, its category and reference (if any), the trace it is on,
+    and whether its id was given (else it is its source's hash)."""
 
     row: RowInput
     category: Any = None
     reference: str | None = None
     trace_id: str | None = None
+    id_given: bool = True
 
 
 def _missing(value: Any) -> bool:
@@ -80,9 +85,9 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
     reference = None
     if isinstance(expectations, dict):
         reference = next((expectations[k] for k in REFERENCE_KEYS if isinstance(expectations.get(k), str)), None)
-    row_id = row_id if not _missing(row_id) else source_key(source)
-    row = prepare_rows([source], ["" if _missing(summary) else summary], [row_id])[0]
-    return ParsedRow(row=row, category=None if _missing(category) else category, reference=reference, trace_id=trace_id)
+    id_given = not _missing(row_id)
+    row = prepare_rows([source], ["" if _missing(summary) else summary], [row_id if id_given else source_key(source)])[0]
+    return ParsedRow(row=row, category=None if _missing(category) else category, reference=reference, trace_id=trace_id, id_given=id_given)
 
 
 class Preflight:
@@ -194,14 +199,42 @@ def trace_id_of(trace: Any) -> str | None:
     return getattr(getattr(trace, "info", None), "trace_id", None)
 
 
+def repeated_ids(rows: Sequence[ParsedRow], *, id_key: str = "id") -> list[str]:
+    """Each row whose id another row has already, in ``prepare_rows``' words (nothing: every id is unique). A row is
+    named by its trace, else by its position. A row without an id is known by its source's hash (so an article pairs
+    up across runs), so two rows of one article need ids."""
+    problems, seen = [], {}
+    for position, parsed in enumerate(rows):
+        label = f"the row of trace {parsed.trace_id}" if parsed.trace_id else f"row {position}"
+        stored = canonical_id(parsed.row.id)
+        if stored not in seen:
+            seen[stored] = (label, parsed)
+            continue
+        first_label, first = seen[stored]
+        if parsed.id_given or first.id_given:
+            problems.append(f"{label} (id {parsed.row.id!r}): the id repeats {first_label} (id {first.row.id!r}); both are stored as {stored!r}; ids must be unique")
+        else:
+            problems.append(f"{label} (no id): its source is that of {first_label} (no id), and a row without an id is known by its "
+                            f"source's hash ({stored!r}); ids must be unique: give each row an id (inputs[{id_key!r}])")
+    return problems
+
+
+def unique_ids(rows: Sequence[ParsedRow], *, id_key: str = "id") -> None:
+    """Refuse rows whose ids repeat (``ValueError`` naming each, as ``prepare_rows`` does): one row's figures would
+    count twice, and runs pair up by id."""
+    problems = repeated_ids(rows, id_key=id_key)
+    if problems:
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ValueError(f"cannot judge these rows:\n  {shown}{more}")
+
+
 def result_inputs(rows: Sequence[ParsedRow]) -> tuple[list[RowInput], list[str] | None, dict[str, list[Any]] | None]:
     """The rows of a run in a stable order, with their references and categories, as ``build_result`` takes them.
-    The same id twice (two rows of one article and summary under one id) counts twice, the second as ``id#2``."""
+    Rows whose ids repeat are refused (``unique_ids``), never renamed."""
     ordered = sorted(rows, key=lambda p: (canonical_id(p.row.id), p.row.summary))
-    inputs, seen = [], {}
-    for parsed in ordered:
-        count = seen[parsed.row.id] = seen.get(parsed.row.id, 0) + 1
-        inputs.append(parsed.row if count == 1 else parsed.row.model_copy(update={"id": f"{parsed.row.id}#{count}"}))
+    unique_ids(ordered)
+    inputs = [parsed.row for parsed in ordered]
     categories = [p.category for p in ordered]
     extra = {"category": categories} if any(c is not None for c in categories) else None
     references = [p.reference for p in ordered]

@@ -14,8 +14,9 @@ by whichever judge needs them first; the key-point passes by ``KeyPointCoverage`
 through the rows, every set of scorers of its evaluation and logs one result for all of them.
 
 A result is logged only when the rows add up: each scorer was called once per row, every row came with a trace,
-the scorer's count of values is MLflow's, and the rows are exactly the run's evaluated traces. Otherwise the run
-gets no figures but an ``mgm.error`` tag with both counts, and a warning: never a smaller n.
+the scorer's count of values is MLflow's, the rows are exactly the run's evaluated traces, and no two share an id
+(a row without one is known by its source's hash). Otherwise the run gets no figures but an ``mgm.error`` tag with
+both counts (or the repeated ids), and a warning: never a smaller n, never a renamed row.
 
 One set of scorer objects serves one evaluation at a time: evaluations run at once need their own scorers.
 """
@@ -40,7 +41,7 @@ from ..summarization.judging import judge_rows
 from ..summarization.pipeline import judge_row_pipelines
 from ..summarization.records import RowJudgement
 from ..summarization.result import SummarizationResult
-from .genai import InputKeys, ParsedRow, Preflight, parse_row, result_inputs, trace_id_of
+from .genai import InputKeys, ParsedRow, Preflight, parse_row, repeated_ids, result_inputs, trace_id_of
 from .run_logging import log_result
 
 __all__ = ["CLAIMS", "ERROR_TAG", "GROUNDING", "KEY_POINTS", "Call", "Outcome", "ScoredRows", "SharedRow", "aggregate", "calls_per_scorer", "fail", "problems", "run_row_ids", "settle"]
@@ -239,8 +240,13 @@ def calls_per_scorer(calls: list[Call]) -> dict[str, int]:
 
 def problems(calls: list[Call], rows: dict[str, SharedRow], run_rows: set[str]) -> list[str]:
     """Why these calls do not add up to the run's rows (nothing: they do). Each scorer is called once per row, so
-    the rows handed are its calls, whether or not they came with a trace."""
+    the rows handed are its calls, whether or not they came with a trace. Rows whose ids repeat are refused, as
+    every other path refuses them, never renamed."""
     found = []
+    ordered = sorted(rows.values(), key=lambda r: (canonical_id(r.parsed.row.id), r.parsed.row.summary, r.trace_id))
+    repeated = repeated_ids([r.parsed for r in ordered], id_key=next((s.keys.id for r in ordered for s in r.sets), "id"))
+    if repeated:
+        found.append(f"the rows' ids repeat ({'; '.join(repeated)})")
     config = next((c.config_error for c in calls if c.config_error), None)
     if config:
         found.append(f"the judge's configuration was refused: {config}")
