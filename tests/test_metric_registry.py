@@ -59,7 +59,7 @@ def test_a_registered_metric_is_logged_to_a_real_mlflow_run(scripted_server, mlf
     with METRICS.registered(LONG, LONG_RATE):
         with mlflow.start_run() as run:
             evaluation = mlflow.models.evaluate(
-                data=data, predictions="long", extra_metrics=summarization_metrics(judge_for(server), source_col="source", coverage=False)
+                data=data, predictions="long", extra_metrics=summarization_metrics(judge_for(server), source_col="source", coverage=False, all_metrics=True)
             )
     logged = MlflowClient().get_run(run.info.run_id).data.metrics
     assert logged["long_summary_rate"] == 0.5 and logged["long_summary_rate_n"] == 8 and "long_summary_rate_ci_low" in logged
