@@ -177,6 +177,7 @@ def test_the_bbc_file_loads_as_is_with_its_reference_sentences():
 @pytest.mark.timeout(900)  # two local models on two cores; minutes, not seconds
 def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_path, capsys):
     from mlflow_genai_metrics.cli import main as mgm
+    from mlflow_genai_metrics.cli.local import DEMO_GATE
 
     assert mgm(["demo", "--limit", "1", "--max-tokens", "60", "--store", str(tmp_path / "store")]) == 0
     out = capsys.readouterr().out
@@ -192,3 +193,7 @@ def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_p
     # evaluated, or missing with the reason (one article: no interval from one row), never silently
     assert re.search(r"^  (PASS|FAIL) grounded_rate_ci_low >= 0\.5: actual (\d|missing \(no interval: grounded_rate stands on 1 row,)", out, re.MULTILINE)
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'store' / 'mlflow.db'}" in out
+    assert {name: set(rules) for name, (_, rules) in printed_gates(out).items()} == {name: set(DEMO_GATE) for name in rows}
+    first_article = load_articles()["id"].iloc[0]
+    for run_id in re.findall(r"^  \S+: http://127\.0\.0\.1:5000/#/experiments/\d+/runs/([0-9a-f]{32})$", out, re.MULTILINE):
+        assert cards_per_row(run_id) == {first_article: ["claim_alignment", "grounding", "key_point_coverage"]}
