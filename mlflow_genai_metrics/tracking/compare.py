@@ -1,4 +1,11 @@
-"""``compare_runs``: several evaluation runs side by side, each tested against the first; logged as a run on request."""
+"""``compare_runs``: several evaluation runs side by side, each tested against the first; logged as a run on request.
+
+A run's figures (``run_figures``, ``EvaluatedRun.metrics``, what the gate's rules read) are its report's aggregates
+(``mgm/report.json``, every figure, written last by the logging that also logs the run's headline metrics) over
+its logged run metrics: the report is authoritative for every name it holds (a run logged again with fewer run
+metrics keeps no stale one), the run metrics add the names it lacks (MLflow's own, the user's). A run without a
+report (not ours) has its run metrics only.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import mlflow
 import pandas as pd
+from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -20,8 +27,7 @@ from ..summarization.scoring import interval_names
 from . import plots
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
-__all__ = ["EvaluatedRun", "compare_runs", "load_run"]
-
+__all__ = ["EvaluatedRun", "compare_runs", "load_run", "run_figures"]
 
 
 def default_metrics() -> list[str]:
@@ -41,19 +47,48 @@ class EvaluatedRun:
     rows: pd.DataFrame
 
 
-def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
-    """Read an evaluation run logged by this package; a clear error if it is not one."""
+def run_figures(run: Run, client: MlflowClient | None = None) -> dict[str, float]:
+    """Every figure of ``run``: its report's aggregates (an undefined one, null in the report, left out) over its
+    run metrics, as this module's docstring says; one listing and one small download.
+
+        figures = run_figures(MlflowClient().get_run(run_id))
+        figures["claim_support_rate"], figures["defect_rate/unverifiable"]  # in the report, not run metrics
+    """
     client = client or MlflowClient()
-    run = client.get_run(run_id)
+    figures = dict(run.data.metrics)
+    report_path = f"{ARTIFACT_DIR}/report.json"
+    if report_path not in {item.path for item in client.list_artifacts(run.info.run_id, ARTIFACT_DIR)}:
+        return figures
+    with tempfile.TemporaryDirectory(prefix="mgm-report-") as tmp:
+        report = json.loads(Path(client.download_artifacts(run.info.run_id, report_path, tmp)).read_text())
+    for name, value in report.get("metrics", {}).items():
+        if value is None or not math.isfinite(float(value)):
+            figures.pop(name, None)
+        else:
+            figures[name] = float(value)
+    return figures
+
+
+def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
+    """Read an evaluation run logged by this package (its figures as ``run_figures`` reads them); a clear error if
+    it is not one."""
+    client = client or MlflowClient()
+    return evaluated_run(client.get_run(run_id), client)
+
+
+def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | None = None) -> EvaluatedRun:
+    """``load_run`` of a run already read, with its ``figures`` when already read too (the gate reads them first)."""
+    run_id = run.info.run_id
     signature = run.data.tags.get(SIGNATURE_TAG)
     if signature is None:
         raise ValueError(f"run {run_id} has no {SIGNATURE_TAG} tag: it was not evaluated with mlflow_genai_metrics")
     with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp:
-        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=f"{ARTIFACT_DIR}/rows.parquet", dst_path=tmp)
+        path = client.download_artifacts(run_id, f"{ARTIFACT_DIR}/rows.parquet", tmp)
         rows = pd.read_parquet(path)
     if "id" in rows:  # ids are stored as text; keep them so, whatever pandas infers
         rows["id"] = rows["id"].astype(str)
-    return EvaluatedRun(run_id, run.info.run_name or run_id[:8], dict(run.data.metrics), signature, rows)
+    metrics = figures if figures is not None else run_figures(run, client)
+    return EvaluatedRun(run_id, run.info.run_name or run_id[:8], metrics, signature, rows)
 
 
 def compare_runs(

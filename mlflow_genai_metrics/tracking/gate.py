@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import mlflow
+from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -22,7 +23,7 @@ from ..summarization.comparison import (
 )
 from ..summarization.metrics import METRICS, closest_names
 from ..summarization.scoring import aggregate_names, corpus_names, interval_names
-from .compare import load_run
+from .compare import evaluated_run, load_run, run_figures
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
@@ -149,7 +150,8 @@ def register_if_passing(
 ) -> GateResult:
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
 
-    Rules read the run's metrics, interval bounds and n included (``"alignment_ci_low": ">= 0.85"``). With
+    Rules read every figure of the run, interval bounds and n included (``"alignment_ci_low": ">= 0.85"``): its
+    report's, not only the headline figures logged as run metrics (``compare.run_figures``). With
     ``beat_champion=True`` the run must also beat the model version holding ``alias`` on each ``beat_metric``
     (default ``strict_alignment``: every claim supported), in the metric's own direction (higher is better for
     ``strict_alignment``, lower for ``defect_rate/contradiction``, from the metric registry): a one-sided test of
@@ -178,13 +180,13 @@ def register_if_passing(
     client = MlflowClient()
     run = client.get_run(run_id)
     check_model_uri(model_uri)
-    metrics = run.data.metrics
+    metrics = run_figures(run, client)
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
     unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in _aggregate_names()]
     if unknown:
         raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(_aggregate_names()))} "
-                         f"(run {run_id} has {len(metrics)} metrics; docs/metrics.md lists every name)")
+                         f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
     outcomes = []
     for rule in parsed:
         actual = metrics.get(rule.metric)
@@ -196,7 +198,7 @@ def register_if_passing(
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
-        outcomes += _champion_outcomes(client, name, alias, run_id, beat_metrics, resamples, seed, confidence, messages, comparison_tags)
+        outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, resamples, seed, confidence, messages, comparison_tags)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         return result
@@ -282,10 +284,11 @@ def _check_alias(alias: str) -> None:
 
 
 def _champion_outcomes(
-    client: MlflowClient, name: str, alias: str, run_id: str, metrics: list[str], resamples: int, seed: int,
-    confidence: float, messages: list[str], tags: dict[str, str],
+    client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str], resamples: int,
+    seed: int, confidence: float, messages: list[str], tags: dict[str, str],
 ) -> list[RuleOutcome]:
-    """One outcome per beat rule: better than the champion in the metric's direction, one-sided, Holm-adjusted."""
+    """One outcome per beat rule: better than the champion in the metric's direction, one-sided, Holm-adjusted
+    (``run`` is the candidate's, with the ``figures`` the rules read)."""
     rules = [Rule(f"{metric} vs {alias}", ">" if direction(metric) == "higher" else "<", 0.0) for metric in metrics]
 
     def refused(why: str, *, passed: bool = False) -> list[RuleOutcome]:
@@ -301,7 +304,7 @@ def _champion_outcomes(
     champion_run_id = champion.tags.get(EVALUATION_RUN_TAG)
     if not champion_run_id:
         return refused(f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
-    candidate, incumbent = load_run(run_id, client), load_run(champion_run_id, client)
+    candidate, incumbent = evaluated_run(run, client, figures), load_run(champion_run_id, client)
     alternatives = {metric: "greater" if direction(metric) == "higher" else "less" for metric in metrics}
     try:  # the one comparison every path uses: pairs by id and source, errored pairs out, too few refused
         comparison = compare_results(
