@@ -126,3 +126,12 @@ def test_rows_the_run_does_not_list_fail_the_command_in_one_line_with_both_count
     assert "the scorers were handed 6 rows, the run lists 5 evaluated traces" in line
     run = MlflowClient().get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags[ERROR_TAG].startswith("no results logged") and "alignment" not in run.data.metrics
+
+
+def test_repeated_ids_are_refused_in_one_line_before_any_run_or_judge_call(endpoint, tmp_path, capsys):
+    table = frame().assign(id=["a", "b", "a", "c", "d", "e"])
+    assert mgm(["evaluate", str(summaries(tmp_path, table)), "--id-col", "id"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("mgm evaluate: cannot judge these rows: row 2 (id 'a'): the id repeats row 0 (id 'a')"), err
+    assert endpoint.request_count == 0
+    assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []

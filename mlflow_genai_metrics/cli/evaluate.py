@@ -36,7 +36,7 @@ def evaluate(args: argparse.Namespace) -> int:
 
     from ..tables import read_table
     from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries, table_records
-    from ..tracking.genai import preflight
+    from ..tracking.genai import parse_row, preflight, unique_ids
 
     data = read_table(args.data)
     if data.empty:
@@ -52,6 +52,8 @@ def evaluate(args: argparse.Namespace) -> int:
         folder_argument(args.batch_dir, "--batch-dir")
     if args.estimate:
         return estimate(args, data)
+    # rows whose ids repeat: refused before a run is started (evaluate_summaries would refuse them inside it)
+    unique_ids([parse_row(r["inputs"], None) for r in table_records(data, source_col=args.source_col, summary_col=None, id_col=args.id_col)])
     set_tracking(args)
     experiment = set_experiment(args)
     judge = None if args.grounding_only else evaluation_judge(args)  # None: the grounding check alone, no judge call
