@@ -3,16 +3,20 @@
     with MlflowUi("sqlite:///mgm-demo/mlflow.db") as ui:
         dom = render(ui.run_url(experiment_id, run_id), screenshot="run.png")
         dom = interact(ui.compare_url(experiment_id, run_ids), click=['[artifact-name="mgm_rows.json"]'])
+        with Browser() as browser:  # one Chromium for several pages
+            dom = browser.visit(ui.run_url(experiment_id, run_id), wait_for=["document.body.innerText.includes('Metrics')"])
 
-``render`` loads a page and lets its scripts run; ``interact`` drives it over the DevTools protocol (clicks, then
-waits for conditions). Chromium is Debian's ``chromium`` package (``/usr/bin/chromium``); it is started with
-background networking off, so it only ever talks to the UI on loopback (and to its own DevTools port there).
+``render`` loads a page and lets its scripts run; ``interact`` (one page) and ``Browser.visit`` (one page after
+another) drive it over the DevTools protocol (clicks, then waits for conditions). Chromium is Debian's ``chromium``
+package (``/usr/bin/chromium``); it is started with background networking off, so it only ever talks to the UI on
+loopback (and to its own DevTools port there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import json
 import os
 import shutil
@@ -25,11 +29,15 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MlflowUi", "chromium_path", "interact", "render"]
+__all__ = ["Browser", "MlflowUi", "chromium_path", "interact", "render"]
+
+# What to click: a CSS selector; (selector, text): the element of selector whose text is text (one option of a menu);
+# (selector, text, inner): the element inner inside that one (the button of one card among cards alike).
+Target = str | tuple[str, str] | tuple[str, str, str]
 
 _CHROMIUM_FLAGS = [
     "--headless",
@@ -74,6 +82,10 @@ class MlflowUi:
 
     def run_url(self, experiment_id: str, run_id: str, tab: str = "") -> str:
         return f"{self.url}/#/experiments/{experiment_id}/runs/{run_id}" + (f"/{tab}" if tab else "")
+
+    def evaluation_runs_url(self, experiment_id: str) -> str:
+        """The experiment's Evaluation runs page (MLflow lists there every run that outputs no model)."""
+        return f"{self.url}/#/experiments/{experiment_id}/evaluation-runs"
 
     def trace_url(self, experiment_id: str, trace_id: str) -> str:
         """The experiment's Traces page with one trace's drawer open."""
@@ -123,23 +135,104 @@ def render(url: str, *, screenshot: str | os.PathLike[str] | None = None, width:
     return dom
 
 
-def interact(url: str, *, click: Sequence[str] = (), wait_for: Sequence[str] = (), scroll_to: str | None = None,
+def interact(url: str, *, click: Sequence[Target] = (), wait_for: Sequence[str] = (), scroll_to: str | None = None,
              screenshot: str | os.PathLike[str] | None = None, width: int = 1600, height: int = 1100, timeout_s: float = 60) -> str:
-    """Load ``url`` in headless Chromium, driven over the DevTools protocol: click each CSS selector of ``click`` in
-    turn (once it is on the page), wait until every JavaScript expression of ``wait_for`` is true, scroll the
-    element ``scroll_to`` (a CSS selector) into view, and return the DOM (also a PNG when ``screenshot`` is given).
-    A step that does not happen within ``timeout_s`` raises ``TimeoutError`` naming it."""
-    browser = chromium_path()
-    if browser is None:
-        raise FileNotFoundError("Chromium is not installed: apt-get install chromium")
-    with _profile() as profile:
-        flags = [*_CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "--remote-debugging-port=0"]
-        process = subprocess.Popen([browser, *flags, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            port = _devtools_port(Path(profile), process, timeout_s)
-            return asyncio.run(_drive(port, url, click, wait_for, scroll_to, screenshot, width, height, timeout_s))
-        finally:
-            _stop(process)
+    """Load ``url`` in a headless Chromium of its own and drive it (``Browser.visit``); return the DOM."""
+    with Browser(width=width, height=height, timeout_s=timeout_s) as browser:
+        return browser.visit(url, click=click, wait_for=wait_for, scroll_to=scroll_to, screenshot=screenshot)
+
+
+class Browser:
+    """One headless Chromium driven over the DevTools protocol, for several pages in turn: a test that checks a few
+    pages starts the browser once (and its cache keeps the UI's scripts between pages).
+
+        with Browser() as browser:
+            dom = browser.visit(url, click=["button[aria-label^=Columns]", ("[role=option]", "Version")])
+    """
+
+    def __init__(self, *, width: int = 1600, height: int = 1100, timeout_s: float = 60):
+        self.width, self.height, self.timeout_s = width, height, timeout_s
+        self._stack = ExitStack()
+        self._counter = itertools.count(1)
+
+    def __enter__(self) -> Browser:
+        browser = chromium_path()
+        if browser is None:
+            raise FileNotFoundError("Chromium is not installed: apt-get install chromium")
+        with ExitStack() as stack:
+            profile = stack.enter_context(_profile())
+            flags = [*_CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={self.width},{self.height}", "--remote-debugging-port=0"]
+            process = subprocess.Popen([browser, *flags, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stack.callback(_stop, process)
+            port = _devtools_port(Path(profile), process, self.timeout_s)
+            self._runner = stack.enter_context(asyncio.Runner())
+            self._runner.run(self._connect(port, stack))
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    async def _connect(self, port: int, stack: ExitStack) -> None:
+        import aiohttp  # an MLflow dependency, so always there beside it
+
+        session = aiohttp.ClientSession()
+        stack.callback(lambda: self._runner.run(session.close()))
+        async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
+            target = next(t for t in await response.json() if t["type"] == "page")
+        self._socket = await session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0)
+        stack.callback(lambda: self._runner.run(self._socket.close()))
+        await self._call("Emulation.setDeviceMetricsOverride", width=self.width, height=self.height, deviceScaleFactor=1, mobile=False)
+
+    def visit(self, url: str, *, click: Sequence[Target] = (), wait_for: Sequence[str] = (), scroll_to: str | None = None,
+              screenshot: str | os.PathLike[str] | None = None) -> str:
+        """Load ``url`` afresh (by way of a blank page, so nothing of the last page answers for this one), click each
+        target of ``click`` in turn once it is on the page (a CSS selector, or a ``Target`` naming an element by its
+        text, such as one option of a menu or the button of one card), wait until every JavaScript expression of
+        ``wait_for`` is true, scroll the element ``scroll_to`` (a CSS selector) into view, and return the DOM (also
+        a PNG when ``screenshot`` is given). A step that does not happen within ``timeout_s`` raises
+        ``TimeoutError`` naming it."""
+        return self._runner.run(self._visit(url, click, wait_for, scroll_to, screenshot))
+
+    async def _call(self, method: str, **params: Any) -> dict[str, Any]:
+        number = next(self._counter)
+        await self._socket.send_json({"id": number, "method": method, "params": params})
+        while True:  # events arrive in between; the answer carries our id
+            message = await self._socket.receive_json()
+            if message.get("id") == number:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message["result"]
+
+    async def _value(self, expression: str) -> Any:
+        result = await self._call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    async def _until(self, expression: str, what: str, url: str) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while not await self._value(f"Boolean({expression})"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not happen within {self.timeout_s:g}s on {url}")
+            await asyncio.sleep(0.25)
+
+    async def _visit(self, url: str, click: Sequence[Target], wait_for: Sequence[str], scroll_to: str | None, screenshot: Any) -> str:
+        await self._call("Page.navigate", url="about:blank")
+        await self._until("location.href === 'about:blank' && document.readyState === 'complete'", "the blank page", url)
+        await self._call("Page.navigate", url=url)
+        for target in click:
+            found = _element(target)
+            await self._until(found, f"{target} appearing", url)
+            await self._value(f"{found}.click()")
+        for expression in wait_for:
+            await self._until(expression, expression, url)
+        if scroll_to is not None:
+            await self._value(f"document.querySelector({json.dumps(scroll_to)})?.scrollIntoView()")
+            await asyncio.sleep(0.5)  # let lazy parts of the page draw
+        if screenshot is not None:
+            shot = await self._call("Page.captureScreenshot", format="png")
+            Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
+            Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
+        return await self._value("document.documentElement.outerHTML")
 
 
 def _stop(process: subprocess.Popen, grace_s: float = 15) -> None:
@@ -199,50 +292,10 @@ def _devtools_port(profile: Path, process: subprocess.Popen[bytes], timeout_s: f
     raise TimeoutError("Chromium's DevTools port did not open")
 
 
-async def _drive(port: int, url: str, click: Sequence[str], wait_for: Sequence[str], scroll_to: str | None, screenshot: Any,
-                 width: int, height: int, timeout_s: float) -> str:
-    import aiohttp  # an MLflow dependency, so always there beside it
-
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"http://127.0.0.1:{port}/json/list") as response:
-            target = next(t for t in await response.json() if t["type"] == "page")
-        async with session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0) as socket_:
-            counter = iter(range(1, 1_000_000))
-
-            async def call(method: str, **params: Any) -> dict[str, Any]:
-                number = next(counter)
-                await socket_.send_json({"id": number, "method": method, "params": params})
-                while True:  # events arrive in between; the answer carries our id
-                    message = await socket_.receive_json()
-                    if message.get("id") == number:
-                        if "error" in message:
-                            raise RuntimeError(f"{method}: {message['error']}")
-                        return message["result"]
-
-            async def value(expression: str) -> Any:
-                result = await call("Runtime.evaluate", expression=expression, returnByValue=True)
-                return result["result"].get("value")
-
-            async def until(expression: str, what: str) -> None:
-                deadline = time.monotonic() + timeout_s
-                while not await value(f"Boolean({expression})"):
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{what} did not happen within {timeout_s:g}s on {url}")
-                    await asyncio.sleep(0.25)
-
-            await call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
-            await call("Page.navigate", url=url)
-            for selector in click:
-                found = f"document.querySelector({json.dumps(selector)})"
-                await until(found, f"{selector} appearing")
-                await value(f"{found}.click()")
-            for expression in wait_for:
-                await until(expression, expression)
-            if scroll_to is not None:
-                await value(f"document.querySelector({json.dumps(scroll_to)})?.scrollIntoView()")
-                await asyncio.sleep(0.5)  # let lazy parts of the page draw
-            if screenshot is not None:
-                shot = await call("Page.captureScreenshot", format="png")
-                Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
-                Path(screenshot).write_bytes(base64.b64decode(shot["data"]))
-            return await value("document.documentElement.outerHTML")
+def _element(target: Target) -> str:
+    """A JavaScript expression for the element ``target`` names (null or undefined while there is none)."""
+    if isinstance(target, str):
+        return f"document.querySelector({json.dumps(target)})"
+    selector, text, *inner = target
+    found = f"[...document.querySelectorAll({json.dumps(selector)})].find(e => e.innerText.trim() === {json.dumps(text)})"
+    return f"{found}?.querySelector({json.dumps(inner[0])})" if inner else found

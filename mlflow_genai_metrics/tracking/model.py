@@ -1,15 +1,21 @@
 """``SummarizerModel``: an OpenAI-compatible candidate model as an ``mlflow.pyfunc`` model, so a candidate can be
 logged, evaluated, gated and registered like any other model. It stores the model name, base URL and prompt,
 never an API key (the key comes from ``OPENAI_API_KEY`` where the model runs). It is logged as code
-(``summarizer_code.py`` with its settings as the ``model_config``), not pickled."""
+(``summarizer_code.py`` with its settings as the ``model_config``), not pickled.
+
+Logged inside a run, the model is that run's *input*, the model it evaluates (as ``mlflow.genai.evaluate(model_id=)``
+links one), not its output: the experiment's Evaluation runs page leaves out every run that outputs a model (MLflow
+takes those for training runs), and the runs one gates on are exactly those that log their candidate."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.entities import LoggedModelInput
 from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, Schema
 
@@ -105,7 +111,14 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
 
     def log(self, name: str = "summarizer", **log_model_options: Any) -> Any:
         """``mlflow.pyfunc.log_model`` with this package shipped beside the model, so it loads anywhere. The model
-        is logged as code (``summarizer_code.py``) with its settings as the ``model_config``: nothing is pickled."""
+        is logged as code (``summarizer_code.py``) with its settings as the ``model_config``: nothing is pickled.
+
+        Inside a run, the LoggedModel is made in the run's experiment with the run as its source and its settings
+        as its params, and linked to the run as its model input (MLflow's ``log_model`` would make it the run's
+        output and its settings the run's params, and the run would be missing from the Evaluation runs page).
+        Either way the returned ``ModelInfo``'s ``model_uri`` (``models:/<model_id>``) is what to evaluate and
+        register, and its ``model_id`` what to pass to ``evaluate_summaries(..., model_id=)``.
+        """
         options: dict[str, Any] = {
             "model_config": self.settings(),
             # Said, not inferred (MLflow infers none from a DataFrame hint, and warns): one summary per row out. No
@@ -119,4 +132,15 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
             "metadata": {"mlflow_genai_metrics_version": __version__},
         }
         options.update(log_model_options)
-        return mlflow.pyfunc.log_model(name=name, python_model=str(CODE_FILE), **options)
+        run = mlflow.active_run()
+        if run is None:
+            return mlflow.pyfunc.log_model(name=name, python_model=str(CODE_FILE), **options)
+        params = {key: str(value) for key, value in self.settings().items() if value is not None} | (options.pop("params", None) or {})
+        model = mlflow.initialize_logged_model(name=name, source_run_id=run.info.run_id, experiment_id=run.info.experiment_id, params=params,
+                                               tags=options.pop("tags", None), model_type=options.pop("model_type", None))
+        # log_model outputs the model from the calling thread's active run, if any; a thread of its own has none
+        # (MLflow's active runs are per thread), so there it fills in and finalizes the model made above.
+        with ThreadPoolExecutor(max_workers=1) as thread:
+            info = thread.submit(mlflow.pyfunc.log_model, name=name, python_model=str(CODE_FILE), model_id=model.model_id, **options).result()
+        mlflow.MlflowClient().log_inputs(run.info.run_id, models=[LoggedModelInput(model_id=model.model_id)])
+        return info
