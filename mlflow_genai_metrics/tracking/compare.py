@@ -24,7 +24,7 @@ from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
 from ..summarization.metrics import METRICS, closest_names
 from ..summarization.scoring import interval_names
-from . import plots
+from .. import plots
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
 __all__ = ["EvaluatedRun", "compare_runs", "load_run", "run_figures"]

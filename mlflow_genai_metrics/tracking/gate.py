@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import math
-import operator
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import mlflow
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, MIN_INTERVAL_ROWS
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..summarization.comparison import (
     InsufficientPairsError,
     SignatureMismatchError,
@@ -21,118 +18,22 @@ from ..summarization.comparison import (
     compare_results,
     direction,
 )
-from ..summarization.metrics import METRICS, closest_names
-from ..summarization.scoring import aggregate_names, corpus_names, interval_names
+from ..summarization.gating import (
+    GateResult, Rule, RuleOutcome, aggregate_names_logged, beat_outcome, check_beat_metrics, p_text, parse_rules, rule_outcomes,
+)
+from ..summarization.metrics import closest_names
 from .compare import evaluated_run, load_run, run_figures
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
 __all__ = ["GateResult", "Rule", "RuleOutcome", "check_model_uri", "parse_rules", "register_if_passing"]
 
-_OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
-_CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
-_INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
-RULE_TAG_PREFIX = "mgm.gate.rule."
 # The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
 _MODEL_URI_FORMS = {
     "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
     "runs:": (re.compile(r"^runs:/[^/]+(?:/.*)?$"), "runs:/<run id>/<artifact path>"),
 }
-
-
-def _aggregate_names() -> frozenset[str]:
-    """Every name a registered aggregate is logged under (value, interval bounds, n)."""
-    return frozenset(name for base in aggregate_names() for name in (base, *interval_names(base)))
-
-
-
-@dataclass(frozen=True)
-class Rule:
-    metric: str
-    op: str
-    threshold: float
-
-    def __str__(self) -> str:
-        return f"{self.metric} {self.op} {self.threshold:g}"
-
-    @property
-    def tag_key(self) -> str:
-        """The version tag recording this rule: ``mgm.gate.rule.<metric>``, no spaces (``alignment_vs_champion``)."""
-        return RULE_TAG_PREFIX + re.sub(r"[^A-Za-z0-9_./-]+", "_", self.metric.strip())
-
-
-@dataclass(frozen=True)
-class RuleOutcome:
-    rule: Rule
-    actual: float | None
-    passed: bool
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{'PASS' if self.passed else 'FAIL'} {self.rule}: actual {self.actual_text()}{self.because}"
-
-    def actual_text(self, digits: int = 4) -> str:
-        return "missing" if self.actual is None else f"{self.actual:.{digits}g}"
-
-    @property
-    def because(self) -> str:
-        return f" ({self.detail})" if self.detail else ""
-
-    @property
-    def tag_value(self) -> str:
-        """``">= 0.9 actual 0.93 passed"``: the threshold, the run's value and the verdict (and why, when said)."""
-        verdict = "passed" if self.passed else "failed"
-        return f"{self.rule.op} {self.rule.threshold:g} actual {self.actual_text(6)} {verdict}{self.because}"
-
-
-@dataclass
-class GateResult:
-    """What the gate decided. ``registered_version`` is None when nothing was registered."""
-
-    passed: bool
-    outcomes: list[RuleOutcome]
-    registered_version: str | None = None
-    alias: str | None = None
-    alias_moved: bool = False
-    messages: list[str] = field(default_factory=list)
-
-    @property
-    def failed(self) -> list[RuleOutcome]:
-        return [o for o in self.outcomes if not o.passed]
-
-    def __str__(self) -> str:
-        head = (
-            f"gate passed: registered version {self.registered_version}"
-            + (f", alias {self.alias!r} moved to it" if self.alias_moved else "")
-            if self.passed
-            else "gate failed: nothing registered"
-        )
-        return "\n".join([head, *(f"  {o}" for o in self.outcomes), *(f"  {m}" for m in self.messages)])
-
-
-def parse_rules(rules: Mapping[str, str] | Sequence[str]) -> list[Rule]:
-    """``{"alignment": ">= 0.9"}`` or ``["alignment>=0.9"]`` -> rules; a malformed one is a ``ValueError``."""
-    pairs: list[tuple[str, str]] = []
-    if isinstance(rules, Mapping):
-        pairs = [(str(k), str(v)) for k, v in rules.items()]
-    else:
-        for text in rules:
-            match = _INLINE.match(str(text))
-            if not match:
-                raise ValueError(f"malformed rule {text!r}: write it as METRIC OP NUMBER, e.g. 'alignment>=0.9'")
-            pairs.append((match.group(1), match.group(2)))
-    if not pairs:
-        raise ValueError("no rules given: a gate needs at least one, e.g. {'alignment': '>= 0.9'}")
-    parsed = []
-    for metric, condition in pairs:
-        match = _CONDITION.match(condition)
-        if not match:
-            raise ValueError(
-                f"malformed rule for {metric!r}: {condition!r}; write OP NUMBER with OP one of {', '.join(_OPERATORS)}"
-            )
-        parsed.append(Rule(metric, match.group(1), float(match.group(2))))
-    return parsed
 
 
 def register_if_passing(
@@ -176,25 +77,18 @@ def register_if_passing(
     if alias:
         _check_alias(alias)
     if beat_champion:
-        _check_beat_metrics(beat_metrics)
+        check_beat_metrics(beat_metrics)
     client = MlflowClient()
     run = client.get_run(run_id)
     check_model_uri(model_uri)
     metrics = run_figures(run, client)
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
-    unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in _aggregate_names()]
+    unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in aggregate_names_logged()]
     if unknown:
-        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(_aggregate_names()))} "
+        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(aggregate_names_logged()))} "
                          f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
-    outcomes = []
-    for rule in parsed:
-        actual = metrics.get(rule.metric)
-        if actual is None or math.isnan(actual):
-            outcomes.append(RuleOutcome(rule, None, False, _missing_because(rule.metric, metrics)))
-            continue
-        passed = not math.isnan(actual) and _OPERATORS[rule.op](actual, rule.threshold)
-        outcomes.append(RuleOutcome(rule, actual, passed))
+    outcomes = rule_outcomes(parsed, metrics)
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
@@ -218,19 +112,6 @@ def register_if_passing(
         client.set_registered_model_alias(name, alias, version.version)
         result.alias_moved = True
     return result
-
-
-def _missing_because(metric: str, metrics: Mapping[str, float]) -> str:
-    """Why a run has no value for a rule's metric: an interval not reported from so few rows, or no judged row."""
-    base = re.sub(r"_ci_(low|high)$", "", metric)
-    rows = metrics.get(interval_names(base)[2]) if base != metric else None
-    if rows:
-        spec = METRICS.aggregate(base)
-        needs = "2 rows" if spec is not None and spec.kind == "proportion" else f"{MIN_INTERVAL_ROWS} rows that do not all agree"
-        return f"no interval: {base} stands on {rows:.0f} row{'s' if rows != 1 else ''}, and an interval that holds its coverage needs {needs}"
-    errors = metrics.get("judge_error_rate")
-    why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
-    return f"no value: no row of the run was judged ({why})"
 
 
 def check_model_uri(model_uri: str) -> None:
@@ -259,17 +140,6 @@ def _description(run, outcomes: list[RuleOutcome], signature: str) -> str:
         f"Judge signature: `{signature or 'none recorded'}`",
     ]
     return "\n".join(lines)
-
-
-def _check_beat_metrics(metrics: list[str]) -> None:
-    """A beat rule names a registered aggregate that pairs compare (not the judge error rate: errored pairs are out)."""
-    if not metrics:
-        raise ValueError("beat_champion needs at least one beat_metric")
-    comparable = [name for name in aggregate_names() if name != "judge_error_rate"] + corpus_names()
-    unknown = [m for m in metrics if m not in comparable]
-    if unknown:
-        raise ValueError(f"cannot beat the champion on {closest_names(unknown, comparable)}: a beat metric is a judge "
-                         "aggregate (not judge_error_rate) or a corpus metric (docs/metrics.md)")
 
 
 def _check_alias(alias: str) -> None:
@@ -333,29 +203,11 @@ def _champion_outcomes(
             outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
             continue
         row = table.loc[metric]
-        outcomes.append(_beat_outcome(rule, metric, row, confidence, f"champion version {champion.version}", comparison.rows_note))
+        outcomes.append(beat_outcome(rule, metric, row, confidence, f"champion version {champion.version}", comparison.rows_note))
         tags[f"mgm.gate.test.{metric}"] = (
-            f"{row['test']}, one-sided ({row['direction']} is better), n {int(row['n'])}, p {_p(row['p_value'])}, "
-            f"Holm-adjusted p {_p(row['p_holm'])}"
+            f"{row['test']}, one-sided ({row['direction']} is better), n {int(row['n'])}, p {p_text(row['p_value'])}, "
+            f"Holm-adjusted p {p_text(row['p_holm'])}"
         )
     return outcomes
 
 
-def _p(value: float) -> str:
-    return "not tested" if math.isnan(value) else f"{value:.3g}"
-
-
-def _beat_outcome(rule: Rule, metric: str, row, confidence: float, champion: str, pairs: str) -> RuleOutcome:
-    """Better in the metric's direction with the Holm-adjusted one-sided p-value below the level; never a worse one."""
-    adjusted = float(row["p_holm"])
-    difference, higher = float(row["difference"]), row["direction"] == "higher"
-    where = (f"{champion}: difference {difference:+.4g} ({row['direction']} is better), {row['test']}, one-sided "
-             f"p = {_p(row['p_value'])}, Holm-adjusted p = {_p(adjusted)}, n = {int(row['n'])} pairs; {pairs}")
-    if row["better"] == "A":
-        way = "lower" if higher else "higher"
-        return RuleOutcome(rule, difference, False, f"worse than the champion: {metric} is {way} than the champion's "
-                           f"({row['b']:.4g} against {row['a']:.4g}) and {row['direction']} is better; {where}")
-    if math.isnan(float(row["p_value"])):
-        return RuleOutcome(rule, difference, False, f"{row['note'] or 'too few pairs to test'}; {where}")
-    passed = row["better"] == "B" and adjusted < 1 - confidence
-    return RuleOutcome(rule, difference, passed, where if passed else f"not significantly better; {where}")

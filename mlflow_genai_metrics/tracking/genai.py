@@ -11,9 +11,11 @@ carried into the judge's event loop with the call's context), so they are never 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +27,10 @@ from ..judge import Judge, JudgeConfigError
 from ..judge.models import check_served_model
 from ..judge.runner import run_sync
 from ..summarization.ids import canonical_id
-from ..summarization.judging import prepare_rows, source_key
+from ..summarization.api import build_result, source_token_budget
+from ..summarization.judging import judge_rows, prepare_rows, source_key
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
-from .shared import SharedJudgement
 
 __all__ = [
     "REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "Preflight", "parse_row", "preflight", "repeated_ids", "result_inputs", "root_span",
@@ -149,21 +151,17 @@ def preflight(judge: Judge) -> None:
 class Pipeline:
     """One judgement per row for one judge and one set of options, for one evaluation (``evaluate_summaries``,
     ``log_summary_results``, ``score_traces``): made by the call that uses it and gone with it, so no judge or
-    judgement of it reaches another evaluation."""
+    judgement of it reaches another evaluation. A row is known by its texts (its source and summary), so MLflow's
+    copies of one row, handed to each scorer, are judged once."""
 
     def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool = True, ter: bool = False,
                  max_source_tokens: int | None = None, keys: InputKeys = InputKeys()):
-        self.shared = SharedJudgement(judge, coverage=coverage, grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, progress=False)
-        self.keys = keys
+        self.judge, self.coverage, self.grounding, self.ter, self.keys = judge, coverage, grounding, ter, keys
+        self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
         self.preflight = Preflight(judge)
-
-    @property
-    def judge(self) -> Judge | None:
-        return self.shared.judge
-
-    @property
-    def coverage(self) -> bool:
-        return self.shared.coverage
+        self._judged: dict[tuple[str, str], RowJudgement] = {}
+        self._lock = threading.Lock()
+        self._source_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
     def parse(self, inputs: Any, outputs: Any, expectations: Any = None, trace: Any = None) -> ParsedRow:
         return parse_row(inputs, outputs, expectations, keys=self.keys, trace_id=trace_id_of(trace))
@@ -173,11 +171,12 @@ class Pipeline:
         self.preflight.check()
 
     def judgement(self, parsed: ParsedRow) -> RowJudgement:
-        """The row's judgement (judged once, from any thread)."""
+        """The row's judgement, from any thread: rows of one source are judged one at a time, so its key points are
+        asked once and then come from the judge's cache."""
         self.check()
         try:
-            with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
-                return self.shared.judgement(parsed.row)
+            with self._source_locks[parsed.row.source_key]:
+                return self._judgements([parsed.row])[0]
         except JudgeConfigError as error:
             self.preflight.failed(error)
             raise
@@ -185,13 +184,33 @@ class Pipeline:
     def judge_all(self, rows: Sequence[ParsedRow]) -> list[RowJudgement]:
         """Judge many rows in one batch (the judge's concurrency, one pass per round), before any is read."""
         self.check()
-        with mlflow.tracing.context(enabled=False):
-            return self.shared.judgements([p.row for p in rows])
+        return self._judgements([p.row for p in rows])
 
     def result(self, rows: Sequence[ParsedRow]) -> SummarizationResult:
         """The result of these rows (judging any not judged yet)."""
         inputs, references, extra = result_inputs(rows)
-        return self.shared.result(inputs, references=references, extra_columns=extra)
+        return build_result(
+            inputs, self._judgements(inputs), judge=self.judge, coverage=self.coverage, grounding=self.grounding,
+            max_source_tokens=self.max_source_tokens, references=references, extra_columns=extra, ter=self.ter,
+        )
+
+    def _judgements(self, rows: Sequence[RowInput]) -> list[RowJudgement]:
+        """Each row's judgement under its own id, judging (in one batch) only the rows not judged before."""
+        with self._lock:
+            missing = {key: row for row in rows if (key := _texts(row)) not in self._judged}
+        if missing:
+            with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
+                judged = judge_rows(list(missing.values()), self.judge, coverage=self.coverage, grounding=self.grounding,
+                                    max_source_tokens=self.max_source_tokens, progress=False)
+            with self._lock:
+                for key, judgement in zip(missing, judged):
+                    self._judged.setdefault(key, judgement)
+        with self._lock:
+            return [self._judged[_texts(row)].model_copy(update={"id": row.id}) for row in rows]
+
+
+def _texts(row: RowInput) -> tuple[str, str]:
+    return row.source_key, hashlib.sha256(row.summary.encode("utf-8")).hexdigest()
 
 
 def trace_id_of(trace: Any) -> str | None:

@@ -47,7 +47,7 @@ from mlflow.tracking import MlflowClient
 from ..signature import parse_signature
 from ..summarization.metrics import run_metrics
 from ..summarization.result import RunResult
-from . import plots
+from .. import plots
 
 __all__ = [
     "ARTIFACT_DIR",

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..summarization.metrics import METRICS  # noqa: E402
-from ..summarization.scoring import interval_names  # noqa: E402
+from .summarization.metrics import METRICS  # noqa: E402
+from .summarization.scoring import interval_names  # noqa: E402
 
 __all__ = ["alignment_vs_richness", "category_bars", "metric_bars", "share_metrics", "verdict_bars"]
 

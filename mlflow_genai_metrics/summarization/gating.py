@@ -1,0 +1,171 @@
+"""The gate's rules and verdicts, apart from MLflow: parsing ``alignment >= 0.9``, a rule's outcome and its tag, the
+gate's result, why a run has no value for a rule, and a beat rule's verdict from a paired comparison's row.
+``tracking.gate`` reads the run and the champion from MLflow and registers the version."""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ..stats import MIN_INTERVAL_ROWS
+from .metrics import METRICS, closest_names
+from .scoring import aggregate_names, corpus_names, interval_names
+
+__all__ = ["GateResult", "Rule", "RuleOutcome", "aggregate_names_logged", "beat_outcome", "check_beat_metrics", "missing_because", "p_text", "parse_rules", "rule_outcomes"]
+
+_OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
+_CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
+RULE_TAG_PREFIX = "mgm.gate.rule."
+
+def aggregate_names_logged() -> frozenset[str]:
+    """Every name a registered aggregate is logged under (value, interval bounds, n)."""
+    return frozenset(name for base in aggregate_names() for name in (base, *interval_names(base)))
+
+
+
+@dataclass(frozen=True)
+class Rule:
+    metric: str
+    op: str
+    threshold: float
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.threshold:g}"
+
+    @property
+    def tag_key(self) -> str:
+        """The version tag recording this rule: ``mgm.gate.rule.<metric>``, no spaces (``alignment_vs_champion``)."""
+        return RULE_TAG_PREFIX + re.sub(r"[^A-Za-z0-9_./-]+", "_", self.metric.strip())
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    rule: Rule
+    actual: float | None
+    passed: bool
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'} {self.rule}: actual {self.actual_text()}{self.because}"
+
+    def actual_text(self, digits: int = 4) -> str:
+        return "missing" if self.actual is None else f"{self.actual:.{digits}g}"
+
+    @property
+    def because(self) -> str:
+        return f" ({self.detail})" if self.detail else ""
+
+    @property
+    def tag_value(self) -> str:
+        """``">= 0.9 actual 0.93 passed"``: the threshold, the run's value and the verdict (and why, when said)."""
+        verdict = "passed" if self.passed else "failed"
+        return f"{self.rule.op} {self.rule.threshold:g} actual {self.actual_text(6)} {verdict}{self.because}"
+
+
+@dataclass
+class GateResult:
+    """What the gate decided. ``registered_version`` is None when nothing was registered."""
+
+    passed: bool
+    outcomes: list[RuleOutcome]
+    registered_version: str | None = None
+    alias: str | None = None
+    alias_moved: bool = False
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[RuleOutcome]:
+        return [o for o in self.outcomes if not o.passed]
+
+    def __str__(self) -> str:
+        head = (
+            f"gate passed: registered version {self.registered_version}"
+            + (f", alias {self.alias!r} moved to it" if self.alias_moved else "")
+            if self.passed
+            else "gate failed: nothing registered"
+        )
+        return "\n".join([head, *(f"  {o}" for o in self.outcomes), *(f"  {m}" for m in self.messages)])
+
+
+def parse_rules(rules: Mapping[str, str] | Sequence[str]) -> list[Rule]:
+    """``{"alignment": ">= 0.9"}`` or ``["alignment>=0.9"]`` -> rules; a malformed one is a ``ValueError``."""
+    pairs: list[tuple[str, str]] = []
+    if isinstance(rules, Mapping):
+        pairs = [(str(k), str(v)) for k, v in rules.items()]
+    else:
+        for text in rules:
+            match = _INLINE.match(str(text))
+            if not match:
+                raise ValueError(f"malformed rule {text!r}: write it as METRIC OP NUMBER, e.g. 'alignment>=0.9'")
+            pairs.append((match.group(1), match.group(2)))
+    if not pairs:
+        raise ValueError("no rules given: a gate needs at least one, e.g. {'alignment': '>= 0.9'}")
+    parsed = []
+    for metric, condition in pairs:
+        match = _CONDITION.match(condition)
+        if not match:
+            raise ValueError(
+                f"malformed rule for {metric!r}: {condition!r}; write OP NUMBER with OP one of {', '.join(_OPERATORS)}"
+            )
+        parsed.append(Rule(metric, match.group(1), float(match.group(2))))
+    return parsed
+
+
+def rule_outcomes(rules: Sequence[Rule], metrics: Mapping[str, float]) -> list[RuleOutcome]:
+    """Each rule against a run's figures: passed or failed with the value, or failed because the value is missing."""
+    outcomes = []
+    for rule in rules:
+        actual = metrics.get(rule.metric)
+        if actual is None or math.isnan(actual):
+            outcomes.append(RuleOutcome(rule, None, False, missing_because(rule.metric, metrics)))
+        else:
+            outcomes.append(RuleOutcome(rule, actual, _OPERATORS[rule.op](actual, rule.threshold)))
+    return outcomes
+
+
+def missing_because(metric: str, metrics: Mapping[str, float]) -> str:
+    """Why a run has no value for a rule's metric: an interval not reported from so few rows, or no judged row."""
+    base = re.sub(r"_ci_(low|high)$", "", metric)
+    rows = metrics.get(interval_names(base)[2]) if base != metric else None
+    if rows:
+        spec = METRICS.aggregate(base)
+        needs = "2 rows" if spec is not None and spec.kind == "proportion" else f"{MIN_INTERVAL_ROWS} rows that do not all agree"
+        return f"no interval: {base} stands on {rows:.0f} row{'s' if rows != 1 else ''}, and an interval that holds its coverage needs {needs}"
+    errors = metrics.get("judge_error_rate")
+    why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
+    return f"no value: no row of the run was judged ({why})"
+
+
+def check_beat_metrics(metrics: list[str]) -> None:
+    """A beat rule names a registered aggregate that pairs compare (not the judge error rate: errored pairs are out)."""
+    if not metrics:
+        raise ValueError("beat_champion needs at least one beat_metric")
+    comparable = [name for name in aggregate_names() if name != "judge_error_rate"] + corpus_names()
+    unknown = [m for m in metrics if m not in comparable]
+    if unknown:
+        raise ValueError(f"cannot beat the champion on {closest_names(unknown, comparable)}: a beat metric is a judge "
+                         "aggregate (not judge_error_rate) or a corpus metric (docs/metrics.md)")
+
+
+def p_text(value: float) -> str:
+    return "not tested" if math.isnan(value) else f"{value:.3g}"
+
+
+def beat_outcome(rule: Rule, metric: str, row, confidence: float, champion: str, pairs: str) -> RuleOutcome:
+    """Better in the metric's direction with the Holm-adjusted one-sided p-value below the level; never a worse one."""
+    adjusted = float(row["p_holm"])
+    difference, higher = float(row["difference"]), row["direction"] == "higher"
+    where = (f"{champion}: difference {difference:+.4g} ({row['direction']} is better), {row['test']}, one-sided "
+             f"p = {p_text(row['p_value'])}, Holm-adjusted p = {p_text(adjusted)}, n = {int(row['n'])} pairs; {pairs}")
+    if row["better"] == "A":
+        way = "lower" if higher else "higher"
+        return RuleOutcome(rule, difference, False, f"worse than the champion: {metric} is {way} than the champion's "
+                           f"({row['b']:.4g} against {row['a']:.4g}) and {row['direction']} is better; {where}")
+    if math.isnan(float(row["p_value"])):
+        return RuleOutcome(rule, difference, False, f"{row['note'] or 'too few pairs to test'}; {where}")
+    passed = row["better"] == "B" and adjusted < 1 - confidence
+    return RuleOutcome(rule, difference, passed, where if passed else f"not significantly better; {where}")
