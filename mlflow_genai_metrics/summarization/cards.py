@@ -1,0 +1,129 @@
+"""What each judge's card says about one row, apart from MLflow: its value, its Markdown rationale and its counts.
+``tracking.feedback`` makes them MLflow ``Feedback``.
+
+- claim alignment: faithful or not (the registry's ``strictly_aligned``: the summary makes claims and the source
+  supports every one; a claim the source neither supports nor contradicts (idk) is what an invented detail looks
+  like, so it makes the card No, as a contradicted one does); a head line that says why, then one line per claim
+  (verdict, claim, reason), contradicted first, then unverifiable, then supported, suspect verdicts marked;
+- key-point coverage: the share of the source's key points covered, the missed ones listed first;
+- grounding: the model-free score with its reasoning.
+
+Values a person reads are rounded to 3 significant digits (``shown``); the run's tables keep them exact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .metrics import METRICS, row_facts
+from .records import CheckedClaim, RowJudgement
+
+__all__ = ["Card", "claim_card", "coverage_card", "faithful", "grounding_card", "markdown_text", "shown"]
+
+_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, then unverifiable, as in the per-row reasoning
+_VERDICT = {"no": "contradicted", "idk": "unverifiable", "yes": "supported"}
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~])")
+
+
+@dataclass(frozen=True)
+class Card:
+    """One card: a value (a bool for yes/no), a rationale, metadata; or, with ``error``, no value and why not."""
+
+    value: bool | float | None = None
+    rationale: str = ""
+    metadata: dict[str, str] | None = None
+    error: str | None = None
+    code: str = "JUDGE_ERROR"
+
+
+def markdown_text(text: str) -> str:
+    """``text`` on one line, its Markdown characters escaped: a claim or a reason shows as written."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(text.split()))
+
+
+def shown(value: float) -> float:
+    """``value`` to 3 significant digits: what a card shows a person (0.0142, not 0.014194148827315435)."""
+    return float(f"{value:.3g}")
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'s' if number != 1 else ''}"
+
+
+def faithful(judgement: RowJudgement) -> bool:
+    """The card's verdict, the registry's ``strictly_aligned`` of the row: the summary makes claims and the source
+    supports every one. A contradicted claim (no) or an unverifiable one (idk) makes it False, as a failed row."""
+    return METRICS.row("strictly_aligned").row_value(row_facts(judgement)) == 1
+
+
+def _claim_line(claim: CheckedClaim) -> str:
+    suspect = f" *(suspect: the source supports {claim.lexical_support:.2f} of it)*" if claim.suspect else ""
+    return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}"
+
+
+def _head(counts: dict[str, int], claims: int) -> str:
+    """The rationale's first line: the verdict and why, in the order the claims are listed."""
+    if counts["yes"] == claims:
+        return f"**Yes**: {_count(claims, 'claim')}, {'every one ' if claims > 1 else ''}supported by the source."
+    why = []
+    if counts["no"]:
+        why.append(f"{_count(counts['no'], 'contradicted claim')} (the source says otherwise)")
+    if counts["idk"]:
+        why.append(f"{_count(counts['idk'], 'unverifiable claim')} (the source does not support {'it' if counts['idk'] == 1 else 'them'})")
+    return f"**No**: {' and '.join(why)}; {counts['yes']} of {_count(claims, 'claim')} supported."
+
+
+def claim_card(judgement: RowJudgement) -> Card:
+    """Yes when the summary is faithful, No when a claim is contradicted or unverifiable, or there is no claim."""
+    if judgement.error is not None:
+        return Card(error=str(judgement.error))
+    claims = judgement.claims
+    counts = {verdict: sum(c.verdict == verdict for c in claims) for verdict in _ORDER}
+    is_faithful = faithful(judgement)
+    if not claims:
+        rationale = "**No**: the summary makes no claim (defect: empty)."
+    else:
+        ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], not item[1].suspect, item[0]))
+        rationale = "\n".join([_head(counts, len(claims)), "", *(_claim_line(claim) for _, claim in ordered)])
+    metadata = {
+        "row_id": str(judgement.id),
+        "claims": str(len(claims)),
+        "supported": str(counts["yes"]),
+        "contradicted": str(counts["no"]),
+        "unverifiable": str(counts["idk"]),
+        "strictly_aligned": str(is_faithful).lower(),  # the card's value
+        "aligned": str(bool(claims) and counts["no"] == 0).lower(),  # the study's: no claim contradicted
+    }
+    if claims:
+        metadata["support_rate"] = f"{counts['yes'] / len(claims):.3g}"
+    if any(c.suspect is not None for c in claims):
+        metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
+    return Card(is_faithful, rationale, metadata)
+
+
+def coverage_card(judgement: RowJudgement) -> Card:
+    """The share of the source's key points the summary covers, the missed ones listed first."""
+    if judgement.error is not None:
+        return Card(error=str(judgement.error))
+    points = judgement.key_points or []
+    if not points:
+        return Card(error="the judge listed no key point for this source: there is nothing to cover", code="NO_KEY_POINTS")
+    covered = [p for p in points if p.covered]
+    missed = [p for p in points if not p.covered]
+    lines = [f"**{len(covered)} of {len(points)} key points covered.**"]
+    for title, group in (("Missed", missed), ("Covered", covered)):
+        if group:
+            lines += ["", f"{title}:", *(f"- {markdown_text(p.key_point)} — {markdown_text(p.reason)}" for p in group)]
+    metadata = {"row_id": str(judgement.id), "key_points": str(len(points)), "covered": str(len(covered)), "missed": str(len(missed))}
+    return Card(shown(len(covered) / len(points)), "\n".join(lines), metadata)
+
+
+def grounding_card(judgement: RowJudgement) -> Card:
+    """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
+    checked = judgement.grounding
+    if checked is None or checked.grounding is None:
+        return Card(error="the summary has no sentence to check", code="NO_SENTENCE")
+    head, *rest = checked.reasoning.splitlines()
+    rationale = "\n".join([markdown_text(head), *([""] if rest else []), *(f"- {markdown_text(line)}" for line in rest)])
+    return Card(shown(checked.grounding), rationale, {"row_id": str(judgement.id), "grounded": str(bool(checked.grounded)).lower()})
