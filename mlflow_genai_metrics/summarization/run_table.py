@@ -1,0 +1,131 @@
+"""Evaluated runs side by side: each run's figures with their intervals and n, and each run after the first tested
+against the first over the usable pairs (``compare_results``), Holm-adjusted over the metrics shown. What
+``tracking.compare_runs`` returns and logs, apart from MLflow."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from .comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
+from .metrics import METRICS, closest_names
+from .scoring import interval_names
+
+__all__ = ["comparison_table", "default_metrics", "test_labels"]
+
+
+def default_metrics() -> list[str]:
+    """Every registered aggregate, the headline ones first."""
+    specs = METRICS.aggregates()
+    return [s.name for s in specs if s.headline] + [s.name for s in specs if not s.headline]
+
+
+def comparison_table(
+    runs: Sequence[Any],
+    *,
+    metrics: list[str] | None = None,
+    allow_mixed_judges: bool = False,
+    allow_partial: bool = False,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> tuple[pd.DataFrame, str]:
+    """The table of ``tracking.compare_runs`` (its docstring says every column) for evaluated runs (each with
+    ``run_id``, ``name``, ``metrics``, ``signature`` and ``rows``), each after the first tested against the first;
+    and the note a reader of it must know (mixed judges, a partial comparison, rows left out)."""
+    base = runs[0]
+    comparisons: dict[str, Comparison] = {}
+    for run in runs[1:]:
+        try:
+            comparisons[run.run_id] = compare_results(
+                base, run, resamples=resamples, seed=seed, confidence=confidence,
+                allow_signature_mismatch=allow_mixed_judges, allow_partial=allow_partial,
+            )
+        except SignatureMismatchError as error:
+            raise SignatureMismatchError(
+                f"runs {base.run_id[:8]} and {run.run_id[:8]} were judged with different judges or prompts and are not "
+                f"comparable ({error}). Re-evaluate with one judge, or pass allow_mixed_judges=True to compare anyway."
+            ) from None
+    notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
+    note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
+    names = metrics or default_metrics()
+    unknown = [name for name in metrics or () if not any(name in run.metrics for run in runs)]
+    if unknown:  # a typo would otherwise leave an empty table
+        raise ValueError(f"no run compared has the metric(s) {closest_names(unknown, set(base.metrics))}")
+    # Holm's adjustment runs over the metrics this table shows, for each compared run.
+    tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], confidence).set_index("metric") for run_id, c in comparisons.items()}
+    records = []
+    for run in runs:
+        comparison = comparisons.get(run.run_id)
+        paired = tables.get(run.run_id, pd.DataFrame())
+        for name in names:
+            if name not in run.metrics:
+                continue
+            low_name, high_name, n_name = interval_names(name)
+            record = {
+                "run_id": run.run_id,
+                "run_name": run.name,
+                "metric": name,
+                "value": run.metrics[name],
+                "ci_low": run.metrics.get(low_name, math.nan),
+                "ci_high": run.metrics.get(high_name, math.nan),
+                "n": run.metrics.get(n_name, math.nan),
+                "difference_vs_first": math.nan,
+                "difference_ci_low": math.nan,
+                "difference_ci_high": math.nan,
+                "p_value": math.nan,
+                "p_holm": math.nan,
+                "test": "",
+                "direction": direction(name) if METRICS.aggregate(name) is not None else "",
+                "better": "",
+                "pairs": math.nan,
+                "metric_note": "",
+                "pairs_used": comparison.pairs_used if comparison else math.nan,
+                "pairs_dropped_for_errors": comparison.pairs_dropped_for_errors if comparison else math.nan,
+                "only_in_first": comparison.only_in_a if comparison else math.nan,
+                "only_in_this": comparison.only_in_b if comparison else math.nan,
+                "note": notes.get(run.run_id, ""),
+            }
+            if name in paired.index:
+                record.update(
+                    difference_vs_first=paired.loc[name, "difference"],
+                    difference_ci_low=paired.loc[name, "ci_low"],
+                    difference_ci_high=paired.loc[name, "ci_high"],
+                    p_value=paired.loc[name, "p_value"],
+                    p_holm=paired.loc[name, "p_holm"],
+                    test=paired.loc[name, "test"],
+                    better={"B": "this", "A": "first"}.get(paired.loc[name, "better"], ""),
+                    pairs=paired.loc[name, "n"],
+                    metric_note=paired.loc[name, "note"],
+                )
+            records.append(record)
+    return pd.DataFrame.from_records(records), note
+
+
+def _note(comparison: Comparison) -> str:
+    """What a reader of the table or plot must know: mixed judges, a partial comparison, rows left out."""
+    parts = []
+    if not comparison.signatures_match:
+        parts.append(f"MIXED JUDGES: signatures differ ({', '.join(comparison.signature_differences)})")
+    if comparison.partial:
+        parts.append("PARTIAL: fewer usable pairs than half of either run")
+    if comparison.pairs_dropped_for_errors or comparison.only_in_a or comparison.only_in_b:
+        parts.append(comparison.rows_note)
+    return "; ".join(parts)
+
+
+def test_labels(table: pd.DataFrame) -> dict[str, str]:
+    """Per metric, what the comparison against the first run found, for the bars: ``p 0.012 (Holm 0.036)``, or why
+    it was not tested (one line per compared run)."""
+    labels: dict[str, list[str]] = {}
+    for _, row in table[table["test"] != ""].iterrows():
+        if math.isnan(row["p_value"]):
+            text = "too few pairs" if row["metric_note"].startswith("too few") else "not tested"
+        else:
+            text = f"p {row['p_value']:.2g} (Holm {row['p_holm']:.2g})"
+        labels.setdefault(row["metric"], []).append(text)
+    return {metric: "\n".join(texts) for metric, texts in labels.items()}
