@@ -39,11 +39,11 @@ from mlflow.tracking import MlflowClient
 
 from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
-from .genai import Pipeline, trace_rows, unique_ids
+from .genai import trace_rows, unique_ids
 from .judge_sets import shared_pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
-from .scored_rows import Call, ScoredRows, calls_per_scorer, fail, problems, run_row_ids, settle
+from .scored_rows import ScoredRows, settle
 
 __all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results", "table_records"]
 
@@ -161,12 +161,17 @@ def evaluate_summaries(
     if ready:
         pipeline.judge_all(ready)
     needs = frozenset().union(*(j.needs for j in ours))
-    scored = ScoredRows(pipeline.judge, needs=needs, keys=pipeline.keys, pipeline=pipeline)
+    scored = ScoredRows(pipeline.judge, needs=needs, keys=pipeline.keys, pipeline=pipeline, all_metrics=all_metrics)
     scorers = [j.bound_to(scored, aggregations=[]) if isinstance(j, _SummaryScorer) else j for j in judges]
     with _ONE_EVALUATION, _workers(EVALUATION_WORKERS):
         evaluation = mlflow.genai.evaluate(data=data, predict_fn=predict_fn, scorers=scorers, model_id=model_id)
-    result = _log_rows(evaluation, scored.take(), pipeline, len(records), all_metrics=all_metrics)
-    return SummaryEvaluation(run_id=evaluation.run_id, result=result, mlflow_result=evaluation)
+    # The run's result is that of the rows the judges were handed, once they are the rows of ``data``, of MLflow's
+    # ``result_df`` and of the run's traces; else the run is tagged and RunRowsMismatch says why.
+    listed = len(evaluation.result_df) if evaluation.result_df is not None else 0
+    outcome = settle(scored, evaluation.run_id, expected=(len(records), listed))
+    if outcome.result is None:
+        raise RunRowsMismatch(outcome.error or "", evaluation.run_id)
+    return SummaryEvaluation(run_id=evaluation.run_id, result=outcome.result, mlflow_result=evaluation)
 
 
 @contextlib.contextmanager
@@ -180,23 +185,6 @@ def _workers(count: int) -> Iterator[None]:
         yield
     finally:
         os.environ.pop(MLFLOW_GENAI_EVAL_MAX_WORKERS.name, None)
-
-
-def _log_rows(evaluation: Any, calls: list[Call], pipeline: Pipeline, expected: int, *, all_metrics: bool = False) -> SummarizationResult:
-    """Log the result of the rows this evaluation's judges were handed, once they are the rows of ``data``, of
-    MLflow's ``result_df`` and of the run's traces; else tag the run and raise ``RunRowsMismatch``."""
-    run_id = evaluation.run_id
-    rows = {c.row.trace_id: c.row for c in calls if c.row is not None}
-    found = problems(calls, rows, run_row_ids(run_id))
-    listed = len(evaluation.result_df) if evaluation.result_df is not None else 0
-    handed = max(calls_per_scorer(calls).values(), default=0)
-    if handed != expected or listed != expected:
-        found.insert(0, f"data has {expected} rows, the judges were handed {handed}, MLflow's result_df lists {listed}")
-    if found:
-        raise RunRowsMismatch(fail(run_id, "; ".join(found)), run_id)
-    result = pipeline.result([row.parsed for row in rows.values()])
-    log_result(result, run_id=run_id, log_metrics=True, all_metrics=all_metrics)
-    return result
 
 
 def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer]) -> SummarizationResult:

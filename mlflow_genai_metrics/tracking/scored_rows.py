@@ -80,13 +80,14 @@ class ScoredRows:
     aggregation. Made with the scorer objects and kept by them only (never by the process)."""
 
     def __init__(self, judge: Judge | None, *, needs: frozenset[str], keys: InputKeys = InputKeys(), grounding: bool = True,
-                 max_source_tokens: int | None = None, pipeline: Any = None):
+                 max_source_tokens: int | None = None, pipeline: Any = None, all_metrics: bool = False):
         self.judge = judge
         self.needs = needs
         self.keys = keys
         self.grounding = grounding
         self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
         self.pipeline = pipeline  # evaluate_summaries: judgements read from its batch, not asked row by row
+        self.all_metrics = all_metrics  # log every figure as a run metric, not only the headline ones
         self._calls: list[Call] = []
         self._outcome: Outcome | None = None
         self._lock = threading.Lock()
@@ -266,10 +267,12 @@ def problems(calls: list[Call], rows: dict[str, SharedRow], run_rows: set[str]) 
     return found
 
 
-def settle(first: ScoredRows, run_id: str, aggregated: tuple[str, int] | None = None) -> Outcome:
+def settle(first: ScoredRows, run_id: str, aggregated: tuple[str, int] | None = None, *, expected: tuple[int, int] | None = None) -> Outcome:
     """The run's result from the calls of ``first`` and of every set of scorers that shared a row with it, logged to
     ``run_id`` once; or, when they do not add up to the run's rows, no figures and the ``mgm.error`` tag.
-    ``aggregated``: a scorer's name and how many of its values MLflow aggregated, which must be its values."""
+    ``aggregated``: a scorer's name and how many of its values MLflow aggregated, which must be its values;
+    ``expected``: the rows of the data and of MLflow's ``result_df`` (``evaluate_summaries``), which must be the
+    rows the scorers were handed."""
     sets, calls = [first], first.take()
     index = 0
     while index < len(calls):  # every set that shared a row with one found so far
@@ -284,11 +287,16 @@ def settle(first: ScoredRows, run_id: str, aggregated: tuple[str, int] | None = 
     found = problems(calls, rows, run_row_ids(run_id))
     if aggregated is not None and valued.get(aggregated[0], 0) != aggregated[1]:
         found.append(f"{aggregated[0]} gave {valued.get(aggregated[0], 0)} values, MLflow aggregated {aggregated[1]}")
+    handed = max(calls_per_scorer(calls).values(), default=0)
+    if expected is not None and not handed == expected[0] == expected[1]:
+        found.insert(0, f"data has {expected[0]} rows, the judges were handed {handed}, MLflow's result_df lists {expected[1]}")
     if found:
         outcome = Outcome(run_id, None, fail(run_id, "; ".join(found)), valued)
     else:
-        outcome = Outcome(run_id, _result(sets, list(rows.values())), None, valued)
-        log_result(outcome.result, run_id=run_id, log_metrics=True)
+        parsed = [row.parsed for row in rows.values()]
+        result = first.pipeline.result(parsed) if first.pipeline is not None else _result(sets, list(rows.values()))
+        outcome = Outcome(run_id, result, None, valued)
+        log_result(result, run_id=run_id, log_metrics=True, all_metrics=first.all_metrics)
     for scored in sets:
         scored.settled(outcome)
     return outcome
