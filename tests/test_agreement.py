@@ -12,7 +12,8 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.tracking import judge_agreement
-from mlflow_genai_metrics.tracking.agreement import CONFUSION_TABLE, TRACES_TABLE, normalise_verdict
+from mlflow_genai_metrics.summarization.verdicts import normalise_verdict
+from mlflow_genai_metrics.tracking.agreement import CONFUSION_TABLE, TRACES_TABLE
 
 NAME = "claim_alignment"
 ERROR = object()  # a judge feedback with an error instead of a value

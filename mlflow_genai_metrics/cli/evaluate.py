@@ -36,7 +36,8 @@ def evaluate(args: argparse.Namespace) -> int:
 
     from ..tables import read_table
     from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries, table_records
-    from ..tracking.genai import parse_row, preflight, unique_ids
+    from ..judge.preflight import preflight
+    from ..tracking.genai import parse_row, unique_ids
 
     data = read_table(args.data)
     if data.empty:

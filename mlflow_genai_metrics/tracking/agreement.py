@@ -35,87 +35,25 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.entities import AssessmentSourceType, Feedback, Metric, Param, RunTag
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ..meta import binary_agreement, confusion_frame
+from ..summarization.verdicts import COMBINE_RULE, OUTCOMES, TraceVerdicts, trace_verdicts
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
 
 __all__ = [
-    "AgreementReport", "TraceVerdicts", "judge_agreement", "log_agreement", "log_meta_report", "log_report_run", "normalise_verdict",
-    "report_experiment", "trace_verdicts",
+    "AgreementReport", "TraceVerdicts", "judge_agreement", "log_agreement", "log_meta_report", "log_report_run", "report_experiment",
+    "trace_verdicts",
 ]
 
-OUTCOMES = ("pairs_used", "judge_only", "human_only", "judge_error", "unusable_values", "human_ties", "unlabelled")
-COMBINE_RULE = "majority of each person's latest verdict; ties left out"
 CONFUSION_TABLE = f"{ARTIFACT_DIR}/agreement_confusion.json"
 TRACES_TABLE = f"{ARTIFACT_DIR}/agreement_traces.json"
-_YES, _NO = frozenset({"yes", "true", "1"}), frozenset({"no", "false", "0"})
-
-
-def normalise_verdict(value: Any) -> bool | None:
-    """True for yes/true/1, False for no/false/0 (strings in any case, booleans, numbers); None for anything else."""
-    if isinstance(value, Enum):  # MLflow's CategoricalRating
-        value = value.value
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return {1: True, 0: False}.get(value) if value in (0, 1) else None
-    if isinstance(value, str):
-        text = value.strip().lower()
-        return True if text in _YES else False if text in _NO else None
-    return None
-
-
-@dataclass(frozen=True)
-class TraceVerdicts:
-    """One trace's verdicts under a feedback name and the count it lands in (one of ``OUTCOMES``)."""
-
-    trace_id: str
-    judge: bool | None
-    people: dict[str, bool | None]  # person -> their latest value, normalised (None: not a verdict)
-    human: bool | None  # the people's majority
-    outcome: str
-
-
-def _latest(feedback: list[Feedback]) -> Feedback:
-    # Two feedback logged in the same millisecond: the store's order (creation order) decides.
-    return max(enumerate(feedback), key=lambda p: (p[1].last_update_time_ms or 0, p[1].create_time_ms or 0, p[0]))[1]
-
-
-def trace_verdicts(trace_id: str, assessments: list, name: str, judge_source_id: str | None = None) -> TraceVerdicts:
-    """Sort a trace's assessments under ``name`` into the judge's verdict and the people's (rules in the module doc)."""
-    feedback = [a for a in assessments if isinstance(a, Feedback) and a.name == name and a.valid is not False]
-    judged = [f for f in feedback if f.source.source_type == AssessmentSourceType.LLM_JUDGE and judge_source_id in (None, f.source.source_id)]
-    labelled = [f for f in feedback if f.source.source_type == AssessmentSourceType.HUMAN and f.error is None]
-    verdicts = [f for f in judged if f.error is None]
-    judge = normalise_verdict(_latest(verdicts).value) if verdicts else None
-    people = {}
-    for person in dict.fromkeys(f.source.source_id for f in labelled):
-        people[person] = normalise_verdict(_latest([f for f in labelled if f.source.source_id == person]).value)
-    votes = Counter(v for v in people.values() if v is not None)
-    human = None if votes[True] == votes[False] else votes[True] > votes[False]
-    if not judged and not labelled:
-        outcome = "unlabelled"
-    elif not judged:
-        outcome = "human_only"
-    elif not labelled:
-        outcome = "judge_only"
-    elif not verdicts:
-        outcome = "judge_error"
-    elif judge is None or not votes:
-        outcome = "unusable_values"
-    elif human is None:
-        outcome = "human_ties"
-    else:
-        outcome = "pairs_used"
-    return TraceVerdicts(trace_id, judge, people, human, outcome)
 
 
 @dataclass

@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlflow
-import openai
 
 from ..judge import Judge, JudgeConfigError
-from ..judge.models import check_served_model
-from ..judge.runner import run_sync
+from ..judge.preflight import Preflight
 from ..summarization.ids import canonical_id
 from ..summarization.api import build_result, source_token_budget
 from ..summarization.judging import judge_rows, prepare_rows, source_key
@@ -33,7 +31,7 @@ from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
 
 __all__ = [
-    "REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "Preflight", "parse_row", "preflight", "repeated_ids", "result_inputs", "root_span",
+    "REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "parse_row", "repeated_ids", "result_inputs", "root_span",
     "trace_id_of", "trace_rows", "unique_ids",
 ]
 
@@ -90,62 +88,6 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
     id_given = not _missing(row_id)
     row = prepare_rows([source], ["" if _missing(summary) else summary], [row_id if id_given else source_key(source)])[0]
     return ParsedRow(row=row, category=None if _missing(category) else category, reference=reference, trace_id=trace_id, id_given=id_given)
-
-
-class Preflight:
-    """The judge's preflight, once (until ``reset``): rows arriving together wait for the one check, then share its
-    outcome; a configuration error is raised for every later row, with no further call."""
-
-    def __init__(self, judge: Judge | None, *, needed: bool = True):
-        self.judge = judge
-        self.needed = needed and judge is not None
-        self._lock = threading.Lock()
-        self._outcome: JudgeConfigError | bool = not self.needed
-
-    def check(self) -> None:
-        with self._lock:
-            if isinstance(self._outcome, JudgeConfigError):
-                raise self._outcome
-            if self._outcome:
-                return
-            try:
-                preflight(self.judge)
-            except JudgeConfigError as error:
-                self._outcome = error
-                raise
-            self._outcome = True
-
-    def failed(self, error: JudgeConfigError) -> None:
-        """A row's call found the configuration refused: every later row fails at once."""
-        with self._lock:
-            self._outcome = error
-
-    def reset(self) -> None:
-        """Check again before the next row (a new evaluation)."""
-        with self._lock:
-            self._outcome = not self.needed
-
-    def skip(self) -> None:
-        """Ask no model listing first (a judge made for one call: its first request tells as much)."""
-        with self._lock:
-            self.needed, self._outcome = False, True
-
-
-def preflight(judge: Judge) -> None:
-    """One cheap request before any row: the endpoint's model listing. A model it does not serve, a key it refuses
-    or an endpoint that does not answer raises ``JudgeConfigError`` in seconds (``Judge(check_model=False)`` skips it)."""
-    if not judge.check_model:
-        return
-    settings = judge.settings
-
-    async def check() -> None:
-        client = openai.AsyncOpenAI(api_key=settings.key, base_url=settings.base_url, timeout=settings.timeout_s, max_retries=0)
-        try:
-            await check_served_model(client, settings, reached=False)
-        finally:
-            await client.close()
-
-    run_sync(check())
 
 
 class Pipeline:

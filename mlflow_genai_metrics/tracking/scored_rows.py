@@ -41,7 +41,8 @@ from ..summarization.judging import judge_rows
 from ..summarization.pipeline import judge_row_pipelines
 from ..summarization.records import RowJudgement
 from ..summarization.result import SummarizationResult
-from .genai import InputKeys, ParsedRow, Preflight, parse_row, repeated_ids, result_inputs, trace_id_of
+from ..judge.preflight import Preflight
+from .genai import InputKeys, ParsedRow, parse_row, repeated_ids, result_inputs, trace_id_of
 from .run_logging import log_result
 
 __all__ = ["CLAIMS", "ERROR_TAG", "GROUNDING", "KEY_POINTS", "Call", "Outcome", "ScoredRows", "SharedRow", "aggregate", "calls_per_scorer", "fail", "problems", "run_row_ids", "settle"]
