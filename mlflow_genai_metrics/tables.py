@@ -1,5 +1,5 @@
-"""Reading a table of rows from a file (and a human-labelled faithfulness set), and the error for a table that
-lacks a column the caller named."""
+"""Reading a table of rows from a file (and a human-labelled faithfulness set), the error for a table that lacks a
+column the caller named, and a flat table as the rows ``mlflow.genai.evaluate`` takes (``table_records``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-__all__ = ["MissingColumnError", "load_labelled", "read_table"]
+__all__ = ["MissingColumnError", "load_labelled", "read_table", "table_records"]
 
 
 class MissingColumnError(ValueError):
@@ -86,3 +87,28 @@ def load_labelled(path: str | Path) -> pd.DataFrame:
         raise ValueError(f"{path}: a labelled set needs columns {missing}; it has {list(frame.columns)}")
     binary = frame["label_binary"] if "label_binary" in frame.columns else (frame["label"] >= 1.0)
     return frame.assign(human_binary=binary.astype(int), human_graded=frame["label"].astype(float))
+
+
+def table_records(
+    table: pd.DataFrame, *, source_col: str = "text", summary_col: str | None = "summary", id_col: str | None = None,
+    category_col: str | None = None, reference_col: str | None = None,
+) -> list[dict[str, Any]]:
+    """A flat table (one row per summary) as ``mlflow.genai.evaluate``'s rows: ``inputs`` holds the source under
+    ``text`` (and the id and category when their columns are named; without ``id_col`` the row number is the id),
+    ``outputs`` the summary (left out when ``summary_col`` is None: ``predict_fn`` writes it), ``expectations``
+    the reference under MLflow's ``expected_response``."""
+    missing = [c for c in (source_col, summary_col, id_col, category_col, reference_col) if c and c not in table.columns]
+    if missing:
+        raise MissingColumnError(f"the table has no column {missing}; it has {list(table.columns)}")
+    records = []
+    for position, row in enumerate(table.to_dict(orient="records")):
+        inputs = {"text": row[source_col], "id": row[id_col] if id_col else position}
+        if category_col:
+            inputs["category"] = row[category_col]
+        record: dict[str, Any] = {"inputs": inputs}
+        if summary_col:
+            record["outputs"] = row[summary_col]
+        if reference_col:
+            record["expectations"] = {"expected_response": row[reference_col]}
+        records.append(record)
+    return records

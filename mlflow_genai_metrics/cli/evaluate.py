@@ -34,8 +34,8 @@ __all__ = ["add_commands", "evaluate", "summary_lines"]
 def evaluate(args: argparse.Namespace) -> int:
     import mlflow
 
-    from ..tables import read_table
-    from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries, table_records
+    from ..tables import read_table, table_records
+    from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries
     from ..judge.preflight import preflight
     from ..tracking.genai import parse_row, unique_ids
 

@@ -73,7 +73,7 @@ def run_study(
 
     from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
     from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
-    from ..tracking.evaluate import table_records
+    from ..tables import table_records
 
     existing = mlflow.get_experiment_by_name(experiment)
     if existing is None and artifact_location is not None:

@@ -83,30 +83,11 @@ class _ClassicAdapter:
 
     The state is this object's, for one evaluation at a time: a call in another run starts afresh."""
 
-    def __init__(
-        self,
-        judge: Judge | None,
-        *,
-        coverage: bool,
-        grounding: bool,
-        traditional: bool,
-        ter: bool,
-        id_col: str | None,
-        category_col: str | None,
-        max_source_tokens: int | None,
-        progress: bool | None,
-        all_metrics: bool,
-    ):
-        self.judge = judge
-        self.coverage = coverage
-        self.grounding = grounding
-        self.traditional = traditional
-        self.ter = ter
-        self.id_col = id_col
-        self.category_col = category_col
-        self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
-        self.progress = progress
-        self.all_metrics = all_metrics
+    def __init__(self, judge: Judge | None, *, traditional: bool, id_col: str | None, category_col: str | None, all_metrics: bool, **options: Any):
+        self.judge, self.traditional, self.all_metrics = judge, traditional, all_metrics
+        self.id_col, self.category_col = id_col, category_col
+        self.options = options  # coverage, grounding, ter, max_source_tokens, progress: judge_rows' and build_result's
+        self.options["max_source_tokens"] = options.get("max_source_tokens") or source_token_budget(judge)
         self._lock = threading.Lock()
         self._run_id: str | None = None  # the run the answers belong to
         # content key -> the result, None (not the evaluation's rows) or the error its rows raised
@@ -137,18 +118,14 @@ class _ClassicAdapter:
         ids = columns.get(self.id_col) if self.id_col else None
         categories = columns.get(self.category_col) if self.category_col else None
         targets = columns.get("targets")
+        options = {name: value for name, value in self.options.items() if name != "ter"}
         try:
             rows = prepare_rows(list(columns["source"]), list(predictions), list(ids) if ids is not None else None)
             result = build_result(
-                rows,
-                judge_rows(rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=self.progress, grounding=self.grounding),
-                judge=self.judge,
-                coverage=self.coverage,
-                grounding=self.grounding,
-                max_source_tokens=self.max_source_tokens,
+                rows, judge_rows(rows, self.judge, **options), judge=self.judge, ter=self.options["ter"],
+                **{name: value for name, value in options.items() if name != "progress"},
                 references=list(targets) if (self.traditional and targets is not None) else None,
                 extra_columns={"category": list(categories)} if categories is not None else None,
-                ter=self.ter,
             )
             if run_id is not None:
                 log_result(result, run_id=run_id)
@@ -245,8 +222,8 @@ def summarization_metrics(
     aggregate. Every metric is also a per-row column of ``eval_results_table``.
     """
     adapter = _ClassicAdapter(
-        judge, coverage=coverage, grounding=grounding, traditional=traditional, ter=ter, id_col=id_col,
-        category_col=category_col, max_source_tokens=max_source_tokens, progress=progress, all_metrics=all_metrics,
+        judge, traditional=traditional, id_col=id_col, category_col=category_col, all_metrics=all_metrics, coverage=coverage,
+        grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, progress=progress,
     )
     families = (
         *row_families(judged=judge is not None, coverage=coverage, grounding=grounding), *(("reference",) if traditional else ()), "length"

@@ -45,7 +45,7 @@ from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
 from .scored_rows import ScoredRows, settle
 
-__all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results", "table_records"]
+__all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results"]
 
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
@@ -96,31 +96,6 @@ def _records(data: Any) -> list[dict[str, Any]]:
     if isinstance(data, Sequence) and not isinstance(data, str) and all(isinstance(r, dict) for r in data):
         return list(data)
     raise TypeError(f"data must be a list of dicts, a pandas DataFrame or an MLflow evaluation dataset, not {type(data).__name__}")
-
-
-def table_records(
-    table: pd.DataFrame, *, source_col: str = "text", summary_col: str | None = "summary", id_col: str | None = None,
-    category_col: str | None = None, reference_col: str | None = None,
-) -> list[dict[str, Any]]:
-    """A flat table (one row per summary) as ``mlflow.genai.evaluate``'s rows: ``inputs`` holds the source under
-    ``text`` (and the id and category when their columns are named; without ``id_col`` the row number is the id),
-    ``outputs`` the summary (left out when ``summary_col`` is None: ``predict_fn`` writes it), ``expectations``
-    the reference under MLflow's ``expected_response``."""
-    missing = [c for c in (source_col, summary_col, id_col, category_col, reference_col) if c and c not in table.columns]
-    if missing:
-        raise ValueError(f"the table has no column {missing}; it has {list(table.columns)}")
-    records = []
-    for position, row in enumerate(table.to_dict(orient="records")):
-        inputs = {"text": row[source_col], "id": row[id_col] if id_col else position}
-        if category_col:
-            inputs["category"] = row[category_col]
-        record: dict[str, Any] = {"inputs": inputs}
-        if summary_col:
-            record["outputs"] = row[summary_col]
-        if reference_col:
-            record["expectations"] = {"expected_response": row[reference_col]}
-        records.append(record)
-    return records
 
 
 def evaluate_summaries(
