@@ -197,3 +197,24 @@ def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_p
     first_article = load_articles()["id"].iloc[0]
     for run_id in re.findall(r"^  \S+: http://127\.0\.0\.1:5000/#/experiments/\d+/runs/([0-9a-f]{32})$", out, re.MULTILINE):
         assert cards_per_row(run_id) == {first_article: ["claim_alignment", "grounding", "key_point_coverage"]}
+
+
+def test_a_candidate_whose_every_generation_failed_is_a_failed_run_and_the_study_goes_on(scripted_server, mlflow_store, monkeypatch):
+    """No summary to judge is said on that candidate's run (FAILED, mgm.error) and in the study's failures; the
+    other candidates are still judged and gated, and the failed one is neither compared nor gated."""
+    from mlflow_genai_metrics.testing import Fault
+
+    class Refusing(Endpoint):  # the broken summarizer's every request is refused
+        def __call__(self, request):
+            return Fault.http(400, "this prompt was refused") if request.body.get("model") == "broken-summarizer" else super().__call__(request)
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Refusing(), models=(*Endpoint.models, "broken-summarizer"))
+    candidates = [Candidate("broken", "broken-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"}, progress=False)
+    broken = MlflowClient().get_run(result.run_ids["broken"])
+    assert broken.info.status == "FAILED" and broken.data.tags["mgm.error"].startswith("no summary to judge: every generation failed")
+    assert result.judge_failures["broken"].startswith("no summary to judge") and set(result.gates) == {"good"} and result.gates["good"].passed
+    table = result.table.set_index("candidate")
+    assert table.loc["broken", "generation errors"] == len(ARTICLES) and table.loc["broken", "alignment [95% CI]"] == "n/a"
+    assert table.loc["good", "alignment [95% CI]"].startswith("1.000 [") and result.comparison is None

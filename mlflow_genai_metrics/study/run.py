@@ -96,6 +96,13 @@ def run_study(
             mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
             mlflow.log_metric("generation_error_rate", float((~ok).mean()))
             info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
+            if data.empty:  # every generation failed: nothing to judge; the run says so and the study goes on
+                why = f"no summary to judge: every generation failed (the first: {generated['error'].iloc[0]})"
+                mlflow.set_tag("mgm.error", why[:5000])
+                mlflow.end_run(status="FAILED")
+                run_ids[candidate.name], failures[candidate.name] = run.info.run_id, why
+                rows.append(study_row(candidate.name, candidate.model, {}, int((~ok).sum())))
+                continue
             records = table_records(data, id_col="id", category_col="category", reference_col="reference" if "reference" in data.columns else None)
             evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id)
         run_ids[candidate.name], model_uris[candidate.name] = run.info.run_id, info.model_uri
@@ -104,14 +111,15 @@ def run_study(
         categories.append(_per_category(result.rows).assign(candidate=candidate.name).reset_index())
         failures[candidate.name], warnings[candidate.name] = judge_failure_summary(result.rows["error"]), result.warnings
     comparison, refused = None, None
-    if len(run_ids) > 1:
+    judged = [name for name in run_ids if name in model_uris]  # candidates with summaries judged
+    if len(judged) > 1:
         try:
-            comparison = compare_runs(list(run_ids.values()), log=True)  # the study keeps its comparison run and plots
+            comparison = compare_runs([run_ids[name] for name in judged], log=True)  # the study keeps its comparison run and plots
         except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
             refused = str(error)
     gates = {}
     if gate_rules:
-        for candidate in candidates:
+        for candidate in (c for c in candidates if c.name in model_uris):  # a candidate with no summary is not gated
             gates[candidate.name] = register_if_passing(
                 model_uris[candidate.name], registered_name, run_id=run_ids[candidate.name], rules=gate_rules, alias=None
             )
