@@ -152,8 +152,10 @@ def test_four_mlflow_genai_evaluations_at_once_keep_their_rows_or_fail_saying_so
     for thread in threads:
         thread.join()
     assert len(runs) == 4
-    # MLflow files a trace under the run started last in the process, so one run may list others' rows: it fails.
-    assert sum(kept_every_row(run_id, ROWS) for run_id in runs) >= 1
+    # MLflow files a trace under the run started last in the process, so a run may list others' rows: then it fails
+    # saying so (how many do depends on the threads' timing); none logs a smaller n or figures beside an error.
+    for run_id in runs:
+        kept_every_row(run_id, ROWS)
 
 
 def _every_claim_fails() -> Endpoint:
