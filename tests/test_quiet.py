@@ -75,3 +75,20 @@ def test_mgm_evaluate_with_a_candidate_model_shows_no_warning(cli_environment, t
     assert done.returncode == 0, done.stderr
     assert "logged candidate good-summarizer" in done.stdout
     assert [line for line in done.stderr.replace("\r", "\n").splitlines() if "warn" in line.lower()] == []
+
+
+def test_mgm_commands_keep_mlflow_s_evaluation_block_off_stdout_and_restore_it(scripted_server, mlflow_store, capsys):
+    """mlflow.genai.evaluate prints "Evaluation completed ... Run ID" on stdout after each run; inside an mgm command
+    (quiet_mlflow) it does not (the demo and mgm evaluate print each run's id and URL themselves), and after the
+    command MLflow prints it again."""
+    import mlflow
+
+    from mlflow_genai_metrics.cli.quiet import quiet_mlflow
+    from mlflow_genai_metrics.tracking import Grounding
+
+    data = [{"inputs": {"text": "The council approved the budget on Monday.", "id": "a"}, "outputs": "The council approved the budget."}]
+    with quiet_mlflow():
+        mlflow.genai.evaluate(data=data, scorers=[Grounding()])
+    assert "Evaluation completed" not in capsys.readouterr().out
+    mlflow.genai.evaluate(data=data, scorers=[Grounding()])  # the control: MLflow's own block, once quiet_mlflow ended
+    assert "Evaluation completed" in capsys.readouterr().out

@@ -7,8 +7,6 @@ evaluation. What it prints is read from the evaluation in memory, values to 3 si
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import math
 import sys
 
@@ -66,8 +64,7 @@ def evaluate(args: argparse.Namespace) -> int:
             records = table_records(data, source_col=args.source_col, summary_col=args.summary_col, id_col=args.id_col,
                                     category_col=args.category_col, reference_col=args.reference_col)
             judges = evaluation_judges(judge, coverage=not args.no_coverage)
-            with contextlib.redirect_stdout(io.StringIO()):  # MLflow's "Evaluation completed" block: the lines below say it
-                evaluation = evaluate_summaries(records, judges, model_id=model_id, all_metrics=args.all_metrics, ter=args.ter)
+            evaluation = evaluate_summaries(records, judges, model_id=model_id, all_metrics=args.all_metrics, ter=args.ter)
     except RunRowsMismatch as error:  # the run ended FAILED, tagged mgm.error with the same sentence
         print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_EVALUATION_FAILED

@@ -1,7 +1,8 @@
 """MLflow's own output quieted while an ``mgm`` command runs: our progress bars, tables and lines are the output.
 
 MLflow prints some lines straight to stderr (``Successfully registered model 'x'.``, ``Created version '1' ...``:
-``mgm gate`` says what it registered itself) and logs INFO lines and its artifact progress bars; its warnings
+``mgm gate`` says what it registered itself), a block on stdout after each ``mlflow.genai.evaluate`` ("Evaluation
+completed", the run's id: ``mgm`` prints each run's id and URL), and logs INFO lines and its artifact progress bars; its warnings
 still show, but for the known ones below, which say nothing a user must act on. Everything is restored when the
 command ends, so a notebook or a test that calls ``main`` keeps MLflow's usual output.
 """
@@ -40,6 +41,17 @@ class _Nowhere:
 
 
 @contextlib.contextmanager
+def _replaced(module, name: str, value) -> Iterator[None]:
+    getattr(module, name)  # AttributeError when MLflow has no such function
+    original = module.__dict__[name]
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+@contextlib.contextmanager
 def quiet_mlflow() -> Iterator[None]:
     """MLflow's warnings and errors only, the known warnings left out, for the duration."""
     progress = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
@@ -53,12 +65,20 @@ def quiet_mlflow() -> Iterator[None]:
     logger = logging.getLogger("mlflow")
     level, handlers, known = logger.level, list(logger.handlers), _Unknown()
     logging_utils.MLFLOW_LOGGING_STREAM = _Nowhere()
+    stack = contextlib.ExitStack()
+    with contextlib.suppress(ImportError, AttributeError):  # another MLflow: its block shows, nothing breaks
+        from mlflow.genai.evaluation import base as genai_evaluation
+
+        # The block mlflow.genai.evaluate prints on stdout after each run ("Evaluation completed ... Run ID"): mgm
+        # prints each run's id and URL itself, and the block would land in the middle of its tables.
+        stack.enter_context(_replaced(genai_evaluation, "display_evaluation_output", lambda run_id: None))
     logger.setLevel(logging.WARNING)
     for handler in handlers:
         handler.addFilter(known)  # a handler's filter sees its child loggers' records too; the logger's would not
     try:
         yield
     finally:
+        stack.close()
         logging_utils.MLFLOW_LOGGING_STREAM = printed
         for handler in handlers:
             handler.removeFilter(known)
