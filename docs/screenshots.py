@@ -5,8 +5,9 @@
 
 Starts `mlflow ui` on 127.0.0.1 against the store, opens pages in headless Chromium (Debian's `chromium`) and
 saves: the run comparison; its Artifacts section with both runs' per-row tables, then their metric plots, side
-by side; one run's overview with its metrics; its per-row table (`mgm_rows.json`, shown as a table); and the
-comparison run's alignment-against-richness plot when the demo kept one.
+by side; one run's overview with its metrics; its per-row table (`mgm_rows.json`, shown as a table); the
+comparison run's alignment-against-richness plot when the demo kept one; the experiment's Evaluation runs page
+(both candidates' runs, each evaluating its logged model); and one article's trace with its cards opened.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import mlflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the browser helper the UI test uses
-from browser import MlflowUi, interact, render  # noqa: E402
+from browser import Browser, MlflowUi, interact, render  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "images"
 
@@ -62,6 +63,18 @@ def main() -> None:
             interact(url, click=[close, f'[artifact-name="{artifact}"]'], wait_for=[shown], scroll_to='[aria-label="collapse Artifacts"]',
                      screenshot=OUT / name, height=height)
             print(f"saved {OUT / name}  <- {url} ({artifact} picked)")
+        close_assistant = '[data-component-id="mlflow.assistant.chat_panel.close"]'
+        assessments = '[data-component-id="shared.model-trace-explorer.assessments-pane-toggle"]'
+        trace_id = mlflow.search_traces(locations=[experiment.experiment_id], run_id=first, return_type="list")[0].info.trace_id
+        with Browser() as browser:
+            url = ui.evaluation_runs_url(experiment.experiment_id)
+            names = "document.querySelectorAll('[data-component-id=\"mlflow.eval-runs.run-name-cell\"]').length >= 2"
+            browser.visit(url, click=[close_assistant], wait_for=[names], screenshot=OUT / "ui-evaluation-runs.png")
+            print(f"saved {OUT / 'ui-evaluation-runs.png'}  <- {url}")
+            url = ui.trace_url(experiment.experiment_id, trace_id)
+            cards = "document.body.innerText.includes('claim_alignment') && document.body.innerText.includes('key_point_coverage')"
+            browser.visit(url, click=[assessments], wait_for=[cards], screenshot=OUT / "ui-trace-cards.png")
+            print(f"saved {OUT / 'ui-trace-cards.png'}  <- {url}")
 
 if __name__ == "__main__":
     main()
