@@ -7,6 +7,7 @@ evaluation. What it prints is read from the evaluation in memory, values to 3 si
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import sys
 
@@ -27,6 +28,16 @@ from .common import (
 )
 
 __all__ = ["add_commands", "evaluate", "summary_lines"]
+
+
+class _SaidByTheCommand(logging.Filter):
+    """Leaves out the warning a run without figures is logged with: the command prints that sentence itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("no results logged for run ")
+
+
+_SAID_BY_THE_COMMAND = _SaidByTheCommand()
 
 
 def evaluate(args: argparse.Namespace) -> int:
@@ -58,6 +69,8 @@ def evaluate(args: argparse.Namespace) -> int:
     judge = None if args.grounding_only else evaluation_judge(args)  # None: the grounding check alone, no judge call
     if judge is not None:  # a wrong model, a refused key or no endpoint: said before a run is started or a summary written
         preflight(judge)
+    said = logging.getLogger("mlflow_genai_metrics.tracking.scored_rows")
+    said.addFilter(_SAID_BY_THE_COMMAND)  # RunRowsMismatch's sentence is printed below, once
     try:
         with mlflow.start_run(run_name=args.run_name) as run:
             data, model_id = candidate_summaries(args, data) if args.model else (data, None)
@@ -68,6 +81,8 @@ def evaluate(args: argparse.Namespace) -> int:
     except RunRowsMismatch as error:  # the run ended FAILED, tagged mgm.error with the same sentence
         print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_EVALUATION_FAILED
+    finally:
+        said.removeFilter(_SAID_BY_THE_COMMAND)
     print(f"run {run.info.run_id} ({len(data)} rows) in experiment {experiment.name!r} of {mlflow.get_tracking_uri()}")
     print(f"artifacts: {run.info.artifact_uri}")
     for line in summary_lines(evaluation.metrics):
