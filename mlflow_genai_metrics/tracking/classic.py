@@ -83,11 +83,13 @@ class _ClassicAdapter:
 
     The state is this object's, for one evaluation at a time: a call in another run starts afresh."""
 
-    def __init__(self, judge: Judge | None, *, traditional: bool, id_col: str | None, category_col: str | None, all_metrics: bool, **options: Any):
+    def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool, ter: bool, max_source_tokens: int | None, progress: bool | None,
+                 traditional: bool, id_col: str | None, category_col: str | None, all_metrics: bool):
         self.judge, self.traditional, self.all_metrics = judge, traditional, all_metrics
-        self.id_col, self.category_col = id_col, category_col
-        self.options = options  # coverage, grounding, ter, max_source_tokens, progress: judge_rows' and build_result's
-        self.options["max_source_tokens"] = options.get("max_source_tokens") or source_token_budget(judge)
+        self.id_col, self.category_col, self.ter, self.progress = id_col, category_col, ter, progress
+        # what judge_rows and build_result both take
+        self.judging = {"coverage": coverage, "grounding": grounding,
+                        "max_source_tokens": max_source_tokens if max_source_tokens is not None else source_token_budget(judge)}
         self._lock = threading.Lock()
         self._run_id: str | None = None  # the run the answers belong to
         # content key -> the result, None (not the evaluation's rows) or the error its rows raised
@@ -118,12 +120,10 @@ class _ClassicAdapter:
         ids = columns.get(self.id_col) if self.id_col else None
         categories = columns.get(self.category_col) if self.category_col else None
         targets = columns.get("targets")
-        options = {name: value for name, value in self.options.items() if name != "ter"}
         try:
             rows = prepare_rows(list(columns["source"]), list(predictions), list(ids) if ids is not None else None)
             result = build_result(
-                rows, judge_rows(rows, self.judge, **options), judge=self.judge, ter=self.options["ter"],
-                **{name: value for name, value in options.items() if name != "progress"},
+                rows, judge_rows(rows, self.judge, progress=self.progress, **self.judging), judge=self.judge, ter=self.ter, **self.judging,
                 references=list(targets) if (self.traditional and targets is not None) else None,
                 extra_columns={"category": list(categories)} if categories is not None else None,
             )
