@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mlflow_genai_metrics import BatchOptions, Judge, Prices
-from mlflow_genai_metrics.judge.batch_files import batch_line, completion_body, read_output, write_input
+from mlflow_genai_metrics.judge.batch.files import batch_line, completion_body, read_output, write_input
 from mlflow_genai_metrics.judge.replies import CallResult
 from mlflow_genai_metrics.judge.transport import Call, CallFailed, Transport
 from mlflow_genai_metrics.testing import ScriptedBatches

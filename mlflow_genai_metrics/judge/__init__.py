@@ -2,8 +2,7 @@
 response-mode fallback, an on-disk cache and usage accounting. Imports nothing from MLflow."""
 
 from .answers import AnswerParseError, ResponseMode, parse_answer
-from .batch_options import BatchOptions
-from .batch_runners import BatchFilesWritten
+from .batch import BatchFilesWritten, BatchOptions
 from .cache import JudgeCache, StoreUnreadable, cache_key, default_cache_dir
 from .client import DEFAULT_BASE_URL, Judge
 from .errors import JudgeConfigError, redact, redact_url

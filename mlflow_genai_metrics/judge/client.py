@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 from .answers import ResponseMode, answer_schema, response_format, with_schema_instruction
-from .batch_options import BatchOptions
-from .batching import BatchSender, batch_settings
+from .batch import BatchOptions
+from .batch.sender import BatchSender, batch_settings
 from .budget import Budget, worst_cost
 from .cache import JudgeCache
 from .conversation import conversation, needs_response_mode, play

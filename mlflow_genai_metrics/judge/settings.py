@@ -17,7 +17,7 @@ from urllib.parse import urlparse, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from .batch_options import BatchOptions
+from .batch import BatchOptions
 from .cache import default_cache_dir
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
 from .http import HttpBackend

@@ -2,7 +2,7 @@
 command such as vLLM's ``run_batch`` (``CommandBatches``).
 
 Both do two things: ``submit`` the lines (returning the batch's id) and ``wait`` for a batch to end (returning each
-line's outcome, ``batch_files.read_output``). A batch that failed or was cancelled raises ``BatchEnded``; one the
+line's outcome, ``files.read_output``). A batch that failed or was cancelled raises ``BatchEnded``; one the
 endpoint no longer knows raises ``BatchGone`` (its lines are submitted again). An expired batch returns what it
 completed; the lines it left undone come back as ``batch_expired`` (or not at all), for the caller to ask again.
 """
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import openai
 
-from .batch_files import BATCH_ENDPOINT, BatchLine, LineOutcome, read_output, write_input
-from .batch_options import BatchOptions
-from .errors import config_error, is_config_error, unreachable_error
-from .models import check_served_model
-from .runner import run_sync, started_loop
-from .settings import JudgeSettings
+from ..errors import config_error, is_config_error, unreachable_error
+from ..models import check_served_model
+from ..runner import run_sync, started_loop
+from ..settings import JudgeSettings
+from .files import BATCH_ENDPOINT, BatchLine, LineOutcome, read_output, write_input
+from .options import BatchFilesWritten, BatchOptions
 
-__all__ = ["ApiBatches", "BatchEnded", "BatchFilesWritten", "BatchGone", "BatchRunner", "CommandBatches", "runner_for"]
+__all__ = ["ApiBatches", "BatchEnded", "BatchGone", "BatchRunner", "CommandBatches", "runner_for"]
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +43,6 @@ class BatchEnded(Exception):
 
 class BatchGone(Exception):
     """The endpoint does not know the batch (any more): its lines are submitted again."""
-
-
-class BatchFilesWritten(RuntimeError):
-    """Batch mode without the Batches API and without a command: the input file is written; run the batch runner on
-    it, then run again to read its output."""
 
 
 class BatchRunner:

@@ -3,7 +3,7 @@
 ``BatchSender.send`` takes the place of ``Transport.send`` when a conversation is played (``conversation.play``), so
 the cache's replay, validation, the repair turn and ``cache.put`` are exactly the online path's: only the way a call
 reaches the endpoint differs. A call waits in its event loop's queue; once no new call has come for several turns
-of the loop and ``quiet_s``, every waiting call goes out as one batch (``batch_runners``), and each waiting
+of the loop and ``quiet_s``, every waiting call goes out as one batch (``runners``), and each waiting
 conversation gets its line's outcome and moves on. Calls that depend on earlier answers (verification after the
 claims, a ``no_claims`` re-ask, a repair turn) come while the loop is busy with those answers, and make the next
 batch. A batch sent too early costs one more batch, never another answer: each call gets its own line's result.
@@ -24,16 +24,16 @@ import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .batch_files import BatchLine, LineOutcome, batch_line
-from .batch_options import BatchOptions
-from .batch_runners import BatchEnded, BatchGone, runner_for
-from .batch_store import BatchStore
-from .budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
-from .modes import EndpointMode
-from .records import JudgeError, Prices, Usage
-from .replies import CallResult
-from .settings import JudgeSettings
-from .transport import Call, CallFailed
+from ..budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
+from ..modes import EndpointMode
+from ..records import JudgeError, Prices, Usage
+from ..replies import CallResult
+from ..settings import JudgeSettings
+from ..transport import Call, CallFailed
+from .files import BatchLine, LineOutcome, batch_line
+from .options import BatchOptions
+from .runners import BatchEnded, BatchGone, runner_for
+from .store import BatchStore
 
 __all__ = ["BatchSender", "batch_settings"]
 

@@ -1,7 +1,7 @@
 """Which batch each call was submitted in, beside the judge's cache: what lets an interrupted run poll the batch it
 submitted instead of submitting (and paying for) it again.
 
-A line is its call's ``custom_id`` (the hash of the call's body and endpoint, ``batch_files``), so a rerun asking
+A line is its call's ``custom_id`` (the hash of the call's body and endpoint, ``files``), so a rerun asking
 the same calls finds them whatever else it asks. A batch stays ``submitted`` until its results were read; then it
 is ``ended`` and its calls are never polled there again (what it answered is in the judge's cache; what failed is
 asked again).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from ..sqlite_store import OwnerOnlyStore
+from ...sqlite_store import OwnerOnlyStore
 
 __all__ = ["BATCH_FILE", "BatchStore"]
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import openai
 
-from .errors import is_mode_rejection, row_error_kind
-from .records import JudgeError
-from .replies import BadReply, CallResult, read_completion
-from .settings import JudgeSettings
-from .transport import Call, CallFailed
+from ..errors import is_mode_rejection, row_error_kind
+from ..records import JudgeError
+from ..replies import BadReply, CallResult, read_completion
+from ..settings import JudgeSettings
+from ..transport import Call, CallFailed
 
 __all__ = [
     "BATCH_ENDPOINT",
