@@ -298,7 +298,17 @@ def test_a_judge_that_has_already_asked_can_still_be_batched(scripted_server, tm
     server = scripted_server(echo)
     judge = judge_for(server, cache_dir=tmp_path)
     assert judge.ask(questions(1)[0]).ok
-    assert judge.batched(poll_s=0.01).batch is not None
+    batched = judge.batched(poll_s=0.01)
+    assert batched.batch is not None
+    # The copy really asks through a batch: new questions (not in the cache) are answered from one batch job, not
+    # online and not from the cache; the question the online judge asked is still answered from the shared cache.
+    replies = batched.ask_many(questions(3))
+    assert [(r.ok, r.cached) for r in replies] == [(True, True), (True, False), (True, False)]
+    assert [r.answer.reason for r in replies] == ["row 0", "row 1", "row 2"]
+    assert (server.batch_api.uploads, server.batch_api.created) == (1, 1)
+    assert [r.batch_id is None for r in server.requests] == [True, False, False]
+    assert len({r.batch_id for r in server.requests[1:]}) == 1
+    assert batched.usage.calls == batched.usage.batched_calls == 2 and batched.usage.cache_hits == 1
 
 
 def test_batch_mode_never_probes_and_asks_in_the_mode_its_options_name(scripted_server):
