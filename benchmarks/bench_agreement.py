@@ -40,7 +40,7 @@ from peer_runs import MISSING, PEERS_PYTHON, run_peer, write_rows  # noqa: E402
 
 from mlflow_genai_metrics import Judge  # noqa: E402
 from mlflow_genai_metrics.local import LocalModelServer  # noqa: E402
-from mlflow_genai_metrics.meta import (  # noqa: E402
+from mlflow_genai_metrics.meta_evaluation import (  # noqa: E402
     agreement,
     evaluation_rows,
     grounding_meta_evaluate,

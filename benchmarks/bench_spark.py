@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_spark.py [--rows 10000] [--latency 0.2] [--slots 64] [--no-coverage]
 
-The endpoint (``mlflow_genai_metrics.testing.serve``) runs in its own process. Both paths get the same total
+The endpoint (``scripts/serve_judge.py``) runs in its own process. Both paths get the same total
 concurrency (the endpoint's slots; Spark splits it over its two workers) and a fresh cache each. Timed: from the
 call to the aggregates in hand (for Spark, the judging job and the aggregation job; the session is started first
 and not timed). The bound is what the endpoint allows: slots / latency / calls per row. Also recorded: how busy
@@ -20,7 +20,7 @@ import time
 
 import pandas as pd
 
-from bench_throughput import endpoint  # the scripted endpoint in its own process
+from bench_throughput import SERVE, endpoint  # the scripted endpoint in its own process
 
 from mlflow_genai_metrics import Judge, judge_summaries
 
@@ -73,7 +73,7 @@ def measure(rows: int, latency: float, slots: int, coverage: bool) -> dict[str, 
     frame = spark.createDataFrame(data).cache()
     frame.count()  # the input is in memory before the clock starts
     figures: dict[str, dict[str, float]] = {}
-    with endpoint([sys.executable, "-m", "mlflow_genai_metrics.testing.serve"], latency, slots) as (base_url, server):
+    with endpoint(SERVE, latency, slots) as (base_url, server):
         for path in ("single process (async)", "Spark local[2]"):
             with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
                 judge = Judge("scripted-judge", base_url, cache_dir=cache, max_concurrency=slots, progress=False)

@@ -5,7 +5,7 @@ openai client and the peers beside us.
         [--peers SYSTEM...]
 
 Each case (default ``0.2:32 0.2:128 0.01:256``: an endpoint answering in 200 ms with 32 or 128 slots, and a fast
-GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``mlflow_genai_metrics.testing.serve``, a
+GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``scripts/serve_judge.py``, a
 deterministic judge) in its own process, so the CPU time measured here is ours alone. The bound is what the endpoint
 allows: slots / latency / calls per row. Then an identical second evaluation: the calls it makes (0: the cache) and
 its wall time against the first.
@@ -74,7 +74,7 @@ def endpoint_stats(server: subprocess.Popen) -> dict[str, int]:
     return endpoint_stats_reply(server)
 
 
-SERVE = [sys.executable, "-m", "mlflow_genai_metrics.testing.serve"]
+SERVE = [sys.executable, str(ROOT / "scripts" / "serve_judge.py")]
 
 
 def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, coverage: bool, bodies: Path) -> dict[str, float]:

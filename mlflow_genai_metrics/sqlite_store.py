@@ -1,6 +1,6 @@
 """The owner-only SQLite store that the judge's cache, its stored rows, the grounding cache and the batch store each
 are: one file in WAL mode, its folder 0700 and its files 0600 (they quote the user's articles and summaries), safe
-for many threads and processes.
+for many threads and processes; and the folder they are in unless told another (``default_cache_dir``).
 
 One connection per file per process. SQLite locks a file with POSIX advisory locks, which belong to the process:
 closing *any* descriptor of the database file drops every lock the process holds on it, and another process may then
@@ -27,18 +27,29 @@ import stat
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OwnerOnlyStore", "StoreUnreadable", "open_owner_only"]
+__all__ = ["OwnerOnlyStore", "StoreUnreadable", "default_cache_dir", "open_owner_only"]
 
 _BUSY_S = 60  # how long a process waits for another one holding the file
 _KEYS_PER_QUERY = 900  # well under SQLite's limit on parameters
 _MAGIC = b"SQLite format 3\x00"
 _HEADER_TRIES = 5  # a header read while another process checkpoints may state pages not yet written: read again
 _FIX = "move it away (a new one is made in its place), or point MGM_CACHE_DIR or Judge(cache_dir=...) at another folder"
+
+
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The folder the stores are in unless told another: ``$MGM_CACHE_DIR`` (of ``environ``, default
+    ``os.environ``), else the user cache dir (e.g. ``~/.cache/mlflow_genai_metrics``)."""
+    configured = (os.environ if environ is None else environ).get("MGM_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mlflow_genai_metrics"))
 
 
 class StoreUnreadable(OSError):

@@ -66,7 +66,7 @@ def test_bench_throughput_peers_smoke():
 def test_bench_agreement_smoke():
     if not (SHARED_DATA / "faithfulness").exists():
         pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
-    server = subprocess.Popen([sys.executable, "-m", "mlflow_genai_metrics.testing.serve"], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen([sys.executable, str(BENCHMARKS.parent / "scripts" / "serve_judge.py")], stdout=subprocess.PIPE, text=True)
     try:
         base_url = server.stdout.readline().strip()
         out = run("bench_agreement.py", "--sample", "4", "--sets", "qags_xsum", "--judge-model", "scripted-judge", "--judge-base-url", base_url)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,8 +12,13 @@ import pytest
 
 from mlflow_genai_metrics.grounding import ROW_FEATURES
 from mlflow_genai_metrics.grounding.model import GroundingModel
-from mlflow_genai_metrics.grounding.train import export_model, monotonic_constraints
-from mlflow_genai_metrics.meta import evaluation_rows, grounding_meta_evaluate, load_labelled, untrained_rule_scores
+from mlflow_genai_metrics.meta_evaluation import evaluation_rows, grounding_meta_evaluate, load_labelled, untrained_rule_scores
+
+# The training script is a development script outside the package (scripts/, not in the wheel): loaded by its path.
+_SPEC = importlib.util.spec_from_file_location("train_grounding", Path(__file__).resolve().parents[1] / "scripts" / "train_grounding.py")
+train_grounding = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(train_grounding)
+export_model, monotonic_constraints = train_grounding.export_model, train_grounding.monotonic_constraints
 
 SOURCE = "The council approved a budget of 45 million pounds on Tuesday. The mayor said it pays for two schools."
 

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from mlflow_genai_metrics.meta import agreement, load_labelled, meta_evaluate, stratified_labelled_sample
+from mlflow_genai_metrics.meta_evaluation import agreement, load_labelled, meta_evaluate, stratified_labelled_sample
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 
 from conftest import SHARED_DATA

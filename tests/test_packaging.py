@@ -90,3 +90,26 @@ def test_requires_python_is_the_oldest_python_the_code_runs_on():
 
 def test_the_version_check_sees_what_the_pipeline_needs():
     assert python_each_module_needs()["summarization/pipeline.py"] >= (3, 11)  # asyncio.TaskGroup, BaseExceptionGroup
+
+
+def test_the_wheel_ships_the_package_and_not_the_development_scripts(tmp_path):
+    # Built from a copy holding what a clean checkout has (no build/ left over from another build to ship stale files).
+    import shutil
+    import zipfile
+
+    project = PYPROJECT.parent
+    source = tmp_path / "project"
+    shutil.copytree(project / "mlflow_genai_metrics", source / "mlflow_genai_metrics", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(project / "scripts", source / "scripts")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(project / name, source / name)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "-w", str(tmp_path / "wheel"), "--no-deps", "-q"],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    shipped = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
+    modules = {str(path.relative_to(source)) for path in (source / "mlflow_genai_metrics").rglob("*.py")}
+    assert shipped == modules  # every module of the package, and nothing else
+    scripts = sorted(path.name for path in (project / "scripts").glob("*.py"))
+    assert {"train_grounding.py", "serve_judge.py"} <= set(scripts)
+    assert not [name for name in shipped if name.rsplit("/", 1)[-1] in scripts or name.startswith("scripts/")]

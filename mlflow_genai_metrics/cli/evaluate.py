@@ -43,9 +43,9 @@ _SAID_BY_THE_COMMAND = _SaidByTheCommand()
 def evaluate(args: argparse.Namespace) -> int:
     import mlflow
 
+    from ..judge import preflight
     from ..tables import read_table, table_records
     from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries
-    from ..judge.preflight import preflight
     from ..tracking.genai import parse_row, unique_ids
 
     data = read_table(args.data)
@@ -110,8 +110,7 @@ def candidate_summaries(args: argparse.Namespace, data):
 
 def estimate(args: argparse.Namespace, data) -> int:
     """``--estimate``: the prompts judging would send, counted and priced; no judge call, no run."""
-    from ..judge import Prices
-    from ..judge.settings import environment_context_window
+    from ..judge import Prices, environment_context_window
     from ..summarization.estimate import estimate_cost
 
     if args.model or args.grounding_only:

@@ -11,7 +11,7 @@ __all__ = ["add_commands", "agreement", "meta_eval", "monitor"]
 
 
 def meta_eval(args: argparse.Namespace) -> int:
-    from ..meta import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
+    from ..meta_evaluation import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
 
     data = Path(args.data)
     labelled = load_labelled(args.data)

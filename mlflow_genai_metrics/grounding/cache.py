@@ -1,6 +1,6 @@
 """On-disk cache of grounding results, keyed by (model tag, source hash, summary hash), beside the judge's cache.
 
-A SQLite file (``grounding-cache.sqlite3``) in ``judge.cache.default_cache_dir()``, owner-only like the judge's
+A SQLite file (``grounding-cache.sqlite3``) in ``sqlite_store.default_cache_dir()``, owner-only like the judge's
 (0700 folder, 0600 file: the reasoning quotes the summaries). Looking a row up costs tens of microseconds against
 about a millisecond and a half to score it (``docs/benchmarks.md``), so a rerun reads instead of recomputing. A
 new model file has a new tag, so its rows are never mixed with another model's.
@@ -15,8 +15,7 @@ import os
 from dataclasses import asdict
 from collections.abc import Sequence
 
-from ..judge.cache import default_cache_dir
-from ..sqlite_store import OwnerOnlyStore
+from ..sqlite_store import OwnerOnlyStore, default_cache_dir
 from .model import load_model
 from .scoring import RowGrounding, lexical_supports, score_pairs
 

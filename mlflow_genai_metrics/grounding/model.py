@@ -1,6 +1,6 @@
 """The shipped grounding model: gradient-boosted trees in a versioned JSON file, scored with numpy.
 
-The file (``grounding-v1.json`` beside this module) is written by ``mlflow_genai_metrics.grounding.train`` from a
+The file (``grounding-v1.json`` beside this module) is written by ``scripts/train_grounding.py`` (not shipped) from a
 scikit-learn ``HistGradientBoostingClassifier``: its baseline, every tree's nodes, the features in order, the
 ``grounded`` threshold and the two ``lexical_support`` thresholds of the suspect rule, how they were fixed, and a
 few training rows with scikit-learn's own predictions (``check``), which the loader must reproduce. No pickle:

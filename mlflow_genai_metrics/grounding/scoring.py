@@ -21,7 +21,7 @@ import numpy as np
 from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, row_features, summary_features
 from .model import GroundingModel, load_model
 
-__all__ = ["RowGrounding", "lexical_support", "lexical_supports", "score_pairs", "suspect", "support_thresholds"]
+__all__ = ["RowGrounding", "lexical_support", "lexical_supports", "score_pairs", "source_indexes", "suspect", "support_thresholds"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class RowGrounding:
     reasoning: str
 
 
-def _indexed(texts: Sequence[str]) -> Iterator[SourceIndex]:
+def source_indexes(texts: Sequence[str]) -> Iterator[SourceIndex]:
     """Each text's index, in order; one index per distinct text, kept only until its last row (memory stays flat)."""
     remaining = Counter(texts)
     built: dict[str, SourceIndex] = {}
@@ -92,7 +92,7 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
     per_row: list[list[SentenceFeatures]] = []
     matrix: list[list[float]] = []
     singles: list[list[float]] = []
-    for summary, index in zip(summaries, _indexed(sources)):
+    for summary, index in zip(summaries, source_indexes(sources)):
         sentences = summary_features(summary, index)
         per_row.append(sentences)
         if sentences:
@@ -123,7 +123,7 @@ def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: Gr
     model = model or load_model()
     vectors, positions = [], []
     with _collection_paused():
-        for position, (claim, index) in enumerate(zip(claims, _indexed(sources))):
+        for position, (claim, index) in enumerate(zip(claims, source_indexes(sources))):
             sentences = summary_features(" ".join(claim.split()), index)  # a claim is one statement: one line
             if sentences:
                 vectors.append(row_features(sentences, index))

@@ -1,14 +1,23 @@
 """The judge engine: typed questions to any OpenAI-compatible chat endpoint, with retries, concurrency,
-response-mode fallback, an on-disk cache and usage accounting. Imports nothing from MLflow."""
+response-mode fallback, an on-disk cache and usage accounting. Imports nothing from MLflow.
 
+The rest of the package imports the judge from here only, never its modules (``tests/test_layout.py``): the second
+group of names below is what ``summarization/``, ``tracking/``, ``cli/`` and ``spark/`` use of its internals."""
+
+from ..sqlite_store import default_cache_dir
 from .answers import AnswerParseError, ResponseMode, parse_answer
 from .batch import BatchFilesWritten, BatchOptions
-from .cache import JudgeCache, StoreUnreadable, cache_key, default_cache_dir
+from .budget import BudgetExhausted, drawing_from
+from .cache import JudgeCache, StoreUnreadable, cache_key
 from .client import DEFAULT_BASE_URL, Judge
 from .errors import JudgeConfigError, redact, redact_url
+from .models import same_model
 from .modes import EndpointModes
-from .records import ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
-from .settings import JudgeSettings
+from .preflight import Preflight, preflight
+from .records import USAGE_SUMS, ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
+from .runner import run_sync
+from .settings import JudgeSettings, environment_context_window
+from .tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -35,4 +44,15 @@ __all__ = [
     "parse_answer",
     "redact",
     "redact_url",
+    # for the package's other parts
+    "MESSAGE_OVERHEAD_TOKENS",
+    "USAGE_SUMS",
+    "BudgetExhausted",
+    "Preflight",
+    "drawing_from",
+    "environment_context_window",
+    "estimate_tokens",
+    "preflight",
+    "run_sync",
+    "same_model",
 ]

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -29,7 +26,7 @@ from .replies import CallResult
 
 __all__ = [
     "CACHE_FILE", "JudgeCache", "OwnerOnlyStore", "StoreUnreadable", "Transcript", "cache_key", "canonical_json",
-    "canonical_material", "default_cache_dir", "open_owner_only",
+    "canonical_material", "open_owner_only",
 ]
 
 CACHE_FILE = "judge-cache.sqlite3"
@@ -43,17 +40,6 @@ CREATE TABLE IF NOT EXISTS transcripts (
     created_at REAL NOT NULL
 )
 """
-
-
-def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """``$MGM_CACHE_DIR`` (of ``environ``, default ``os.environ``), else the user cache dir (e.g.
-    ``~/.cache/mlflow_genai_metrics``)."""
-    configured = (os.environ if environ is None else environ).get("MGM_CACHE_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("mlflow_genai_metrics"))
 
 
 def cache_key(

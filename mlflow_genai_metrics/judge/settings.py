@@ -17,8 +17,8 @@ from urllib.parse import urlparse, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from ..sqlite_store import default_cache_dir
 from .batch import BatchOptions
-from .cache import default_cache_dir
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
 from .http import HttpBackend
 from .records import Prices

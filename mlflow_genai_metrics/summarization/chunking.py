@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..judge.tokens import estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
+from ..judge import estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
 
 __all__ = ["MIN_CHUNK_TOKENS", "combine_verdicts", "estimate_tokens", "split_source"]
 

@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..judge import Judge, JudgeRequest, Prices
-from ..judge.tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
+from ..judge import MESSAGE_OVERHEAD_TOKENS, Judge, JudgeRequest, Prices, estimate_tokens
 from ..traditional import split_sentences
 from .api import PROMPT_RESERVE_TOKENS, source_token_budget
 from .chunking import split_source

@@ -21,9 +21,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..judge import Judge, JudgeError, JudgeReply, Usage
-from ..judge.budget import BudgetExhausted, drawing_from
-from ..judge.runner import run_sync
+from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
 from .passes import (
     check_coverage_request,

@@ -9,8 +9,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from ..judge import Usage
-from ..judge.models import same_model
+from ..judge import Usage, same_model
 from .ids import canonical_id
 from .scoring import Estimate
 from .records import RowJudgement

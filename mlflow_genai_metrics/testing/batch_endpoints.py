@@ -21,17 +21,18 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .script import Fault
+__all__ = ["LineAnswerer", "ScriptedBatches"]
 
-if TYPE_CHECKING:  # the server imports this module; only its type is needed here
-    from .scripted_server import ScriptedJudgeServer
-
-__all__ = ["ScriptedBatches"]
+LineAnswerer = Callable[[dict[str, Any], str], tuple[int, dict[str, Any]]]
+"""How the server answers one batch line: its chat completion body and the batch's id in, the line's HTTP status and
+response body out (logged as the server's chat completions are). The server hands it over, so this module needs
+nothing of the server's (no import circle)."""
 
 
 def _json(payload: Any, status: int = 200) -> Any:
@@ -81,13 +82,13 @@ class ScriptedBatches:
         self._server_tag = uuid.uuid4().hex[:8]  # ids of one server's batches never name another server's
         self._lock = threading.Lock()
         self._looks: dict[str, int] = {}
-        self.server: ScriptedJudgeServer | None = None
+        self._answer_line: LineAnswerer | None = None
 
-    def routes(self, server: ScriptedJudgeServer) -> list[Any]:
-        """The Starlette routes, answering for ``server``."""
+    def routes(self, answer_line: LineAnswerer) -> list[Any]:
+        """The Starlette routes; each batch line is answered by ``answer_line`` (the server's)."""
         from starlette.routing import Route
 
-        self.server = server
+        self._answer_line = answer_line
         return [
             Route("/v1/files", self._upload, methods=["POST"]),
             Route("/v1/files/{file_id}/content", self._content, methods=["GET"]),
@@ -191,7 +192,8 @@ class ScriptedBatches:
                 failed.append({"id": f"batch_req_{batch['id']}_{position}", "custom_id": line["custom_id"], "response": None,
                                "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
                 continue
-            status, body = self._answer(line["body"], batch["id"])
+            assert self._answer_line is not None, "a batch runs only behind a server's routes"
+            status, body = self._answer_line(line["body"], batch["id"])
             result = {"id": f"batch_req_{batch['id']}_{position}", "custom_id": line["custom_id"],
                       "response": {"status_code": status, "request_id": f"req-{position}", "body": body}, "error": None}
             (done if status == 200 else failed).append(result)
@@ -202,19 +204,3 @@ class ScriptedBatches:
                 data = "".join(json.dumps(result) + "\n" for result in results).encode("utf-8")
                 batch[name] = self._store_file(data, "batch_output")["id"]
 
-    def _answer(self, body: dict[str, Any], batch_id: str) -> tuple[int, dict[str, Any]]:
-        """One line through the server's script, logged as its chat completions are."""
-        server = self.server
-        assert server is not None
-        scripted, entry = server._log(body, batch_id)
-        try:
-            outcome = server._outcome(body, scripted)
-            if not isinstance(outcome, Fault):
-                return 200, server._completion(body, scripted, outcome, entry)
-            status = outcome.status if outcome.kind == "status" or outcome.kind == "rate_limit" else 500
-            entry.status = status
-            return status, {"error": {"message": outcome.message, "type": "scripted_error", "param": None, "code": outcome.code}}
-        finally:
-            with server._lock:
-                server._in_flight -= 1
-                entry.finished = time.monotonic()

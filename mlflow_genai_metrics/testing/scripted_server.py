@@ -122,7 +122,7 @@ class ScriptedJudgeServer:
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
-                *self.batch_api.routes(self),
+                *self.batch_api.routes(self._batch_line),
             ]
         )
         # IPPROTO_TCP named explicitly: asyncio turns Nagle off (TCP_NODELAY) only on sockets whose proto says TCP,
@@ -296,6 +296,21 @@ class ScriptedJudgeServer:
         if outcome.trickle_s:
             return StreamingResponse(_trickle(completion.body, outcome.trickle_s), media_type="application/json")
         return completion
+
+    def _batch_line(self, body: dict[str, Any], batch_id: str) -> tuple[int, dict[str, Any]]:
+        """One batch line through the script, logged as a chat completion is (``ScriptedBatches``' ``LineAnswerer``)."""
+        scripted, entry = self._log(body, batch_id)
+        try:
+            outcome = self._outcome(body, scripted)
+            if not isinstance(outcome, Fault):
+                return 200, self._completion(body, scripted, outcome, entry)
+            status = outcome.status if outcome.kind == "status" or outcome.kind == "rate_limit" else 500
+            entry.status = status
+            return status, {"error": {"message": outcome.message, "type": "scripted_error", "param": None, "code": outcome.code}}
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                entry.finished = time.monotonic()
 
     def _outcome(self, body: dict[str, Any], scripted: ScriptedRequest) -> Reply | Fault:
         """What the server answers a chat completion: the script's reply or fault, or its own refusal."""

@@ -43,7 +43,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..meta import binary_agreement, confusion_frame
+from ..meta_evaluation import binary_agreement, confusion_frame
 from ..summarization.verdicts import COMBINE_RULE, OUTCOMES, TraceVerdicts, trace_verdicts
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
 

@@ -22,8 +22,7 @@ from typing import Any
 
 import mlflow
 
-from ..judge import Judge, JudgeConfigError
-from ..judge.preflight import Preflight
+from ..judge import Judge, JudgeConfigError, Preflight
 from ..summarization.ids import canonical_id
 from ..summarization.api import build_result, source_token_budget
 from ..summarization.judging import judge_rows, prepare_rows, source_key

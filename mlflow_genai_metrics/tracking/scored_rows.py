@@ -34,14 +34,13 @@ import mlflow
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
-from ..judge import Judge, Usage
+from ..judge import Judge, Preflight, Usage
 from ..summarization.api import build_result, source_token_budget
 from ..summarization.ids import canonical_id
 from ..summarization.judging import judge_rows
 from ..summarization.pipeline import judge_row_pipelines
 from ..summarization.records import RowJudgement
 from ..summarization.result import SummarizationResult
-from ..judge.preflight import Preflight
 from .genai import InputKeys, ParsedRow, parse_row, repeated_ids, result_inputs, trace_id_of
 from .run_logging import log_result
 

@@ -1,5 +1,6 @@
-"""``python -m mlflow_genai_metrics.testing.serve --latency 0.2 --slots 32``: the deterministic summarization judge
-behind a ``ScriptedJudgeServer`` in its own process (so a benchmark's CPU time is its own); prints the base URL.
+"""``python scripts/serve_judge.py --latency 0.2 --slots 32``: the deterministic summarization judge behind a
+``ScriptedJudgeServer`` in its own process (so a benchmark's CPU time is its own); prints the base URL. A development
+script for the benchmarks, not part of the package (it is not in the wheel).
 
 With ``--stats-on-stdin`` it also answers every line read on stdin with one JSON line of the server's log so far
 (``requests``, ``ok``: status 200, ``max_in_flight``), and stops at end of input: how a benchmark in another
@@ -13,7 +14,8 @@ import json
 import sys
 import threading
 
-from .scripted_server import Script, ScriptedJudgeServer
+from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript
+from mlflow_genai_metrics.testing.script import Script
 
 
 def stats(server: ScriptedJudgeServer) -> dict[str, int]:
@@ -31,8 +33,6 @@ def write_bodies(server: ScriptedJudgeServer, path: str) -> None:
 def main(argv: list[str] | None = None, *, script: Script | None = None) -> None:
     """Serve until interrupted (or, with ``--stats-on-stdin``, until stdin closes)."""
     import argparse
-
-    from .summarization_judge import SummarizationJudgeScript
 
     parser = argparse.ArgumentParser(description="a scripted OpenAI-compatible judge on 127.0.0.1")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every reply")

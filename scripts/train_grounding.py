@@ -1,6 +1,8 @@
 """Train the grounding model and write the shipped model file (the only place scikit-learn is fitted).
 
-    .venv/bin/python -m mlflow_genai_metrics.grounding.train            # writes grounding/grounding-v1.json
+    .venv/bin/python scripts/train_grounding.py         # writes mlflow_genai_metrics/grounding/grounding-v1.json
+
+A development script, not part of the package (it is not in the wheel).
 
 Training data, and nothing else: ``frank.jsonl`` split ``valid`` and ``summedits.jsonl`` split ``evaluation``
 from ``../shared/data/faithfulness`` (the evaluation splits, FRANK ``test``, SummEdits ``test`` and both QAGS
@@ -26,13 +28,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .features import ROW_FEATURES, SENTENCE_FEATURES, row_features, summary_features
-from .model import MODEL_FILE, TRAINING_SPLITS
-from .scoring import _indexed
+from mlflow_genai_metrics.grounding.features import ROW_FEATURES, SENTENCE_FEATURES, row_features, summary_features
+from mlflow_genai_metrics.grounding.model import MODEL_FILE, TRAINING_SPLITS, model_tag
+from mlflow_genai_metrics.grounding.scoring import source_indexes
+from mlflow_genai_metrics.tables import load_labelled
 
 __all__ = ["TRAINING_SPLITS", "export_model", "fit", "main", "training_rows"]
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "faithfulness"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "faithfulness"
 # Features whose direction people's labels disagree on between the sets (on SummEdits, whose inconsistent
 # summaries are edits of consistent ones, more copied words go with *less* consistency) are left free; every
 # detector of a specific error may only lower the score, so a planted error can never raise it.
@@ -54,8 +57,6 @@ def monotonic_constraints() -> list[int]:
 
 def training_rows(data: Path = DATA) -> pd.DataFrame:
     """The training splits, with ``set`` and ``human_binary``; refuses a file without the expected split."""
-    from ..tables import load_labelled
-
     parts = []
     for name, split in TRAINING_SPLITS.items():
         frame = load_labelled(data / f"{name}.jsonl")
@@ -68,7 +69,7 @@ def training_rows(data: Path = DATA) -> pd.DataFrame:
 def _features(rows: pd.DataFrame) -> tuple[np.ndarray, list[np.ndarray]]:
     """Row vectors, and per row the vectors of each of its sentences alone."""
     vectors, sentence_vectors = [], []
-    for summary, index in zip(rows["summary"], _indexed(list(rows["source"]))):
+    for summary, index in zip(rows["summary"], source_indexes(list(rows["source"]))):
         sentences = summary_features(summary, index)
         vectors.append(row_features(sentences, index))
         sentence_vectors.append(np.array([row_features([s], index) for s in sentences]).reshape(-1, len(ROW_FEATURES)))
@@ -187,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = training_rows(args.data)
     spec = fit(rows)
     args.out.write_text(json.dumps(spec, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
-    from .model import model_tag
-
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB), tag {model_tag(args.out)}")
     print(f"grounded threshold {spec['threshold']:.4f}; suspect support_low {spec['suspect']['support_low']:.4f}, support_high {spec['suspect']['support_high']:.4f}")
     for name, figures in spec["training"]["per_set"].items():

@@ -1,0 +1,260 @@
+"""Meta-evaluation, the judge measured against people: run our judgement on a human-labelled faithfulness set and
+measure how well it agrees.
+
+    from mlflow_genai_metrics.meta_evaluation import load_labelled, meta_evaluate
+    labelled = load_labelled("../shared/data/faithfulness/frank.jsonl")
+    report = meta_evaluate(labelled, judge=judge, sample=100)
+    report.metrics["balanced_accuracy"], report.metrics["spearman"]
+
+Also ``mgm meta-eval FILE --sample N``. The grounding check (no judge) is measured the same way by
+``grounding_meta_evaluate`` (``mgm meta-eval FILE --grounding-only``): AUC of ``grounding`` and balanced accuracy
+of ``grounded`` against the binary label, Spearman of ``grounding`` against the graded label, beside the untrained
+rule of issue 15, on the rows of a file that the model was not trained on. Reported: balanced accuracy and Cohen's kappa of ``aligned`` against the
+binary human label (1 = the summary is fully consistent), with bootstrap intervals and n (``binary_agreement``, which
+``tracking.judge_agreement`` shares for feedback people leave on traces), Spearman and Kendall correlation of ``support_rate``
+with the graded human label, the confusion matrix, and how many rows the judge failed on (left out, counted).
+This measures the study's ``aligned`` (no claim contradicted); the MLflow card, and so ``judge_agreement``, is the
+stricter ``strictly_aligned`` (every claim supported). Statistics from scikit-learn and scipy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .judge import Judge
+from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, category_bootstrap_interval
+from .summarization import SummarizationResult, judge_summaries
+from .summarization.scoring import Estimate
+from .tables import load_labelled
+
+__all__ = [
+    "GroundingMetaReport",
+    "MetaReport",
+    "agreement",
+    "binary_agreement",
+    "confusion_frame",
+    "evaluation_rows",
+    "grounding_meta_evaluate",
+    "load_labelled",
+    "meta_evaluate",
+    "stratified_labelled_sample",
+    "untrained_rule_scores",
+]
+
+
+def stratified_labelled_sample(frame: pd.DataFrame, n: int | None, *, seed: int = 0) -> pd.DataFrame:
+    """``n`` rows with the binary label's shares kept (both classes present when both exist)."""
+    if n is None or n >= len(frame):
+        return frame.reset_index(drop=True)
+    parts = []
+    shares = frame["human_binary"].value_counts(normalize=True)
+    for value, share in shares.items():
+        take = max(1, int(round(share * n)))
+        group = frame[frame["human_binary"] == value]
+        parts.append(group.sample(n=min(take, len(group)), random_state=seed))
+    return pd.concat(parts).sort_index().head(n).reset_index(drop=True)
+
+
+@dataclass
+class MetaReport:
+    metrics: dict[str, float]
+    confusion: pd.DataFrame  # rows: human label, columns: judge's aligned
+    result: SummarizationResult
+
+    def figure(self):
+        """The confusion matrix as a matplotlib figure."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from sklearn.metrics import ConfusionMatrixDisplay
+
+        display = ConfusionMatrixDisplay(self.confusion.to_numpy(), display_labels=["inconsistent", "consistent"])
+        display.plot(colorbar=False)
+        display.ax_.set_xlabel("judge: aligned")
+        display.ax_.set_ylabel("people: consistent")
+        display.figure_.tight_layout()
+        return display.figure_
+
+
+def _balanced_accuracy(cells: np.ndarray) -> np.ndarray:
+    """Mean of the recall of each human class; NaN when people used one class only. ``cells``: (..., 4)."""
+    tn, fp, fn, tp = np.moveaxis(np.asarray(cells, dtype=float), -1, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (tp / (tp + fn) + tn / (tn + fp)) / 2
+
+
+def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
+    """(observed - chance agreement) / (1 - chance), in counts so that a degenerate table is exactly 0/0 = NaN."""
+    tn, fp, fn, tp = np.moveaxis(np.asarray(cells, dtype=float), -1, 0)
+    n = tn + fp + fn + tp
+    chance = (tp + fn) * (tp + fp) + (tn + fp) * (tn + fn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (n * (tp + tn) - chance) / (n * n - chance)
+
+
+def binary_agreement(
+    confusion, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, confidence: float = 0.95
+) -> dict[str, Estimate]:
+    """Balanced accuracy and Cohen's kappa of a judge against people from the 2 x 2 confusion matrix (rows: people
+    no/yes, columns: judge no/yes), each with its percentile bootstrap interval (pairs resampled: a multinomial draw
+    over the four cells, ``stats.category_bootstrap_interval``) and n, the pairs it stands on.
+
+        binary_agreement([[3, 1], [0, 4]])["cohen_kappa"].value  # 0.75
+    """
+    cells = np.asarray(confusion, dtype=np.int64).reshape(4)  # tn, fp, fn, tp
+    found = {}
+    for name, statistic in (("balanced_accuracy", _balanced_accuracy), ("cohen_kappa", _cohen_kappa)):
+        low, high = category_bootstrap_interval(cells, statistic, resamples=resamples, seed=seed, confidence=confidence)
+        found[name] = Estimate(name, float(statistic(cells)), low, high, int(cells.sum()), "bootstrap")
+    return found
+
+
+def confusion_frame(matrix, *, people=("inconsistent", "consistent"), judge=("not aligned", "aligned")) -> pd.DataFrame:
+    """The 2 x 2 counts with labelled rows (people) and columns (judge)."""
+    return pd.DataFrame(np.asarray(matrix, dtype=int), index=[f"people: {p}" for p in people], columns=[f"judge: {j}" for j in judge])
+
+
+def agreement(human_binary, judge_aligned, human_graded, judge_support_rate) -> tuple[dict[str, float], pd.DataFrame]:
+    """The agreement statistics over rows where both sides have a value."""
+    from scipy.stats import kendalltau, spearmanr
+
+    human_binary, judge_aligned = np.asarray(human_binary, dtype=float), np.asarray(judge_aligned, dtype=float)
+    both = ~np.isnan(human_binary) & ~np.isnan(judge_aligned)
+    y_true, y_pred = human_binary[both].astype(int), judge_aligned[both].astype(int)
+    matrix = np.bincount(2 * y_true + y_pred, minlength=4).reshape(2, 2)
+    metrics: dict[str, float] = {"rows_compared": float(both.sum())}
+    for estimate in binary_agreement(matrix).values():
+        metrics.update(estimate.as_metrics())
+    graded, support = np.asarray(human_graded, dtype=float), np.asarray(judge_support_rate, dtype=float)
+    usable = ~np.isnan(graded) & ~np.isnan(support)
+    metrics["rows_correlated"] = float(usable.sum())
+    constant = usable.sum() < 3 or np.ptp(graded[usable]) == 0 or np.ptp(support[usable]) == 0
+    metrics["spearman"] = math.nan if constant else float(spearmanr(graded[usable], support[usable]).statistic)
+    metrics["kendall"] = math.nan if constant else float(kendalltau(graded[usable], support[usable]).statistic)
+    return metrics, confusion_frame(matrix)
+
+
+def meta_evaluate(labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None) -> MetaReport:
+    """Judge the labelled pairs (claims and verification only) and measure agreement with the human labels."""
+    rows = stratified_labelled_sample(labelled, sample, seed=seed)
+    result = judge_summaries(rows["source"], rows["summary"], judge=judge, ids=rows["id"], coverage=False, progress=progress)
+    table = result.rows
+    metrics, confusion = agreement(rows["human_binary"], table["aligned"], rows["human_graded"], table["support_rate"])
+    metrics.update(
+        rows=float(len(rows)),
+        judge_error_rate=result.metrics["judge_error_rate"],
+        human_consistent_rate=float(rows["human_binary"].mean()),
+        judge_aligned_rate=result.metrics["alignment"],
+    )
+    return MetaReport(metrics=metrics, confusion=confusion, result=result)
+
+
+def evaluation_rows(labelled: pd.DataFrame, name: str, split: str | None = None) -> pd.DataFrame:
+    """The rows of set ``name`` (a file's stem: frank, summedits...) the grounding model may be measured on:
+    ``split`` when given, else every row outside the split it was trained on (FRANK ``valid``, SummEdits
+    ``evaluation``). Asking for a training split is refused."""
+    from .grounding.model import TRAINING_SPLITS
+
+    trained_on = TRAINING_SPLITS.get(name)
+    if split is not None and split == trained_on:
+        raise ValueError(f"{name} split {split!r} trained the grounding model; measure it on another split")
+    if "split" not in labelled.columns:
+        if split is not None:
+            raise ValueError(f"{name} has no split column: leave out split {split!r}")
+        return labelled.reset_index(drop=True)
+    splits = labelled["split"].astype("string").fillna("")
+    if split is not None and not (splits == split).any():
+        raise ValueError(f"{name} has no split {split!r}; its splits: {', '.join(sorted(set(splits) - {''}))}")
+    keep = splits == split if split is not None else splits != (trained_on or "\0")
+    return labelled[keep.to_numpy()].reset_index(drop=True)
+
+
+def untrained_rule_scores(sources, summaries) -> list[float]:
+    """Issue 15's untrained rule per row: per summary sentence the share of its stemmed content words found in the
+    source (0 when it holds a number the source lacks); the row's score is the minimum over its sentences."""
+    from .grounding.features import SENTENCE_FEATURES, SourceIndex, summary_features
+
+    column = list(SENTENCE_FEATURES).index("untrained_rule")
+    indexes: dict[str, SourceIndex] = {}
+    scores = []
+    for source, summary in zip(sources, summaries):
+        index = indexes.get(source) or indexes.setdefault(source, SourceIndex(source))
+        sentences = summary_features(summary, index)
+        scores.append(min(s.values[column] for s in sentences) if sentences else math.nan)
+    return scores
+
+
+@dataclass
+class GroundingMetaReport:
+    """``metrics``: the figures on all rows; ``groups``: the same per value of ``by`` (e.g. SummEdits' domain);
+    ``confusion``: people's binary label by the model's ``grounded`` flag."""
+
+    metrics: dict[str, float]
+    groups: pd.DataFrame
+    model_tag: str
+    confusion: pd.DataFrame
+
+    @property
+    def signature(self) -> str:
+        """The run signature of a grounding-only measurement: the grounding model file's tag."""
+        from .signature import summarization_signature
+
+        return summarization_signature(None, grounding=self.model_tag).format()
+
+
+def _is_graded(rows: pd.DataFrame) -> bool:
+    """A set's label is a grade (a share of sentences, as FRANK's and QAGS's, even when every summary has one
+    sentence) unless its scale says it is binary (SummEdits)."""
+    scales = rows["label_scale"].dropna().astype(str) if "label_scale" in rows.columns else pd.Series([], dtype=str)
+    return not (len(scales) and scales.str.lower().str.startswith("binary").all())
+
+
+def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) -> tuple[dict[str, float], pd.DataFrame]:
+    """The figures of ``rows`` and the confusion matrix of the model's ``grounded`` flag."""
+    from sklearn.metrics import roc_auc_score
+
+    binary = rows["human_binary"].to_numpy(dtype=int)
+    both_classes = len(set(binary)) > 1
+    grades = rows["human_graded"] if graded else [math.nan] * len(rows)
+    figures: dict[str, float] = {"rows": float(len(rows)), "human_consistent_rate": float(binary.mean())}
+    for prefix, score, flag in (
+        ("grounding", rows["grounding"], rows["grounded"]),
+        ("rule", rows["rule"], (rows["rule"] >= rule_threshold).astype(float).where(rows["rule"].notna())),
+    ):
+        usable = score.notna().to_numpy()
+        metrics, confusion = agreement(binary, flag.astype(float), grades, score)
+        if prefix == "grounding":
+            grounded_confusion = confusion_frame(confusion.to_numpy(), judge=("not grounded", "grounded"))
+        figures[f"{prefix}_auc"] = float(roc_auc_score(binary[usable], score[usable])) if both_classes else math.nan
+        figures[f"{prefix}_balanced_accuracy"] = metrics["balanced_accuracy"]
+        figures[f"{prefix}_spearman"] = metrics["spearman"]
+    figures["grounded_rate"] = float(rows["grounded"].astype(float).mean())
+    return figures, grounded_confusion
+
+
+def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) -> GroundingMetaReport:
+    """The shipped grounding model (read from its file) and the untrained rule against the human labels:
+    AUC and balanced accuracy against ``human_binary`` (the model at its fixed threshold, the rule at the one the
+    model file records from the training splits), Spearman against ``human_graded`` where it is graded."""
+    from .grounding import load_model
+    from .summarization.grounding_only import grounding_metrics
+
+    model = load_model()
+    result = grounding_metrics(labelled["source"], labelled["summary"], ids=list(range(len(labelled))), cache=False)
+    rows = labelled.assign(
+        grounding=result.rows["grounding"].to_numpy(),
+        grounded=result.rows["grounded"].astype("float64").to_numpy(),
+        rule=untrained_rule_scores(labelled["source"], labelled["summary"]),
+    )
+    rule_threshold = float(model.meta["untrained_rule"]["threshold"])
+    graded = _is_graded(rows)
+    groups = []
+    if by is not None and by in rows.columns:
+        for value, part in rows.groupby(by, sort=True):
+            groups.append({by: value, **_grounding_figures(part, rule_threshold, graded)[0]})
+    figures, confusion = _grounding_figures(rows, rule_threshold, graded)
+    return GroundingMetaReport(figures, pd.DataFrame(groups), result.model_tag, confusion)
