@@ -42,16 +42,6 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
     monkeypatch.setenv("MGM_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "mgm-cache"))
 
 
-@pytest.fixture(autouse=True)
-def fresh_response_modes() -> None:
-    """Each test starts with no response mode known: the process's registry is keyed by base URL, and a scripted
-    server of a later test can get the port of an earlier one that accepted another mode."""
-    from mlflow_genai_metrics.judge.modes import EndpointModes
-
-    with EndpointModes._process_lock:
-        EndpointModes._process = None
-
-
 @pytest.fixture
 def scripted_server() -> Iterator[Callable[..., ScriptedJudgeServer]]:
     """Factory: ``scripted_server(script, **options)`` starts a server that stops after the test."""

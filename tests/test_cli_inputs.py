@@ -23,8 +23,9 @@ POSITIVE_OPTIONS = [
     ("evaluate", "--limit"), ("evaluate", "--max-calls"), ("evaluate", "--max-cost-usd"), ("evaluate", "--batch-poll-s"),
     ("evaluate", "--concurrency"), ("evaluate", "--judge-context"), ("demo", "--limit"), ("demo", "--max-tokens"),
     ("demo", "--concurrency"), ("serve", "--n-ctx"), ("serve", "--port"), ("meta-eval", "--sample"),
-    ("meta-eval", "--concurrency"), ("meta-eval", "--judge-context"), ("monitor", "--max-traces"),
-    ("monitor", "--concurrency"), ("monitor", "--judge-context"),
+    ("meta-eval", "--concurrency"), ("meta-eval", "--judge-context"), ("meta-eval", "--max-calls"),
+    ("meta-eval", "--max-cost-usd"), ("monitor", "--max-traces"), ("monitor", "--concurrency"),
+    ("monitor", "--judge-context"), ("monitor", "--max-calls"), ("monitor", "--max-cost-usd"),
 ]
 REQUIRED = {"evaluate": ["rows.csv"], "meta-eval": ["labelled.jsonl"]}
 

@@ -37,16 +37,18 @@ def test_rejected_json_schema_falls_back_to_json_object_with_the_schema(scripted
     assert set(second["schema"]["properties"]) == {"verdict", "reason"}
 
 
-def test_fallback_costs_one_rejected_call_per_endpoint_not_per_row(scripted_server):
+def test_fallback_costs_one_rejected_call_per_judge_not_per_row(scripted_server):
     server = scripted_server(reject_response_formats=("json_schema",))
     judge = judge_for(server, max_concurrency=8)
     replies = judge.ask_many([ask_about(f"claim {i}") for i in range(30)])
     assert all(r.ok for r in replies)
     assert server.count(status=500) == 1
     assert server.request_count == 31
-    # A second Judge on the same endpoint already knows the mode.
-    judge_for(server).ask(ask_about("another claim"))
+    # Its copy already knows the mode; another Judge finds it for itself (nothing is kept for the process).
+    judge.with_limits(max_concurrency=2, max_requests_per_s=None).ask(ask_about("another claim"))
     assert server.count(status=500) == 1
+    judge_for(server).ask(ask_about("a third claim"))
+    assert server.count(status=500) == 2
 
 
 def test_falls_back_to_plain_text_with_the_schema_in_the_prompt(scripted_server):

@@ -1,5 +1,6 @@
-"""The endpoint's remembered response mode: who shares it (Judges of one process on one endpoint, with_limits
-copies), who finds it for itself (another endpoint, another registry, another process), and who waits for it."""
+"""The endpoint's remembered response mode: who shares it (a Judge's with_limits and batched copies), who finds it
+for itself (every Judge the constructor makes, an unpickled one, another process, another endpoint), and who waits
+for it. Nothing is kept for the process."""
 
 from __future__ import annotations
 
@@ -27,13 +28,15 @@ def rejected(server) -> int:
     return server.count(status=500)
 
 
-def test_two_judges_on_one_endpoint_probe_once(scripted_server):
+def test_each_judge_the_constructor_makes_finds_the_mode_for_itself(scripted_server):
     server = scripted_server(**LLAMA_CPP_PYTHON)
-    assert judge_for(server).ask(ask_about("first")).ok
+    first = judge_for(server)
+    assert first.ask(ask_about("first")).ok and first.response_mode == "json_object"
     second = judge_for(server)
-    assert second.response_mode == "json_object"  # known before its first call
-    assert second.ask(ask_about("second")).ok
-    assert rejected(server) == 1
+    assert second.response_mode is None and second.endpoint_modes is not first.endpoint_modes
+    assert second.ask(ask_about("second")).ok and second.response_mode == "json_object"
+    assert first.ask(ask_about("third")).ok
+    assert rejected(server) == 2  # one probe each, none for the first judge's second request
 
 
 def test_a_judge_on_another_endpoint_probes_its_own(scripted_server):
@@ -58,17 +61,23 @@ def test_a_with_limits_copy_shares_the_found_mode(scripted_server):
     judge = judge_for(server)
     assert judge.ask(ask_about("claim")).ok
     share = judge.with_limits(max_concurrency=1, max_requests_per_s=None)
-    assert share.endpoint_modes is judge.endpoint_modes
+    assert share.endpoint_modes is judge.endpoint_modes and share.response_mode == "json_object"
     assert share.ask(ask_about("another claim")).ok and rejected(server) == 1
 
 
-def test_an_unpickled_judge_holds_the_registry_of_the_process_it_lands_in(scripted_server):
+def test_a_batched_copy_shares_the_found_mode():
+    judge = Judge("m", "http://127.0.0.1:9/v1", cache_dir=None)
+    assert judge.batched().endpoint_modes is judge.endpoint_modes
+
+
+def test_an_unpickled_judge_finds_the_mode_again_with_one_probe(scripted_server):
     server = scripted_server(**LLAMA_CPP_PYTHON)
     judge = judge_for(server)
     assert judge.ask(ask_about("claim")).ok
     clone = pickle.loads(pickle.dumps(judge))
-    assert clone.endpoint_modes is EndpointModes.of_process()
-    assert clone.ask(ask_about("another claim")).ok and rejected(server) == 1
+    assert clone.endpoint_modes is not judge.endpoint_modes and clone.response_mode is None
+    assert clone.ask(ask_about("another claim")).ok and clone.response_mode == "json_object"
+    assert rejected(server) == 2
 
 
 def test_a_pickle_carries_no_mode_so_another_process_probes_for_itself(scripted_server):
@@ -89,17 +98,22 @@ def test_a_pickle_carries_no_mode_so_another_process_probes_for_itself(scripted_
     assert rejected(server) == 2
 
 
-def test_a_judge_with_a_registry_of_its_own_probes_for_itself(scripted_server):
+def test_a_judge_from_settings_finds_the_mode_for_itself_unless_given_another_s(scripted_server):
     server = scripted_server(**LLAMA_CPP_PYTHON)
-    assert judge_for(server).ask(ask_about("claim")).ok
-    apart = Judge.from_settings(judge_for(server).settings, modes=EndpointModes())
+    judge = judge_for(server)
+    assert judge.ask(ask_about("claim")).ok
+    apart = Judge.from_settings(judge.settings)
     assert apart.response_mode is None
     assert apart.ask(ask_about("claim, asked apart")).ok and rejected(server) == 2
+    sharing = Judge.from_settings(judge.settings, modes=judge.endpoint_modes)
+    assert sharing.response_mode == "json_object"
+    assert isinstance(sharing.endpoint_modes, EndpointModes) and not hasattr(EndpointModes, "of_process")
 
 
-def test_concurrent_requests_of_two_judges_on_two_event_loops_probe_once(scripted_server):
+def test_concurrent_requests_of_a_judge_and_its_copy_on_two_event_loops_probe_once(scripted_server):
     server = scripted_server(**LLAMA_CPP_PYTHON, latency_s=0.02)
-    judges = [judge_for(server), judge_for(server)]
+    judge = judge_for(server)
+    judges = [judge, judge.with_limits(max_concurrency=8, max_requests_per_s=None)]
 
     def ask_all(judge: Judge, label: str) -> None:
         async def many():
@@ -151,9 +165,10 @@ def test_one_http_500_on_the_first_request_is_retried_and_the_mode_and_signature
     flaky = scripted_server(lambda request: Fault.server_error(500) if request.index == 0 else script(request))
     normal = scripted_server(script)
     sources, summaries = ["The council approved the budget on Monday."], ["The council approved the budget."]
-    judged = judge_summaries(sources, summaries, judge=judge_for(flaky), coverage=False)
+    judge = judge_for(flaky)
+    judged = judge_summaries(sources, summaries, judge=judge, coverage=False)
     assert [r.status for r in flaky.requests[:2]] == [500, 200] and judged.usage.retries == 1
-    assert judge_for(flaky).response_mode == "json_schema"
+    assert judge.response_mode == "json_schema"
     expected = judge_summaries(sources, summaries, judge=judge_for(normal), coverage=False)
     assert "mode:json_schema" in judged.signature and judged.signature == expected.signature
     assert judged.claims.equals(expected.claims) and judged.metrics["alignment"] == expected.metrics["alignment"]

@@ -1,4 +1,5 @@
-"""docs/judges.md gives the ``Judge`` signature as the code has it, and a line for every parameter."""
+"""docs/judges.md gives the ``Judge`` signature as the code has it, and the table of its settings as they are declared
+(``settings_table`` makes it from ``JudgeSettings``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 from pathlib import Path
 
 from mlflow_genai_metrics import Judge
-from mlflow_genai_metrics.judge.settings import DEFAULT_CACHE
+from mlflow_genai_metrics.judge import JudgeSettings, declared
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "judges.md"
 
@@ -21,31 +22,41 @@ def documented_signature(text: str) -> list[str]:
 
 
 def code_signature() -> list[str]:
-    """``Judge.__init__``'s parameters in the same form; the default cache dir shows as ``<default>``."""
+    """``Judge``'s parameters in the same form (the default cache dir's repr is ``<default>``)."""
     written = []
-    for parameter in list(inspect.signature(Judge.__init__).parameters.values())[1:]:
+    for parameter in inspect.signature(Judge).parameters.values():
         if parameter.kind is parameter.KEYWORD_ONLY and "*" not in written:
             written.append("*")
-        default = "<default>" if parameter.default is DEFAULT_CACHE else repr(parameter.default)
-        written.append(parameter.name if parameter.default is parameter.empty else f"{parameter.name}={default}")
+        written.append(parameter.name if parameter.default is parameter.empty else f"{parameter.name}={parameter.default!r}")
     return written
 
 
-def documented_parameters(text: str) -> set[str]:
-    """The parameters the first table after the signature names in its first column."""
+def settings_table(settings_type: type[JudgeSettings] = JudgeSettings) -> str:
+    """The settings table of docs/judges.md: each declared setting, its default (``$VARIABLE``: read from the
+    environment) and its help."""
+    rows = [f"| `{s.name}` | `{s.shown_default()}` | {s.help} |" for s in declared(settings_type)]
+    return "\n".join(["| setting | default | what it sets |", "|---|---|---|", *rows])
+
+
+def documented_table(text: str) -> str:
+    """The first table after the signature."""
     table = re.search(r"```python\nJudge\(.*?```.*?\n(\|.*?)\n\n", text, re.DOTALL)
     assert table, "no table after the Judge signature in docs/judges.md"
-    cells = re.findall(r"^\| (`[^|]+) \|", table.group(1), re.MULTILINE)
-    return {name for cell in cells for name in re.findall(r"`(\w+)`", cell)}
+    return table.group(1)
 
 
 def test_the_judge_signature_in_docs_judges_md_is_the_code_s():
     assert documented_signature(DOC.read_text()) == code_signature()
 
 
-def test_docs_judges_md_says_what_every_judge_parameter_sets():
-    names = [p for p in inspect.signature(Judge.__init__).parameters if p != "self"]
-    assert sorted(set(names) - documented_parameters(DOC.read_text())) == []
+def test_the_settings_table_in_docs_judges_md_is_the_declaration_s():
+    assert documented_table(DOC.read_text()) == settings_table(), f"put this table in docs/judges.md:\n{settings_table()}"
+
+
+def test_the_table_check_fails_on_a_help_or_default_changed():
+    text = DOC.read_text()
+    assert documented_table(text.replace("the longest wait between retries", "how long it waits")) != settings_table()
+    assert documented_table(text.replace("| `max_retries` | `6` |", "| `max_retries` | `3` |")) != settings_table()
 
 
 def test_the_signature_check_fails_on_a_parameter_left_out_or_a_default_changed():

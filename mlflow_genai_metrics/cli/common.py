@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ARTIFACTS_FOLDER", "DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED",
-    "EXIT_OK", "EXIT_USAGE", "DefaultsShown", "figure", "folder_argument", "judge_options", "local_artifacts_root",
+    "EXIT_OK", "EXIT_USAGE", "DefaultsShown", "figure", "folder_argument", "judge_arguments", "judge_options", "local_artifacts_root",
     "local_database", "make_judge", "port_number", "positive_int", "positive_number", "prepare_experiment", "set_experiment",
     "set_tracking", "tracking_option",
 ]
@@ -80,15 +82,40 @@ def tracking_option(command: argparse.ArgumentParser) -> None:
     command.add_argument("--tracking-uri", default=None, help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else {DEFAULT_TRACKING_URI})")
 
 
-def judge_options(command: argparse.ArgumentParser, *, concurrency: int = 8) -> None:
-    """``--judge-model``, ``--judge-base-url``, ``--judge-context`` and ``--concurrency``, read by ``make_judge``."""
-    command.add_argument("--judge-model", default=None, help="judge model (default: $MGM_JUDGE_MODEL)")
-    command.add_argument("--judge-base-url", default=None, help="judge endpoint (default: $MGM_JUDGE_BASE_URL, else $OPENAI_BASE_URL, else OpenAI)")
-    command.add_argument(
-        "--judge-context", type=positive_int, default=None, metavar="TOKENS",
-        help="the judge's context window; longer sources are split (default: $MGM_JUDGE_CONTEXT, which mgm serve prints; else no split)",
-    )
-    command.add_argument("--concurrency", type=positive_int, default=concurrency, help="judge calls in flight at once")
+def judge_options(command: argparse.ArgumentParser, *, leave_out: Collection[str] = (), settings_type: Any = None) -> None:
+    """The flag each judge setting declares (of ``JudgeSettings``, else ``settings_type``; not those in ``leave_out``),
+    with its help and default (``$VARIABLE``: read from the environment), an ``int`` or ``float`` above 0. A setting
+    whose options declare flags (``batch``: ``BatchOptions``) is a switch beside them. Read by ``judge_arguments``."""
+    for setting, options in _flagged(settings_type, leave_out):
+        if options:
+            command.add_argument(setting.flag, action="store_true", help=setting.help)
+        for flag in options or [setting]:
+            text = f"{flag.help} (default: ${flag.env})" if flag.env and f"${flag.env}" not in flag.help else flag.help
+            command.add_argument(flag.flag, type={int: positive_int, float: positive_number}.get(flag.kind, str), help=text,
+                                 default=None if flag.env else flag.default, metavar=flag.metavar)
+
+
+def judge_arguments(args: argparse.Namespace, *, settings_type: Any = None) -> dict[str, Any]:
+    """The ``Judge`` keywords the flags of ``judge_options`` give in ``args``. A switch's options are made when it is
+    on or when an option without a default is given (``--batch-dir`` implies ``--batch``)."""
+    given = {}
+    for setting, options in _flagged(settings_type, ()):
+        if hasattr(args, setting.dest):
+            value = getattr(args, setting.dest)
+            if options:
+                values = {option.name: getattr(args, option.dest) for option in options}
+                on = value or any(values[option.name] is not None for option in options if option.default is None)
+                value = setting.model(**values) if on else None
+            given[setting.name] = value
+    return given
+
+
+def _flagged(settings_type: Any, leave_out: Collection[str]) -> list[tuple[Any, list[Any]]]:
+    """Each judge setting with a flag, and the flagged settings of its model (none: a plain value, such as ``Prices``)."""
+    from ..judge import JudgeSettings, declared
+
+    return [(s, [o for o in declared(s.model) if o.flag] if s.model else []) for s in declared(settings_type or JudgeSettings)
+            if s.flag and s.name not in leave_out]
 
 
 def set_tracking(args: argparse.Namespace) -> None:
@@ -153,10 +180,10 @@ def set_experiment(args: argparse.Namespace):
 
 
 def make_judge(args: argparse.Namespace):
+    """The ``Judge`` the judge flags in ``args`` describe (``judge_arguments``)."""
     from ..judge import Judge
 
-    return Judge(args.judge_model, args.judge_base_url, max_concurrency=args.concurrency, context_window=args.judge_context,
-                 prices=getattr(args, "prices", None), max_calls=getattr(args, "max_calls", None), max_cost_usd=getattr(args, "max_cost_usd", None))
+    return Judge(**judge_arguments(args))
 
 
 def figure(name: str, metrics: dict[str, float], width: int = 24) -> str:

@@ -21,7 +21,6 @@ from .common import (
     judge_options,
     make_judge,
     positive_int,
-    positive_number,
     set_experiment,
     set_tracking,
     tracking_option,
@@ -127,10 +126,7 @@ def evaluation_judge(args: argparse.Namespace):
     """The judge the options describe, its budget included; batched with ``--batch`` / ``--batch-dir``."""
     if args.batch_command and not args.batch_dir:
         raise ValueError("--batch-command runs on the files of --batch-dir: give --batch-dir too")
-    judge = make_judge(args)
-    if args.batch or args.batch_dir:
-        judge = judge.batched(poll_s=args.batch_poll_s, files_dir=args.batch_dir, command=args.batch_command)
-    return judge
+    return make_judge(args)
 
 
 def evaluation_judges(judge, *, coverage: bool) -> list:
@@ -219,18 +215,6 @@ def add_commands(commands) -> None:
                                  help="log every figure as a run metric (default: the headline figures with their intervals and n, and the judge's calls and cost; every figure is in the run's report table either way)")
     evaluate_parser.add_argument("--limit", type=positive_int, default=None, metavar="N", help="first N rows only (default: every row)")
     evaluate_parser.add_argument("--estimate", action="store_true", help="print the judge calls, tokens and cost it expects, then exit (no judge call, no run)")
-    evaluate_parser.add_argument("--prices", default=None, metavar="IN,OUT[,CACHED]",
-                                 help="judge prices in USD per million prompt, completion [and cached prompt] tokens: the run's cost and --estimate's (default: no cost)")
-    evaluate_parser.add_argument("--max-calls", type=positive_int, default=None, help="judge calls the run may make at most; rows past it get the error budget (default: no limit)")
-    evaluate_parser.add_argument("--max-cost-usd", type=positive_number, default=None, help="judge cost the run may reach at most, in USD; needs --prices (default: no limit)")
-    evaluate_parser.add_argument("--batch", action="store_true",
-                                 help="ask the judge through OpenAI's Batches API (half the price; answers within 24 h; a rerun resumes the batches)")
-    evaluate_parser.add_argument("--batch-poll-s", type=positive_number, default=30.0, metavar="S", help="seconds between looks at a submitted batch (default: 30.0)")
-    evaluate_parser.add_argument("--batch-dir", default=None, metavar="DIR",
-                                 help="batch mode without the Batches API: write the batch files here, for vLLM's run_batch (implies --batch)")
-    evaluate_parser.add_argument("--batch-command", default=None, metavar="CMD",
-                                 help="run this on each batch file, {input} and {output} replaced by their paths, e.g. "
-                                      "'vllm run_batch -i {input} -o {output} --model M' (default: stop, saying what to run)")
     evaluate_parser.add_argument("--experiment", default=None, help=f"MLflow experiment name (default: $MLFLOW_EXPERIMENT_NAME, else {DEFAULT_EXPERIMENT})")
     evaluate_parser.add_argument("--run-name", default=None, help="the MLflow run's name (default: one MLflow makes up)")
     tracking_option(evaluate_parser)

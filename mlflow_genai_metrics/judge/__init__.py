@@ -10,6 +10,7 @@ from .batch import BatchFilesWritten, BatchOptions
 from .budget import BudgetExhausted, drawing_from
 from .cache import JudgeCache, StoreUnreadable, cache_key
 from .client import DEFAULT_BASE_URL, Judge
+from .declaration import Declared, declared, setting
 from .errors import JudgeConfigError, redact, redact_url
 from .models import same_model
 from .modes import EndpointModes
@@ -44,11 +45,14 @@ __all__ = [
     "parse_answer",
     "redact",
     "redact_url",
+    "setting",
     # for the package's other parts
+    "Declared",
     "MESSAGE_OVERHEAD_TOKENS",
     "USAGE_SUMS",
     "BudgetExhausted",
     "Preflight",
+    "declared",
     "drawing_from",
     "environment_context_window",
     "estimate_tokens",

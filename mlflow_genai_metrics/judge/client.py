@@ -15,10 +15,10 @@ One request flows: cache lookup -> chat completion(s) -> validation (one repair)
 from __future__ import annotations
 
 import asyncio
-import os
+import inspect
 import threading
 from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from .answers import ResponseMode, answer_schema, response_format, with_schema_instruction
 from .batch import BatchOptions
@@ -26,29 +26,25 @@ from .batch.sender import BatchSender, batch_settings
 from .budget import Budget, worst_cost
 from .cache import JudgeCache
 from .conversation import conversation, needs_response_mode, play
-from .http import HttpBackend
+from .declaration import declared
 from .models import ReportedModels
 from .modes import EndpointModes
-from .records import JudgeReply, JudgeRequest, Prices, Usage
+from .records import JudgeReply, JudgeRequest, Usage
 from .runner import run_sync
-from .settings import DEFAULT_BASE_URL, DEFAULT_CACHE, JudgeSettings
+from .settings import DEFAULT_BASE_URL, JudgeSettings
 from .transport import Transport
 
 __all__ = ["DEFAULT_BASE_URL", "Judge"]
 
-T = TypeVar("T")
 
+class _ReadOnly:
+    """A read-only ``Judge`` attribute: the ``JudgeSettings`` field (or property) of the same name."""
 
-class _Setting(Generic[T]):
-    """A read-only ``Judge`` attribute: the ``JudgeSettings`` field of the same name."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
 
-    def __get__(self, judge: Judge | None, owner: type | None = None) -> T:
-        if judge is None:
-            return self  # type: ignore[return-value]
-        return getattr(judge.settings, self.name)
+    def __get__(self, judge: Judge | None, owner: type | None = None) -> Any:
+        return self if judge is None else getattr(judge.settings, self.name)
 
     def __set__(self, judge: Judge, value: object) -> None:
         raise AttributeError(f"Judge.{self.name} is fixed when the Judge is made: make another (or use with_limits)")
@@ -62,110 +58,38 @@ class Judge:
     >>> reply = judge.ask(JudgeRequest(messages=[{"role": "user", "content": "..."}], answer_type=Verdict))
     >>> reply.answer if reply.ok else reply.error
 
-    Arguments left out come from the environment, read once here: ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else
-    ``OPENAI_BASE_URL``, else OpenAI), ``OPENAI_API_KEY`` (a loopback server needs none). ``cache_dir=None`` turns
-    the cache off; by default it is ``$MGM_CACHE_DIR`` or the user cache dir. ``prices`` (USD per million tokens,
-    ``{"input": 0.15, "output": 0.6}``) turns tokens into cost. ``max_concurrency`` bounds the HTTP calls in
-    flight and ``max_requests_per_s`` (default: no limit) the calls started per second, each across every thread
-    and event loop using this Judge, retries included. ``context_window`` (the model's, in tokens; left out, read
-    from ``MGM_JUDGE_CONTEXT`` for the model ``MGM_JUDGE_MODEL`` names), when known, lets the metrics split sources
-    too long for it. ``timeout_s`` bounds each HTTP attempt in total. Settings out of
-    range raise ``ValueError`` here, before any call; ``judge.settings`` holds them all (``JudgeSettings``).
+    Its parameters are the settings ``JudgeSettings`` declares, listed below with their defaults (``$VARIABLE``: read
+    from the environment, once, here). A setting out of range raises ``ValueError`` here, before any call, and an
+    unknown one ``TypeError``. ``judge.settings`` holds them, each read back as an attribute that cannot be assigned
+    (``judge.max_retries``). ``class MyJudge(Judge, settings_type=Mine)`` takes the settings of ``Mine``, a subclass.
 
     The cache keeps every HTTP-200 reply a request got (the repair turn included, valid or not) and validates it
-    again when read, so a rerun makes no call where the endpoint already answered, and an invalid answer comes back
-    as the same error; only transport failures are asked again. ``reask_invalid=True`` asks again the cached
-    requests whose replies gave no answer (``invalid_answer``, ``truncated``, ``refused``) and keeps the new replies.
-
-    Before its first HTTP call a Judge lists the endpoint's models (``/models``) and raises ``JudgeConfigError``,
-    naming the models served, when its model is not among them (``check_model=False`` skips this; an endpoint without
-    a listing is not checked). Each reply's ``model`` is the id the endpoint reported; ``model_mismatch`` marks one
-    from another model than asked for (a dated snapshot such as ``gpt-4o-mini-2024-07-18`` is the same model), and
-    ``reported_models`` counts them.
-
-    The response mode an endpoint accepts is found once per endpoint and process and shared by every Judge of the
-    process (see ``modes``); ``with_limits`` copies share it, and a pickled Judge finds it again where it lands.
-
-    ``max_calls`` and ``max_cost_usd`` (the latter needs ``prices``) bound what this Judge spends, whatever the
-    concurrency: each HTTP attempt reserves its worst case before it is sent and settles to its reported usage
-    after (see ``budget``); a request that would pass the budget is not sent and gets a ``budget`` error, and a
-    rerun with a larger budget pays only for what the cache lacks. ``judge.budget`` shows what is spent.
-
-    ``batch=True`` (or ``BatchOptions(...)``; ``judge.batched(...)`` makes such a copy) answers every request through
-    batch files, OpenAI's Batches API or a command such as vLLM's ``run_batch``, into the same cache (see ``batching``).
-
-    ``http_backend`` chooses the HTTP library under the openai client: ``"auto"`` (aiohttp on the Judge's own event
-    loop, which every synchronous path uses, for a third less CPU per call; httpx on a caller's loop), ``"httpx"`` or
-    ``"aiohttp"`` (see ``http``). It changes no answer, so no signature or cache key carries it.
+    again when read: a rerun makes no call where the endpoint already answered. Before its first call a Judge lists
+    the endpoint's models and raises ``JudgeConfigError`` when its model is not among them; ``reported_models``
+    counts the model ids replies name (``model_mismatch``: another model's). The response mode the endpoint accepts
+    is found by one probing request and kept in ``endpoint_modes``, shared by the ``with_limits`` and ``batched``
+    copies; an unpickled Judge finds it for itself. ``max_calls`` and ``max_cost_usd`` bound what it spends,
+    whatever the concurrency (``judge.budget``; see ``budget``). docs/judges.md says more.
     """
 
-    model = _Setting[str]()
-    base_url = _Setting[str]()
-    temperature = _Setting[float]()
-    seed = _Setting[int | None]()
-    max_concurrency = _Setting[int]()
-    max_requests_per_s = _Setting[float | None]()
-    timeout_s = _Setting[float]()
-    max_retries = _Setting[int]()
-    max_tokens = _Setting[int | None]()  # the default for requests that name none; pinned by the signature
-    context_window = _Setting[int | None]()
-    prices = _Setting[Prices | None]()
-    backoff_initial_s = _Setting[float]()
-    backoff_max_s = _Setting[float]()
-    max_retry_after_s = _Setting[float]()
-    progress = _Setting[bool | None]()
-    reask_invalid = _Setting[bool]()
-    check_model = _Setting[bool]()
-    max_calls = _Setting[int | None]()
-    max_cost_usd = _Setting[float | None]()
-    batch = _Setting[BatchOptions | None]()  # batch mode's options; None online
-    http_backend = _Setting[HttpBackend]()
-    shown_url = _Setting[str]()
-    endpoint_label = _Setting[str]()
-    cache_endpoint = _Setting[str]()
+    settings_type: type[JudgeSettings] = JudgeSettings
 
-    def __init__(
-        self,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        *,
-        temperature: float = 0.0,
-        seed: int | None = None,
-        max_concurrency: int = 8,
-        max_requests_per_s: float | None = None,
-        timeout_s: float = 60,
-        max_retries: int = 6,
-        cache_dir: str | os.PathLike[str] | None | object = DEFAULT_CACHE,
-        prices: Prices | dict[str, float] | tuple[float, float] | None = None,
-        max_tokens: int | None = None,
-        context_window: int | None = None,
-        backoff_initial_s: float = 1.0,
-        backoff_max_s: float = 60.0,
-        max_retry_after_s: float = 300.0,
-        progress: bool | None = None,
-        reask_invalid: bool = False,
-        check_model: bool = True,
-        max_calls: int | None = None,
-        max_cost_usd: float | None = None,
-        batch: BatchOptions | bool | None = None,
-        http_backend: HttpBackend = "auto",
-    ):
-        settings = JudgeSettings.resolve(
-            model, base_url, api_key, cache_dir=cache_dir, temperature=temperature, seed=seed,
-            max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s, timeout_s=timeout_s,
-            max_retries=max_retries, prices=prices, max_tokens=max_tokens, context_window=context_window,
-            backoff_initial_s=backoff_initial_s, backoff_max_s=backoff_max_s, max_retry_after_s=max_retry_after_s,
-            progress=progress, reask_invalid=reask_invalid, check_model=check_model, max_calls=max_calls,
-            max_cost_usd=max_cost_usd, http_backend=http_backend,
-        )
-        self._start(batch_settings(settings, batch), EndpointModes.of_process())
+    def __init_subclass__(cls, settings_type: type[JudgeSettings] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if settings_type is not None:
+            cls.settings_type = settings_type
+        _derive(cls)
+
+    def __init__(self, *args: Any, **settings: Any) -> None:
+        given = self.__signature__.bind(*args, **settings).arguments  # a setting not declared: TypeError, naming it
+        batch = given.pop("batch", None)
+        self._start(batch_settings(self.settings_type.resolve(**given), batch), EndpointModes())
 
     @classmethod
     def from_settings(cls, settings: JudgeSettings, *, modes: EndpointModes | None = None) -> Judge:
-        """A Judge with these settings, remembering response modes in ``modes`` (default: the process's registry)."""
+        """A Judge with these settings, remembering response modes in ``modes`` (default: its own)."""
         judge = object.__new__(cls)
-        judge._start(settings, EndpointModes.of_process() if modes is None else modes)
+        judge._start(settings, EndpointModes() if modes is None else modes)
         return judge
 
     def _start(self, settings: JudgeSettings, modes: EndpointModes, budget: Budget | None = None) -> None:
@@ -182,38 +106,36 @@ class Judge:
         self._usage_lock = threading.Lock()
         self._reported = ReportedModels()
 
-    # -- copies: the settings travel; connections, limits in use, usage and the registry of modes do not -----------
+    # -- copies: the settings travel; connections, limits in use, usage and the modes found do not ----------------
 
     def __getstate__(self) -> dict[str, Any]:
         return {"settings": self.settings}  # JudgeSettings leaves out a key read from the environment
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._start(state["settings"], EndpointModes.of_process())
+        self._start(state["settings"], EndpointModes())
 
     def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> Judge:
-        """The same judge (settings, key, cache directory, registry of response modes, budget) with other limits; it
+        """The same judge (settings, key, cache directory, response modes found, budget) with other limits; it
         shares no connection, limiter or usage with this one, and spends from the same budget (a copy must not
         double it)."""
-        settings = self.settings.with_limits(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s)
-        judge = object.__new__(type(self))
-        judge._start(settings, self.endpoint_modes, self.budget)
-        return judge
+        return self._copy(self.settings.replaced(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s))
 
     def batched(self, options: BatchOptions | None = None, **option_values: Any) -> Judge:
         """The same judge in batch mode (``BatchOptions``: ``poll_s``, ``files_dir`` and ``command`` for vLLM, ...):
         every request is answered through batch files (see ``batching``), into the same cache, from the same budget.
         ``judge.batched(poll_s=60)``."""
-        options = options or BatchOptions(**option_values)
+        return self._copy(batch_settings(self.settings, options or BatchOptions(**option_values)))
+
+    def _copy(self, settings: JudgeSettings) -> Judge:
         judge = object.__new__(type(self))
-        judge._start(batch_settings(self.settings, options), self.endpoint_modes, self.budget)
+        judge._start(settings, self.endpoint_modes, self.budget)
         return judge
 
     def __repr__(self) -> str:
-        cache = str(self.cache.directory) if self.cache else None
-        return (
-            f"Judge(model={self.model!r}, base_url={self.shown_url!r}, temperature={self.temperature}, "
-            f"seed={self.seed}, max_concurrency={self.max_concurrency}, cache_dir={cache!r})"
-        )
+        """The settings that differ from their defaults; the base URL without credentials, never the key."""
+        shown = dict(self.settings.__repr_args__())
+        changed = [f"{s.name}={shown[s.name]!r}" for s in declared(type(self.settings)) if shown.get(s.name, s.default) != s.default]
+        return f"{type(self).__name__}({', '.join(changed)})"
 
     # -- what produced the numbers ----------------------------------------------------------------------------------
 
@@ -346,3 +268,19 @@ class Judge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _derive(cls: type[Judge]) -> None:
+    """``cls``'s parameters (its ``__signature__``), their list in its docstring and its read-only attributes, from
+    the settings ``cls.settings_type`` declares."""
+    settings = declared(cls.settings_type)
+    kind = {True: inspect.Parameter.POSITIONAL_OR_KEYWORD, False: inspect.Parameter.KEYWORD_ONLY}
+    cls.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(s.name, kind[s.positional], default=s.default, annotation=s.field.annotation) for s in settings])
+    for name in [s.name for s in settings if s.field.repr] + ["shown_url", "endpoint_label", "cache_endpoint"]:
+        setattr(cls, name, _ReadOnly(name))
+    listed = "".join(f"\n    - ``{s.name}`` ({s.shown_default()}): {s.help}" for s in settings)
+    cls.__doc__ = f"{cls.__doc__ or ''}\n    Settings:\n{listed}\n"
+
+
+_derive(Judge)

@@ -1,16 +1,15 @@
 """The response mode each endpoint accepted: found by one probing request, then used by every other.
 
-Lifetime and sharing: an ``EndpointModes`` registry remembers, per endpoint (base URL and model), the mode a call
-was accepted in, for as long as the registry lives. Each ``Judge`` holds the registry of its process
-(``EndpointModes.of_process()``) unless made with another (``Judge.from_settings(settings, modes=...)``), so every Judge of one process on one endpoint uses what the first of them found,
-and probing costs one rejected call per endpoint and process, not one per row or per Judge. ``Judge.with_limits``
-hands its copy the same registry. A pickled Judge carries none: unpickled, it holds the registry of the process it
-lands in (a Spark worker finds the mode once for itself). A forked child starts a registry of its own.
+Lifetime and sharing: an ``EndpointModes`` remembers, per endpoint (base URL and model), the mode a call was
+accepted in, for as long as it lives, and no longer: nothing is kept for the process. Each ``Judge`` the
+constructor makes has one of its own, so probing costs one rejected call per Judge, not one per row;
+``Judge.with_limits`` and ``Judge.batched`` hand their copies the same one. A pickled Judge carries none:
+unpickled, it starts its own (a Spark worker finds the mode for itself), as does ``Judge.from_settings`` unless
+given one (``modes=``).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -51,10 +50,6 @@ class EndpointMode:
 class EndpointModes:
     """The ``EndpointMode`` of each endpoint, keyed by base URL and model; safe across threads and event loops."""
 
-    _process: EndpointModes | None = None
-    _process_pid: int | None = None
-    _process_lock = threading.Lock()
-
     def __init__(self) -> None:
         self._endpoints: dict[tuple[str, str], EndpointMode] = {}
         self._lock = threading.Lock()
@@ -66,11 +61,3 @@ class EndpointModes:
             if entry is None:
                 entry = self._endpoints[(base_url, model)] = EndpointMode()
             return entry
-
-    @classmethod
-    def of_process(cls) -> EndpointModes:
-        """The registry every Judge of this process holds (a new one in a forked child: locks do not cross a fork)."""
-        with cls._process_lock:
-            if cls._process is None or cls._process_pid != os.getpid():
-                cls._process, cls._process_pid = cls(), os.getpid()
-            return cls._process

@@ -1,9 +1,5 @@
-"""A Judge's settings: the arguments and the environment, read once, validated, frozen.
-
-``JudgeSettings.resolve`` reads ``MGM_JUDGE_MODEL``, ``MGM_JUDGE_BASE_URL`` (else ``OPENAI_BASE_URL``, else
-OpenAI), ``MGM_JUDGE_CONTEXT``, ``OPENAI_API_KEY`` and ``MGM_CACHE_DIR`` once; nothing below the ``Judge`` reads the environment again.
-Bad settings are refused here, before any call.
-"""
+"""A Judge's settings, each declared once (``JudgeSettings``): the arguments and the environment, read once
+(``resolve``: nothing below the ``Judge`` reads the environment again), validated before any call, frozen."""
 
 from __future__ import annotations
 
@@ -15,10 +11,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
 
 from ..sqlite_store import default_cache_dir
 from .batch import BatchOptions
+from .declaration import setting
 from .errors import JudgeConfigError, redact, redact_url, url_secrets
 from .http import HttpBackend
 from .records import Prices
@@ -26,7 +23,7 @@ from .records import Prices
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "environment_context_window", "is_loopback"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_CACHE: Any = object()  # sentinel: "use the default cache dir"; None means no cache
+DEFAULT_CACHE: Any = type("DefaultCache", (), {"__repr__": lambda self: "<default>"})()  # the default cache dir; None: no cache
 MIN_SECRET_CHARS = 8  # the shortest key or password searched for in answers (``JudgeSettings.redact_reply``)
 _LOCAL_KEY = "local"  # what a loopback server gets when no key is set: it checks none, the openai client wants one
 
@@ -79,7 +76,8 @@ def _environment_key(environ: Mapping[str, str], base_url: str) -> str:
 
 
 class JudgeSettings(BaseModel):
-    """Everything a ``Judge`` is configured with (see ``Judge`` for what each setting does).
+    """Everything a ``Judge`` is configured with, each setting declared once (``declaration.setting``). One whose
+    default is None but whose type is not optional (``model``, ``base_url``, ``api_key``) is read by ``resolve``.
 
     Frozen: a Judge with other settings is a new Judge (``Judge.with_limits``). Pickled, it carries ``api_key``
     only when the key was passed explicitly (``api_key_given``); otherwise the process that unpickles it reads its
@@ -88,30 +86,49 @@ class JudgeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field(min_length=1)
-    base_url: str = Field(min_length=1)
-    api_key: SecretStr = Field(repr=False)
-    api_key_given: bool = False
-    temperature: float = 0.0
-    seed: int | None = None
-    max_concurrency: int = Field(8, ge=1)
-    max_requests_per_s: float | None = Field(None, gt=0)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(6, ge=0)
-    cache_dir: Path | None = None
-    prices: Prices | None = None
-    max_tokens: int | None = Field(None, gt=0)
-    context_window: int | None = Field(None, gt=0)
-    backoff_initial_s: float = Field(1.0, ge=0)
-    backoff_max_s: float = Field(60.0, ge=0)
-    max_retry_after_s: float = Field(300.0, ge=0)
-    progress: bool | None = None
-    reask_invalid: bool = False
-    check_model: bool = True
-    max_calls: int | None = Field(None, ge=0)
-    max_cost_usd: float | None = Field(None, ge=0)
-    batch: BatchOptions | None = None  # batch mode: calls go through batch files (see ``batching``), not one by one
-    http_backend: HttpBackend = "auto"  # the HTTP library under the openai client (see ``http``); changes no answer
+    model: str = setting(None, "the model id requests name; checked against the endpoint's listing before the first call",
+                         env="MGM_JUDGE_MODEL", flag="--judge-model", spec=True, positional=True, min_length=1)
+    base_url: str = setting(None, "the OpenAI-compatible endpoint (default: $MGM_JUDGE_BASE_URL, else $OPENAI_BASE_URL, "
+                            f"else {DEFAULT_BASE_URL})", env="MGM_JUDGE_BASE_URL", flag="--judge-base-url", spec=True,
+                            positional=True, min_length=1)
+    api_key: SecretStr = setting(None, "the key sent; a server on a loopback address needs none",
+                                 env="OPENAI_API_KEY", positional=True, repr=False)
+    temperature: float = setting(0.0, "sent with every request; part of the judge's signature", spec=True)
+    seed: int | None = setting(None, "sent with every request; part of the judge's signature", spec=True)
+    max_tokens: int | None = setting(None, "the completion limit of a request that names none; part of the signature",
+                                     spec=True, gt=0)
+    context_window: int | None = setting(
+        None, "the model's context window in tokens: longer sources are split (default: $MGM_JUDGE_CONTEXT, which mgm "
+        "serve prints, when $MGM_JUDGE_MODEL is unset or names this model; else none: nothing is split)",
+        env="MGM_JUDGE_CONTEXT", flag="--judge-context", metavar="TOKENS", spec=True, gt=0)
+    max_concurrency: int = setting(8, "HTTP calls in flight at once, across every thread and event loop using the judge "
+                                   "(in batch mode: requests waiting for one batch)", flag="--concurrency", spec=True, ge=1)
+    max_requests_per_s: float | None = setting(None, "calls started per second, retries included; no limit unless set",
+                                               spec=True, gt=0)
+    timeout_s: float = setting(60.0, "the total deadline of one HTTP attempt, in seconds", spec=True, gt=0)
+    max_retries: int = setting(6, "retries of one call before its request gets an error", spec=True, ge=0)
+    prices: Prices | None = setting(
+        None, "USD per million prompt, completion (and cached prompt) tokens, e.g. 0.15,0.60: turns usage into cost; "
+        "no cost unless set", flag="--prices", metavar="IN,OUT[,CACHED]", spec=True)
+    check_model: bool = setting(True, "list the endpoint's models before the first call; refuse a model not served", spec=True)
+    cache_dir: Path | None = setting(DEFAULT_CACHE, "where answers are cached (its variable unset: in the user cache dir); "
+                                     "None turns the cache off", env="MGM_CACHE_DIR")
+    backoff_initial_s: float = setting(1.0, "the first wait between retries, doubled at each (with full jitter)", ge=0)
+    backoff_max_s: float = setting(60.0, "the longest wait between retries", ge=0)
+    max_retry_after_s: float = setting(300.0, "the longest Retry-After a 429 may make it wait", ge=0)
+    progress: bool | None = setting(None, "the progress bar of ask_many: None shows it on a terminal only")
+    reask_invalid: bool = setting(False, "ask again the cached requests whose replies gave no answer")
+    max_calls: int | None = setting(None, "HTTP calls the judge may make at most; requests past it get a budget error; "
+                                    "no limit unless set", flag="--max-calls", ge=0)
+    max_cost_usd: float | None = setting(None, "what the judge may spend at most, in USD; needs prices; requests past it "
+                                         "get a budget error", flag="--max-cost-usd", ge=0)
+    batch: BatchOptions | None = setting(
+        None, "ask through batch files, not one call at a time: OpenAI's Batches API (half the price; answers within 24 h; "
+        "a rerun resumes the batches), or a command such as vLLM's run_batch (BatchOptions; True: its defaults)",
+        flag="--batch")
+    http_backend: HttpBackend = setting("auto", "the HTTP library under the openai client: 'auto' (aiohttp on the "
+                                        "judge's own loop, httpx on a caller's), 'httpx' or 'aiohttp'; changes no answer")
+    api_key_given: bool = False  # worked out by resolve, not a setting: whether the key travels in a pickle
 
     @field_validator("base_url")
     @classmethod
@@ -130,16 +147,8 @@ class JudgeSettings(BaseModel):
         return self
 
     @classmethod
-    def resolve(
-        cls,
-        model: str | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        *,
-        cache_dir: str | os.PathLike[str] | None | Any = DEFAULT_CACHE,
-        environ: Mapping[str, str] | None = None,
-        **options: Any,
-    ) -> JudgeSettings:
+    def resolve(cls, model: str | None = None, base_url: str | None = None, api_key: str | None = None, *,
+                environ: Mapping[str, str] | None = None, **options: Any) -> JudgeSettings:
         """The settings for these arguments, what is left out taken from ``environ`` (default: ``os.environ``).
 
         Raises ``ValueError`` naming what to set when there is no model, or no key for an endpoint that is not on
@@ -160,16 +169,11 @@ class JudgeSettings(BaseModel):
                 f"No API key for the judge endpoint {redact_url(url)}: set OPENAI_API_KEY or pass api_key=. "
                 "(A server on 127.0.0.1 needs none.)"
             )
-        if cache_dir is DEFAULT_CACHE:
-            cache_dir = default_cache_dir(env)
+        if options.get("cache_dir", DEFAULT_CACHE) is DEFAULT_CACHE:
+            options["cache_dir"] = default_cache_dir(env)
         if options.get("context_window") is None:
             options["context_window"] = environment_context_window(model, env)
-        return cls(model=model, base_url=url, api_key=SecretStr(key), api_key_given=api_key is not None,
-                   cache_dir=cache_dir, **options)
-
-    def with_limits(self, *, max_concurrency: int, max_requests_per_s: float | None) -> JudgeSettings:
-        """These settings with other limits, validated."""
-        return self.replaced(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s)
+        return cls(model=model, base_url=url, api_key=SecretStr(key), api_key_given=api_key is not None, **options)
 
     def replaced(self, **changes: Any) -> JudgeSettings:
         """These settings with ``changes``, validated."""
@@ -183,7 +187,7 @@ class JudgeSettings(BaseModel):
         fields = self._fields()
         if not self.api_key_given:
             fields["api_key"] = None  # read from this process's environment: the receiving one reads its own
-        return _unpickled, (fields,)
+        return _unpickled, (type(self), fields)
 
     def __repr_args__(self) -> Any:
         for name, value in super().__repr_args__():
@@ -246,7 +250,7 @@ class JudgeSettings(BaseModel):
         return JudgeConfigError(self.redact(str(error)), status_code=error.status_code)
 
 
-def _unpickled(fields: dict[str, Any]) -> JudgeSettings:
+def _unpickled(settings_type: type[JudgeSettings], fields: dict[str, Any]) -> JudgeSettings:
     if fields["api_key"] is None:
         fields = {**fields, "api_key": SecretStr(_environment_key(os.environ, fields["base_url"]))}
-    return JudgeSettings.model_validate(fields)
+    return settings_type.model_validate(fields)

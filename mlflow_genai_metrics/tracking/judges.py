@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import threading
 import types
+import typing
 import urllib.parse
 from typing import Any, ClassVar
 
@@ -41,7 +42,7 @@ from mlflow.genai.scorers import Scorer, scorer
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..grounding.model import model_tag
-from ..judge import Judge, JudgeConfigError
+from ..judge import Declared, Judge, JudgeConfigError, JudgeSettings, declared
 from ..prompts import PROMPT_NAMES, load_prompt
 from ..summarization.records import RowJudgement
 from .feedback import claim_alignment_feedback, error_feedback, grounding_feedback, judge_source, key_point_coverage_feedback
@@ -57,24 +58,26 @@ def installed_prompts() -> dict[str, str]:
     return {name: load_prompt(name).tag.split(":", 1)[1] for name in PROMPT_NAMES}
 
 
-class JudgeSpec(BaseModel):
-    """A judge's serialisable settings: what rebuilds the same judge elsewhere. Never the API key (the rebuilt judge
-    reads ``OPENAI_API_KEY`` where it runs) nor credentials in the base URL (shown as ``***``)."""
+def _travelling(setting: Declared) -> tuple[Any, Any]:
+    """A setting's field in ``JudgeSpec``: one of a model's type (``Prices``) as its dump, and one read from the
+    environment when left out (``model``, ``base_url``: default None, type not optional) required."""
+    annotation = dict[str, Any] | None if setting.model is not None else setting.field.annotation
+    required = setting.default is None and type(None) not in typing.get_args(annotation)
+    return annotation, (... if required else setting.default)
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str
-    base_url: str
-    temperature: float = 0.0
-    seed: int | None = None
-    max_tokens: int | None = None
-    context_window: int | None = None
-    max_concurrency: int = 8
-    max_requests_per_s: float | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 6
-    prices: dict[str, float] | None = None
-    check_model: bool = True
+_Travelling: Any = pydantic.create_model(
+    "_Travelling", __config__=ConfigDict(frozen=True, extra="forbid"), __module__=__name__,
+    **{setting.name: _travelling(setting) for setting in declared(JudgeSettings) if setting.spec},
+)
+
+
+class JudgeSpec(_Travelling):
+    """A judge's serialisable settings: what rebuilds the same judge elsewhere. The settings ``JudgeSettings`` marks
+    ``spec`` (``model``, ``base_url``, ``temperature``, ...), whether it caches, and the versions of its prompts.
+    Never the API key (the rebuilt judge reads ``OPENAI_API_KEY`` where it runs) nor credentials in the base URL
+    (shown as ``***``)."""
+
     cache: bool = True
     prompts: dict[str, str] = pydantic.Field(default_factory=installed_prompts)
 
@@ -82,12 +85,9 @@ class JudgeSpec(BaseModel):
     def of(cls, judge: Judge) -> JudgeSpec:
         """The settings of ``judge``."""
         s = judge.settings
-        return cls(
-            model=s.model, base_url=s.shown_url, temperature=s.temperature, seed=s.seed, max_tokens=s.max_tokens,
-            context_window=s.context_window, max_concurrency=s.max_concurrency, max_requests_per_s=s.max_requests_per_s,
-            timeout_s=s.timeout_s, max_retries=s.max_retries, check_model=s.check_model, cache=s.cache_dir is not None,
-            prices=s.prices.model_dump(exclude_none=True) if s.prices is not None else None,
-        )
+        values = {name: getattr(s, name) for name in _Travelling.model_fields}
+        values = {name: v.model_dump(exclude_none=True) if isinstance(v, BaseModel) else v for name, v in values.items()}
+        return cls(**{**values, "base_url": s.shown_url}, cache=s.cache_dir is not None)
 
     def build(self) -> Judge:
         """The judge these settings describe; refused when this installation's prompts are not the ones named."""

@@ -1,6 +1,7 @@
 """How a Judge in batch mode submits its calls: ``BatchOptions``, held in ``JudgeSettings.batch``; and
 ``BatchFilesWritten``, where ``files_dir`` without ``command`` stops a run. Imports nothing of the judge, so the
-settings can hold the options without importing batch mode's machinery."""
+settings can hold the options without importing batch mode's machinery. Those with a flag (``declaration.setting``)
+are the ``mgm evaluate --batch-*`` flags."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..declaration import setting
 
 __all__ = ["OPENAI_MAX_BATCH_LINES", "BatchFilesWritten", "BatchOptions"]
 
@@ -35,14 +38,17 @@ class BatchOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    poll_s: float = Field(30.0, gt=0)
+    poll_s: float = setting(30.0, "seconds between looks at a submitted batch", flag="--batch-poll-s", metavar="S", gt=0)
     quiet_s: float = Field(0.05, ge=0)
     completion_window: str = "24h"
     max_resubmits: int = Field(2, ge=0)
     response_mode: Literal["json_schema", "json_object", "text"] = "json_schema"
     max_lines: int = Field(OPENAI_MAX_BATCH_LINES, ge=1)
-    files_dir: Path | None = None
-    command: str | None = None
+    files_dir: Path | None = setting(None, "batch mode without the Batches API: write the batch files here, for "
+                                     "vLLM's run_batch (implies --batch)", flag="--batch-dir", metavar="DIR")
+    command: str | None = setting(None, "run this on each batch file, {input} and {output} replaced by their paths, "
+                                  "e.g. 'vllm run_batch -i {input} -o {output} --model M' (default: stop, saying what to "
+                                  "run)", flag="--batch-command", metavar="CMD")
 
 
 class BatchFilesWritten(RuntimeError):

@@ -1,0 +1,105 @@
+"""Each judge setting is declared once (``setting(...)``, a field of ``JudgeSettings``) and everything else is derived
+from the declaration: ``Judge``'s signature, attributes and ``repr``, the ``mgm`` judge flags, the scorers' spec and
+the docs table. A new setting is one declaration, and shows in each."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import pickle
+
+import pytest
+
+from mlflow_genai_metrics import Judge
+from mlflow_genai_metrics.cli.common import judge_arguments, judge_options
+from mlflow_genai_metrics.judge import JudgeSettings, declared, setting
+from mlflow_genai_metrics.tracking import JudgeSpec
+
+from conftest import SECRET_KEY
+from test_judge_signature_doc import settings_table
+
+LOCAL = "http://127.0.0.1:9/v1"
+
+
+class StableSettings(JudgeSettings):
+    """Issue 29's setting, declared the one way a setting is."""
+
+    stability: int = setting(1, "how many times each request is asked; the answers must agree", flag="--stability", ge=1)
+
+
+class StableJudge(Judge, settings_type=StableSettings):
+    pass
+
+
+def test_a_setting_declared_once_shows_in_the_constructor_the_cli_and_the_docs_table():
+    parameter = inspect.signature(StableJudge).parameters["stability"]
+    assert (parameter.kind, parameter.default, parameter.annotation) == (parameter.KEYWORD_ONLY, 1, int)
+    judge = StableJudge("m", LOCAL, stability=3, cache_dir=None)
+    assert judge.stability == 3 and judge.settings.stability == 3 and "stability=3" in repr(judge)
+    assert "``stability`` (1): how many times" in StableJudge.__doc__
+    with pytest.raises(AttributeError, match="with_limits"):
+        judge.stability = 2  # type: ignore[misc]
+    with pytest.raises(ValueError, match="stability"):
+        StableJudge("m", LOCAL, stability=0)
+    assert pickle.loads(pickle.dumps(judge)).stability == 3
+    assert judge.with_limits(max_concurrency=2, max_requests_per_s=None).stability == 3
+
+    parser = argparse.ArgumentParser()
+    judge_options(parser, settings_type=StableSettings)
+    assert "--stability STABILITY" in parser.format_help()
+    given = judge_arguments(parser.parse_args(["--stability", "2", "--judge-model", "m", "--judge-base-url", LOCAL]),
+                            settings_type=StableSettings)
+    assert (given["stability"], given["model"]) == (2, "m")
+    assert StableJudge(**given, cache_dir=None).stability == 2
+
+    assert "| `stability` | `1` | how many times each request is asked; the answers must agree |" in settings_table(StableSettings)
+    assert "stability" not in inspect.signature(Judge).parameters  # the base judge is left as it was
+
+
+def test_every_declared_setting_is_a_parameter_and_the_rest_are_not():
+    names = [s.name for s in declared(JudgeSettings)]
+    assert list(inspect.signature(Judge).parameters) == names
+    assert set(JudgeSettings.model_fields) - set(names) == {"api_key_given"}  # worked out by resolve
+    assert [name for name, p in inspect.signature(Judge).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD] == [
+        "model", "base_url", "api_key"]
+
+
+def test_an_unknown_setting_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match="max_retrys"):
+        Judge("m", LOCAL, max_retrys=2)
+    with pytest.raises(TypeError):
+        Judge("m", LOCAL, "key", "a fourth positional")
+
+
+def test_repr_shows_the_settings_that_differ_from_their_defaults_never_the_key_or_url_credentials():
+    judge = Judge("m", "http://user:hunter2-secret@127.0.0.1:9/v1", SECRET_KEY, seed=7, cache_dir=None)
+    assert repr(judge) == "Judge(model='m', base_url='http://***@127.0.0.1:9/v1', seed=7, cache_dir=None)"
+
+
+def test_the_mgm_flags_are_the_declared_ones_with_their_names():
+    parser = argparse.ArgumentParser()
+    judge_options(parser)
+    flags = {option for action in parser._actions for option in action.option_strings} - {"-h", "--help"}
+    assert flags == {"--judge-model", "--judge-base-url", "--judge-context", "--concurrency", "--prices", "--max-calls",
+                     "--max-cost-usd", "--batch", "--batch-poll-s", "--batch-dir", "--batch-command"}
+    left_out = argparse.ArgumentParser()
+    judge_options(left_out, leave_out=("batch",))
+    assert judge_arguments(left_out.parse_args([])) == {
+        "model": None, "base_url": None, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
+        "max_cost_usd": None}
+
+
+def test_batch_flags_make_the_batch_options():
+    parser = argparse.ArgumentParser()
+    judge_options(parser)
+    assert judge_arguments(parser.parse_args([]))["batch"] is None
+    assert judge_arguments(parser.parse_args(["--batch-poll-s", "5"]))["batch"] is None  # a poll interval alone is not batch mode
+    assert judge_arguments(parser.parse_args(["--batch"]))["batch"].poll_s == 30.0
+    options = judge_arguments(parser.parse_args(["--batch-dir", "files", "--batch-poll-s", "5"]))["batch"]
+    assert (str(options.files_dir), options.poll_s, options.command) == ("files", 5.0, None)  # --batch-dir implies --batch
+
+
+def test_the_scorers_spec_carries_the_settings_marked_spec():
+    spec = JudgeSpec.model_fields
+    assert list(spec) == [s.name for s in declared(JudgeSettings) if s.spec] + ["cache", "prompts"]
+    assert spec["model"].is_required() and spec["base_url"].is_required() and spec["max_concurrency"].default == 8
