@@ -184,7 +184,7 @@ def support_scenario(mean: float, effect: float, concentration: float = 6.0, rho
 
 def bleu_from_sums(summed) -> float:
     """Corpus BLEU from summed ``[hyp_len, ref_len, correct_1..4, total_1..4]``: sacreBLEU's ``compute_bleu``
-    (smooth exp, no effective order, as ``sacrebleu_metrics.corpus_score("bleu", ...)``) in a few lines, because
+    (smooth exp, no effective order, as ``reference.corpus_score("bleu", ...)``) in a few lines, because
     the simulation calls it millions of times; ``check_bleu`` holds it to sacreBLEU's number."""
     hyp, ref, *rest = summed.tolist() if isinstance(summed, np.ndarray) else list(summed)
     correct, total = rest[:4], rest[4:8]
@@ -206,7 +206,7 @@ def bleu_from_sums(summed) -> float:
 def check_bleu(population: np.ndarray, rng: np.random.Generator, samples: int = 300) -> int:
     """Compare ``bleu_from_sums`` with sacreBLEU's own corpus score on sums of random parts of a population
     (including tiny ones, where smoothing and the brevity penalty bite); returns how many were checked."""
-    from mlflow_genai_metrics.sacrebleu_metrics import corpus_score
+    from mlflow_genai_metrics.reference import corpus_score
 
     for i in range(samples):
         rows = population[rng.integers(0, len(population), 1 + i % 40)]

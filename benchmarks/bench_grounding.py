@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> list[str]:
 
     from mlflow_genai_metrics import grounding_metrics, traditional_metrics
     from mlflow_genai_metrics.grounding import model_tag
-    from mlflow_genai_metrics.grounding.text import stem
+    from mlflow_genai_metrics.grounding.words import stem
 
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()][: args.rows]
     sources = [r["text"] for r in rows]

@@ -38,7 +38,7 @@ from mlflow_genai_metrics.local import LocalModelServer  # noqa: E402
 from mlflow_genai_metrics.prompts import Prompt, load_prompt  # noqa: E402
 from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript  # noqa: E402
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of  # noqa: E402
-from mlflow_genai_metrics.traditional import split_sentences  # noqa: E402
+from mlflow_genai_metrics.text import split_sentences  # noqa: E402
 
 # llama.cpp's per-completion timing line (llama_perf_context_print), printed with --verbose True.
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")

@@ -39,7 +39,7 @@ def baseline(predictions, references):
     import sacrebleu
     from rouge_score import rouge_scorer
 
-    from mlflow_genai_metrics.traditional import split_sentences
+    from mlflow_genai_metrics.text import split_sentences
 
     scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
     lsum_scorer = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
@@ -61,7 +61,7 @@ def main() -> None:
     records, predictions, references = load(args.rows)
 
     from mlflow_genai_metrics import traditional_metrics
-    from mlflow_genai_metrics.traditional import paired_corpus_difference
+    from mlflow_genai_metrics.reference import paired_corpus_difference
 
     timings = {}
     started = time.perf_counter()

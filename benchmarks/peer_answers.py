@@ -14,7 +14,7 @@ import json
 import re
 
 from mlflow_genai_metrics.testing import Reply, ScriptedRequest, SummarizationJudgeScript, marked_sections
-from mlflow_genai_metrics.traditional import split_sentences
+from mlflow_genai_metrics.text import split_sentences
 
 _KEYS = ["verdicts", "answers", "questions", "truths", "claims", "statements", "reason"]
 

@@ -1,6 +1,6 @@
 """mlflow_genai_metrics: LLM-as-a-judge summarization metrics, trustworthy and cheap, as first-class MLflow evaluations.
 
-The core (``judge``, ``summarization``, ``traditional``, ``stats``) imports nothing from MLflow; everything
+The core (``judge``, ``summarization``, ``reference``, ``stats``) imports nothing from MLflow; everything
 MLflow-specific lives in one subpackage.
 """
 
@@ -32,7 +32,7 @@ from .summarization import (
     judge_summaries_frame,
 )
 from .summarization.grounding_only import GroundingResult, grounding_metrics
-from .traditional import TraditionalResult, traditional_metrics
+from .reference import TraditionalResult, traditional_metrics
 
 # The MLflow layer loads on first use, so that judging without MLflow never pays for importing it.
 _TRACKING_NAMES = {

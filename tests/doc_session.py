@@ -24,7 +24,7 @@ from doc_blocks import Block
 
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of
-from mlflow_genai_metrics.traditional import split_sentences
+from mlflow_genai_metrics.text import split_sentences
 
 __all__ = ["GIVENS", "HOSTED_MODELS", "HostedEndpoint", "Outcome", "PageSession", "project_folder", "run_page"]
 

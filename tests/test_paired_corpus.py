@@ -11,7 +11,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mlflow_genai_metrics.paired import paired_corpus, paired_ratio
 from mlflow_genai_metrics.stats import RatioStatistic
-from mlflow_genai_metrics.traditional import paired_corpus_difference, traditional_metrics
+from mlflow_genai_metrics.reference import paired_corpus_difference, traditional_metrics
 
 WORDS = "the council approved budget mayor said city plan new school road tax vote week report police rail".split()
 

@@ -14,8 +14,8 @@ from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mlflow_genai_metrics import traditional_metrics
-from mlflow_genai_metrics.sacrebleu_metrics import PRIVATE_CALLS, check_sacrebleu
-from mlflow_genai_metrics.traditional import corpus_scores, lcs_length, split_sentences, traditional_signatures
+from mlflow_genai_metrics.reference import PRIVATE_CALLS, check_sacrebleu, corpus_scores, traditional_signatures
+from mlflow_genai_metrics.text import lcs_length, split_sentences
 
 from conftest import SHARED_DATA
 
@@ -118,7 +118,7 @@ def test_per_row_statistics_are_sacrebleus_own_segment_statistics(name, metric):
 def test_the_private_sacrebleu_calls_keep_the_parameters_we_pass(cls, method, parameters):
     found = getattr(getattr(sacrebleu.metrics, cls), method, None)
     implemented = callable(found) and not getattr(found, "__isabstractmethod__", False)
-    assert implemented, f"{VERSION} has no {cls}.{method}: see mlflow_genai_metrics/sacrebleu_metrics.py"
+    assert implemented, f"{VERSION} has no {cls}.{method}: see mlflow_genai_metrics/reference/sacrebleu_metrics.py"
     assert tuple(inspect.signature(found).parameters)[1:] == parameters, f"{VERSION} changed {cls}.{method}'s parameters"
 
 
@@ -140,6 +140,27 @@ def test_the_sum_of_parts_as_floats_gives_the_corpus_scores():
         for name, segments in result.statistics.items()
     }
     assert corpus_scores(summed) == {name: result.metrics[name] for name in ("bleu", "chrf", "ter")}
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        slice(0, 2), slice(1, 4), slice(2, 5), slice(4, 5),  # a few rows at a time, the last with an empty hypothesis
+        "empty references",  # TER with no reference words: 100 with edits, 0 without (sacreBLEU's own rule)
+        "nothing at all",
+    ],
+)
+def test_corpus_scores_from_summed_statistics_equal_sacrebleus_corpus_score_on_any_rows(rows):
+    if rows == "empty references":
+        hypotheses, references = ["Some words here", ""], ["", ""]
+    elif rows == "nothing at all":
+        hypotheses, references = [""], [""]
+    else:
+        hypotheses, references = HYPOTHESES[rows], REFERENCES[rows]
+    result = traditional_metrics(hypotheses, references, ter=True, n_jobs=1)
+    summed = {name: [sum(column) for column in zip(*segments)] for name, segments in result.statistics.items()}
+    expected = {name: metric().corpus_score(hypotheses, [references]).score for name, metric in (("bleu", BLEU), ("chrf", CHRF), ("ter", TER))}
+    assert corpus_scores(summed) == expected, f"{VERSION}: {rows}"
 
 
 def test_a_missing_private_sacrebleu_call_is_refused_naming_the_version(monkeypatch):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..traditional import lcs_length
-from .text import Sentence, Token, analyse_sentences, opposites
+from ..text import lcs_length
+from .words import Sentence, Token, analyse_sentences, opposites
 
 __all__ = [
     "ROW_FEATURES",

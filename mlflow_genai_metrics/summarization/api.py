@@ -12,7 +12,7 @@ from ..judge import BatchOptions, Judge, Usage
 from ..signature import summarization_signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..tables import MissingColumnError
-from ..traditional import statistics_column, traditional_metrics
+from ..reference import statistics_column, traditional_metrics
 from .judging import check_settings, judge_rows, prepare_rows
 from .records import RowInput, RowJudgement
 from .result import SummarizationResult

@@ -25,7 +25,7 @@ import pandas as pd
 from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio
 from ..signature import FAMILY_PARTS, Signature
 from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..traditional import paired_corpus_difference, statistics_column
+from ..reference import paired_corpus_difference, statistics_column
 from .ids import canonical_id
 from .metrics import METRICS, MetricSpec
 from .scoring import rate_statistics

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..judge import MESSAGE_OVERHEAD_TOKENS, Judge, JudgeRequest, Prices, estimate_tokens
-from ..traditional import split_sentences
+from ..text import split_sentences
 from .api import PROMPT_RESERVE_TOKENS, source_token_budget
 from .chunking import split_source
 from .judging import has_words, prepare_rows

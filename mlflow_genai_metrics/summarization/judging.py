@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..judge import Judge
-from ..traditional import _texts
+from ..text import texts
 from .chunking import MIN_CHUNK_TOKENS
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_cache
 from .ids import canonical_id
@@ -114,7 +114,7 @@ def prepare_rows(
             raise ValueError(f"ids has {len(id_list)} rows but sources has {len(source_list)}")
     reference_list: list[Any] = [None] * len(source_list)
     if references is not None:
-        reference_list = _texts(_as_list(references, "references"), "reference", allow_sentence_lists=True)
+        reference_list = texts(_as_list(references, "references"), "reference", allow_sentence_lists=True)
         if len(reference_list) != len(source_list):
             raise ValueError(f"references has {len(reference_list)} rows but sources has {len(source_list)}")
     problems: list[str] = []

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..traditional import split_sentences
+from ..text import split_sentences
 from .script import Reply, ScriptedRequest
 
 __all__ = ["SummarizationJudgeScript", "marked_sections", "pass_of"]

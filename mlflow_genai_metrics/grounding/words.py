@@ -1,6 +1,6 @@
 """Small, local text handling for the grounding check: sentences, tokens, Porter stems, numbers, names.
 
-Nothing is downloaded: sentences are split by ``traditional.split_sentences`` (a rule), tokens by one regular
+Nothing is downloaded: sentences are split by ``text.split_sentences`` (a rule), tokens by one regular
 expression, stems by NLTK's ``PorterStemmer`` (code, no data package). Every word's analysis is memoised, so a
 corpus pays for each distinct word once.
 """
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..traditional import split_sentences
+from ..text import split_sentences
 
 __all__ = ["NEGATIONS", "STOPWORDS", "Sentence", "Token", "analyse_sentences", "opposites", "stem"]
 

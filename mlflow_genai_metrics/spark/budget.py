@@ -13,7 +13,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .judge import Judge
+from ..judge import Judge
 
 __all__ = ["BudgetShares", "keep_to_partition_share", "partition_budgets"]
 

@@ -1,0 +1,131 @@
+"""``judge_summaries_spark``: checks the DataFrame, partitions it by source and plans the judging (lazily)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..judge import Judge
+from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..summarization.api import source_token_budget
+from ..summarization.grounded import grounding_cache
+from ..summarization.metrics import METRICS
+from ..tables import MissingColumnError
+from .budget import partition_budgets
+from .plan import PartitionPlan, judged_schema
+from .result import SparkSummarizationResult
+
+__all__ = ["judge_summaries_spark"]
+
+_ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
+def _validate(
+    df: DataFrame, source_col: str, summary_col: str, id_col: str, reference_col: str | None, carry_cols: tuple[str, ...]
+) -> None:
+    """Problems that would stop a single-process run stop this one too, before any call, naming the rows."""
+    wanted = [c for c in (source_col, summary_col, id_col, reference_col, *carry_cols) if c is not None]
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {df.columns}")
+    clashes = [c for c in carry_cols if c in judged_schema(T.StringType(), [], True, True).fieldNames()]
+    if clashes:
+        raise ValueError(f"carry_cols {clashes} would overwrite result columns of the same name; rename them first")
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if not isinstance(types[id_col], _ID_TYPES):
+        raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
+    for name in (source_col, summary_col, *([reference_col] if reference_col else [])):
+        if not isinstance(types[name], T.StringType):
+            raise TypeError(f"the column {name!r} is {types[name].simpleString()}, not string")
+    source = F.col(source_col)
+    problems = [
+        (F.col(id_col).isNull(), "the id is missing"),
+        (source.isNull(), "the source is missing"),
+        (source.isNotNull() & (F.trim(source) == ""), "the source is empty"),
+    ]
+    if reference_col:
+        problems.append((F.col(reference_col).isNull(), "the reference is missing"))
+    problem = F.coalesce(*[F.when(test, F.lit(text)) for test, text in problems])
+    found = [f"id {r[id_col]!r}: {r['_problem']}" for r in df.select(id_col, problem.alias("_problem")).where("_problem IS NOT NULL").limit(20).collect()]
+    repeated = df.groupBy(id_col).count().where("count > 1").limit(20).collect()
+    found += [f"id {r[id_col]!r}: the id appears {r['count']} times; ids must be unique" for r in repeated]
+    if found:
+        raise ValueError("cannot judge these rows (at most 20 of each kind shown):\n  " + "\n  ".join(found))
+
+
+def judge_summaries_spark(
+    df: DataFrame,
+    *,
+    judge: Judge,
+    source_col: str = "source",
+    summary_col: str = "summary",
+    id_col: str = "id",
+    reference_col: str | None = None,
+    coverage: bool = True,
+    grounding: bool = True,
+    ter: bool = False,
+    max_source_tokens: int | None = None,
+    partitions: int | None = None,
+    carry_cols: Sequence[str] = (),
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> SparkSummarizationResult:
+    """Judge each summary of ``df`` against its source on Spark; see the module's documentation.
+
+    ``carry_cols`` (e.g. ``["model", "category"]``) are carried into ``rows`` after ``id``, so the result can be
+    grouped without a join. ``grounding`` adds the model-free check, as ``judge_summaries`` does.
+    ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
+    that run at once gets an equal share (at least one call in flight); its ``max_calls`` and ``max_cost_usd`` are
+    the job's too, what is left of them split over the partitions by their rows (``spark.budget``), never
+    multiplied. ``partitions`` defaults to Spark's default
+    parallelism. The judging runs when the result is first used (``metrics``, an action on ``rows``...); the judged
+    rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
+    """
+    carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
+    _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
+    if grounding and (store := grounding_cache(judge)) is not None:
+        store.close()  # opened once here: a grounding cache that cannot be read stops the job before any call
+    spark = df.sparkSession
+    parallelism = spark.sparkContext.defaultParallelism
+    partitions = partitions or parallelism
+    at_once = max(1, min(partitions, parallelism))
+    share = judge.with_limits(
+        max_concurrency=max(1, judge.max_concurrency // at_once),
+        max_requests_per_s=None if judge.max_requests_per_s is None else judge.max_requests_per_s / at_once,
+    )
+    if max_source_tokens is None:
+        max_source_tokens = source_token_budget(judge)
+    carried = [df.schema[name] for name in carry_cols]
+    schema = judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None, ter, grounding)
+    registry = METRICS.snapshot()
+    plan = PartitionPlan(
+        share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols,
+        uuid.uuid4().hex, registry, ter, grounding, partition_budgets(df, judge, partitions, source_col),
+    )
+    wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
+    judged = (
+        df.select(*wanted)
+        .repartition(partitions, source_col)
+        .sortWithinPartitions(source_col)
+        .mapInPandas(plan, schema)
+        .persist()
+    )
+    return SparkSummarizationResult(
+        judged=judged,
+        judge=judge,
+        registry=registry,
+        max_source_tokens=max_source_tokens,
+        coverage=coverage,
+        references=reference_col is not None,
+        ter=ter,
+        grounding=grounding,
+        prices=judge.prices,
+        resamples=resamples,
+        seed=seed,
+        confidence=confidence,
+    )

@@ -1,0 +1,139 @@
+"""What each Spark task runs: the judged rows' schema and the partition plan, which judges a partition's rows with
+the same code one process runs (``prepare_rows``, ``judge_rows``, ``rows_table``) and adds the reference metrics."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pandas as pd
+from pyspark.sql import types as T
+
+from ..judge import USAGE_SUMS, Judge
+from ..reference import ROUGE_TYPES, statistics_column, traditional_metrics
+from ..summarization.grounded import grounding_cache
+from ..summarization.judging import judge_rows, prepare_rows
+from ..summarization.metrics import METRICS, MetricRegistry
+from ..summarization.scoring import USAGE_COLUMNS, row_families, rows_table
+from .budget import BudgetShares, keep_to_partition_share
+
+__all__ = ["HIDDEN_USAGE_SUMS", "INTERNAL_COLUMNS", "USAGE_COUNTS", "PartitionPlan", "corpus_names", "judged_schema"]
+
+USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed into the result's usage
+# Every usage sum without a column of the rows table (judge_requests is Spark's own), carried hidden so the
+# result's usage has them all: one added to Usage later is summed here too, never a silent 0.
+HIDDEN_USAGE_SUMS = tuple(name for name in USAGE_SUMS if f"judge_{name}" not in (*USAGE_COLUMNS, "judge_requests"))
+INTERNAL_COLUMNS = ["_claims", "_key_points", "_usage_counts", *(f"_usage_{name}" for name in HIDDEN_USAGE_SUMS)]
+
+
+def corpus_names(ter: bool) -> tuple[str, ...]:
+    """The corpus metrics computed with references (TER only on request: it is slow)."""
+    return ("bleu", "chrf", *(("ter",) if ter else ()))
+
+
+def judged_schema(
+    id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False, grounding: bool = True
+) -> T.StructType:
+    long, double, text = T.LongType(), T.DoubleType(), T.StringType()
+    fields = [T.StructField("id", id_type), *carried]
+    families = row_families(coverage=coverage, grounding=grounding)
+    fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows(*families)]
+    fields += [T.StructField("reasoning", text)]
+    fields += [T.StructField("coverage_reasoning", text)] if coverage else []
+    fields += [T.StructField("grounding_reasoning", text)] if grounding else []
+    fields += [T.StructField("error", text)]
+    fields += [T.StructField(name, double if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
+    fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
+    fields += [T.StructField("key_points_key", text)] if coverage else []
+    if references:
+        fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, *corpus_names(ter), "summary_words", "compression_ratio")]
+        # sacreBLEU's per-row statistics stay in the rows, as in one process: corpus scores and paired tests use them
+        fields += [T.StructField(statistics_column(name), T.ArrayType(double)) for name in corpus_names(ter)]
+        fields += [T.StructField("reference_key", text)]
+    fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_usage_counts", text)]
+    fields += [T.StructField(f"_usage_{name}", long) for name in HIDDEN_USAGE_SUMS]
+    return T.StructType(fields)
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """Everything one partition needs; pickled into each task."""
+
+    judge: Judge
+    source_col: str
+    summary_col: str
+    id_col: str
+    reference_col: str | None
+    coverage: bool
+    max_source_tokens: int | None
+    columns: list[str]
+    carry_cols: tuple[str, ...]
+    run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
+    registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
+    ter: bool = False
+    grounding: bool = True
+    budgets: BudgetShares | None = None  # per partition, its part of the judge's budget (None: the judge has none)
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        # Every store the partition uses is open before its first call (the judge's since the plan was unpickled),
+        # so a file that cannot be read fails the task before anything is paid; each batch's stores share them.
+        store = grounding_cache(self.judge) if self.grounding else None
+        try:
+            yield from self._judged(batches)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _judged(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        held: pd.DataFrame | None = None
+        for batch in batches:
+            # Rows arrive sorted by source; the last source of a batch may go on in the next one, so it waits and
+            # every source's rows are judged together (its key points extracted once).
+            batch = batch if held is None else pd.concat([held, batch], ignore_index=True)
+            last = batch[self.source_col].iloc[-1] if len(batch) else None
+            complete = batch[self.source_col] != last
+            held = batch[~complete]
+            if complete.any():
+                yield self._judge(batch[complete].reset_index(drop=True))
+        if held is not None and len(held):
+            yield self._judge(held.reset_index(drop=True))
+
+    def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
+        keep_to_partition_share(self.judge, self.budgets)  # the task's judge came with the whole budget
+        rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
+        judgements = judge_rows(
+            rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False, grounding=self.grounding
+        )
+        table = rows_table(judgements, coverage=self.coverage, grounding=self.grounding, registry=self.registry)
+        table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
+        for name in self.carry_cols:
+            table[name] = batch[name].to_numpy()
+        table["judge_requests"] = [j.usage.requests for j in judgements]
+        table["_usage_counts"] = [json.dumps(j.usage.model_dump(include=set(USAGE_COUNTS))) for j in judgements]
+        for name in HIDDEN_USAGE_SUMS:
+            table[f"_usage_{name}"] = [getattr(j.usage, name) for j in judgements]
+        table["source_key"] = [row.source_key for row in rows]
+        table["_claims"] = [
+            json.dumps([
+                {"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates,
+                 "lexical_support": c.lexical_support, "suspect": c.suspect}
+                for n, c in enumerate(j.claims, start=1)
+            ])
+            for j in judgements
+        ]
+        table["_key_points"] = [
+            json.dumps([{"key_point_index": n, "key_point": p.key_point, "covered": p.covered, "reason": p.reason}
+                        for n, p in enumerate(j.key_points or [], start=1)])
+            for j in judgements
+        ]
+        if self.reference_col is not None:
+            traditional = traditional_metrics(
+                [r.summary for r in rows], batch[self.reference_col].tolist(), [r.source for r in rows], ter=self.ter, n_jobs=1
+            )
+            for name in traditional.rows.columns:
+                table[name] = traditional.rows[name].to_numpy(dtype=float)
+            for name, values in traditional.statistics.items():
+                table[statistics_column(name)] = [list(map(float, s)) for s in values]
+            table["reference_key"] = traditional.reference_keys
+        return table[self.columns]
