@@ -50,6 +50,13 @@ def test_bench_throughput_smoke():
     assert "Peers on the same" not in out
 
 
+def test_bench_rerun_smoke():
+    out = run("bench_rerun.py", "--rows", "12", "--case", "0.01:4", "--repeat", "1", "--reruns", "2")
+    [row] = markdown_table(out, "endpoint")
+    assert row["endpoint"] == "10 ms, 4 slots" and row["rerun calls"] == "0"
+    assert all(share.endswith("%") for share in row["rerun / first (best, median, worst)"].split(", "))
+
+
 @needs_peers
 def test_bench_throughput_peers_smoke():
     """Each peer runs concurrently (more than one request in flight at the endpoint), its calls counted from the

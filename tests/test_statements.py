@@ -34,3 +34,11 @@ def test_near_duplicate_claims_are_verified_once(scripted_server):
 def test_a_minus_sign_before_a_number_makes_another_statement():
     kept, removed = distinct_statements(["It was -5 degrees.", "It was 5 degrees.", "It was \u22125 degrees"])
     assert kept == ["It was -5 degrees.", "It was 5 degrees."] and removed == [1, 0]
+
+
+def test_punctuation_of_any_script_is_dropped_and_symbols_are_kept():
+    # ASCII texts take a table, others each character's category: the same key either way. '%' is punctuation
+    # (Po), '$' and '+' are symbols (Sc, Sm); the guillemets and the ideographic full stop are punctuation too.
+    kept, removed = distinct_statements(["Prices rose 5%.", "prices rose 5%", "\u00abPrices rose 5\uff05\u00bb", "Prices rose 5\u3002",
+                                         "Prices rose 5$", "Prices rose 5+", "Pr\u00efces rose 5$"])
+    assert kept == ["Prices rose 5%.", "Prices rose 5$", "Prices rose 5+", "Pr\u00efces rose 5$"] and removed == [3, 0, 0, 0]

@@ -67,8 +67,12 @@ class Limiter:
         with self._lock:
             while self._waiters:
                 waiter = self._waiters.popleft()
+                loop = waiter.get_loop()
                 try:
-                    waiter.get_loop().call_soon_threadsafe(_grant, waiter)
+                    if loop is _running_loop():  # its own thread: no need to wake the loop through its self-pipe
+                        loop.call_soon(_grant, waiter)
+                    else:
+                        loop.call_soon_threadsafe(_grant, waiter)
                     return
                 except RuntimeError:  # its loop is closed: nobody is left to take the slot there
                     continue
@@ -79,6 +83,13 @@ class Limiter:
 
     async def __aexit__(self, *exc: object) -> None:
         self.release()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _grant(waiter: asyncio.Future[None]) -> None:
