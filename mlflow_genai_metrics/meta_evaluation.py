@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .judge import Judge
-from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED, category_bootstrap_interval
+from .stats import StatisticsOptions, category_bootstrap_interval
 from .summarization import SummarizationResult, judge_summaries
 from .summarization.scoring import Estimate
 from .tables import load_labelled
@@ -96,9 +96,7 @@ def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
         return (n * (tp + tn) - chance) / (n * n - chance)
 
 
-def binary_agreement(
-    confusion, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, confidence: float = 0.95
-) -> dict[str, Estimate]:
+def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, Estimate]:
     """Balanced accuracy and Cohen's kappa of a judge against people from the 2 x 2 confusion matrix (rows: people
     no/yes, columns: judge no/yes), each with its percentile bootstrap interval (pairs resampled: a multinomial draw
     over the four cells, ``stats.category_bootstrap_interval``) and n, the pairs it stands on.
@@ -108,7 +106,9 @@ def binary_agreement(
     cells = np.asarray(confusion, dtype=np.int64).reshape(4)  # tn, fp, fn, tp
     found = {}
     for name, statistic in (("balanced_accuracy", _balanced_accuracy), ("cohen_kappa", _cohen_kappa)):
-        low, high = category_bootstrap_interval(cells, statistic, resamples=resamples, seed=seed, confidence=confidence)
+        low, high = category_bootstrap_interval(
+            cells, statistic, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence
+        )
         found[name] = Estimate(name, float(statistic(cells)), low, high, int(cells.sum()), "bootstrap")
     return found
 
@@ -118,7 +118,9 @@ def confusion_frame(matrix, *, people=("inconsistent", "consistent"), judge=("no
     return pd.DataFrame(np.asarray(matrix, dtype=int), index=[f"people: {p}" for p in people], columns=[f"judge: {j}" for j in judge])
 
 
-def agreement(human_binary, judge_aligned, human_graded, judge_support_rate) -> tuple[dict[str, float], pd.DataFrame]:
+def agreement(
+    human_binary, judge_aligned, human_graded, judge_support_rate, statistics: StatisticsOptions = StatisticsOptions()
+) -> tuple[dict[str, float], pd.DataFrame]:
     """The agreement statistics over rows where both sides have a value."""
     from scipy.stats import kendalltau, spearmanr
 
@@ -127,7 +129,7 @@ def agreement(human_binary, judge_aligned, human_graded, judge_support_rate) -> 
     y_true, y_pred = human_binary[both].astype(int), judge_aligned[both].astype(int)
     matrix = np.bincount(2 * y_true + y_pred, minlength=4).reshape(2, 2)
     metrics: dict[str, float] = {"rows_compared": float(both.sum())}
-    for estimate in binary_agreement(matrix).values():
+    for estimate in binary_agreement(matrix, statistics).values():
         metrics.update(estimate.as_metrics())
     graded, support = np.asarray(human_graded, dtype=float), np.asarray(judge_support_rate, dtype=float)
     usable = ~np.isnan(graded) & ~np.isnan(support)
@@ -138,12 +140,20 @@ def agreement(human_binary, judge_aligned, human_graded, judge_support_rate) -> 
     return metrics, confusion_frame(matrix)
 
 
-def meta_evaluate(labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None) -> MetaReport:
-    """Judge the labelled pairs (claims and verification only) and measure agreement with the human labels."""
+def meta_evaluate(
+    labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None,
+    statistics: StatisticsOptions | None = None,
+) -> MetaReport:
+    """Judge the labelled pairs (claims and verification only) and measure agreement with the human labels.
+
+    ``seed`` draws the sample; ``statistics`` (a ``stats.StatisticsOptions``) sets every interval, the result's and
+    the agreement's."""
+    statistics = statistics or StatisticsOptions()
     rows = stratified_labelled_sample(labelled, sample, seed=seed)
-    result = judge_summaries(rows["source"], rows["summary"], judge=judge, ids=rows["id"], coverage=False, progress=progress)
+    result = judge_summaries(rows["source"], rows["summary"], judge=judge, ids=rows["id"], coverage=False, progress=progress,
+                             statistics=statistics)
     table = result.rows
-    metrics, confusion = agreement(rows["human_binary"], table["aligned"], rows["human_graded"], table["support_rate"])
+    metrics, confusion = agreement(rows["human_binary"], table["aligned"], rows["human_graded"], table["support_rate"], statistics)
     metrics.update(
         rows=float(len(rows)),
         judge_error_rate=result.metrics["judge_error_rate"],

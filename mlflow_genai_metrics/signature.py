@@ -26,6 +26,7 @@ from .prompts import PROMPT_NAMES, load_prompt
 
 if TYPE_CHECKING:
     from .judge import Judge
+    from .stats import StatisticsOptions
 
 __all__ = ["FAMILY_PARTS", "JudgePart", "Part", "Signature", "parse_signature", "signature_differences", "summarization_signature"]
 
@@ -157,12 +158,11 @@ def summarization_signature(
     response_mode: str | None = None,
     reference: dict[str, str] | None = None,
     grounding: str | None = None,
-    resamples: int | None = None,
-    confidence: float | None = None,
-    bootstrap_seed: int | None = None,
+    statistics: StatisticsOptions | None = None,
 ) -> str:
     """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings;
-    ``grounding`` is the grounding model's tag (``grounding:v1-dff1``), its field reads ``grounding:v1-dff1``.
+    ``grounding`` is the grounding model's tag (``grounding:v1-dff1``), its field reads ``grounding:v1-dff1``;
+    ``statistics`` the statistics part (None: none; ``bootstrap_seed`` is its ``seed``).
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
     judge_part = None
     if judge is not None:
@@ -175,8 +175,9 @@ def summarization_signature(
             chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
         )
     return Signature(
-        judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None, resamples=resamples, confidence=confidence,
-        bootstrap_seed=bootstrap_seed, version=__version__,
+        judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None,
+        resamples=statistics.resamples if statistics else None, confidence=statistics.confidence if statistics else None,
+        bootstrap_seed=statistics.seed if statistics else None, version=__version__,
     ).format()
 
 

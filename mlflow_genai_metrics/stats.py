@@ -29,6 +29,7 @@ from a Spark run's histogram.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ __all__ = [
     "MIN_INTERVAL_ROWS",
     "RatioHistogram",
     "RatioStatistic",
+    "StatisticsOptions",
     "bca_interval",
     "bootstrap_interval",
     "category_bootstrap_interval",
@@ -54,6 +56,36 @@ DEFAULT_SEED = 12345
 # benchmark (skewed counts, bounded shares, claim ratios); below it no interval is reported.
 MIN_INTERVAL_ROWS = 20
 _BATCH = 100  # resamples per vectorised step: bounds memory at ~100 x rows values
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class StatisticsOptions:
+    """How every interval and paired test of a result or comparison is computed, passed whole from the public
+    functions (``statistics=StatisticsOptions(resamples=200)``, or the same fields as keywords) down to the math.
+
+    ``resamples``: bootstrap resamples, an integer >= 1 (a few hundred or more for a stable interval; also the
+    random permutations' count where a paired test cannot enumerate them); ``seed``: the fixed seed of the draws,
+    an integer >= 0, so that a rerun gives the same interval; ``confidence``: the level of every interval,
+    strictly between 0 and 1 (a comparison's tests are significant below 1 - ``confidence``). A bad value is
+    refused here, before any judge call. The statistics part of a result's signature records them.
+    """
+
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not _is_integer(self.resamples) or self.resamples < 1:
+            raise ValueError(f"resamples must be an integer >= 1, got {self.resamples!r}")
+        confidence = self.confidence
+        if not isinstance(confidence, numbers.Real) or isinstance(confidence, bool) or not 0 < confidence < 1:
+            raise ValueError(f"confidence must be a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
+        if not _is_integer(self.seed) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
 
 
 @dataclass(frozen=True)

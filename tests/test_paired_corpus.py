@@ -10,8 +10,8 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mlflow_genai_metrics.paired import paired_corpus, paired_ratio
-from mlflow_genai_metrics.stats import RatioStatistic
 from mlflow_genai_metrics.reference import paired_corpus_difference, traditional_metrics
+from mlflow_genai_metrics.stats import RatioStatistic, StatisticsOptions
 
 WORDS = "the council approved budget mayor said city plan new school road tax vote week report police rail".split()
 
@@ -57,7 +57,7 @@ def test_a_clearly_better_system_has_a_lower_ter_and_a_small_p(scored):
 @pytest.mark.parametrize("name, metric", [("bleu", BLEU), ("chrf", CHRF), ("ter", TER)])
 def test_the_point_estimate_is_sacrebleus_corpus_score_difference(scored, name, metric):
     references, worse, better, a, b = scored
-    result = paired_corpus_difference(name, a.statistics[name], b.statistics[name], resamples=10)
+    result = paired_corpus_difference(name, a.statistics[name], b.statistics[name], statistics=StatisticsOptions(resamples=10))
     expected_a = metric().corpus_score(worse, [references]).score
     expected_b = metric().corpus_score(better, [references]).score
     assert (result.a, result.b, result.difference) == (expected_a, expected_b, expected_b - expected_a)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlflow_genai_metrics.judge import JudgeError, Usage
+from mlflow_genai_metrics.stats import StatisticsOptions
 from mlflow_genai_metrics.summarization.comparison import paired_table
 from mlflow_genai_metrics.summarization.metrics import METRICS
 from mlflow_genai_metrics.summarization.records import CheckedClaim, CoveredKeyPoint, RowError, RowJudgement
@@ -37,7 +38,7 @@ def judgements(rows) -> list[RowJudgement]:
 
 
 def metrics_of(rows, resamples=200):
-    return aggregate_metrics(rows_table(judgements(rows)), Usage(), resamples=resamples)
+    return aggregate_metrics(rows_table(judgements(rows)), Usage(), statistics=StatisticsOptions(resamples=resamples))
 
 
 @settings(max_examples=60, deadline=None)
@@ -81,7 +82,7 @@ def test_aggregates_do_not_depend_on_row_order(rows, rnd):
 @given(rows_strategy)
 def test_a_result_compared_with_itself_differs_by_exactly_zero(rows):
     table = rows_table(judgements(rows))
-    paired = paired_table(table, table, resamples=50)
+    paired = paired_table(table, table, statistics=StatisticsOptions(resamples=50))
     for _, record in paired.iterrows():
         if math.isnan(record["a"]):
             continue

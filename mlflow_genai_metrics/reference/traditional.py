@@ -177,23 +177,21 @@ def paired_corpus_difference(
     stats_b: Sequence[Sequence[float]],
     *,
     alternative: Alternative = "two-sided",
-    resamples: int = stats.DEFAULT_RESAMPLES,
-    seed: int = stats.DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: stats.StatisticsOptions = stats.StatisticsOptions(),
 ) -> PairedTest:
     """Corpus ``name`` (bleu, chrf or ter) of B minus A over the same rows: sacreBLEU's paired approximate
     randomization and paired bootstrap on the rows' statistics (``paired.paired_corpus``); ``stats_a[i]`` and
     ``stats_b[i]`` are ``TraditionalResult.statistics[name][i]`` of the same row under each. For TER lower is
-    better: B better gives a negative difference."""
+    better: B better gives a negative difference. ``statistics``: the resamples, seed and level (``stats.StatisticsOptions``)."""
     width = len(stats_a[0]) if len(stats_a) else 0
     return paired_corpus(
         np.asarray(stats_a, dtype=float).reshape(len(stats_a), width),
         np.asarray(stats_b, dtype=float).reshape(len(stats_b), width),
         lambda summed: corpus_score(name, summed),
         alternative=alternative,
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
+        resamples=statistics.resamples,
+        seed=statistics.seed,
+        confidence=statistics.confidence,
     )
 
 

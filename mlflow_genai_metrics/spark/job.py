@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..judge import Judge
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.api import source_token_budget
+from ..stats import StatisticsOptions
 from ..summarization.grounded import grounding_cache
 from ..summarization.metrics import METRICS
+from ..summarization.options import JudgingOptions, resolve
 from ..tables import MissingColumnError
 from .budget import partition_budgets
 from .plan import PartitionPlan, judged_schema
@@ -65,20 +66,16 @@ def judge_summaries_spark(
     summary_col: str = "summary",
     id_col: str = "id",
     reference_col: str | None = None,
-    coverage: bool = True,
-    grounding: bool = True,
-    ter: bool = False,
-    max_source_tokens: int | None = None,
+    options: JudgingOptions | None = None,
+    statistics: StatisticsOptions | None = None,
     partitions: int | None = None,
     carry_cols: Sequence[str] = (),
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    **keywords: Any,
 ) -> SparkSummarizationResult:
     """Judge each summary of ``df`` against its source on Spark; see the module's documentation.
 
     ``carry_cols`` (e.g. ``["model", "category"]``) are carried into ``rows`` after ``id``, so the result can be
-    grouped without a join. ``grounding`` adds the model-free check, as ``judge_summaries`` does.
+    grouped without a join. ``options`` and ``statistics`` (or their fields as keywords) are ``judge_summaries``'.
     ``judge.max_concurrency`` and ``judge.max_requests_per_s`` are the totals for the job: each of the partitions
     that run at once gets an equal share (at least one call in flight); its ``max_calls`` and ``max_cost_usd`` are
     the job's too, what is left of them split over the partitions by their rows (``spark.budget``), never
@@ -86,9 +83,10 @@ def judge_summaries_spark(
     parallelism. The judging runs when the result is first used (``metrics``, an action on ``rows``...); the judged
     rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
     """
+    options, statistics = resolve("judge_summaries_spark", keywords, options, statistics)
     carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
     _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
-    if grounding and (store := grounding_cache(judge)) is not None:
+    if options.grounding and (store := grounding_cache(judge)) is not None:
         store.close()  # opened once here: a grounding cache that cannot be read stops the job before any call
     spark = df.sparkSession
     parallelism = spark.sparkContext.defaultParallelism
@@ -98,14 +96,13 @@ def judge_summaries_spark(
         max_concurrency=max(1, judge.max_concurrency // at_once),
         max_requests_per_s=None if judge.max_requests_per_s is None else judge.max_requests_per_s / at_once,
     )
-    if max_source_tokens is None:
-        max_source_tokens = source_token_budget(judge)
+    options = options.for_judge(judge)
     carried = [df.schema[name] for name in carry_cols]
-    schema = judged_schema(df.schema[id_col].dataType, carried, coverage, reference_col is not None, ter, grounding)
+    schema = judged_schema(df.schema[id_col].dataType, carried, options.coverage, reference_col is not None, options.ter, options.grounding)
     registry = METRICS.snapshot()
     plan = PartitionPlan(
-        share, source_col, summary_col, id_col, reference_col, coverage, max_source_tokens, schema.fieldNames(), carry_cols,
-        uuid.uuid4().hex, registry, ter, grounding, partition_budgets(df, judge, partitions, source_col),
+        share, source_col, summary_col, id_col, reference_col, options, schema.fieldNames(), carry_cols,
+        uuid.uuid4().hex, registry, partition_budgets(df, judge, partitions, source_col),
     )
     wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
     judged = (
@@ -119,13 +116,8 @@ def judge_summaries_spark(
         judged=judged,
         judge=judge,
         registry=registry,
-        max_source_tokens=max_source_tokens,
-        coverage=coverage,
+        options=options,
         references=reference_col is not None,
-        ter=ter,
-        grounding=grounding,
         prices=judge.prices,
-        resamples=resamples,
-        seed=seed,
-        confidence=confidence,
+        statistics=statistics,
     )

@@ -15,6 +15,7 @@ from ..reference import ROUGE_TYPES, statistics_column, traditional_metrics
 from ..summarization.grounded import grounding_cache
 from ..summarization.judging import judge_rows, prepare_rows
 from ..summarization.metrics import METRICS, MetricRegistry
+from ..summarization.options import JudgingOptions
 from ..summarization.scoring import USAGE_COLUMNS, row_families, rows_table
 from .budget import BudgetShares, keep_to_partition_share
 
@@ -65,20 +66,17 @@ class PartitionPlan:
     summary_col: str
     id_col: str
     reference_col: str | None
-    coverage: bool
-    max_source_tokens: int | None
+    options: JudgingOptions  # with max_source_tokens settled (JudgingOptions.for_judge), as the driver signs it
     columns: list[str]
     carry_cols: tuple[str, ...]
     run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
     registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
-    ter: bool = False
-    grounding: bool = True
     budgets: BudgetShares | None = None  # per partition, its part of the judge's budget (None: the judge has none)
 
     def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         # Every store the partition uses is open before its first call (the judge's since the plan was unpickled),
         # so a file that cannot be read fails the task before anything is paid; each batch's stores share them.
-        store = grounding_cache(self.judge) if self.grounding else None
+        store = grounding_cache(self.judge) if self.options.grounding else None
         try:
             yield from self._judged(batches)
         finally:
@@ -102,10 +100,8 @@ class PartitionPlan:
     def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
         keep_to_partition_share(self.judge, self.budgets)  # the task's judge came with the whole budget
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
-        judgements = judge_rows(
-            rows, self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, progress=False, grounding=self.grounding
-        )
-        table = rows_table(judgements, coverage=self.coverage, grounding=self.grounding, registry=self.registry)
+        judgements = judge_rows(rows, self.judge, self.options, progress=False)
+        table = rows_table(judgements, coverage=self.options.coverage, grounding=self.options.grounding, registry=self.registry)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()
@@ -129,7 +125,7 @@ class PartitionPlan:
         ]
         if self.reference_col is not None:
             traditional = traditional_metrics(
-                [r.summary for r in rows], batch[self.reference_col].tolist(), [r.source for r in rows], ter=self.ter, n_jobs=1
+                [r.summary for r in rows], batch[self.reference_col].tolist(), [r.source for r in rows], ter=self.options.ter, n_jobs=1
             )
             for name in traditional.rows.columns:
                 table[name] = traditional.rows[name].to_numpy(dtype=float)

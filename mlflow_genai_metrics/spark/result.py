@@ -20,9 +20,10 @@ from ..grounding.model import model_tag
 from ..judge import Judge, Usage
 from ..reference import corpus_scores, statistics_column, traditional_signatures
 from ..signature import summarization_signature
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram
+from ..stats import RatioHistogram, StatisticsOptions
 from ..summarization.api import response_mode_of
 from ..summarization.metrics import MetricRegistry
+from ..summarization.options import JudgingOptions
 from ..summarization.result import run_report
 from ..summarization.scoring import Estimate, rate_statistics, result_metrics
 from ..summarization.warnings import RunWarning, implausible_usage_warning, verification_warning
@@ -66,24 +67,20 @@ class SparkSummarizationResult:
     judged: DataFrame = field(repr=False)
     judge: Judge = field(repr=False)
     registry: MetricRegistry = field(repr=False)
-    max_source_tokens: int | None
-    coverage: bool
+    options: JudgingOptions  # as judged: max_source_tokens settled (JudgingOptions.for_judge)
     references: bool
-    ter: bool = False
-    grounding: bool = True
     prices: Any = field(default=None, repr=False)
-    resamples: int = DEFAULT_RESAMPLES
-    seed: int = DEFAULT_SEED
-    confidence: float = 0.95
+    statistics: StatisticsOptions = StatisticsOptions()
 
     @cached_property
     def signature(self) -> str:
         """As one process signs: the response mode the workers' replies came in is known once they are judged."""
+        options = self.options
         return summarization_signature(
-            self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens,
-            response_mode=response_mode_of(self.usage), resamples=self.resamples, confidence=self.confidence,
-            reference=traditional_signatures(self.ter) if self.references else None,
-            grounding=model_tag() if self.grounding else None, bootstrap_seed=self.seed,
+            self.judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
+            response_mode=response_mode_of(self.usage), statistics=self.statistics,
+            reference=traditional_signatures(options.ter) if self.references else None,
+            grounding=model_tag() if options.grounding else None,
         )
 
     @property
@@ -151,13 +148,12 @@ class SparkSummarizationResult:
         # The same function as one process: the histograms Spark counted, the usage, the corpus statistics.
         corpus = self._corpus_metrics() if self.references else None
         return result_metrics(
-            self.histograms, self.usage, prices=self.prices, corpus=corpus, resamples=self.resamples, seed=self.seed,
-            confidence=self.confidence,
+            self.histograms, self.usage, prices=self.prices, corpus=corpus, statistics=self.statistics,
         )
 
     def _corpus_metrics(self) -> dict[str, float]:
         summed = {}
-        for name in corpus_names(self.ter):
+        for name in corpus_names(self.options.ter):
             column = statistics_column(name)
             by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
             summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]

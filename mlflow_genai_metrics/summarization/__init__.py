@@ -3,9 +3,6 @@ metrics of ``docs/metrics.md``. Imports nothing from MLflow."""
 
 from .api import judge_summaries, judge_summaries_frame
 from .chunking import combine_verdicts, split_source
-from .estimate import CostEstimate, estimate_cost
-from .grounding_only import GroundingResult, grounding_metrics
-from .records import CheckedClaim, CoveredKeyPoint, RowJudgement
 from .comparison import (
     Comparison,
     InsufficientPairsError,
@@ -13,6 +10,10 @@ from .comparison import (
     SourceMismatchError,
     compare_results,
 )
+from .estimate import CostEstimate, estimate_cost
+from .grounding_only import GroundingResult, grounding_metrics
+from .options import JudgingOptions
+from .records import CheckedClaim, CoveredKeyPoint, RowJudgement
 from .result import SummarizationResult
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "CoveredKeyPoint",
     "GroundingResult",
     "InsufficientPairsError",
+    "JudgingOptions",
     "RowJudgement",
     "SignatureMismatchError",
     "SourceMismatchError",

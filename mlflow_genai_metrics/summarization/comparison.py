@@ -17,17 +17,18 @@ they do not pair rows or test differences themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio
-from ..signature import FAMILY_PARTS, Signature
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 from ..reference import paired_corpus_difference, statistics_column
+from ..signature import FAMILY_PARTS, Signature
+from ..stats import StatisticsOptions
 from .ids import canonical_id
 from .metrics import METRICS, MetricSpec
+from .options import resolve
 from .scoring import rate_statistics
 
 __all__ = [
@@ -194,19 +195,18 @@ def _subset(statistic, mask: np.ndarray):
     return type(statistic)(statistic.numerator[mask], statistic.denominator[mask])
 
 
-def _test(spec: MetricSpec, a, b, *, alternative: Alternative, resamples: int, seed: int, confidence: float) -> PairedTest:
+def _test(spec: MetricSpec, a, b, *, alternative: Alternative, statistics: StatisticsOptions) -> PairedTest:
     if spec.kind == "proportion":
-        return paired_proportion(a, b, alternative=alternative, confidence=confidence)
-    return paired_ratio(a, b, kind=spec.kind, alternative=alternative, resamples=resamples, seed=seed, confidence=confidence)
+        return paired_proportion(a, b, alternative=alternative, confidence=statistics.confidence)
+    return paired_ratio(a, b, kind=spec.kind, alternative=alternative, resamples=statistics.resamples, seed=statistics.seed,
+                        confidence=statistics.confidence)
 
 
 def paired_table(
     rows_a: pd.DataFrame,
     rows_b: pd.DataFrame,
     *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions = StatisticsOptions(),
     left_out: set[str] = frozenset(),
     metrics: list[str] | None = None,
     alternatives: dict[str, Alternative] | None = None,
@@ -222,7 +222,7 @@ def paired_table(
             continue  # errored pairs are out of every comparison: the error rate is 0 on both sides
         alternative = (alternatives or {}).get(spec.name, "two-sided")
         same, why = _same_input(rows_a, rows_b, spec.family)
-        options = dict(alternative=alternative, resamples=resamples, seed=seed, confidence=confidence)
+        options = dict(alternative=alternative, statistics=statistics)
         if spec.kind == "corpus":
             column = statistics_column(spec.name)
             if column not in rows_a or column not in rows_b:
@@ -235,7 +235,7 @@ def paired_table(
         else:
             continue
         records.append(_record(spec, paired, int((~same).sum()), why))
-    return with_holm(pd.DataFrame.from_records(records, columns=TABLE_COLUMNS), confidence)
+    return with_holm(pd.DataFrame.from_records(records, columns=TABLE_COLUMNS), statistics.confidence)
 
 
 TABLE_COLUMNS = [
@@ -325,13 +325,12 @@ def compare_results(
     a: Comparable,
     b: Comparable,
     *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions | None = None,
     allow_signature_mismatch: bool = False,
     allow_partial: bool = False,
     metrics: list[str] | None = None,
     alternatives: dict[str, Alternative] | None = None,
+    **keywords: Any,
 ) -> Comparison:
     """Compare B with A over the usable pairs of rows, each metric with the test of its kind (``paired_table``).
 
@@ -340,8 +339,10 @@ def compare_results(
     usable pairs than half of either run remain once rows with a judge error on either side are left out,
     unless ``allow_partial=True``. A comparison made on request says so in its ``label``. ``metrics`` limits the
     table (and Holm's adjustment) to those aggregates; ``alternatives`` makes a metric's test one-sided
-    (``{"strict_alignment": "greater"}``: B - A > 0), as a decision does.
+    (``{"strict_alignment": "greater"}``: B - A > 0), as a decision does. ``statistics`` (a
+    ``stats.StatisticsOptions``, or its fields as keywords: ``resamples=200``) sets the intervals and the level.
     """
+    statistics = resolve("compare_results", keywords, statistics=statistics, judging=False).statistics
     signature_a, signature_b = Signature.parse(a.signature), Signature.parse(b.signature)
     # Compared per metric: a family is left out when the parts its numbers depend on differ.
     differing = {family: signature_a.differences(signature_b, parts) for family, parts in FAMILY_PARTS.items()}
@@ -356,7 +357,7 @@ def compare_results(
     left_out = set() if allow_signature_mismatch else set(differing)
     pairing = pair_rows(a.rows, b.rows, allow_partial=allow_partial)
     table = paired_table(
-        pairing.rows_a, pairing.rows_b, resamples=resamples, seed=seed, confidence=confidence, left_out=left_out,
+        pairing.rows_a, pairing.rows_b, statistics=statistics, left_out=left_out,
         metrics=metrics, alternatives=alternatives,
     )
     return Comparison(

@@ -23,9 +23,10 @@ import pandas as pd
 
 from ..grounding.cache import GroundingCache, cached_groundings
 from ..grounding.model import model_tag
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic
-from .judging import check_settings, prepare_rows
+from ..stats import RatioHistogram, RatioStatistic, StatisticsOptions
+from .judging import prepare_rows
 from .metrics import METRICS
+from .options import resolve
 from .scoring import rate_metrics
 
 __all__ = ["GROUNDING_AGGREGATES", "GROUNDING_COLUMNS", "GroundingResult", "grounding_aggregates", "grounding_metrics", "grounding_statistics"]
@@ -53,16 +54,10 @@ def grounding_statistics(rows: pd.DataFrame) -> dict[str, RatioStatistic]:
     return {spec.name: spec.ratio_statistic(rows) for spec in METRICS.aggregates("grounding")}
 
 
-def grounding_aggregates(
-    histograms: dict[str, RatioHistogram],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-) -> dict[str, float]:
+def grounding_aggregates(histograms: dict[str, RatioHistogram], statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, float]:
     """``grounding`` with its bootstrap interval, ``grounded_rate`` with its Wilson interval (the registry says which
     is a proportion), each with n, from the histograms (so that rows scored in parts give the single-process numbers)."""
-    return rate_metrics(histograms, resamples=resamples, seed=seed, confidence=confidence)
+    return rate_metrics(histograms, statistics)
 
 
 def grounding_metrics(
@@ -72,17 +67,17 @@ def grounding_metrics(
     ids: Sequence[Any] | None = None,
     cache: bool = True,
     cache_dir: str | os.PathLike[str] | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions | None = None,
+    **keywords: Any,
 ) -> GroundingResult:
     """The grounding check on every (source, summary) row, with no judge call.
 
     Inputs are validated as ``judge_summaries`` validates them (every bad row named, before anything is scored).
     ``cache=False`` scores every row afresh and stores nothing; ``cache_dir`` defaults to the judge cache's folder
-    (``$MGM_CACHE_DIR`` or the user cache dir).
+    (``$MGM_CACHE_DIR`` or the user cache dir). ``statistics`` (a ``stats.StatisticsOptions``, or its fields as
+    keywords) sets the intervals.
     """
-    check_settings(resamples=resamples, confidence=confidence, seed=seed)
+    statistics = resolve("grounding_metrics", keywords, statistics=statistics, judging=False).statistics
     inputs = prepare_rows(sources, summaries, ids)
     store = GroundingCache(cache_dir) if cache else None
     try:
@@ -100,5 +95,5 @@ def grounding_metrics(
         }
     )
     histograms = {name: statistic.histogram() for name, statistic in grounding_statistics(rows).items()}
-    metrics = grounding_aggregates(histograms, resamples=resamples, seed=seed, confidence=confidence)
+    metrics = grounding_aggregates(histograms, statistics)
     return GroundingResult(rows=rows, metrics=metrics, model_tag=model_tag(), computed_rows=computed, cache_hits=hits)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -22,13 +21,13 @@ import pandas as pd
 
 from ..judge import Judge
 from ..text import texts
-from .chunking import MIN_CHUNK_TOKENS
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_cache
 from .ids import canonical_id
+from .options import JudgingOptions
 from .pipeline import distinct_claims, has_words, judge_row_pipelines
 from .records import RowInput, RowJudgement
 
-__all__ = ["check_settings", "distinct_claims", "has_words", "judge_rows", "prepare_rows", "source_key"]
+__all__ = ["distinct_claims", "has_words", "judge_rows", "prepare_rows", "source_key"]
 
 
 def source_key(text: str) -> str:
@@ -60,27 +59,6 @@ def _check_same_index(inputs: dict[str, Any]) -> None:
                 f"{first_name} and {name} are pandas Series with different indexes; rows are paired by position, "
                 "so give them the same index (e.g. .reset_index(drop=True) on both) or pass lists"
             )
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def check_settings(*, resamples: Any, confidence: Any, seed: Any, max_source_tokens: Any = None) -> None:
-    """Refuse a bad statistics or chunking setting before any judge call, not after all of them.
-
-    ``resamples``: an integer >= 1 (bootstrap resamples; a few hundred or more for a stable interval);
-    ``confidence``: a number strictly between 0 and 1; ``seed``: an integer >= 0; ``max_source_tokens``: None or
-    an integer >= ``MIN_CHUNK_TOKENS`` (a smaller chunk would cut sentences from the context they need).
-    """
-    if not _is_integer(resamples) or resamples < 1:
-        raise ValueError(f"resamples must be an integer >= 1, got {resamples!r}")
-    if not isinstance(confidence, numbers.Real) or isinstance(confidence, bool) or not 0 < confidence < 1:
-        raise ValueError(f"confidence must be a number strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
-    if not _is_integer(seed) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    if max_source_tokens is not None and (not _is_integer(max_source_tokens) or max_source_tokens < MIN_CHUNK_TOKENS):
-        raise ValueError(f"max_source_tokens must be None or an integer >= {MIN_CHUNK_TOKENS}, got {max_source_tokens!r}")
 
 
 def _is_missing(value: Any) -> bool:
@@ -175,27 +153,26 @@ def _plain(value: Any) -> str | int:
 def judge_rows(
     rows: list[RowInput],
     judge: Judge | None,
+    options: JudgingOptions = JudgingOptions(),
     *,
-    coverage: bool = True,
-    max_source_tokens: int | None = None,
     progress: bool | None = None,
-    grounding: bool = True,
     grounding_cache_dir: Any = DEFAULT_GROUNDING_CACHE,
 ) -> list[RowJudgement]:
-    """Judge every row; a row whose judging failed carries the error and is never given a score.
+    """Judge every row as ``options`` say (``coverage``, ``grounding``, ``max_source_tokens``; ``ter`` is the
+    reference metrics', not the judge's); a row whose judging failed carries the error and is never given a score.
 
-    ``grounding=True`` adds the model-free check to every row and claim (``grounded``), through the grounding cache
+    ``options.grounding`` adds the model-free check to every row and claim (``grounded``), through the grounding cache
     beside the judge's (``grounding_cache_dir``: another folder, or None for none). ``judge=None`` asks no judge:
     the records carry only the grounding check (``judged`` is False). The grounding cache is opened first: one
     that cannot be read (``StoreUnreadable``) stops the run before any judge call, not after every row was paid for.
     """
-    store = grounding_cache(judge, grounding_cache_dir) if grounding else None
+    store = grounding_cache(judge, grounding_cache_dir) if options.grounding else None
     try:
         if judge is None:
             judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
         else:
-            judgements = judge_row_pipelines(rows, judge, coverage=coverage, max_source_tokens=max_source_tokens, progress=progress)
-        return ground_judgements(rows, judgements, store) if grounding else judgements
+            judgements = judge_row_pipelines(rows, judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens, progress=progress)
+        return ground_judgements(rows, judgements, store) if options.grounding else judgements
     finally:
         if store is not None:
             store.close()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..stats import StatisticsOptions
 from .comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
 from .metrics import METRICS, closest_names
 from .scoring import interval_names
@@ -30,9 +30,7 @@ def comparison_table(
     metrics: list[str] | None = None,
     allow_mixed_judges: bool = False,
     allow_partial: bool = False,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions = StatisticsOptions(),
 ) -> tuple[pd.DataFrame, str]:
     """The table of ``tracking.compare_runs`` (its docstring says every column) for evaluated runs (each with
     ``run_id``, ``name``, ``metrics``, ``signature`` and ``rows``), each after the first tested against the first;
@@ -42,7 +40,7 @@ def comparison_table(
     for run in runs[1:]:
         try:
             comparisons[run.run_id] = compare_results(
-                base, run, resamples=resamples, seed=seed, confidence=confidence,
+                base, run, statistics=statistics,
                 allow_signature_mismatch=allow_mixed_judges, allow_partial=allow_partial,
             )
         except SignatureMismatchError as error:
@@ -57,7 +55,7 @@ def comparison_table(
     if unknown:  # a typo would otherwise leave an empty table
         raise ValueError(f"no run compared has the metric(s) {closest_names(unknown, set(base.metrics))}")
     # Holm's adjustment runs over the metrics this table shows, for each compared run.
-    tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], confidence).set_index("metric") for run_id, c in comparisons.items()}
+    tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], statistics.confidence).set_index("metric") for run_id, c in comparisons.items()}
     records = []
     for run in runs:
         comparison = comparisons.get(run.run_id)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..judge import Prices, Usage
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED, RatioHistogram, RatioStatistic, bootstrap_interval, wilson_interval
+from ..stats import RatioHistogram, RatioStatistic, StatisticsOptions, bootstrap_interval, wilson_interval
 from .metrics import METRICS, MetricRegistry, row_facts
 from .records import RowJudgement
 
@@ -250,15 +250,13 @@ def result_metrics(
     *,
     prices: Prices | None = None,
     corpus: dict[str, float] | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions = StatisticsOptions(),
 ) -> tuple[dict[str, Estimate], dict[str, float]]:
     """The one way from counted rows to a result's numbers, for one process and for Spark alike: each registered
     aggregate's ``Estimate`` (from its histogram, in the registry's order), and every number under its MLflow name
     (the estimates, the judge's usage unless no judge was asked (``usage=None``), the corpus statistics)."""
     ordered = {name: histograms[name] for name in aggregate_names() if name in histograms}
-    found = estimates(ordered, resamples=resamples, seed=seed, confidence=confidence)
+    found = estimates(ordered, statistics)
     metrics: dict[str, float] = {}
     for estimate in found.values():
         metrics.update(estimate.as_metrics())
@@ -273,13 +271,11 @@ def aggregate_metrics(
     usage: Usage,
     *,
     prices: Prices | None = None,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions = StatisticsOptions(),
 ) -> dict[str, float]:
     """Every aggregate with its interval and n (``interval_names``), then the judge's usage."""
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(rows).items()}
-    metrics = rate_metrics(histograms, resamples=resamples, seed=seed, confidence=confidence)
+    metrics = rate_metrics(histograms, statistics)
     metrics.update(usage_metrics(usage, prices))
     return metrics
 
@@ -308,35 +304,24 @@ class Estimate:
         return {self.name: self.value, low: self.ci_low, high: self.ci_high, n: float(self.n)}
 
 
-def estimates(
-    histograms: dict[str, RatioHistogram],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-) -> dict[str, Estimate]:
+def estimates(histograms: dict[str, RatioHistogram], statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, Estimate]:
     """Each aggregate's ``Estimate`` from its histogram (the rows' (numerator, denominator) pairs counted), so that
     rows judged in parts (Spark partitions) give exactly the single-process numbers."""
     found = {}
     for name, histogram in histograms.items():
         spec = METRICS.aggregate(name)
         if spec is not None and spec.kind == "proportion":
-            (low, high), method = wilson_interval(histogram, confidence=confidence), "wilson"
+            (low, high), method = wilson_interval(histogram, confidence=statistics.confidence), "wilson"
         else:
-            (low, high), method = bootstrap_interval(histogram, resamples=resamples, seed=seed, confidence=confidence), "bca"
+            interval = bootstrap_interval(histogram, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence)
+            (low, high), method = interval, "bca"
         found[name] = Estimate(name, histogram.value, low, high, histogram.counted_rows, method)
     return found
 
 
-def rate_metrics(
-    histograms: dict[str, RatioHistogram],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-) -> dict[str, float]:
+def rate_metrics(histograms: dict[str, RatioHistogram], statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, float]:
     """Every aggregate's value, interval and n under its MLflow names (``Estimate.as_metrics``)."""
     metrics: dict[str, float] = {}
-    for estimate in estimates(histograms, resamples=resamples, seed=seed, confidence=confidence).values():
+    for estimate in estimates(histograms, statistics).values():
         metrics.update(estimate.as_metrics())
     return metrics

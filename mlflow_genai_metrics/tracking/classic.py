@@ -37,9 +37,11 @@ from mlflow.models import EvaluationMetric
 from mlflow.tracking import MlflowClient
 
 from ..judge import Judge
-from ..summarization.api import build_result, source_token_budget
+from ..stats import StatisticsOptions
+from ..summarization.api import build_result
 from ..summarization.judging import judge_rows, prepare_rows
 from ..summarization.metrics import METRICS, RUN_USAGE, MetricSpec, run_metrics
+from ..summarization.options import JudgingOptions, resolve
 from ..summarization.result import SummarizationResult
 from ..summarization.scoring import interval_names, row_families
 from .run_logging import log_result
@@ -83,13 +85,11 @@ class _ClassicAdapter:
 
     The state is this object's, for one evaluation at a time: a call in another run starts afresh."""
 
-    def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool, ter: bool, max_source_tokens: int | None, progress: bool | None,
+    def __init__(self, judge: Judge | None, *, options: JudgingOptions, statistics: StatisticsOptions, progress: bool | None,
                  traditional: bool, id_col: str | None, category_col: str | None, all_metrics: bool):
         self.judge, self.traditional, self.all_metrics = judge, traditional, all_metrics
-        self.id_col, self.category_col, self.ter, self.progress = id_col, category_col, ter, progress
-        # what judge_rows and build_result both take
-        self.judging = {"coverage": coverage, "grounding": grounding,
-                        "max_source_tokens": max_source_tokens if max_source_tokens is not None else source_token_budget(judge)}
+        self.id_col, self.category_col, self.progress = id_col, category_col, progress
+        self.options, self.statistics = options.for_judge(judge), statistics  # what judge_rows and build_result take
         self._lock = threading.Lock()
         self._run_id: str | None = None  # the run the answers belong to
         # content key -> the result, None (not the evaluation's rows) or the error its rows raised
@@ -123,8 +123,8 @@ class _ClassicAdapter:
         try:
             rows = prepare_rows(list(columns["source"]), list(predictions), list(ids) if ids is not None else None)
             result = build_result(
-                rows, judge_rows(rows, self.judge, progress=self.progress, **self.judging), judge=self.judge, ter=self.ter, **self.judging,
-                references=list(targets) if (self.traditional and targets is not None) else None,
+                rows, judge_rows(rows, self.judge, self.options, progress=self.progress), judge=self.judge, options=self.options,
+                statistics=self.statistics, references=list(targets) if (self.traditional and targets is not None) else None,
                 extra_columns={"category": list(categories)} if categories is not None else None,
             )
             if run_id is not None:
@@ -196,16 +196,15 @@ def _run_metric_names(families: tuple[str, ...], *, judged: bool, all_metrics: b
 def summarization_metrics(
     judge: Judge | None,
     *,
-    coverage: bool = True,
-    grounding: bool = True,
+    options: JudgingOptions | None = None,
+    statistics: StatisticsOptions | None = None,
     traditional: bool = True,
-    ter: bool = False,
     source_col: str = "inputs",
     id_col: str | None = None,
     category_col: str | None = None,
-    max_source_tokens: int | None = None,
     progress: bool | None = None,
     all_metrics: bool = False,
+    **keywords: Any,
 ) -> list[EvaluationMetric]:
     """``EvaluationMetric``s for ``mlflow.models.evaluate(..., extra_metrics=...)``, all answered from one judged
     result per evaluation.
@@ -213,25 +212,28 @@ def summarization_metrics(
     ``source_col`` names the data column holding the source articles (or map it with
     ``evaluator_config={"col_mapping": {"inputs": "article"}}``); ``id_col`` (row ids, for comparing runs row by
     row; default: the row position) and ``category_col`` (for per-category plots) are optional columns.
-    With ``targets``, ``traditional=True`` adds ROUGE, BLEU and chrF (and TER with ``ter=True``) per row and to the
-    report. The run also gets the tables, report, signature and plots described in ``run_logging``.
-    ``grounding=True`` adds the model-free check (``grounding``, ``grounded``, ``grounded_rate``, and
-    ``suspect_verdicts`` / ``judge/suspect_rate`` on the judge's verdicts); ``judge=None`` logs the grounding check
-    (and the reference metrics) with no judge call. The run metrics are the headline figures with their intervals
+    What is judged and how the intervals are computed are ``judge_summaries``': ``options`` (a
+    ``summarization.options.JudgingOptions``) and ``statistics`` (a ``stats.StatisticsOptions``), or their fields
+    as keywords (``coverage=False``, ``ter=True``). With ``targets``, ``traditional=True`` adds ROUGE, BLEU and
+    chrF (and TER with ``ter=True``) per row and to the report. The run also gets the tables, report, signature and
+    plots described in ``run_logging``. ``judge=None`` logs the grounding check (and the reference metrics) with no
+    judge call. The run metrics are the headline figures with their intervals
     and n, and the judge's calls and cost (``summarization.metrics.run_metrics``); ``all_metrics=True`` logs every
     aggregate. Every metric is also a per-row column of ``eval_results_table``.
     """
+    options, statistics = resolve("summarization_metrics", keywords, options, statistics)
     adapter = _ClassicAdapter(
-        judge, traditional=traditional, id_col=id_col, category_col=category_col, all_metrics=all_metrics, coverage=coverage,
-        grounding=grounding, ter=ter, max_source_tokens=max_source_tokens, progress=progress,
+        judge, options=options, statistics=statistics, traditional=traditional, id_col=id_col, category_col=category_col,
+        all_metrics=all_metrics, progress=progress,
     )
     families = (
-        *row_families(judged=judge is not None, coverage=coverage, grounding=grounding), *(("reference",) if traditional else ()), "length"
+        *row_families(judged=judge is not None, coverage=options.coverage, grounding=options.grounding),
+        *(("reference",) if traditional else ()), "length",
     )
     metrics = []
     row_names = set()
     for spec in METRICS.rows(*families):
-        if spec.name == "ter" and not ter:
+        if spec.name == "ter" and not options.ter:
             continue
         row_names.add(spec.name)
         eval_fn = adapter.eval_fn(_row_metric(adapter, spec), source_col, rows=True)

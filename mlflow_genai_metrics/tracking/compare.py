@@ -14,15 +14,17 @@ import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
-from ..summarization.run_table import comparison_table, test_labels
 from .. import plots
+from ..stats import StatisticsOptions
+from ..summarization.options import resolve
+from ..summarization.run_table import comparison_table, test_labels
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
 __all__ = ["EvaluatedRun", "compare_runs", "load_run", "run_figures"]
@@ -89,11 +91,10 @@ def compare_runs(
     metrics: list[str] | None = None,
     allow_mixed_judges: bool = False,
     allow_partial: bool = False,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions | None = None,
     log: bool = False,
     run_name: str = "comparison",
+    **keywords: Any,
 ) -> pd.DataFrame:
     """Compare evaluation runs: one row per (run, metric) with its value, 95% interval and n, and, for every run
     after the first, the paired difference against the first over the usable pairs: the test of the metric's kind
@@ -110,14 +111,15 @@ def compare_runs(
     so. Nothing is written to MLflow unless ``log=True``: then a comparison run is logged in the first run's
     experiment (its id in ``table.attrs["comparison_run_id"]``) with the table (JSON and Parquet) and the plots
     (alignment against richness, bars with intervals, per-category bars when the rows have a category).
+    ``statistics`` (a ``stats.StatisticsOptions``, or its fields as keywords) sets the tests' intervals and level.
     """
+    statistics = resolve("compare_runs", keywords, statistics=statistics, judging=False).statistics
     if len(run_ids) < 2:
         raise ValueError("compare_runs needs at least two run ids")
     client = MlflowClient()
     runs = [load_run(run_id, client) for run_id in run_ids]
     table, note = comparison_table(
-        runs, metrics=metrics, allow_mixed_judges=allow_mixed_judges, allow_partial=allow_partial, resamples=resamples,
-        seed=seed, confidence=confidence,
+        runs, metrics=metrics, allow_mixed_judges=allow_mixed_judges, allow_partial=allow_partial, statistics=statistics,
     )
     if log:
         table.attrs["comparison_run_id"] = _log_comparison(runs, table, note, client, run_name)

@@ -37,6 +37,8 @@ import pandas as pd
 from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
 from mlflow.tracking import MlflowClient
 
+from ..stats import StatisticsOptions
+from ..summarization.options import resolve
 from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
 from .genai import trace_rows, unique_ids
@@ -100,7 +102,7 @@ def _records(data: Any) -> list[dict[str, Any]]:
 
 def evaluate_summaries(
     data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None, model_id: str | None = None, all_metrics: bool = False,
-    ter: bool = False,
+    ter: bool = False, statistics: StatisticsOptions | None = None, **keywords: Any,
 ) -> SummaryEvaluation:
     """Judge the summaries of ``data`` and log one MLflow evaluation run (the active run, else a new one).
 
@@ -119,13 +121,16 @@ def evaluate_summaries(
     ``model_id``: the logged model the summaries are from (``SummarizerModel.log(...).model_id``), linked to the run
     as MLflow links an evaluated model. ``all_metrics``: log every figure as a run metric, not only the headline
     ones (``summarization.metrics.run_metrics``; the report table holds them all either way). ``ter``: TER against
-    the references too (sacreBLEU; about 0.8 s per row).
+    the references too (sacreBLEU; about 0.8 s per row). ``statistics`` (a ``stats.StatisticsOptions``, or its
+    fields as keywords: ``resamples=200``) sets the intervals. What else is judged the judges say (coverage with
+    ``KeyPointCoverage``, ``max_source_tokens`` theirs).
     """
+    statistics = resolve("evaluate_summaries", keywords, statistics=statistics, judging=False).statistics
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
     ours = [j for j in judges if isinstance(j, _SummaryScorer)]
     if not ours:
         raise ValueError("evaluate_summaries needs at least one of ClaimAlignment, KeyPointCoverage or Grounding in judges")
-    pipeline = shared_pipeline(ours, ter=ter)
+    pipeline = shared_pipeline(ours, ter=ter, statistics=statistics)
     records = _records(data)
     if not records:
         raise ValueError("data has no rows: nothing to evaluate")

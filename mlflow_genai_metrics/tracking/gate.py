@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import mlflow
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from ..stats import StatisticsOptions
 from ..summarization.comparison import (
     InsufficientPairsError,
     SignatureMismatchError,
@@ -19,9 +20,18 @@ from ..summarization.comparison import (
     direction,
 )
 from ..summarization.gating import (
-    GateResult, Rule, RuleOutcome, aggregate_names_logged, beat_outcome, check_beat_metrics, p_text, parse_rules, rule_outcomes,
+    GateResult,
+    Rule,
+    RuleOutcome,
+    aggregate_names_logged,
+    beat_outcome,
+    check_beat_metrics,
+    p_text,
+    parse_rules,
+    rule_outcomes,
 )
 from ..summarization.metrics import closest_names
+from ..summarization.options import resolve
 from .compare import evaluated_run, load_run, run_figures
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
@@ -45,9 +55,8 @@ def register_if_passing(
     alias: str | None = "champion",
     beat_champion: bool = False,
     beat_metric: str | Sequence[str] = "strict_alignment",
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
+    statistics: StatisticsOptions | None = None,
+    **keywords: Any,
 ) -> GateResult:
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
 
@@ -57,11 +66,12 @@ def register_if_passing(
     (default ``strict_alignment``: every claim supported), in the metric's own direction (higher is better for
     ``strict_alignment``, lower for ``defect_rate/contradiction``, from the metric registry): a one-sided test of
     the metric's kind (exact McNemar, sign-flip permutation, approximate randomization) at level
-    1 - ``confidence``, Holm-adjusted when several metrics are to be beaten, compared exactly as
-    ``compare_results`` compares (pairs by id and source, rows with a judge error on either side left out), under
-    the same judge signature, over pairs that cover at least half of the champion's judged rows. A candidate worse
-    than the champion on a beat rule is refused whatever the p-value; too few pairs to test is refused; a refused
-    comparison fails the gate, with the reason. The pairs used and left out, and each test (kind, n, p, adjusted
+    1 - ``confidence`` (of ``statistics``, a ``stats.StatisticsOptions``, or its fields as keywords),
+    Holm-adjusted when several metrics are to be beaten, compared exactly as ``compare_results`` compares (pairs
+    by id and source, rows with a judge error on either side left out), under the same judge signature, over pairs
+    that cover at least half of the champion's judged rows. A candidate worse than the champion on a beat rule is
+    refused whatever the p-value; too few pairs to test is refused; a refused comparison fails the gate, with the
+    reason. The pairs used and left out, and each test (kind, n, p, adjusted
     p, direction), are tagged on the version. On a pass the version is registered and ``alias`` is moved to it; the
     version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (a champion
     rule's key is ``mgm.gate.rule.<beat_metric>_vs_<alias>``), the tags ``mgm.signature`` and
@@ -70,6 +80,7 @@ def register_if_passing(
     Malformed rules, unknown metrics and a ``model_uri`` that names no model raise ``ValueError``, and an unknown
     ``run_id`` MLflow's ``MlflowException`` (RESOURCE_DOES_NOT_EXIST), before any rule is evaluated.
     """
+    statistics = resolve("register_if_passing", keywords, statistics=statistics, judging=False).statistics
     parsed = parse_rules(rules)
     beat_metrics = [beat_metric] if isinstance(beat_metric, str) else list(beat_metric)
     if beat_champion and not alias:
@@ -92,7 +103,7 @@ def register_if_passing(
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
-        outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, resamples, seed, confidence, messages, comparison_tags)
+        outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         return result
@@ -154,8 +165,8 @@ def _check_alias(alias: str) -> None:
 
 
 def _champion_outcomes(
-    client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str], resamples: int,
-    seed: int, confidence: float, messages: list[str], tags: dict[str, str],
+    client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
+    statistics: StatisticsOptions, messages: list[str], tags: dict[str, str],
 ) -> list[RuleOutcome]:
     """One outcome per beat rule: better than the champion in the metric's direction, one-sided, Holm-adjusted
     (``run`` is the candidate's, with the ``figures`` the rules read)."""
@@ -178,7 +189,7 @@ def _champion_outcomes(
     alternatives = {metric: "greater" if direction(metric) == "higher" else "less" for metric in metrics}
     try:  # the one comparison every path uses: pairs by id and source, errored pairs out, too few refused
         comparison = compare_results(
-            incumbent, candidate, resamples=resamples, seed=seed, confidence=confidence, metrics=metrics, alternatives=alternatives,
+            incumbent, candidate, statistics=statistics, metrics=metrics, alternatives=alternatives,
         )
     except SignatureMismatchError as error:
         return refused(f"refused: judge signatures differ from the champion's ({error})")
@@ -203,7 +214,7 @@ def _champion_outcomes(
             outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
             continue
         row = table.loc[metric]
-        outcomes.append(beat_outcome(rule, metric, row, confidence, f"champion version {champion.version}", comparison.rows_note))
+        outcomes.append(beat_outcome(rule, metric, row, statistics.confidence, f"champion version {champion.version}", comparison.rows_note))
         tags[f"mgm.gate.test.{metric}"] = (
             f"{row['test']}, one-sided ({row['direction']} is better), n {int(row['n'])}, p {p_text(row['p_value'])}, "
             f"Holm-adjusted p {p_text(row['p_holm'])}"

@@ -23,9 +23,11 @@ from typing import Any
 import mlflow
 
 from ..judge import Judge, JudgeConfigError, Preflight
+from ..stats import StatisticsOptions
+from ..summarization.api import build_result
 from ..summarization.ids import canonical_id
-from ..summarization.api import build_result, source_token_budget
 from ..summarization.judging import judge_rows, prepare_rows, source_key
+from ..summarization.options import JudgingOptions
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
 
@@ -95,10 +97,10 @@ class Pipeline:
     judgement of it reaches another evaluation. A row is known by its texts (its source and summary), so MLflow's
     copies of one row, handed to each scorer, are judged once."""
 
-    def __init__(self, judge: Judge | None, *, coverage: bool, grounding: bool = True, ter: bool = False,
-                 max_source_tokens: int | None = None, keys: InputKeys = InputKeys()):
-        self.judge, self.coverage, self.grounding, self.ter, self.keys = judge, coverage, grounding, ter, keys
-        self.max_source_tokens = max_source_tokens if max_source_tokens is not None else source_token_budget(judge)
+    def __init__(self, judge: Judge | None, *, options: JudgingOptions, statistics: StatisticsOptions = StatisticsOptions(),
+                 keys: InputKeys = InputKeys()):
+        self.judge, self.statistics, self.keys = judge, statistics, keys
+        self.options = options.for_judge(judge)
         self.preflight = Preflight(judge)
         self._judged: dict[tuple[str, str], RowJudgement] = {}
         self._lock = threading.Lock()
@@ -131,8 +133,8 @@ class Pipeline:
         """The result of these rows (judging any not judged yet)."""
         inputs, references, extra = result_inputs(rows)
         return build_result(
-            inputs, self._judgements(inputs), judge=self.judge, coverage=self.coverage, grounding=self.grounding,
-            max_source_tokens=self.max_source_tokens, references=references, extra_columns=extra, ter=self.ter,
+            inputs, self._judgements(inputs), judge=self.judge, options=self.options, statistics=self.statistics,
+            references=references, extra_columns=extra,
         )
 
     def _judgements(self, rows: Sequence[RowInput]) -> list[RowJudgement]:
@@ -141,8 +143,7 @@ class Pipeline:
             missing = {key: row for row in rows if (key := _texts(row)) not in self._judged}
         if missing:
             with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
-                judged = judge_rows(list(missing.values()), self.judge, coverage=self.coverage, grounding=self.grounding,
-                                    max_source_tokens=self.max_source_tokens, progress=False)
+                judged = judge_rows(list(missing.values()), self.judge, self.options, progress=False)
             with self._lock:
                 for key, judgement in zip(missing, judged):
                     self._judged.setdefault(key, judgement)

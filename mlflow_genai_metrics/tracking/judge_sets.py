@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..judge import Judge
+from ..stats import StatisticsOptions
+from ..summarization.options import JudgingOptions
 from .genai import InputKeys, Pipeline
-from .scored_rows import ScoredRows
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
+from .scored_rows import ScoredRows
 
 __all__ = ["shared_pipeline", "summarization_scorers"]
 
@@ -25,18 +27,22 @@ def _one(judges: Sequence[_SummaryScorer], what: str, read: Any) -> Any:
     return next(iter(values.values()))
 
 
-def shared_pipeline(judges: Sequence[_SummaryScorer], *, ter: bool = False) -> Pipeline:
+def shared_pipeline(
+    judges: Sequence[_SummaryScorer], *, ter: bool = False, statistics: StatisticsOptions = StatisticsOptions()
+) -> Pipeline:
     """One pipeline for ``judges`` (they must share the judge's settings and where the texts are), judging each
     row once for all of them; coverage only when a ``KeyPointCoverage`` is among them; TER against the references
-    with ``ter``."""
+    with ``ter``; the intervals as ``statistics`` say."""
     judged = [j for j in judges if isinstance(j, _JudgedScorer)]
     keys = _one(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
     if not judged:
-        return Pipeline(None, coverage=False, ter=ter, keys=keys)
+        return Pipeline(None, options=JudgingOptions(coverage=False, ter=ter), statistics=statistics, keys=keys)
     _one(judged, "one judge's settings", lambda j: j.judge)
-    max_source_tokens = _one(judged, "max_source_tokens", lambda j: j.max_source_tokens)
-    coverage = any(isinstance(j, KeyPointCoverage) for j in judges)
-    return Pipeline(judged[0].live_judge(), coverage=coverage, ter=ter, max_source_tokens=max_source_tokens, keys=keys)
+    options = JudgingOptions(
+        coverage=any(isinstance(j, KeyPointCoverage) for j in judges), ter=ter,
+        max_source_tokens=_one(judged, "max_source_tokens", lambda j: j.max_source_tokens),
+    )
+    return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys)
 
 
 def summarization_scorers(

@@ -35,9 +35,10 @@ from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
 from ..judge import Judge, Preflight, Usage
-from ..summarization.api import build_result, source_token_budget
+from ..summarization.api import build_result
 from ..summarization.ids import canonical_id
 from ..summarization.judging import judge_rows
+from ..summarization.options import JudgingOptions, source_token_budget
 from ..summarization.pipeline import judge_row_pipelines
 from ..summarization.records import RowJudgement
 from ..summarization.result import SummarizationResult
@@ -195,13 +196,14 @@ class SharedRow:
         options = {"max_source_tokens": scored.max_source_tokens, "progress": False}
         with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
             if kind == GROUNDING:
-                return judge_rows([row], None, coverage=False, grounding=True)[0]
+                return judge_rows([row], None, JudgingOptions(coverage=False))[0]
             if kind == KEY_POINTS:
                 claims = self._parts[CLAIMS].result()  # a row whose claims failed is not checked further
                 if claims.error is not None:
                     return claims
                 return judge_row_pipelines([row], judge, coverage=True, claims=False, **options)[0]
-            return judge_rows([row], judge, coverage=kind == "full", grounding=scored.grounding, **options)[0]
+            asked = JudgingOptions(coverage=kind == "full", grounding=scored.grounding, max_source_tokens=scored.max_source_tokens)
+            return judge_rows([row], judge, asked, progress=False)[0]
 
     def whole(self) -> RowJudgement:
         """Every part asked of the row, merged (once every scorer call of the evaluation has returned)."""
@@ -315,11 +317,11 @@ def _result(sets: list[ScoredRows], rows: list[SharedRow]) -> SummarizationResul
     rows = sorted(rows, key=lambda r: (canonical_id(r.parsed.row.id), r.parsed.row.summary))  # result_inputs' order
     inputs, references, extra = result_inputs([r.parsed for r in rows])
     judgements = [row.whole().model_copy(update={"id": given.id}) for row, given in zip(rows, inputs)]
-    return build_result(
-        inputs, judgements, judge=judged.judge if judged else None, coverage=any(KEY_POINTS in s.needs for s in sets),
-        grounding=sets[0].grounding, max_source_tokens=judged.max_source_tokens if judged else None,
-        references=references, extra_columns=extra,
+    options = JudgingOptions(
+        coverage=any(KEY_POINTS in s.needs for s in sets), grounding=sets[0].grounding,
+        max_source_tokens=judged.max_source_tokens if judged else None,
     )
+    return build_result(inputs, judgements, judge=judged.judge if judged else None, options=options, references=references, extra_columns=extra)
 
 
 def aggregate(scored: ScoredRows, name: str, values: list[float]) -> Outcome | None:
