@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from peer_answers import PeerAwareScript  # noqa: E402
 from peer_runs import MISSING, PEERS, PEERS_PYTHON, run_peer, write_rows  # noqa: E402
 
-from mlflow_genai_metrics import Judge, Prices, judge_summaries  # noqa: E402
+from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
+from mlflow_genai_metrics.judge import Prices
 from mlflow_genai_metrics.judge.batch import BatchOptions  # noqa: E402
 from mlflow_genai_metrics.study import load_articles, stratified_sample  # noqa: E402
 from mlflow_genai_metrics.testing import ScriptedJudgeServer  # noqa: E402

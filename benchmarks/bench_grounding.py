@@ -49,9 +49,10 @@ def main(argv: list[str] | None = None) -> list[str]:
     pinned = pin_to_one_core()
     from rouge_score import rouge_scorer
 
-    from mlflow_genai_metrics import grounding_metrics, traditional_metrics
+    from mlflow_genai_metrics import grounding_metrics
     from mlflow_genai_metrics.grounding import model_tag
     from mlflow_genai_metrics.grounding.words import stem
+    from mlflow_genai_metrics.reference import traditional_metrics
 
     rows = [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()][: args.rows]
     sources = [r["text"] for r in rows]

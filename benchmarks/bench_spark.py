@@ -19,7 +19,6 @@ import tempfile
 import time
 
 import pandas as pd
-
 from bench_throughput import SERVE, endpoint  # the scripted endpoint in its own process
 
 from mlflow_genai_metrics import Judge, judge_summaries

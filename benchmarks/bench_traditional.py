@@ -60,8 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     records, predictions, references = load(args.rows)
 
-    from mlflow_genai_metrics import traditional_metrics
-    from mlflow_genai_metrics.reference import paired_corpus_difference
+    from mlflow_genai_metrics.reference import paired_corpus_difference, traditional_metrics
 
     timings = {}
     started = time.perf_counter()
@@ -81,8 +80,8 @@ def main() -> None:
 
     base = timings["rouge-score + sacreBLEU, row by row, 1 process"]
     print(f"{len(predictions)} BBC rows; python {platform.python_version()}, {os.cpu_count()} cores")
-    print(f"| method | seconds | ms per row | time vs row by row |")
-    print(f"|---|---|---|---|")
+    print("| method | seconds | ms per row | time vs row by row |")
+    print("|---|---|---|---|")
     for name, seconds in timings.items():
         print(f"| {name} | {seconds:.1f} | {seconds / len(predictions) * 1000:.2f} | {seconds / base:.2f}x |")
     print(f"\nTER (ter=True), one process: {ter_per_row:.2f} s per row over {args.ter_rows} rows "

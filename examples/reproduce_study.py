@@ -33,7 +33,16 @@ from pathlib import Path
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.local import LocalModelServer
 from mlflow_genai_metrics.study import (
-    Candidate, comparison_lines, format_table, load_articles, local_store, run_study, run_url, stratified_sample, ui_command, warning_lines,
+    Candidate,
+    comparison_lines,
+    format_table,
+    load_articles,
+    local_store,
+    run_study,
+    run_url,
+    stratified_sample,
+    ui_command,
+    warning_lines,
 )
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news_summary.jsonl"

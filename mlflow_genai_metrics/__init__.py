@@ -1,102 +1,59 @@
 """mlflow_genai_metrics: LLM-as-a-judge summarization metrics, trustworthy and cheap, as first-class MLflow evaluations.
 
-The core (``judge``, ``summarization``, ``reference``, ``stats``) imports nothing from MLflow; everything
-MLflow-specific lives in one subpackage.
+What a user calls is here; each subpackage exports its own (``judge``: the LLM client and its records;
+``summarization``: the method, its results and comparisons; ``reference``: ROUGE, BLEU, chrF, TER; ``tracking``:
+everything MLflow). The core imports nothing from MLflow: the MLflow names below load on first use.
 """
 
+from importlib import import_module
+from warnings import warn
+
 from ._version import __version__
+from .judge import Judge, JudgeConfigError
+from .stats import StatisticsOptions
+from .summarization import JudgingOptions, compare_results, grounding_metrics, judge_summaries, judge_summaries_frame
 
-from .generate import summarize
-from .judge import (
-    BatchFilesWritten,
-    BatchOptions,
-    Judge,
-    JudgeConfigError,
-    JudgeError,
-    JudgeReply,
-    JudgeRequest,
-    Message,
-    Prices,
-    TextAnswer,
-    Usage,
-)
-from .summarization import (
-    Comparison,
-    InsufficientPairsError,
-    SignatureMismatchError,
-    SourceMismatchError,
-    SummarizationResult,
-    compare_results,
-    estimate_cost,
-    judge_summaries,
-    judge_summaries_frame,
-)
-from .summarization.grounding_only import GroundingResult, grounding_metrics
-from .reference import TraditionalResult, traditional_metrics
+_TRACKING_NAMES = ("ClaimAlignment", "Grounding", "KeyPointCoverage", "SummarizerModel", "compare_runs", "evaluate_summaries",
+                   "register_if_passing")
 
-# The MLflow layer loads on first use, so that judging without MLflow never pays for importing it.
-_TRACKING_NAMES = {
-    "summarization_metrics",
-    "summarization_scorers",
-    "compare_runs",
-    "SummarizerModel",
-    "register_if_passing",
-    "GateResult",
-    "log_result",
-    "ClaimAlignment",
-    "KeyPointCoverage",
-    "Grounding",
-    "evaluate_summaries",
-    "log_summary_results",
-    "score_traces",
+# Names this module exported before issue 26, kept importable from here for one release: each is its subpackage's.
+_MOVED = {
+    **dict.fromkeys(("BatchFilesWritten", "BatchOptions", "JudgeError", "JudgeReply", "JudgeRequest", "Message", "Prices",
+                     "TextAnswer", "Usage"), "judge"),
+    **dict.fromkeys(("Comparison", "GroundingResult", "InsufficientPairsError", "SignatureMismatchError",
+                     "SourceMismatchError", "SummarizationResult", "estimate_cost"), "summarization"),
+    **dict.fromkeys(("TraditionalResult", "traditional_metrics"), "reference"),
+    **dict.fromkeys(("GateResult", "log_result", "log_summary_results", "score_traces", "summarization_metrics",
+                     "summarization_scorers"), "tracking"),
+    "summarize": "generate",
 }
 
 
 def __getattr__(name: str):
     if name in _TRACKING_NAMES:
-        from . import tracking
+        return getattr(import_module(".tracking", __name__), name)
+    if name in _MOVED:
+        home = f"{__name__}.{_MOVED[name]}"
+        warn(f"import {name} from {home}: mlflow_genai_metrics.{name} goes in the next release", DeprecationWarning, stacklevel=2)
+        return getattr(import_module(home), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-        return getattr(tracking, name)
-    raise AttributeError(f"module 'mlflow_genai_metrics' has no attribute {name!r}")
 
 __all__ = [
-    "BatchFilesWritten",
-    "BatchOptions",
     "ClaimAlignment",
-    "Comparison",
-    "GateResult",
     "Grounding",
-    "InsufficientPairsError",
-    "SummarizerModel",
     "Judge",
     "JudgeConfigError",
-    "JudgeError",
-    "JudgeReply",
-    "JudgeRequest",
+    "JudgingOptions",
     "KeyPointCoverage",
-    "Message",
-    "Prices",
-    "SignatureMismatchError",
-    "SourceMismatchError",
-    "SummarizationResult",
-    "TextAnswer",
-    "TraditionalResult",
-    "Usage",
+    "StatisticsOptions",
+    "SummarizerModel",
     "__version__",
     "compare_results",
     "compare_runs",
-    "estimate_cost",
     "evaluate_summaries",
-    "GroundingResult",
     "grounding_metrics",
-    "log_result",
-    "log_summary_results",
-    "register_if_passing",
-    "score_traces",
     "judge_summaries",
     "judge_summaries_frame",
-    "summarize",
-    "summarization_metrics",
-    "summarization_scorers",
-    "traditional_metrics",
+    "register_if_passing",
 ]

@@ -11,8 +11,6 @@ import pandas as pd
 from .judge import Judge, JudgeRequest, TextAnswer
 from .prompts import short_hash
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "summarize"]
-
 DEFAULT_SUMMARY_PROMPT = "Summarize the article in one paragraph."
 
 

@@ -26,8 +26,6 @@ from .sqlite_store import default_cache_dir
 if TYPE_CHECKING:
     from .judge import Judge
 
-__all__ = ["KNOWN_MODELS", "LocalModelServer", "LocalModelServerError", "resolve_model"]
-
 INSTALL_HINT = "pip install 'mlflow_genai_metrics[local]'  (builds llama-cpp-python; set CMAKE_ARGS=\"-DGGML_NATIVE=OFF\" for a portable build)"
 
 

@@ -29,21 +29,7 @@ from .judge import Judge
 from .stats import StatisticsOptions, category_bootstrap_interval
 from .summarization import SummarizationResult, judge_summaries
 from .summarization.scoring import Estimate
-from .tables import load_labelled
-
-__all__ = [
-    "GroundingMetaReport",
-    "MetaReport",
-    "agreement",
-    "binary_agreement",
-    "confusion_frame",
-    "evaluation_rows",
-    "grounding_meta_evaluate",
-    "load_labelled",
-    "meta_evaluate",
-    "stratified_labelled_sample",
-    "untrained_rule_scores",
-]
+from .tables import load_labelled as load_labelled  # part of meta-evaluation's API: the labelled sets it reads
 
 
 def stratified_labelled_sample(frame: pd.DataFrame, n: int | None, *, seed: int = 0) -> pd.DataFrame:

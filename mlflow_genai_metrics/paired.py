@@ -29,7 +29,6 @@ from scipy import stats as scipy_stats
 from .stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    MIN_INTERVAL_ROWS,
     RatioHistogram,
     RatioStatistic,
     bca_interval,
@@ -37,18 +36,6 @@ from .stats import (
     ratio_of_sums,
     wilson_interval,
 )
-
-__all__ = [
-    "Alternative",
-    "MIN_CORPUS_ROWS",
-    "MIN_DIFFERENCE_ROWS",
-    "PairedTest",
-    "holm",
-    "newcombe_interval",
-    "paired_corpus",
-    "paired_proportion",
-    "paired_ratio",
-]
 
 Alternative = Literal["two-sided", "greater", "less"]  # "greater": B - A > 0
 DEFAULT_PERMUTATIONS = 9999

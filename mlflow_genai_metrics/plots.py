@@ -15,8 +15,6 @@ import pandas as pd  # noqa: E402
 from .summarization.metrics import METRICS  # noqa: E402
 from .summarization.scoring import interval_names  # noqa: E402
 
-__all__ = ["alignment_vs_richness", "category_bars", "metric_bars", "share_metrics", "verdict_bars"]
-
 
 def share_metrics() -> list[str]:
     """The registered aggregates that are shares in [0, 1], plotted together on one axis."""

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from .judge import Judge
     from .stats import StatisticsOptions
 
-__all__ = ["FAMILY_PARTS", "JudgePart", "Part", "Signature", "parse_signature", "signature_differences", "summarization_signature"]
-
 Part = Literal["judge", "reference", "grounding", "statistics"]
 _JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed")
 _REFERENCE_FIELDS = ("rouge", "bleu", "chrf", "ter")

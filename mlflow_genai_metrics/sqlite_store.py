@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OwnerOnlyStore", "StoreUnreadable", "default_cache_dir", "open_owner_only"]
-
 _BUSY_S = 60  # how long a process waits for another one holding the file
 _KEYS_PER_QUERY = 900  # well under SQLite's limit on parameters
 _MAGIC = b"SQLite format 3\x00"

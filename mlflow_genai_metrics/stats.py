@@ -37,19 +37,6 @@ import numpy as np
 from scipy import stats as scipy_stats
 from scipy.special import ndtr, ndtri
 
-__all__ = [
-    "MIN_INTERVAL_ROWS",
-    "RatioHistogram",
-    "RatioStatistic",
-    "StatisticsOptions",
-    "bca_interval",
-    "bootstrap_interval",
-    "category_bootstrap_interval",
-    "ratio",
-    "ratio_of_sums",
-    "wilson_interval",
-]
-
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 12345
 # The fewest rows from which a mean's or a ratio's BCa interval holds its 95% coverage in the calibration

@@ -11,8 +11,6 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["MissingColumnError", "load_labelled", "read_table", "table_records"]
-
 
 class MissingColumnError(ValueError):
     """A table lacks a column the caller named: bad input (the command line's exit code 2), not a lookup bug."""

@@ -11,8 +11,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["lcs_indices", "lcs_length", "split_sentences", "texts"]
-
 _SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
 
 

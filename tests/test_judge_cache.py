@@ -7,14 +7,14 @@ import multiprocessing
 import sqlite3
 
 import pytest
+from conftest import verdict_json
+from helpers import ask_about, judge_for
 from pydantic import BaseModel
 
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
-from mlflow_genai_metrics.judge.cache import OwnerOnlyStore, StoreUnreadable, Transcript, canonical_material
+from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
+from mlflow_genai_metrics.sqlite_store import OwnerOnlyStore, StoreUnreadable
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedJudgeServer
-
-from conftest import verdict_json
-from helpers import ask_about, judge_for
 
 BASE = dict(
     model="m",
@@ -92,7 +92,7 @@ def test_a_different_answer_schema_is_not_served_an_old_answer(scripted_server, 
 
 
 def test_the_first_transcript_for_a_key_wins_and_is_stored_once(tmp_path):
-    from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
+    from mlflow_genai_metrics.judge.cache import Transcript
     from mlflow_genai_metrics.judge.replies import CallResult
 
     cache = JudgeCache(tmp_path)
@@ -115,6 +115,7 @@ def _worker(base_url: str, cache_dir: str, worker: int, results: "multiprocessin
 
     sys.path.insert(0, __import__("os").path.dirname(__file__))
     from helpers import ask_about as ask
+
     from mlflow_genai_metrics import Judge
 
     judge = Judge("scripted-judge", base_url, "sk-worker", cache_dir=cache_dir, max_concurrency=8)

@@ -11,18 +11,17 @@ import json
 
 import mlflow
 import pytest
+from helpers import judge_for
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
-from mlflow_genai_metrics import SummarizerModel, evaluate_summaries, judge_summaries, log_result, register_if_passing
+from mlflow_genai_metrics import SummarizerModel, evaluate_summaries, judge_summaries, register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.summarization.metrics import RUN_METRICS
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, compare_runs, load_run
+from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, compare_runs, load_run, log_result
 from mlflow_genai_metrics.tracking.compare import run_figures
 from mlflow_genai_metrics.tracking.run_logging import loggable_metrics
-
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 GOOD = "The council approved budget {i}."
 VAGUE = "Aliens visited town {i}."  # the source neither supports nor contradicts it: idk
@@ -123,7 +122,11 @@ def test_the_report_wins_over_a_stale_run_metric_and_the_run_metrics_add_the_nam
     is missing, whatever an earlier logging left; a run metric the report does not name (the user's) stays."""
     server = scripted_server()
     run_id, _ = _logged(server, [GOOD.format(i=i) for i in range(6)], run_name="logged twice", all_metrics=True)
-    empty = judge_summaries([_article(i) for i in range(6)], [""] * 6, judge=judge_for(server), ids=[f"a{i}" for i in range(6)],
+    # A Judge that asked nothing knows no response mode, and the run's signature param cannot change: this one has
+    # found its mode (the same as the first logging's judge) before judging summaries that need no question.
+    judge = judge_for(server)
+    judge_summaries([_article(0)], [GOOD.format(i=0)], judge=judge, coverage=False, grounding=False)
+    empty = judge_summaries([_article(i) for i in range(6)], [""] * 6, judge=judge, ids=[f"a{i}" for i in range(6)],
                             coverage=False, grounding=False)  # no claim anywhere: claim_support_rate undefined
     log_result(empty, run_id=run_id, log_metrics=True)
     MlflowClient().log_metric(run_id, "generation_error_rate", 0.25)

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.grounding.cache import CACHE_FILE as GROUNDING_FILE
 from mlflow_genai_metrics.grounding.cache import GroundingCache
-from mlflow_genai_metrics.judge.cache import CACHE_FILE, JudgeCache, StoreUnreadable, Transcript
+from mlflow_genai_metrics.judge.cache import CACHE_FILE, JudgeCache, Transcript
+from mlflow_genai_metrics.sqlite_store import StoreUnreadable
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 SOURCES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision." for i in range(6)]
 SUMMARIES = [f"The council approved budget number {i}. The mayor welcomed it." for i in range(6)]

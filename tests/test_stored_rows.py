@@ -5,19 +5,20 @@ anything that could change a record changes its key."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import judge_for, same_metrics
 
-from mlflow_genai_metrics import Prices, judge_summaries
+from mlflow_genai_metrics import judge_summaries
+from mlflow_genai_metrics.judge import Prices
 from mlflow_genai_metrics.judge.cache import CACHE_FILE, JudgeCache
 from mlflow_genai_metrics.summarization import stored_rows
 from mlflow_genai_metrics.summarization.records import RowInput
 from mlflow_genai_metrics.summarization.stored_rows import RowStore
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections
-
-from helpers import judge_for, same_metrics
 
 ARTICLES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision. Critics objected." for i in range(4)]
 # Two candidates' summaries of every article, and an empty one: key points shared, counted once per source.
@@ -156,10 +157,16 @@ def test_a_prompt_edit_changes_every_key(scripted_server, tmp_path, monkeypatch)
     assert _key(_judge(server, tmp_path)) != base
 
 
-def test_the_code_hash_reads_every_module_that_makes_a_record():
-    assert len(stored_rows._code_hash()) == 64
-    for name in stored_rows._RECORD_CODE:
-        __import__(name)  # each one exists (a renamed module would otherwise go unhashed)
+def test_the_code_hash_changes_with_any_module_of_the_package(tmp_path):
+    """Not a hand-kept list: an edit to the module that de-duplicates claims (once left out) changes every key."""
+    import shutil
+
+    package = Path(stored_rows.__file__).resolve().parents[1]
+    copy = shutil.copytree(package, tmp_path / "package", ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.jsonl"))
+    before = stored_rows._code_hash(copy)
+    assert before == stored_rows._code_hash(package) and len(before) == 64
+    (copy / "summarization" / "statements.py").write_text((copy / "summarization" / "statements.py").read_text() + "\n# edited\n")
+    assert stored_rows._code_hash(copy) != before
 
 
 @pytest.mark.parametrize("coverage", [False, True])

@@ -10,13 +10,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "ARTIFACTS_FOLDER", "DEFAULT_EXPERIMENT", "DEFAULT_TRACKING_URI", "EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED",
-    "EXIT_OK", "EXIT_USAGE", "DefaultsShown", "figure", "folder_argument", "judge_arguments", "judge_options", "local_artifacts_root",
-    "local_database", "make_judge", "port_number", "positive_int", "positive_number", "prepare_experiment", "set_experiment",
-    "set_tracking", "tracking_option",
-]
-
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_EVALUATION_FAILED = EXIT_GATE_FAILED  # one code for "the work ran and its verdict is no"
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"

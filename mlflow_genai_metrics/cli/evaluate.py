@@ -26,8 +26,6 @@ from .common import (
     tracking_option,
 )
 
-__all__ = ["add_commands", "evaluate", "summary_lines"]
-
 
 class _SaidByTheCommand(logging.Filter):
     """Leaves out the warning a run without figures is logged with: the command prints that sentence itself."""
@@ -162,7 +160,7 @@ def summary_lines(metrics: dict[str, float]) -> list[str]:
 
 def _number(value: float) -> str:
     """A figure as a person reads it: 3 significant digits (as the cards show them), a count whole."""
-    from ..tracking.feedback import shown
+    from ..summarization.cards import shown
 
     if math.isfinite(value) and value.is_integer():
         return f"{value:.0f}"

@@ -9,8 +9,6 @@ import threading
 
 from .common import EXIT_OK, folder_argument, port_number, positive_int
 
-__all__ = ["DEMO_GATE", "DEMO_NOTE", "add_commands", "demo", "demo_report", "serve"]
-
 
 def serve(args: argparse.Namespace) -> int:
     from ..local import LocalModelServer

@@ -7,8 +7,6 @@ from pathlib import Path
 
 from .common import EXIT_OK, figure, judge_options, make_judge, positive_int, prepare_experiment, set_tracking, tracking_option
 
-__all__ = ["add_commands", "agreement", "meta_eval", "monitor"]
-
 
 def meta_eval(args: argparse.Namespace) -> int:
     from ..meta_evaluation import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate

@@ -15,8 +15,6 @@ import os
 import re
 from collections.abc import Iterator
 
-__all__ = ["KNOWN_WARNINGS", "quiet_mlflow"]
-
 KNOWN_WARNINGS = (
     # `mgm gate RUN --model-uri runs:/RUN/summarizer`: MLflow 3 keeps a logged model under models:/m-..., registers
     # that one and says so; the gate prints what it registered

@@ -6,8 +6,6 @@ import argparse
 
 from .common import EXIT_GATE_FAILED, EXIT_OK, set_tracking, tracking_option
 
-__all__ = ["add_commands", "compare", "gate"]
-
 
 def compare(args: argparse.Namespace) -> int:
     from ..tracking import compare_runs

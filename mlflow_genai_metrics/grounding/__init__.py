@@ -13,10 +13,10 @@ trained on human labels and shipped as a versioned JSON file (``model``; its tag
 round. Core: imports nothing from MLflow.
 """
 
-from .features import ROW_FEATURES, SENTENCE_FEATURES
 from .cache import GroundingCache, cached_groundings, cached_supports
+from .features import ROW_FEATURES, SENTENCE_FEATURES
 from .model import MODEL_FILE, GroundingModel, load_model, model_tag
-from .scoring import RowGrounding, lexical_support, lexical_supports, score_pairs, suspect, support_thresholds
+from .scoring import RowGrounding, lexical_support, lexical_supports, score_pairs, support_thresholds, suspect
 
 __all__ = [
     "MODEL_FILE",

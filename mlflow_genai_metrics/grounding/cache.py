@@ -12,14 +12,12 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import asdict
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from ..sqlite_store import OwnerOnlyStore, default_cache_dir
 from .model import load_model
 from .scoring import RowGrounding, lexical_supports, score_pairs
-
-__all__ = ["CACHE_FILE", "GroundingCache", "cached_groundings", "cached_supports", "text_hash"]
 
 CACHE_FILE = "grounding-cache.sqlite3"
 _SCHEMA = """

@@ -15,16 +15,6 @@ from dataclasses import dataclass
 from ..text import lcs_length
 from .words import Sentence, Token, analyse_sentences, opposites
 
-__all__ = [
-    "ROW_FEATURES",
-    "SENTENCE_FEATURES",
-    "SentenceFeatures",
-    "SourceIndex",
-    "row_features",
-    "sentence_features",
-    "summary_features",
-]
-
 _INFORMATIVE = frozenset({"content", "date", "number"})
 # name: how it aggregates over a summary's sentences ("share": min and mean; "count": max and sum)
 SENTENCE_FEATURES: dict[str, str] = {

@@ -19,8 +19,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MODEL_FILE", "MODEL_TAG", "GroundingModel", "load_model", "model_tag", "TRAINING_SPLITS"]
-
 # The only human-labelled data the model may learn from; every other split is for measuring it.
 TRAINING_SPLITS = {"frank": "valid", "summedits": "evaluation"}
 MODEL_FILE = Path(__file__).with_name("grounding-v1.json")

@@ -21,8 +21,6 @@ import numpy as np
 from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, row_features, summary_features
 from .model import GroundingModel, load_model
 
-__all__ = ["RowGrounding", "lexical_support", "lexical_supports", "score_pairs", "source_indexes", "suspect", "support_thresholds"]
-
 
 @dataclass(frozen=True)
 class RowGrounding:

@@ -13,8 +13,6 @@ from functools import lru_cache
 
 from ..text import split_sentences
 
-__all__ = ["NEGATIONS", "STOPWORDS", "Sentence", "Token", "analyse_sentences", "opposites", "stem"]
-
 # Numbers keep their separators ("1,000", "3.5"); words keep an inner apostrophe ("didn't", "o'neill").
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_]+(?:['\u2019][^\W\d_]+)*|%|[$\u00a3\u20ac]")
 # Function words: never counted as content, so support is about what a sentence says, not how.

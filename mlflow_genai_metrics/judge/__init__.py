@@ -4,12 +4,12 @@ response-mode fallback, an on-disk cache and usage accounting. Imports nothing f
 The rest of the package imports the judge from here only, never its modules (``tests/test_layout.py``): the second
 group of names below is what ``summarization/``, ``tracking/``, ``cli/`` and ``spark/`` use of its internals."""
 
-from ..sqlite_store import default_cache_dir
+from ..sqlite_store import StoreUnreadable, default_cache_dir
 from .answers import AnswerParseError, ResponseMode, parse_answer
 from .batch import BatchFilesWritten, BatchOptions
 from .budget import BudgetExhausted, drawing_from
-from .cache import JudgeCache, StoreUnreadable, cache_key
-from .client import DEFAULT_BASE_URL, Judge
+from .cache import CACHE_FILE, JudgeCache, cache_key, canonical_json
+from .client import Judge
 from .declaration import Declared, declared, setting
 from .errors import JudgeConfigError, redact, redact_url
 from .models import same_model
@@ -17,7 +17,7 @@ from .modes import EndpointModes
 from .preflight import Preflight, preflight
 from .records import USAGE_SUMS, ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
 from .runner import run_sync
-from .settings import JudgeSettings, environment_context_window
+from .settings import DEFAULT_BASE_URL, JudgeSettings, environment_context_window
 from .tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
@@ -40,7 +40,9 @@ __all__ = [
     "StoreUnreadable",
     "TextAnswer",
     "Usage",
+    "CACHE_FILE",
     "cache_key",
+    "canonical_json",
     "default_cache_dir",
     "parse_answer",
     "redact",

@@ -19,17 +19,6 @@ from pydantic import BaseModel, ValidationError
 
 from .cache import canonical_json
 
-__all__ = [
-    "MODES",
-    "AnswerParseError",
-    "ResponseMode",
-    "answer_schema",
-    "answer_schema_json",
-    "parse_answer",
-    "response_format",
-    "with_schema_instruction",
-]
-
 ResponseMode = Literal["json_schema", "json_object", "text"]
 MODES: tuple[ResponseMode, ...] = ("json_schema", "json_object", "text")
 

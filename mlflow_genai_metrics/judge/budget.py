@@ -31,17 +31,6 @@ from .records import Prices
 from .replies import CallResult
 from .tokens import MOST_UNBOUNDED_COMPLETION_TOKENS, estimate_prompt_tokens, most_prompt_tokens
 
-__all__ = [
-    "COMPLETION_ALLOWANCE",
-    "Budget",
-    "BudgetExhausted",
-    "Earmark",
-    "Reservation",
-    "credible_usage",
-    "drawing_from",
-    "worst_cost",
-]
-
 # The completion tokens a request that names no max_tokens is taken to need at most (every pass of the package names
 # its own; set Judge(max_tokens=...) for a tighter hold).
 COMPLETION_ALLOWANCE = 4096

@@ -21,13 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..sqlite_store import OwnerOnlyStore, StoreUnreadable, open_owner_only
+from ..sqlite_store import OwnerOnlyStore
 from .replies import CallResult
-
-__all__ = [
-    "CACHE_FILE", "JudgeCache", "OwnerOnlyStore", "StoreUnreadable", "Transcript", "cache_key", "canonical_json",
-    "canonical_material", "open_owner_only",
-]
 
 CACHE_FILE = "judge-cache.sqlite3"
 # A table of its own (the earlier ``answers`` table held validated answers only): old files open, their rows unused.

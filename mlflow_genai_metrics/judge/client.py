@@ -31,10 +31,8 @@ from .models import ReportedModels
 from .modes import EndpointModes
 from .records import JudgeReply, JudgeRequest, Usage
 from .runner import run_sync
-from .settings import DEFAULT_BASE_URL, JudgeSettings
+from .settings import JudgeSettings
 from .transport import Transport
-
-__all__ = ["DEFAULT_BASE_URL", "Judge"]
 
 
 class _ReadOnly:

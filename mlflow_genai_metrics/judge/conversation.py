@@ -26,8 +26,6 @@ from .replies import CallResult, without_secrets
 from .settings import JudgeSettings
 from .transport import Call, CallFailed
 
-__all__ = ["Conversation", "conversation", "needs_response_mode", "play"]
-
 log = logging.getLogger(__name__)
 
 REPAIR_PROMPT = (

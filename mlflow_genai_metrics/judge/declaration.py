@@ -13,8 +13,6 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
 
-__all__ = ["Declared", "declared", "setting"]
-
 
 def setting(default: Any, help: str, *, env: str | None = None, flag: str | None = None, metavar: str | None = None,
             spec: bool = False, positional: bool = False, **field: Any) -> Any:

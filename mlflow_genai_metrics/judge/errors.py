@@ -9,19 +9,6 @@ import openai
 
 from .records import ErrorKind
 
-__all__ = [
-    "DeadlineExceeded",
-    "JudgeConfigError",
-    "is_mode_rejection",
-    "is_unreachable",
-    "is_retryable",
-    "redact",
-    "redact_url",
-    "retry_after_seconds",
-    "row_error_kind",
-    "url_secrets",
-]
-
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
 _SECRET_NAME = re.compile(r"key|token|secret|passw|sig|auth", re.IGNORECASE)
 _QUERY_VALUE = re.compile(r"([?&]([^=&#\s]+)=)([^&#\s]+)")

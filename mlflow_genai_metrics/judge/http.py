@@ -24,8 +24,6 @@ from urllib.parse import urlparse
 
 import openai
 
-__all__ = ["HttpBackend", "aiohttp_offered", "close_soon", "http_client"]
-
 HttpBackend = Literal["auto", "aiohttp", "httpx"]
 
 try:  # the HTTP library under the openai client: httpx2 from openai 3 on, httpx before

@@ -18,8 +18,6 @@ from typing import TypeVar
 
 from .errors import DeadlineExceeded
 
-__all__ = ["Limiter", "Pace", "within_deadline"]
-
 T = TypeVar("T")
 
 

@@ -21,8 +21,6 @@ from .errors import JudgeConfigError, config_error, is_unreachable, unreachable_
 from .limits import within_deadline
 from .settings import JudgeSettings
 
-__all__ = ["NO_LISTING", "Listing", "ReportedModels", "check_served_model", "is_listed", "not_listed_error", "read_model_ids", "same_model"]
-
 log = logging.getLogger(__name__)
 
 NO_LISTING = (404, 405, 501)  # an endpoint without /models: the name cannot be checked, nothing is wrong

@@ -17,8 +17,6 @@ from typing import TypeVar
 from .answers import ResponseMode
 from .limits import Limiter
 
-__all__ = ["EndpointMode", "EndpointModes"]
-
 T = TypeVar("T")
 
 

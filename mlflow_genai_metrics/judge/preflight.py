@@ -13,8 +13,6 @@ from .errors import JudgeConfigError
 from .models import check_served_model
 from .runner import run_sync
 
-__all__ = ["Preflight", "preflight"]
-
 
 class Preflight:
     """The judge's preflight, once (until ``reset``): rows arriving together wait for the one check, then share its

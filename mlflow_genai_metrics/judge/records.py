@@ -9,20 +9,6 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from .replies import CallResult
 
-__all__ = [
-    "OPENAI_BATCH_DISCOUNT",
-    "USAGE_SUMS",
-    "AnswerT",
-    "ErrorKind",
-    "JudgeError",
-    "JudgeReply",
-    "JudgeRequest",
-    "Message",
-    "Prices",
-    "TextAnswer",
-    "Usage",
-]
-
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 OPENAI_BATCH_DISCOUNT = 0.5  # OpenAI's Batch API halves input and output prices

@@ -15,8 +15,6 @@ from typing import Annotated, Any
 import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["EXCERPT_CHARS", "BadReply", "CallResult", "excerpt", "read_completion", "without_secrets"]
-
 EXCERPT_CHARS = 200
 
 _JSON_KINDS = {type(None): "null", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}

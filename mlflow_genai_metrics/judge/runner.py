@@ -13,8 +13,6 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["background_loop", "run_sync", "started_loop"]
-
 T = TypeVar("T")
 
 _lock = threading.Lock()

@@ -20,8 +20,6 @@ from .errors import JudgeConfigError, redact, redact_url, url_secrets
 from .http import HttpBackend
 from .records import Prices
 
-__all__ = ["DEFAULT_BASE_URL", "DEFAULT_CACHE", "JudgeSettings", "environment_context_window", "is_loopback"]
-
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_CACHE: Any = type("DefaultCache", (), {"__repr__": lambda self: "<default>"})()  # the default cache dir; None: no cache
 MIN_SECRET_CHARS = 8  # the shortest key or password searched for in answers (``JudgeSettings.redact_reply``)

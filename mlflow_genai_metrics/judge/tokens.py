@@ -12,15 +12,6 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = [
-    "CHARS_PER_TOKEN",
-    "MESSAGE_OVERHEAD_TOKENS",
-    "MOST_UNBOUNDED_COMPLETION_TOKENS",
-    "estimate_prompt_tokens",
-    "estimate_tokens",
-    "most_prompt_tokens",
-]
-
 CHARS_PER_TOKEN = 3.5
 # What a chat template adds around each message (role name, start and end markers).
 MESSAGE_OVERHEAD_TOKENS = 4

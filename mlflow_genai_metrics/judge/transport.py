@@ -21,6 +21,7 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
+from .budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
 from .errors import (
     config_error,
     is_config_error,
@@ -31,7 +32,6 @@ from .errors import (
     row_error_kind,
     unreachable_error,
 )
-from .budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
 from .http import close_soon, http_client
 from .limits import Limiter, Pace, within_deadline
 from .models import check_served_model
@@ -39,8 +39,6 @@ from .records import JudgeError, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
 from .settings import JudgeSettings
-
-__all__ = ["Call", "CallFailed", "Transport"]
 
 try:  # the HTTP library under the openai client: httpx2 from openai 3 on, httpx before
     from httpx2 import Response as _HTTP_RESPONSE

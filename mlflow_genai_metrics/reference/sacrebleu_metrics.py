@@ -26,16 +26,6 @@ from functools import lru_cache
 from importlib.metadata import version
 from typing import Any
 
-__all__ = [
-    "CORPUS_METRICS",
-    "PRIVATE_CALLS",
-    "check_sacrebleu",
-    "corpus_score",
-    "rouge_signature",
-    "sacrebleu_signatures",
-    "segment_scores",
-]
-
 CORPUS_METRICS = ("bleu", "chrf", "ter")
 # The only private sacreBLEU calls: (class, method, its parameters). Nothing public gives what they give.
 PRIVATE_CALLS = (

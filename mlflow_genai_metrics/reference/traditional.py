@@ -33,18 +33,6 @@ from ..paired import Alternative, PairedTest, paired_corpus
 from ..text import lcs_indices, lcs_length, split_sentences, texts
 from .sacrebleu_metrics import CORPUS_METRICS, corpus_score, rouge_signature, sacrebleu_signatures, segment_scores
 
-__all__ = [
-    "ROUGE_TYPES",
-    "TRADITIONAL_COLUMNS",
-    "TraditionalResult",
-    "corpus_scores",
-    "paired_corpus_difference",
-    "reference_key",
-    "statistics_column",
-    "traditional_metrics",
-    "traditional_signatures",
-]
-
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 TRADITIONAL_COLUMNS = (*ROUGE_TYPES, "bleu", "chrf", "ter", "summary_words", "compression_ratio")
 PARALLEL_MIN_ROWS = 400  # below this, starting worker processes costs more than it saves

@@ -15,8 +15,6 @@ from pyspark.sql import functions as F
 
 from ..judge import Judge
 
-__all__ = ["BudgetShares", "keep_to_partition_share", "partition_budgets"]
-
 BudgetShares = tuple[tuple[int | None, float | None], ...]  # per partition: (max_calls, max_cost_usd)
 
 

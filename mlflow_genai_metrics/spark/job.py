@@ -20,8 +20,6 @@ from .budget import partition_budgets
 from .plan import PartitionPlan, judged_schema
 from .result import SparkSummarizationResult
 
-__all__ = ["judge_summaries_spark"]
-
 _ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 

@@ -19,8 +19,6 @@ from ..summarization.options import JudgingOptions
 from ..summarization.scoring import USAGE_COLUMNS, row_families, rows_table
 from .budget import BudgetShares, keep_to_partition_share
 
-__all__ = ["HIDDEN_USAGE_SUMS", "INTERNAL_COLUMNS", "USAGE_COUNTS", "PartitionPlan", "corpus_names", "judged_schema"]
-
 USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed into the result's usage
 # Every usage sum without a column of the rows table (judge_requests is Spark's own), carried hidden so the
 # result's usage has them all: one added to Usage later is summed here too, never a silent 0.

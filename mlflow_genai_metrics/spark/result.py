@@ -29,8 +29,6 @@ from ..summarization.scoring import Estimate, rate_statistics, result_metrics
 from ..summarization.warnings import RunWarning, implausible_usage_warning, verification_warning
 from .plan import HIDDEN_USAGE_SUMS, INTERNAL_COLUMNS, USAGE_COUNTS, corpus_names
 
-__all__ = ["SparkSummarizationResult"]
-
 _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("claim_index", T.IntegerType()),
     T.StructField("claim", T.StringType()),

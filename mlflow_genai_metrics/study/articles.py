@@ -11,8 +11,6 @@ import pandas as pd
 
 from ..tables import read_table
 
-__all__ = ["demo_articles", "load_articles", "sample_summaries", "stratified_sample"]
-
 
 def _shipped(name: str) -> pd.DataFrame:
     text = files("mlflow_genai_metrics").joinpath(f"data/{name}").read_text(encoding="utf-8")

@@ -15,8 +15,6 @@ from ..judge import Judge
 from ..summarization.warnings import RunWarning
 from .table import judge_failure_summary, study_row
 
-__all__ = ["Candidate", "StudyResult", "local_store", "run_study", "run_url", "ui_command"]
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -72,8 +70,8 @@ def run_study(
     import mlflow
 
     from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
-    from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
     from ..tables import table_records
+    from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
 
     existing = mlflow.get_experiment_by_name(experiment)
     if existing is None and artifact_location is not None:

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from .articles import sample_summaries
 
-__all__ = ["main"]
-
 
 def main(argv: list[str] | None = None) -> None:
     """Write the sample to the file named (.csv, .jsonl or .parquet, by its suffix)."""

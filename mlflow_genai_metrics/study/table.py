@@ -10,8 +10,6 @@ import pandas as pd
 
 from ..summarization.scoring import interval_names
 
-__all__ = ["COMPARED", "comparison_lines", "format_table", "judge_failure_summary", "study_row", "warning_lines"]
-
 # The paired differences the study prints: the judge's headline metrics, then the model-free grounding check's.
 COMPARED = ("alignment", "strict_alignment", "richness", "coverage", "grounding", "grounded_rate", "judge/suspect_rate")
 

@@ -19,8 +19,6 @@ from .records import RowInput, RowJudgement
 from .result import SummarizationResult
 from .scoring import claims_table, key_points_table, rate_statistics, result_metrics, rows_table
 
-__all__ = ["build_result", "response_mode_of", "judge_summaries", "judge_summaries_frame"]
-
 
 def judge_summaries(
     sources: Sequence[str],

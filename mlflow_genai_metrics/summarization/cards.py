@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from .metrics import METRICS, row_facts
 from .records import CheckedClaim, RowJudgement
 
-__all__ = ["Card", "claim_card", "coverage_card", "faithful", "grounding_card", "markdown_text", "shown"]
-
 _ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first, then unverifiable, as in the per-row reasoning
 _VERDICT = {"no": "contradicted", "idk": "unverifiable", "yes": "supported"}
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]<>#|~])")

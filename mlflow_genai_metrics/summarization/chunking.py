@@ -15,8 +15,6 @@ from collections.abc import Sequence
 
 from ..judge import estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
 
-__all__ = ["MIN_CHUNK_TOKENS", "combine_verdicts", "estimate_tokens", "split_source"]
-
 # The smallest chunk budget accepted from a user: below a couple of sentences a chunk loses the context a claim needs.
 MIN_CHUNK_TOKENS = 32
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

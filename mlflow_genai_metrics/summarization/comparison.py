@@ -31,21 +31,6 @@ from .metrics import METRICS, MetricSpec
 from .options import resolve
 from .scoring import rate_statistics
 
-__all__ = [
-    "Comparable",
-    "Comparison",
-    "InsufficientPairsError",
-    "Pairing",
-    "SignatureMismatchError",
-    "SourceMismatchError",
-    "compare_results",
-    "direction",
-    "pair_rows",
-    "paired_table",
-    "rows_note",
-    "with_holm",
-]
-
 # The inputs beside the source that a metric family's values depend on: their fingerprints must match for a pair
 # to count in that family's comparison (the column, and what the table says when they differ).
 INPUT_KEYS: dict[str, tuple[str, str]] = {

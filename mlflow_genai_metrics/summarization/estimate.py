@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from ..judge import MESSAGE_OVERHEAD_TOKENS, Judge, JudgeRequest, Prices, estimate_tokens
 from ..text import split_sentences
 from .chunking import split_source
-from .judging import has_words, prepare_rows
+from .judging import prepare_rows
 from .options import PROMPT_RESERVE_TOKENS, source_token_budget
 from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
-
-__all__ = ["KEY_POINTS", "Allowance", "CostEstimate", "PassEstimate", "estimate_cost"]
+from .pipeline import has_words
 
 KEY_POINTS = 5  # key points taken per source (the prompt asks for 3 to 10)
 

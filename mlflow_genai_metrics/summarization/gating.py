@@ -14,8 +14,6 @@ from ..stats import MIN_INTERVAL_ROWS
 from .metrics import METRICS, closest_names
 from .scoring import aggregate_names, corpus_names, interval_names
 
-__all__ = ["GateResult", "Rule", "RuleOutcome", "aggregate_names_logged", "beat_outcome", "check_beat_metrics", "missing_because", "p_text", "parse_rules", "rule_outcomes"]
-
 _OPERATORS = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq}
 _CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 _INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")

@@ -17,8 +17,6 @@ from ..grounding.scoring import suspect
 from ..judge import Judge
 from .records import RowInput, RowJudgement
 
-__all__ = ["DEFAULT_GROUNDING_CACHE", "ground_judgements", "grounding_cache"]
-
 
 class _Default:
     def __repr__(self) -> str:

@@ -29,8 +29,6 @@ from .metrics import METRICS
 from .options import resolve
 from .scoring import rate_metrics
 
-__all__ = ["GROUNDING_AGGREGATES", "GROUNDING_COLUMNS", "GroundingResult", "grounding_aggregates", "grounding_metrics", "grounding_statistics"]
-
 GROUNDING_COLUMNS = ["grounding", "grounded", "grounding_reasoning"]
 GROUNDING_AGGREGATES = ["grounding", "grounded_rate"]
 

@@ -14,8 +14,6 @@ from typing import Any
 import pandas as pd
 from pandas.api.types import is_scalar
 
-__all__ = ["canonical_id"]
-
 
 def canonical_id(value: Any) -> str:
     """The text an id is stored and compared as: ``1``, ``1.0`` and ``"1"`` -> ``"1"``; ``1.5`` -> ``"1.5"``.

@@ -24,10 +24,8 @@ from ..text import texts
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_cache
 from .ids import canonical_id
 from .options import JudgingOptions
-from .pipeline import distinct_claims, has_words, judge_row_pipelines
+from .pipeline import judge_row_pipelines
 from .records import RowInput, RowJudgement
-
-__all__ = ["distinct_claims", "has_words", "judge_rows", "prepare_rows", "source_key"]
 
 
 def source_key(text: str) -> str:

@@ -30,8 +30,6 @@ import pandas as pd
 from ..stats import RatioStatistic
 from .records import RowJudgement
 
-__all__ = ["METRICS", "RUN_METRICS", "RUN_USAGE", "MetricRegistry", "MetricSpec", "RowFacts", "closest_names", "row_facts", "run_metrics"]
-
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
 # "suspect": the judge's verdicts checked by the grounding model (needs both)

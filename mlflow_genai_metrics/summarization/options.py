@@ -20,8 +20,6 @@ from ..judge import Judge
 from ..stats import StatisticsOptions
 from .chunking import MIN_CHUNK_TOKENS
 
-__all__ = ["PROMPT_RESERVE_TOKENS", "JudgingOptions", "Resolved", "StatisticsOptions", "resolve", "source_token_budget"]
-
 # Room the verification prompt needs besides the source: instructions, up to 60 numbered claims, and the answer.
 PROMPT_RESERVE_TOKENS = 3072
 

@@ -24,21 +24,6 @@ from pydantic import AfterValidator, BaseModel, Field, create_model, model_valid
 from ..judge import JudgeRequest
 from ..prompts import load_prompt, marker, neutralise, numbered_lines
 
-__all__ = [
-    "MAX_CLAIMS",
-    "MAX_KEY_POINTS",
-    "ExtractedClaims",
-    "ExtractedKeyPoints",
-    "Verdict",
-    "check_coverage_request",
-    "coverage_answer",
-    "extract_claims_request",
-    "extract_claims_retry_request",
-    "extract_key_points_request",
-    "verification_answer",
-    "verify_claims_request",
-]
-
 MAX_CLAIMS = 60
 MAX_KEY_POINTS = 10
 Verdict = Literal["yes", "no", "idk"]

@@ -35,8 +35,6 @@ from .row_needs import RowNeed, row_need
 from .statements import distinct_statements, has_words
 from .stored_rows import Asked, RowStore, StoredRow
 
-__all__ = ["ROWS_PER_SLOT", "distinct_claims", "has_words", "judge_row_pipelines"]
-
 # Rows under way at once, per slot of the judge: enough to keep every slot busy while rows wait between passes,
 # few enough that the first calls go out at once instead of after every row's cache lookup.
 ROWS_PER_SLOT = 4

@@ -9,8 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..grounding.scoring import RowGrounding
 from ..judge import JudgeError, Usage
 
-__all__ = ["CheckedClaim", "CoveredKeyPoint", "JudgePass", "RowError", "RowInput", "RowJudgement"]
-
 # What a judge call of a row was for: its claims (extraction, verification) or its source's key points (their
 # extraction, the coverage check).
 JudgePass = Literal["claims", "key_points"]

@@ -11,11 +11,9 @@ import pandas as pd
 
 from ..judge import Usage, same_model
 from .ids import canonical_id
-from .scoring import Estimate
 from .records import RowJudgement
+from .scoring import Estimate
 from .warnings import RunWarning, run_warnings
-
-__all__ = ["RunResult", "SummarizationResult", "model_mismatch", "run_report"]
 
 
 class RunResult(Protocol):

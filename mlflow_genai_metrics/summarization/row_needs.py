@@ -27,8 +27,6 @@ from .passes import (
 from .records import RowInput
 from .statements import has_words
 
-__all__ = ["WORDS_PER_CLAIM", "WORDS_PER_KEY_POINT", "RowNeed", "row_need"]
-
 WORDS_PER_CLAIM = 5  # a fact of a summary takes about five words
 WORDS_PER_KEY_POINT = 20
 

@@ -15,8 +15,6 @@ from .comparison import Comparison, SignatureMismatchError, compare_results, dir
 from .metrics import METRICS, closest_names
 from .scoring import interval_names
 
-__all__ = ["comparison_table", "default_metrics", "test_labels"]
-
 
 def default_metrics() -> list[str]:
     """Every registered aggregate, the headline ones first."""

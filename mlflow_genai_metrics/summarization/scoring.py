@@ -17,28 +17,6 @@ from ..stats import RatioHistogram, RatioStatistic, StatisticsOptions, bootstrap
 from .metrics import METRICS, MetricRegistry, row_facts
 from .records import RowJudgement
 
-__all__ = [
-    "USAGE_COLUMNS",
-    "Estimate",
-    "aggregate_metrics",
-    "aggregate_names",
-    "corpus_names",
-    "result_metrics",
-    "claims_table",
-    "estimates",
-    "explanation",
-    "interval_names",
-    "judge_row_columns",
-    "key_points_key",
-    "key_points_table",
-    "rate_metrics",
-    "rate_statistics",
-    "reasoning",
-    "row_values",
-    "row_families",
-    "rows_table",
-]
-
 USAGE_COLUMNS = [
     "judge_calls",
     "judge_cache_hits",

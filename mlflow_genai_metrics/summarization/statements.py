@@ -12,8 +12,6 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["distinct_statements", "has_words", "statement_key"]
-
 _WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
 _SIGNED_NUMBER = re.compile(r"-(?=\d)")
 # Every ASCII punctuation character (Unicode category P) to a space, as bytes: most statements are ASCII.

@@ -15,36 +15,19 @@ its replayed requests would: as cache hits, in the row's usage and in the Judge'
 from __future__ import annotations
 
 import hashlib
-import importlib
 import sqlite3
 import warnings
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
-from ..judge import Judge, Usage
-from ..judge.cache import CACHE_FILE, canonical_json
-from ..sqlite_store import OwnerOnlyStore
+from ..judge import CACHE_FILE, Judge, Usage, canonical_json
 from ..prompts import PROMPT_NAMES, load_prompt
+from ..sqlite_store import OwnerOnlyStore
 from .records import CheckedClaim, CoveredKeyPoint, RowInput
 
-__all__ = ["Asked", "RowStore", "StoredRow"]
-
-# The modules whose code turns a row's transcripts into its record; a change to any of them changes every key.
-_RECORD_CODE = (
-    "mlflow_genai_metrics.judge.answers",
-    "mlflow_genai_metrics.judge.conversation",
-    "mlflow_genai_metrics.judge.replies",
-    "mlflow_genai_metrics.prompts",
-    "mlflow_genai_metrics.summarization.chunking",
-    "mlflow_genai_metrics.summarization.passes",
-    "mlflow_genai_metrics.summarization.pipeline",
-    "mlflow_genai_metrics.summarization.records",
-    "mlflow_genai_metrics.summarization.stored_rows",
-)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS row_records (
     key TEXT PRIMARY KEY,
@@ -80,11 +63,12 @@ class StoredRow(BaseModel):
     key_points_asked: Asked | None = None
 
 
-@cache
-def _code_hash() -> str:
+def _code_hash(package: Path = Path(__file__).resolve().parents[1]) -> str:
+    """Every module of the package, by path and text: any edit or upgrade changes every key (a hand-kept list of the
+    modules that make a record missed ``statements.py``, which de-duplicates claims). A few milliseconds per run."""
     digest = hashlib.sha256()
-    for name in _RECORD_CODE:
-        digest.update(Path(importlib.import_module(name).__file__ or name).read_bytes())
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["COMBINE_RULE", "OUTCOMES", "TraceVerdicts", "normalise_verdict", "trace_verdicts"]
-
 _JUDGE, _HUMAN = "LLM_JUDGE", "HUMAN"  # MLflow's AssessmentSourceType values
 OUTCOMES = ("pairs_used", "judge_only", "human_only", "judge_error", "unusable_values", "human_ties", "unlabelled")
 COMBINE_RULE = "majority of each person's latest verdict; ties left out"

@@ -24,17 +24,6 @@ import pandas as pd
 
 from ..judge import Usage
 
-__all__ = [
-    "IMPLAUSIBLE_USAGE",
-    "LOW_VERIFICATION",
-    "UNVERIFIABLE_SHARE",
-    "RunWarning",
-    "implausible_usage_warning",
-    "low_verification_warning",
-    "run_warnings",
-    "verification_warning",
-]
-
 IMPLAUSIBLE_USAGE = "implausible_usage"
 LOW_VERIFICATION = "low_verification"
 UNVERIFIABLE_SHARE = 0.8  # idk for this share of the judged claims or more: the judge verified almost nothing

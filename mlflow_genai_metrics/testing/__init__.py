@@ -3,8 +3,8 @@ verdicts and fault injection, and a deterministic summarization judge to run beh
 tests and benchmarks, and usable in yours). The server needs the `testing` extra
 (``pip install "mlflow_genai_metrics[testing]"``); the scripts and records import without it."""
 
-from .script import Fault, LoggedRequest, Reply, ScriptedRequest, count_tokens
 from .batch_endpoints import ScriptedBatches
+from .script import Fault, LoggedRequest, Reply, ScriptedRequest, count_tokens
 from .scripted_server import ScriptedJudgeServer
 from .summarization_judge import SummarizationJudgeScript, marked_sections, pass_of
 

@@ -27,8 +27,6 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
 
-__all__ = ["LineAnswerer", "ScriptedBatches"]
-
 LineAnswerer = Callable[[dict[str, Any], str], tuple[int, dict[str, Any]]]
 """How the server answers one batch line: its chat completion body and the batch's id in, the line's HTTP status and
 response body out (logged as the server's chat completions are). The server hands it over, so this module needs

@@ -8,8 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Fault", "FaultKind", "LoggedRequest", "Reply", "Script", "ScriptedRequest", "count_tokens"]
-
 FaultKind = Literal["rate_limit", "status", "disconnect", "raw"]
 
 

@@ -42,8 +42,6 @@ except ImportError as missing:
 else:
     _SERVER_DEPENDENCIES_MISSING = None
 
-__all__ = ["Fault", "LoggedRequest", "Reply", "Script", "ScriptedBatches", "ScriptedJudgeServer", "ScriptedRequest", "count_tokens"]
-
 
 def _require_server_dependencies() -> None:
     """Starting the server without the `testing` extra is an ImportError that says what to install."""

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from ..text import split_sentences
 from .script import Reply, ScriptedRequest
 
-__all__ = ["SummarizationJudgeScript", "marked_sections", "pass_of"]
-
 # A section is a marker line, the text, and the same marker line again (markers quoted inside sentences don't count).
 _SECTION = re.compile(
     r"^=====(?P<label>[A-Z ]+) (?P<hash>[0-9a-f]{12})=====\n(?P<body>.*?)\n=====(?P=label) (?P=hash)=====$",

@@ -44,13 +44,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from ..meta_evaluation import binary_agreement, confusion_frame
-from ..summarization.verdicts import COMBINE_RULE, OUTCOMES, TraceVerdicts, trace_verdicts
+from ..summarization.verdicts import COMBINE_RULE, OUTCOMES, trace_verdicts
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
-
-__all__ = [
-    "AgreementReport", "TraceVerdicts", "judge_agreement", "log_agreement", "log_meta_report", "log_report_run", "report_experiment",
-    "trace_verdicts",
-]
 
 CONFUSION_TABLE = f"{ARTIFACT_DIR}/agreement_confusion.json"
 TRACES_TABLE = f"{ARTIFACT_DIR}/agreement_traces.json"

@@ -46,8 +46,6 @@ from ..summarization.result import SummarizationResult
 from ..summarization.scoring import interval_names, row_families
 from .run_logging import log_result
 
-__all__ = ["summarization_metrics"]
-
 
 def _cell(value: Any) -> float | None:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:

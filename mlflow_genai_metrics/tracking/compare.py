@@ -27,8 +27,6 @@ from ..summarization.options import resolve
 from ..summarization.run_table import comparison_table, test_labels
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
-__all__ = ["EvaluatedRun", "compare_runs", "load_run", "run_figures"]
-
 
 @dataclass(frozen=True)
 class EvaluatedRun:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from mlflow.exceptions import MlflowException
 
-__all__ = ["BAD_INPUT_CODES", "is_bad_input"]
-
 # MLflow's codes for "no such run / experiment / model / version / alias" and "not a valid value".
 BAD_INPUT_CODES = frozenset({"RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND"})
 

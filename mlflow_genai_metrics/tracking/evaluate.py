@@ -47,8 +47,6 @@ from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
 from .scored_rows import ScoredRows, settle
 
-__all__ = ["EVALUATION_WORKERS", "RunRowsMismatch", "SummaryEvaluation", "evaluate_summaries", "log_summary_results"]
-
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
 EVALUATION_WORKERS = 4

@@ -22,10 +22,8 @@ from mlflow.genai.judges import CategoricalRating
 from mlflow.tracing.constant import AssessmentMetadataKey
 
 from ..judge import Usage
-from ..summarization.cards import Card, claim_card, coverage_card, grounding_card, shown
+from ..summarization.cards import Card, claim_card, coverage_card, grounding_card
 from ..summarization.records import JudgePass, RowJudgement
-
-__all__ = ["claim_alignment_feedback", "error_feedback", "grounding_feedback", "judge_cost", "judge_source", "key_point_coverage_feedback", "shown"]
 
 
 def judge_source(model: str) -> AssessmentSource:

@@ -36,8 +36,6 @@ from .compare import evaluated_run, load_run, run_figures
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
-__all__ = ["GateResult", "Rule", "RuleOutcome", "check_model_uri", "parse_rules", "register_if_passing"]
-
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
 # The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
 _MODEL_URI_FORMS = {

@@ -31,11 +31,6 @@ from ..summarization.options import JudgingOptions
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
 
-__all__ = [
-    "REFERENCE_KEYS", "InputKeys", "ParsedRow", "Pipeline", "parse_row", "repeated_ids", "result_inputs", "root_span",
-    "trace_id_of", "trace_rows", "unique_ids",
-]
-
 log = logging.getLogger(__name__)
 
 # Where a reference summary sits in MLflow's ``expectations``: MLflow's own key first (its Correctness and

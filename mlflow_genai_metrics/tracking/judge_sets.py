@@ -17,8 +17,6 @@ from .genai import InputKeys, Pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
 from .scored_rows import ScoredRows
 
-__all__ = ["shared_pipeline", "summarization_scorers"]
-
 
 def _one(judges: Sequence[_SummaryScorer], what: str, read: Any) -> Any:
     values = {repr(read(j)) : read(j) for j in judges}

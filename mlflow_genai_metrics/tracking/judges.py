@@ -49,9 +49,6 @@ from .feedback import claim_alignment_feedback, error_feedback, grounding_feedba
 from .genai import InputKeys
 from .scored_rows import CLAIMS, GROUNDING, KEY_POINTS, Call, ScoredRows, SharedRow, aggregate, hook_number
 
-__all__ = ["ClaimAlignment", "Grounding", "JudgeSpec", "KeyPointCoverage", "rebuilt", "summary_judge"]
-
-
 
 def installed_prompts() -> dict[str, str]:
     """Each prompt's version tag in this installation (``v1-3f2a``), as the signature pins them."""

@@ -23,8 +23,6 @@ from .._version import __version__
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import redact_url
 
-__all__ = ["SummarizerModel", "pinned_requirements"]
-
 CODE_FILE = Path(__file__).with_name("summarizer_code.py")  # what MLflow runs to rebuild the model
 _SETTINGS = ("model", "base_url", "prompt", "input_col", "max_tokens", "temperature", "max_concurrency", "max_retries")
 

@@ -26,8 +26,6 @@ from mlflow.entities import AssessmentSourceType
 from ..summarization.warnings import RunWarning, verification_warning
 from .genai import root_span, trace_rows
 
-__all__ = ["MonitorReport", "score_traces"]
-
 
 @dataclass(frozen=True)
 class MonitorReport:

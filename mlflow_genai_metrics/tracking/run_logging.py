@@ -44,24 +44,10 @@ import pyarrow.dataset as pa_dataset
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from .. import plots
 from ..signature import parse_signature
 from ..summarization.metrics import run_metrics
 from ..summarization.result import RunResult
-from .. import plots
-
-__all__ = [
-    "ARTIFACT_DIR",
-    "SIGNATURE_TAG",
-    "WARNING_TAG_PREFIX",
-    "SPARK_TABLE_ROWS",
-    "TABLES",
-    "LoggingFailedError",
-    "log_result",
-    "log_spark_result",
-    "loggable_metrics",
-    "plot_artifact",
-    "table_artifact",
-]
 
 ARTIFACT_DIR = "mgm"
 SIGNATURE_TAG = "mgm.signature"

@@ -45,8 +45,6 @@ from ..summarization.result import SummarizationResult
 from .genai import InputKeys, ParsedRow, parse_row, repeated_ids, result_inputs, trace_id_of
 from .run_logging import log_result
 
-__all__ = ["CLAIMS", "ERROR_TAG", "GROUNDING", "KEY_POINTS", "Call", "Outcome", "ScoredRows", "SharedRow", "aggregate", "calls_per_scorer", "fail", "problems", "run_row_ids", "settle"]
-
 log = logging.getLogger(__name__)
 
 ERROR_TAG = "mgm.error"  # why a run has no figures: the rows it was handed and the rows it has, both counted

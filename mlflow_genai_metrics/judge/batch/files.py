@@ -29,16 +29,6 @@ from ..replies import BadReply, CallResult, read_completion
 from ..settings import JudgeSettings
 from ..transport import Call, CallFailed
 
-__all__ = [
-    "BATCH_ENDPOINT",
-    "BatchLine",
-    "LineOutcome",
-    "batch_line",
-    "completion_body",
-    "read_output",
-    "write_input",
-]
-
 BATCH_ENDPOINT = "/v1/chat/completions"
 
 LineOutcome = CallResult | CallFailed  # what one line of a batch gave its call

@@ -12,8 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..declaration import setting
 
-__all__ = ["OPENAI_MAX_BATCH_LINES", "BatchFilesWritten", "BatchOptions"]
-
 OPENAI_MAX_BATCH_LINES = 50_000  # the most requests OpenAI takes in one batch input file
 
 

@@ -26,8 +26,6 @@ from ..settings import JudgeSettings
 from .files import BATCH_ENDPOINT, BatchLine, LineOutcome, read_output, write_input
 from .options import BatchFilesWritten, BatchOptions
 
-__all__ = ["ApiBatches", "BatchEnded", "BatchGone", "BatchRunner", "CommandBatches", "runner_for"]
-
 log = logging.getLogger(__name__)
 
 _RUNNING = ("validating", "in_progress", "finalizing", "cancelling")

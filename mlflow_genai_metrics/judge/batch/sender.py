@@ -35,8 +35,6 @@ from .options import BatchOptions
 from .runners import BatchEnded, BatchGone, runner_for
 from .store import BatchStore
 
-__all__ = ["BatchSender", "batch_settings"]
-
 log = logging.getLogger(__name__)
 
 QUIET_TURNS = 20  # turns of the event loop with no new call before the calls waiting are submitted

@@ -14,8 +14,6 @@ from collections.abc import Iterable
 
 from ...sqlite_store import OwnerOnlyStore
 
-__all__ = ["BATCH_FILE", "BatchStore"]
-
 BATCH_FILE = "judge-batches.sqlite3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch_lines (
