@@ -96,8 +96,10 @@ class MlflowUi:
         return f"{self.url}/#/compare-runs?{query}"
 
     def __enter__(self) -> MlflowUi:
+        # One worker process, not MLflow's default four: each imports the whole server (seconds of CPU apiece), and
+        # one person's browser is all it serves.
         command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", self.backend_store_uri,
-                   "--host", "127.0.0.1", "--port", str(self.port)]
+                   "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
         self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:

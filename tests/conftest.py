@@ -3,8 +3,12 @@ check that no test wrote the API key to disk."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -71,7 +75,10 @@ def files_containing(root: Path, needle: str) -> list[Path]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if the API key reached any file the tests wrote (caches, logs, MLflow stores)."""
+    """Fail the run if the API key reached any file the tests wrote (caches, logs, MLflow stores). Under pytest-xdist
+    the controller looks once, in the base folder that holds every worker's (``popen-gw0``, ...)."""
+    if hasattr(session.config, "workerinput"):
+        return
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:
         return
@@ -87,16 +94,83 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(f"\nbasetemp: {base}")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) the Spark tests run on one worker, so that one Spark session serves
+    them all; elsewhere the mark does nothing."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (``local[2]``, real Python workers running this interpreter) for every Spark test of
+    the run: starting one takes 10-40 s on a 2-core machine. Small Arrow batches give several per partition."""
+    pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install -e '.[spark]')")
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this interpreter, with this package
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("mgm-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several batches per partition
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def migrated_mlflow_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An MLflow SQLite database with every schema migration applied and no experiment, to copy: MLflow builds a
+    new database by running its ~70 migrations (3-14 s on a 2-core machine), a copy takes milliseconds. The Default
+    experiment is left out: MLflow adds it when it first opens a copy, with the artifact location it gives a new
+    database opened there (``./mlruns/0`` of the working directory)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    folder = tmp_path_factory.mktemp("mlflow-template")
+    path = folder / "mlflow.db"
+    SqlAlchemyStore(f"sqlite:///{path}", (folder / "artifacts").as_uri()).engine.dispose()
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("DELETE FROM experiments")
+    return path
+
+
 @pytest.fixture
-def mlflow_store(tmp_path, monkeypatch):
-    """A real MLflow tracking store and model registry: SQLite and an artifact folder in a temp dir."""
+def new_mlflow_database(migrated_mlflow_database: Path) -> Callable[[Path], str]:
+    """Factory: ``new_mlflow_database(path)`` puts an empty, migrated MLflow database at ``path`` (a SQLite file)
+    and returns its tracking URI; what MLflow would make of a new ``sqlite:///path``, made faster."""
+
+    return lambda path: copy_mlflow_database(migrated_mlflow_database, path)
+
+
+def copy_mlflow_database(template: Path, path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, path)
+    return f"sqlite:///{path}"
+
+
+def point_mlflow_at(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tracking store and model registry at ``uri``: in the environment (undone by ``monkeypatch``) and in
+    MLflow's process-wide settings (``mlflow.set_tracking_uri("")`` undoes the tracking URI)."""
     import mlflow
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+
+
+@pytest.fixture
+def mlflow_store(tmp_path, monkeypatch, new_mlflow_database):
+    """A real MLflow tracking store and model registry: SQLite and an artifact folder in a temp dir."""
+    import mlflow
+
+    uri = new_mlflow_database(tmp_path / "mlflow.db")
+    point_mlflow_at(uri, monkeypatch)
     experiment_id = mlflow.create_experiment("mgm-tests", artifact_location=(tmp_path / "artifacts").as_uri())
     mlflow.set_experiment(experiment_id=experiment_id)
     yield uri

@@ -6,11 +6,11 @@ import math
 from typing import Any
 
 import pytest
-
-from mlflow_genai_metrics import Judge, JudgeRequest
-from mlflow_genai_metrics.testing import ScriptedJudgeServer
-
 from conftest import SECRET_KEY, Verdict
+
+from mlflow_genai_metrics import Judge
+from mlflow_genai_metrics.judge import JudgeRequest
+from mlflow_genai_metrics.testing import ScriptedJudgeServer
 
 
 def ask_about(text: str, *, version: str = "test:v1", answer_type: type = Verdict, **options: Any) -> JudgeRequest:

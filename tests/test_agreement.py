@@ -11,8 +11,8 @@ from mlflow.entities import AssessmentError, AssessmentSource
 from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics.cli import main as mgm
-from mlflow_genai_metrics.tracking import judge_agreement
 from mlflow_genai_metrics.summarization.verdicts import normalise_verdict
+from mlflow_genai_metrics.tracking import judge_agreement
 from mlflow_genai_metrics.tracking.agreement import CONFUSION_TABLE, TRACES_TABLE
 
 NAME = "claim_alignment"
@@ -42,6 +42,13 @@ def plant(*feedback, name: str = NAME) -> str:
 
 def outcome_of(report, trace_id: str) -> str:
     return report.traces.set_index("trace_id").loc[trace_id, "outcome"]
+
+
+@pytest.fixture(autouse=True)
+def traces_written_as_they_end(monkeypatch):
+    """The planted traces are written when their span ends, not by MLflow's background queue: flushing that queue
+    (``plant`` must, before it logs feedback) waits out the queue's 1-second poll, 14 times per store."""
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
 
 
 @pytest.fixture

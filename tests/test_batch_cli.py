@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from mlflow_genai_metrics.cli import main as mgm
-
 from conftest import SECRET_KEY
 from mlflow_helpers import Endpoint, frame
+
+from mlflow_genai_metrics.cli import main as mgm
 
 
 def test_mgm_evaluate_with_batch_asks_every_request_through_batches(scripted_server, mlflow_store, monkeypatch, tmp_path):

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import SECRET_KEY, Verdict
+from helpers import ask_about, judge_for
 
-from mlflow_genai_metrics import BatchOptions, Judge, Prices
+from mlflow_genai_metrics import Judge
+from mlflow_genai_metrics.judge import BatchOptions, Prices
 from mlflow_genai_metrics.judge.batch.files import batch_line, completion_body, read_output, write_input
 from mlflow_genai_metrics.judge.replies import CallResult
 from mlflow_genai_metrics.judge.transport import Call, CallFailed, Transport
 from mlflow_genai_metrics.testing import ScriptedBatches
-
-from conftest import SECRET_KEY, Verdict
-from helpers import ask_about, judge_for
 
 CALL = Call([{"role": "user", "content": "Is it so?"}], {"type": "json_schema", "json_schema": {"name": "Verdict"}}, 64, False)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from mlflow_genai_metrics import BatchFilesWritten, BatchOptions, Judge, Prices, judge_summaries
-from mlflow_genai_metrics.testing import Fault, Reply, ScriptedBatches, SummarizationJudgeScript
-
 from conftest import verdict_json
 from helpers import ask_about, judge_for, same_metrics
+
+from mlflow_genai_metrics import Judge, judge_summaries
+from mlflow_genai_metrics.judge import BatchFilesWritten, BatchOptions, Prices
+from mlflow_genai_metrics.testing import Fault, Reply, ScriptedBatches, SummarizationJudgeScript
 
 FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm_run_batch.py"
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED_DATA
 from markdown_tables import markdown_table
 

@@ -10,15 +10,15 @@ import json
 import threading
 
 import pytest
+from conftest import verdict_json
+from helpers import ask_about, judge_for
 
-from mlflow_genai_metrics import Judge, Prices, judge_summaries
+from mlflow_genai_metrics import Judge, judge_summaries
+from mlflow_genai_metrics.judge import Prices
 from mlflow_genai_metrics.judge.budget import Budget, BudgetExhausted
 from mlflow_genai_metrics.summarization.passes import extract_claims_request
 from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of
-
-from conftest import verdict_json
-from helpers import ask_about, judge_for
 
 PRICES = Prices(input=1.0, output=2.0)
 

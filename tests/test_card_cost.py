@@ -10,16 +10,16 @@ from collections import defaultdict
 
 import mlflow
 import pytest
+from helpers import judge_for
 from mlflow.tracing.constant import AssessmentMetadataKey
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
-from mlflow_genai_metrics import Prices, evaluate_summaries
+from mlflow_genai_metrics import evaluate_summaries
+from mlflow_genai_metrics.judge import Prices
 from mlflow_genai_metrics.testing import Reply
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
-
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 COST, INPUT, OUTPUT = AssessmentMetadataKey.JUDGE_COST, AssessmentMetadataKey.JUDGE_INPUT_TOKENS, AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS
 PRICES = Prices(input=1000.0, output=3000.0)  # USD per million tokens: a cent or so per row

@@ -9,16 +9,15 @@ import json
 import mlflow
 import pandas as pd
 import pytest
+from helpers import judge_for
 from mlflow.models.evaluation.default_evaluator import BuiltInEvaluator
 from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import judge_summaries, summarization_metrics
-from mlflow_genai_metrics.summarization.metrics import run_metrics
-from mlflow_genai_metrics.tracking import classic
-from mlflow_genai_metrics.tracking.run_logging import loggable_metrics
-
-from helpers import judge_for
 from mlflow_helpers import ARTICLES, Endpoint, frame
+
+from mlflow_genai_metrics import judge_summaries
+from mlflow_genai_metrics.summarization.metrics import run_metrics
+from mlflow_genai_metrics.tracking import classic, summarization_metrics
+from mlflow_genai_metrics.tracking.run_logging import loggable_metrics
 
 BUDGET = 40  # run metrics by default (issue 25: "aim for under 40")
 

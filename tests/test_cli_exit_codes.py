@@ -6,18 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import mlflow
 import pytest
+from conftest import SECRET_KEY, always, copy_mlflow_database, point_mlflow_at, verdict_json
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import Endpoint, frame
+from test_comparison_pairing import _summaries
+from test_gate_pairing import _logged_result
 
 from mlflow_genai_metrics.cli import main as mgm
-from mlflow_genai_metrics.testing import Fault
-
-from conftest import SECRET_KEY
-from mlflow_helpers import Endpoint, frame
-from test_gate_pairing import _logged_result
-from test_comparison_pairing import _summaries
+from mlflow_genai_metrics.testing import Fault, ScriptedJudgeServer
 
 UNKNOWN_RUN = "0123456789abcdef0123456789abcdef"
 
@@ -29,42 +29,66 @@ def mgm_process(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=180, env=environment)
 
 
+@pytest.fixture(scope="module")
+def evaluated_once(tmp_path_factory, migrated_mlflow_database) -> tuple[str, str, str]:
+    """An evaluation run (alignment 0.5) with a logged model, made once for the tests that only read it (each
+    checks that it registered nothing): (tracking URI, run id, model URI)."""
+    folder = tmp_path_factory.mktemp("evaluated")
+    uri = copy_mlflow_database(migrated_mlflow_database, folder / "mlflow.db")
+    with pytest.MonkeyPatch.context() as monkeypatch, ScriptedJudgeServer(always(verdict_json())) as server:
+        point_mlflow_at(uri, monkeypatch)
+        mlflow.set_experiment(experiment_id=mlflow.create_experiment("mgm-tests", artifact_location=(folder / "artifacts").as_uri()))
+        try:
+            run_id, model_uri = _logged_result(server, _summaries(40), fail_on_bad=False, run_name="evaluated")
+        finally:
+            mlflow.set_tracking_uri("")
+    return uri, run_id, model_uri
+
+
 @pytest.fixture
-def evaluated(scripted_server, mlflow_store) -> tuple[str, str]:
+def evaluated_store(evaluated_once, monkeypatch) -> Iterator[str]:
+    """The tracking URI of ``evaluated_once``'s store, which MLflow and the environment point at during the test."""
+    point_mlflow_at(evaluated_once[0], monkeypatch)
+    yield evaluated_once[0]
+    mlflow.set_tracking_uri("")
+
+
+@pytest.fixture
+def evaluated(evaluated_once, evaluated_store) -> tuple[str, str]:
     """An evaluation run (alignment 0.5) with a logged model: (run id, model URI)."""
-    return _logged_result(scripted_server(), _summaries(40), fail_on_bad=False, run_name="evaluated")
+    return evaluated_once[1:]
 
 
 def registered(name: str) -> list:
     return MlflowClient().search_registered_models(filter_string=f"name = '{name}'")
 
 
-def test_mgm_gate_with_a_mistyped_run_id_says_so_in_one_line_and_exits_2(evaluated, mlflow_store):
-    done = mgm_process("gate", UNKNOWN_RUN, "--model-uri", evaluated[1], "--name", "summarizer", "--rule", "alignment>=0.9", "--tracking-uri", mlflow_store)
+def test_mgm_gate_with_a_mistyped_run_id_says_so_in_one_line_and_exits_2(evaluated, evaluated_store):
+    done = mgm_process("gate", UNKNOWN_RUN, "--model-uri", evaluated[1], "--name", "summarizer", "--rule", "alignment>=0.9", "--tracking-uri", evaluated_store)
     assert (done.returncode, done.stderr.splitlines()) == (2, [f"mgm gate: Run with id={UNKNOWN_RUN} not found"])
 
 
-def test_mgm_compare_with_a_mistyped_run_id_says_so_in_one_line_and_exits_2(evaluated, mlflow_store):
-    done = mgm_process("compare", evaluated[0], UNKNOWN_RUN, "--tracking-uri", mlflow_store)
+def test_mgm_compare_with_a_mistyped_run_id_says_so_in_one_line_and_exits_2(evaluated, evaluated_store):
+    done = mgm_process("compare", evaluated[0], UNKNOWN_RUN, "--tracking-uri", evaluated_store)
     assert (done.returncode, done.stderr.splitlines()) == (2, [f"mgm compare: Run with id={UNKNOWN_RUN} not found"])
 
 
-def test_mgm_gate_with_a_model_uri_naming_no_model_says_so_in_one_line_and_exits_2(evaluated, mlflow_store):
+def test_mgm_gate_with_a_model_uri_naming_no_model_says_so_in_one_line_and_exits_2(evaluated, evaluated_store):
     uri = f"models:/m-{UNKNOWN_RUN}"
-    done = mgm_process("gate", evaluated[0], "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>=0.4", "--tracking-uri", mlflow_store)
+    done = mgm_process("gate", evaluated[0], "--model-uri", uri, "--name", "summarizer", "--rule", "alignment>=0.4", "--tracking-uri", evaluated_store)
     message = f"mgm gate: model URI '{uri}' names no model: Logged model with ID 'm-{UNKNOWN_RUN}' not found."
     assert (done.returncode, done.stderr.splitlines()) == (2, [message])
 
 
-def test_mgm_gate_finds_a_bad_model_uri_before_evaluating_any_rule(evaluated, mlflow_store, capsys):
-    gate = ["gate", evaluated[0], "--model-uri", "models:/summarizer/1/extra", "--name", "summarizer", "--tracking-uri", mlflow_store]
+def test_mgm_gate_finds_a_bad_model_uri_before_evaluating_any_rule(evaluated, evaluated_store, capsys):
+    gate = ["gate", evaluated[0], "--model-uri", "models:/summarizer/1/extra", "--name", "summarizer", "--tracking-uri", evaluated_store]
     assert mgm([*gate, "--rule", "alignment>=0.9"]) == 2  # the rule would fail (exit 1): the URI is found first
     assert capsys.readouterr().err.startswith("mgm gate: malformed model URI 'models:/summarizer/1/extra'")
     assert registered("summarizer") == []
 
 
-def test_mgm_gate_with_an_unknown_registered_model_or_alias_exits_2_and_registers_nothing(evaluated, mlflow_store, capsys):
-    gate = ["gate", evaluated[0], "--model-uri", "models:/no-such-model@champion", "--name", "summarizer", "--tracking-uri", mlflow_store]
+def test_mgm_gate_with_an_unknown_registered_model_or_alias_exits_2_and_registers_nothing(evaluated, evaluated_store, capsys):
+    gate = ["gate", evaluated[0], "--model-uri", "models:/no-such-model@champion", "--name", "summarizer", "--tracking-uri", evaluated_store]
     assert mgm([*gate, "--rule", "alignment>=0.4"]) == 2
     assert "Registered Model with name=no-such-model not found" in capsys.readouterr().err
     assert registered("summarizer") == []
@@ -136,8 +160,8 @@ def test_mgm_evaluate_help_says_where_the_run_and_its_artifacts_go(capsys):
 
 
 @pytest.mark.parametrize("alias", ["v1", "latest", "not an alias"])
-def test_mgm_gate_with_an_alias_mlflow_refuses_exits_2_and_registers_nothing(evaluated, mlflow_store, alias, capsys):
-    gate = ["gate", evaluated[0], "--model-uri", evaluated[1], "--name", "summarizer", "--alias", alias, "--tracking-uri", mlflow_store]
+def test_mgm_gate_with_an_alias_mlflow_refuses_exits_2_and_registers_nothing(evaluated, evaluated_store, alias, capsys):
+    gate = ["gate", evaluated[0], "--model-uri", evaluated[1], "--name", "summarizer", "--alias", alias, "--tracking-uri", evaluated_store]
     assert mgm([*gate, "--rule", "alignment>=0.4"]) == 2  # the rule passes: the alias alone is refused
     assert alias in capsys.readouterr().err
     assert registered("summarizer") == []

@@ -10,16 +10,15 @@ import re
 import mlflow
 import pandas as pd
 import pytest
+from conftest import SECRET_KEY
 from mlflow.entities import AssessmentSource, AssessmentSourceType
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import CONTRADICTIONS, Endpoint, frame
+from run_traces import cards_per_row
 
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.tracking import load_run
 from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
-
-from conftest import SECRET_KEY
-from mlflow_helpers import CONTRADICTIONS, Endpoint, frame
-from run_traces import cards_per_row
 
 ALL_CARDS = ["claim_alignment", "grounding", "key_point_coverage"]
 

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from mlflow_genai_metrics.cli import build_parser, main as mgm
+from mlflow_genai_metrics.cli import build_parser
+from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.cli.common import DefaultsShown
 
 

@@ -12,11 +12,11 @@ import sys
 import mlflow
 import pandas as pd
 import pytest
-
-from mlflow_genai_metrics.cli import build_parser, main as mgm
-from mlflow_genai_metrics.cli.common import port_number, positive_int, positive_number
-
 from conftest import SECRET_KEY
+
+from mlflow_genai_metrics.cli import build_parser
+from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.cli.common import port_number, positive_int, positive_number
 
 # Every number a command takes that must be above 0 (--seed alone may be 0).
 POSITIVE_OPTIONS = [

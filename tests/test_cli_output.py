@@ -10,15 +10,13 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
 from mlflow.utils.logging_utils import eprint
+from test_comparison_pairing import _summaries
+from test_gate_pairing import _logged_result
 
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.cli.common import local_artifacts_root
 from mlflow_genai_metrics.cli.quiet import quiet_mlflow
-
-from test_gate_pairing import _logged_result
-from test_comparison_pairing import _summaries
 
 SOURCE = "The council approved the budget on Monday. The mayor said it funds 12 new schools."
 

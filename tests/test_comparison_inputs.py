@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import compare_results, judge_summaries
 from mlflow_genai_metrics.summarization.metrics import METRICS
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 ROWS = 8
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from mlflow_genai_metrics import InsufficientPairsError, SourceMismatchError, compare_results, judge_summaries
-from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
-
 from helpers import judge_for
+
+from mlflow_genai_metrics import compare_results, judge_summaries
+from mlflow_genai_metrics.summarization import InsufficientPairsError, SourceMismatchError
+from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
 
 GOOD = "The council approved budget {i}."
 BAD = "The council rejected budget {i}."

@@ -17,12 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-from mlflow_genai_metrics.testing import ScriptedJudgeServer
-
 from conftest import SECRET_KEY
 from doc_blocks import Block, Marker, MarkerError, parse_page
 from doc_session import HOSTED_MODELS, SHARED, HostedEndpoint, run_page
+
+from mlflow_genai_metrics.testing import ScriptedJudgeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from mlflow_genai_metrics import Prices, cli, judge_summaries
-from mlflow_genai_metrics.summarization.estimate import estimate_cost
-from mlflow_genai_metrics.testing import SummarizationJudgeScript, count_tokens
-
 from conftest import SHARED_DATA
 from helpers import judge_for
+
+from mlflow_genai_metrics import cli, judge_summaries
+from mlflow_genai_metrics.judge import Prices
+from mlflow_genai_metrics.summarization.estimate import estimate_cost
+from mlflow_genai_metrics.testing import SummarizationJudgeScript, count_tokens
 
 BBC = SHARED_DATA / "bbc_news_summary.jsonl"
 SOURCES = ["Everton beat Liverpool 1-0 on Saturday. David Weir is an Everton defender. The crowd was 40,000."] * 2

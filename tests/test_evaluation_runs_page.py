@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 
 import mlflow
+from browser import Browser, MlflowUi, chromium_path
+from helpers import judge_for
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracing.constant import AssessmentMetadataKey
 from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import Prices, SummarizerModel, evaluate_summaries, register_if_passing
-from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
-
-from browser import Browser, MlflowUi, chromium_path
-from helpers import judge_for
 from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 from test_mlflow_ui import card_shows, drawer_says
+
+from mlflow_genai_metrics import SummarizerModel, evaluate_summaries, register_if_passing
+from mlflow_genai_metrics.judge import Prices
+from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
 
 RUN_NAME, MODEL_NAME, REGISTERED = "gated-candidate", "summarizer", "gated-summarizer"
 PRICES = Prices(input=1000.0, output=3000.0)  # USD per million tokens: a card costs cents, which the UI shows

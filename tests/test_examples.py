@@ -17,11 +17,10 @@ from pathlib import Path
 
 import mlflow
 import pytest
-
-from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
-
 from conftest import SECRET_KEY, SHARED_DATA
 from run_traces import cards_per_row
+
+from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

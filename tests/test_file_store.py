@@ -6,13 +6,13 @@ import json
 
 import mlflow
 import pytest
-from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import judge_summaries, log_result, summarization_metrics
-from mlflow_genai_metrics.tracking.run_logging import LoggingFailedError, loggable_metrics
-
 from helpers import judge_for
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import Endpoint, frame
+
+from mlflow_genai_metrics import judge_summaries
+from mlflow_genai_metrics.tracking import log_result, summarization_metrics
+from mlflow_genai_metrics.tracking.run_logging import LoggingFailedError, loggable_metrics
 
 
 @pytest.fixture

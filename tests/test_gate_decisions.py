@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import mlflow
 import pytest
+from helpers import judge_for
 from mlflow.tracking import MlflowClient
 
-from mlflow_genai_metrics import SummarizerModel, judge_summaries, log_result, register_if_passing
+from mlflow_genai_metrics import SummarizerModel, judge_summaries, register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
+from mlflow_genai_metrics.tracking import log_result
 
 GOOD = "The council approved budget {i}."
 BAD = "The council rejected budget {i}."

@@ -12,9 +12,9 @@ from mlflow_genai_metrics.cli import main as mgm
 
 def _logged_result(server, summaries, *, fail_on_bad: bool, run_name: str) -> tuple[str, str]:
     """A run holding a SummarizerModel and ``judge_summaries`` over 40 articles, logged with its metrics."""
-    from mlflow_genai_metrics import log_result
-
     from test_comparison_pairing import _article, _result
+
+    from mlflow_genai_metrics.tracking import log_result
 
     with mlflow.start_run(run_name=run_name) as run:
         info = SummarizerModel("good-summarizer", "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")

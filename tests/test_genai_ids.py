@@ -10,15 +10,14 @@ import logging
 
 import mlflow
 import pytest
+from helpers import judge_for
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 from mlflow_genai_metrics import evaluate_summaries
 from mlflow_genai_metrics.summarization.judging import source_key
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, log_summary_results
 from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
-
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 
 def records() -> list[dict]:

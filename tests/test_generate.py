@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from mlflow_genai_metrics import summarize
-from mlflow_genai_metrics.testing import Fault, Reply
-
 from helpers import judge_for
+
+from mlflow_genai_metrics.generate import summarize
+from mlflow_genai_metrics.testing import Fault, Reply
 
 
 def echo_first_sentence(request):

@@ -11,6 +11,8 @@ import stat
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SHARED_DATA
+from helpers import same_metrics
 
 import mlflow_genai_metrics
 from mlflow_genai_metrics import grounding_metrics
@@ -21,14 +23,11 @@ from mlflow_genai_metrics.grounding import (
     load_model,
     model_tag,
     score_pairs,
-    suspect,
     support_thresholds,
+    suspect,
 )
 from mlflow_genai_metrics.grounding.cache import CACHE_FILE
 from mlflow_genai_metrics.grounding.features import SourceIndex, row_features, summary_features
-
-from conftest import SHARED_DATA
-from helpers import same_metrics
 
 SOURCE = (
     "The city council of Leeds approved a budget of 45 million pounds on Tuesday. The mayor, Anna Clarke, said the "

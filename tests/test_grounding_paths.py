@@ -11,12 +11,12 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import judge_for, same_number
 
-from mlflow_genai_metrics import compare_results, grounding_metrics, judge_summaries, summarization_metrics, summarization_scorers
+from mlflow_genai_metrics import compare_results, grounding_metrics, judge_summaries
 from mlflow_genai_metrics.grounding import support_thresholds
 from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
-
-from helpers import judge_for, same_number
+from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
 
 SOURCE = (
     "The city council approved the new budget on Monday after a long debate. "

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.stats import MIN_INTERVAL_ROWS, RatioStatistic
 from mlflow_genai_metrics.summarization.scoring import result_metrics
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 SIMULATIONS = 400  # Monte Carlo standard error of a coverage near 0.95: about 0.011
 LOW, HIGH = 0.92, 0.975  # the coverage a correct 95% interval shows here (measured: 0.93 to 0.955 over seeds)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from mlflow_genai_metrics.testing import Reply
-
 from conftest import Verdict, verdict_json
 from helpers import ask_about, judge_for
+
+from mlflow_genai_metrics.testing import Reply
 
 
 def test_answer_comes_back_as_a_validated_pydantic_object(scripted_server):

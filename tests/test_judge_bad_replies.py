@@ -7,11 +7,10 @@ import asyncio
 import json
 
 import pytest
-
-from mlflow_genai_metrics.testing import Fault, Reply
-
 from conftest import SECRET_KEY, verdict_json
 from helpers import ask_about, judge_for
+
+from mlflow_genai_metrics.testing import Fault, Reply
 
 
 def completion(content: str = verdict_json(), **changes) -> dict:

@@ -6,10 +6,10 @@ import asyncio
 import random
 import sqlite3
 
-from mlflow_genai_metrics.testing import Fault, Reply
-
 from conftest import verdict_json
 from helpers import ask_about, judge_for
+
+from mlflow_genai_metrics.testing import Fault, Reply
 
 
 def test_replies_come_back_in_input_order(scripted_server):

@@ -9,13 +9,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import SECRET_KEY, files_containing
+from helpers import ask_about
 
 from mlflow_genai_metrics import Judge, JudgeConfigError
 from mlflow_genai_metrics.judge import redact_url
 from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
-
-from conftest import SECRET_KEY, files_containing, verdict_json
-from helpers import ask_about
 
 PASSWORD = "pw-4f9a1c-hunter2"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from mlflow_genai_metrics.testing import Reply
-
 from conftest import verdict_json
 from helpers import ask_about, judge_for
+
+from mlflow_genai_metrics.testing import Reply
 
 TRICKLE = Reply(verdict_json(), trickle_s=0.12)  # ~300 bytes: about 40 s in all
 

@@ -9,14 +9,13 @@ import inspect
 import pickle
 
 import pytest
+from conftest import SECRET_KEY
+from test_judge_signature_doc import settings_table
 
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.cli.common import judge_arguments, judge_options
 from mlflow_genai_metrics.judge import JudgeSettings, declared, setting
 from mlflow_genai_metrics.tracking import JudgeSpec
-
-from conftest import SECRET_KEY
-from test_judge_signature_doc import settings_table
 
 LOCAL = "http://127.0.0.1:9/v1"
 

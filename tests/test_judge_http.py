@@ -11,13 +11,12 @@ import time
 
 import pandas as pd
 import pytest
+from conftest import verdict_json
+from helpers import ask_about, judge_for
 
 from mlflow_genai_metrics import JudgeConfigError, judge_summaries
 from mlflow_genai_metrics.judge.runner import run_sync
 from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
-
-from conftest import verdict_json
-from helpers import ask_about, judge_for
 
 BACKENDS = ["aiohttp", "httpx"]
 

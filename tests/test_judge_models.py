@@ -8,13 +8,12 @@ import logging
 import threading
 
 import pytest
+from conftest import SECRET_KEY, verdict_json
+from helpers import ask_about, judge_for
 
 from mlflow_genai_metrics import Judge, JudgeConfigError
 from mlflow_genai_metrics.judge.models import is_listed, same_model
 from mlflow_genai_metrics.testing import Reply
-
-from conftest import SECRET_KEY, verdict_json
-from helpers import ask_about, judge_for
 
 
 def test_a_model_the_endpoint_does_not_list_is_refused_before_any_call_naming_the_models_it_serves(scripted_server):

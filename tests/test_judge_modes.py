@@ -12,12 +12,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import verdict_json
+from helpers import ask_about, judge_for
 
 from mlflow_genai_metrics.judge import EndpointModes, Judge, JudgeRequest, TextAnswer
 from mlflow_genai_metrics.testing import Fault, Reply
-
-from conftest import verdict_json
-from helpers import ask_about, judge_for
 
 # llama-cpp-python's server: HTTP 500 to json_schema, json_object accepted.
 LLAMA_CPP_PYTHON = {"reject_response_formats": ("json_schema",)}

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import pytest
+from conftest import SECRET_KEY, verdict_json
+from helpers import ask_about, judge_for
 
 from mlflow_genai_metrics import Judge, JudgeConfigError
 from mlflow_genai_metrics.testing import Fault, Reply
-
-from conftest import SECRET_KEY, verdict_json
-from helpers import ask_about, judge_for
 
 
 def first_attempt_fails(fault: Fault):

@@ -6,13 +6,12 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from conftest import SECRET_KEY
+from helpers import ask_about, judge_for
 from pydantic import ValidationError
 
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.judge import JudgeSettings
-
-from conftest import SECRET_KEY
-from helpers import ask_about, judge_for
 
 
 def test_the_environment_is_read_once_when_the_judge_is_made(monkeypatch, scripted_server):

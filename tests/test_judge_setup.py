@@ -5,13 +5,12 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from conftest import SECRET_KEY, files_containing, verdict_json
+from helpers import ask_about, judge_for
 
 from mlflow_genai_metrics import Judge
 from mlflow_genai_metrics.judge import DEFAULT_BASE_URL, default_cache_dir, redact
 from mlflow_genai_metrics.testing import Fault, Reply
-
-from conftest import SECRET_KEY, files_containing, verdict_json
-from helpers import ask_about, judge_for
 
 
 def test_model_base_url_and_key_come_from_the_environment(monkeypatch, scripted_server):

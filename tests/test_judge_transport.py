@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from mlflow_genai_metrics.judge.limits import Limiter
-from mlflow_genai_metrics.testing import Reply
-
 from conftest import verdict_json
 from helpers import ask_about, judge_for
+
+from mlflow_genai_metrics.judge.limits import Limiter
+from mlflow_genai_metrics.testing import Reply
 
 
 def test_the_limiter_bounds_http_calls_in_flight_across_two_event_loops_in_two_threads(scripted_server):

@@ -10,13 +10,13 @@ import subprocess
 import sys
 
 import pytest
+from test_local_model import QUESTION
 
 from mlflow_genai_metrics import Judge
-from mlflow_genai_metrics.cli import build_parser, main as mgm
+from mlflow_genai_metrics.cli import build_parser
+from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.cli.common import make_judge
 from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError
-
-from test_local_model import QUESTION
 
 NOWHERE = "http://127.0.0.1:9/v1"  # no call is made: the Judges below are only built
 

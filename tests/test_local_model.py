@@ -11,8 +11,8 @@ from typing import Literal, get_args
 import pytest
 from pydantic import BaseModel, Field
 
-from mlflow_genai_metrics import Judge, JudgeRequest
-from mlflow_genai_metrics.judge import ErrorKind
+from mlflow_genai_metrics import Judge
+from mlflow_genai_metrics.judge import ErrorKind, JudgeRequest
 from mlflow_genai_metrics.local import LocalModelServer, LocalModelServerError
 
 pytestmark = pytest.mark.local_model
@@ -139,7 +139,8 @@ ARTICLES = [
 @pytest.fixture(scope="module")
 def whole_method(tmp_path_factory):
     """SmolLM2 writes the summaries of ARTICLES and judges them (once for the tests below): (model id, result)."""
-    from mlflow_genai_metrics import judge_summaries, summarize
+    from mlflow_genai_metrics import judge_summaries
+    from mlflow_genai_metrics.generate import summarize
 
     with LocalModelServer("smollm2-135m") as server:
         judge = Judge(server.model_id, server.base_url, cache_dir=tmp_path_factory.mktemp("cache"), context_window=8192, max_concurrency=2)

@@ -7,12 +7,11 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import SHARED_DATA
+from helpers import judge_for
 
 from mlflow_genai_metrics.meta_evaluation import agreement, load_labelled, meta_evaluate, stratified_labelled_sample
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from conftest import SHARED_DATA
-from helpers import judge_for
 
 FAITHFULNESS = SHARED_DATA / "faithfulness"
 

@@ -3,19 +3,16 @@ Spark result and the comparison, with no other change (issue 13)."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import mlflow
 import pandas as pd
 import pytest
+from helpers import judge_for
 from mlflow.tracking import MlflowClient
 
-from mlflow_genai_metrics import compare_results, judge_summaries, summarization_metrics
+from mlflow_genai_metrics import compare_results, judge_summaries
 from mlflow_genai_metrics.summarization.metrics import METRICS, MetricSpec
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
+from mlflow_genai_metrics.tracking import summarization_metrics
 
 # A row metric of the judge and its aggregate: a summary that makes more than one claim is "long".
 LONG = MetricSpec(
@@ -66,14 +63,9 @@ def test_a_registered_metric_is_logged_to_a_real_mlflow_run(scripted_server, mlf
     assert evaluation.tables["eval_results_table"]["long_summary/score"].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
 
 
-def test_a_registered_metric_reaches_the_spark_result(scripted_server):
-    pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install -e '.[spark]')")
-    from pyspark.sql import SparkSession
-
+def test_a_registered_metric_reaches_the_spark_result(spark, scripted_server):
     from mlflow_genai_metrics.spark import judge_summaries_spark
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     data, server = _data(), scripted_server(SummarizationJudgeScript())
     with METRICS.registered(LONG, LONG_RATE):
         frame = spark.createDataFrame(data[["id", "source", "long"]])

@@ -5,16 +5,13 @@ never refused as "not text" and never sent to the judge. A missing *source* is r
 from __future__ import annotations
 
 import math
-import os
-import sys
 
 import pandas as pd
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries, judge_summaries_frame
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 SOURCES = ["The council approved the budget on Monday.", "The mayor resigned on Friday."]
 MISSING = {"None": None, "NaN": math.nan, "pd.NA": pd.NA}
@@ -42,22 +39,14 @@ def test_a_missing_summary_is_an_empty_summary_on_the_list_and_frame_paths(scrip
     assert server.request_count > 0 and not any("mayor" in str(r.body) for r in server.requests)  # row 1 never sent
 
 
-def test_a_missing_summary_in_a_spark_frame_made_from_a_pandas_string_series_is_an_empty_summary(scripted_server):
-    pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install -e '.[spark]')")
-    from pyspark.sql import SparkSession
-
+def test_a_missing_summary_in_a_spark_frame_made_from_a_pandas_string_series_is_an_empty_summary(spark, scripted_server):
     from mlflow_genai_metrics import Judge
     from mlflow_genai_metrics.spark import judge_summaries_spark
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this interpreter, with this package
-    spark = SparkSession.builder.master("local[2]").appName("mgm-missing").config("spark.ui.enabled", "false").getOrCreate()
     server = scripted_server(SummarizationJudgeScript())
     data = pd.DataFrame({"id": ["0", "1"], "source": pd.Series(SOURCES, dtype="string"), "summary": summaries("pd.NA")})
-    try:
-        judge = Judge(server.models[0], server.base_url, cache_dir=None)  # no key: nothing secret travels to the workers
-        rows = judge_summaries_spark(spark.createDataFrame(data), judge=judge, coverage=False).rows.toPandas()
-    finally:
-        spark.stop()
+    judge = Judge(server.models[0], server.base_url, cache_dir=None)  # no key: nothing secret travels to the workers
+    rows = judge_summaries_spark(spark.createDataFrame(data), judge=judge, coverage=False).rows.toPandas()
     assert outcome(rows) == EXPECTED
 
 

@@ -11,22 +11,16 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import (
-    SignatureMismatchError,
-    SummarizerModel,
-    compare_runs,
-    register_if_passing,
-    summarization_metrics,
-    summarization_scorers,
-)
-from mlflow_genai_metrics.cli import main as mgm
-from mlflow_genai_metrics.testing import ScriptedJudgeServer
-
-from conftest import SECRET_KEY
+from conftest import SECRET_KEY, copy_mlflow_database
 from helpers import judge_for
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, CONTRADICTIONS, Endpoint, frame
+
+from mlflow_genai_metrics import SummarizerModel, compare_runs, register_if_passing
+from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.summarization import SignatureMismatchError
+from mlflow_genai_metrics.testing import ScriptedJudgeServer
+from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
 
 
 def evaluate_candidate(server, model_name: str, *, judge=None, run_name=None) -> tuple[str, str]:
@@ -70,9 +64,9 @@ class SharedStore:
 
 
 @pytest.fixture(scope="module")
-def shared_store(tmp_path_factory):
+def shared_store(tmp_path_factory, migrated_mlflow_database):
     folder = tmp_path_factory.mktemp("shared-store")
-    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    uri = copy_mlflow_database(migrated_mlflow_database, folder / "mlflow.db")
     mlflow.set_tracking_uri(uri)
     yield SharedStore(uri, mlflow.create_experiment("mgm-tests", artifact_location=(folder / "artifacts").as_uri()))
     mlflow.set_tracking_uri("")

@@ -11,19 +11,18 @@ from typing import Any
 
 import mlflow
 import pytest
+from conftest import SECRET_KEY, copy_mlflow_database
+from helpers import judge_for
 from mlflow.entities import AssessmentSourceType
 from mlflow.genai.scorers import Scorer, scorer
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 from mlflow_genai_metrics import JudgeConfigError, evaluate_summaries, judge_summaries
 from mlflow_genai_metrics.summarization.passes import extract_claims_request
 from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage, log_summary_results
 from mlflow_genai_metrics.tracking.compare import run_figures
-
-from conftest import SECRET_KEY
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 JUDGES = ("claim_alignment", "key_point_coverage", "grounding")
 CONTRADICTED = "The council rejected the budget."
@@ -78,11 +77,11 @@ class Evaluated:
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory) -> Evaluated:
+def evaluated(tmp_path_factory, migrated_mlflow_database) -> Evaluated:
     folder = tmp_path_factory.mktemp("judges-store")
     with pytest.MonkeyPatch.context() as patch, ScriptedJudgeServer(failing_on("Shares"), models=Endpoint.models) as server:
         patch.setenv("MGM_CACHE_DIR", str(folder / "cache"))
-        mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+        mlflow.set_tracking_uri(copy_mlflow_database(migrated_mlflow_database, folder / "mlflow.db"))
         try:
             mlflow.set_experiment(experiment_id=mlflow.create_experiment("judges", artifact_location=(folder / "a").as_uri()))
             judge = judge_for(server)

@@ -8,12 +8,12 @@ import math
 import mlflow
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import judge_summaries, summarization_metrics, summarization_scorers
-
 from helpers import judge_for, same_number
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, frame
+
+from mlflow_genai_metrics import judge_summaries
+from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
 
 ROW_METRICS = ["claim_count", "supported_claims", "contradicted_claims", "unverifiable_claims", "support_rate",
                "aligned", "strictly_aligned", "coverage", "defect_contradiction", "defect_unverifiable", "defect_empty"]

@@ -14,16 +14,14 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from conftest import SECRET_KEY, copy_mlflow_database
+from helpers import judge_for
 from mlflow.exceptions import MlflowException
 from mlflow.genai.scorers import ScorerSamplingConfig, get_scorer, list_scorers
-from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, CONTRADICTIONS, Endpoint, first_sentence
 
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, score_traces
-
-from conftest import SECRET_KEY
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, CONTRADICTIONS, Endpoint, first_sentence
 
 JUDGED = ("claim_alignment", "grounding")
 
@@ -35,11 +33,10 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def custom_scorer_server(tmp_path_factory):
+def custom_scorer_server(tmp_path_factory, migrated_mlflow_database):
     """``mlflow server`` on a SQLite store, on a free port of 127.0.0.1, started with custom scorers enabled."""
     folder = tmp_path_factory.mktemp("server")
-    store = f"sqlite:///{folder / 'mlflow.db'}"
-    MlflowClient(store).search_experiments()  # create the tables here: the server starts without migrating
+    store = copy_mlflow_database(migrated_mlflow_database, folder / "mlflow.db")  # migrated: the server does not migrate
     port = _free_port()
     environment = {**os.environ, "MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", store, "--default-artifact-root",

@@ -7,11 +7,10 @@ import json
 
 import pandas as pd
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
-
-from helpers import judge_for
 
 ARTICLE = "Everton beat Liverpool 1-0 on Saturday. David Weir is an Everton defender."
 SUMMARY = "Everton beat Liverpool. Weir plays for Everton."

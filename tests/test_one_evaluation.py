@@ -12,17 +12,16 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from helpers import judge_for
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 from mlflow_genai_metrics import evaluate_summaries
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
 from mlflow_genai_metrics.tracking.evaluate import RunRowsMismatch
 from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
-
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 ROWS = 30
 WORDS = "council budget mayor club striker phone screen update flaw shares profits market river bridge school".split()

@@ -7,12 +7,11 @@ import json
 import random
 
 import pandas as pd
+from helpers import judge_for, same_metrics
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections
-
-from helpers import judge_for, same_metrics
 
 ARTICLES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision. Critics objected." for i in range(8)]
 SUMMARIES = [f"The council approved budget number {i}. The mayor welcomed it." for i in range(8)]

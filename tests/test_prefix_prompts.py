@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.prompts import SOURCE_PROMPTS, load_prompt, marker
 from mlflow_genai_metrics.summarization.chunking import split_source
 from mlflow_genai_metrics.summarization.passes import extract_key_points_request, verify_claims_request
 from mlflow_genai_metrics.testing import SummarizationJudgeScript, marked_sections
-
-from helpers import judge_for
 
 ARTICLE = "Everton beat Liverpool 1-0 on Saturday. David Weir is an Everton defender. The crowd was 40,000."
 
@@ -115,7 +114,7 @@ def test_without_a_prompt_cache_no_cached_tokens_are_counted(scripted_server):
 
 
 def test_cached_prompt_tokens_cost_the_cached_input_price_when_prices_have_one(scripted_server):
-    from mlflow_genai_metrics import Prices
+    from mlflow_genai_metrics.judge import Prices
 
     server = scripted_server(SummarizationJudgeScript(), prefix_cache_block=4)
     judge = judge_for(server, prices=Prices(input=1.0, output=2.0, cached_input=0.25))
@@ -127,7 +126,7 @@ def test_cached_prompt_tokens_cost_the_cached_input_price_when_prices_have_one(s
 
 
 def test_without_a_cached_input_price_cached_tokens_cost_the_input_price():
-    from mlflow_genai_metrics import Prices
+    from mlflow_genai_metrics.judge import Prices
 
     assert Prices.coerce((1.0, 2.0)).cost(1000, 100, 600) == pytest.approx((1000 * 1.0 + 100 * 2.0) / 1e6)
     assert Prices.coerce((1.0, 2.0, 0.5)).cost(1000, 100, 600) == pytest.approx((400 * 1.0 + 600 * 0.5 + 100 * 2.0) / 1e6)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SECRET_KEY
 from mlflow_helpers import Endpoint, frame
 

@@ -7,21 +7,21 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import judge_summaries, register_if_passing, summarization_metrics, summarization_scorers
-from mlflow_genai_metrics.prompts import neutralise
-from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript, marked_sections
-
 from conftest import SECRET_KEY, files_containing
 from helpers import judge_for
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import Endpoint, frame
+
+from mlflow_genai_metrics import judge_summaries, register_if_passing
+from mlflow_genai_metrics.prompts import neutralise
+from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript, marked_sections
+from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # the fault scenario is the benchmark's
 from faults import run_fault_scenario  # noqa: E402
@@ -54,7 +54,7 @@ def _fingerprint(body: dict) -> str:
 
 
 @pytest.mark.parametrize("kill_signal", [signal.SIGINT, signal.SIGKILL])
-def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp_path, kill_signal):
+def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp_path, kill_signal, new_mlflow_database):
     rows = 40
     data = tmp_path / "rows.csv"
     pd.DataFrame({
@@ -62,18 +62,26 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
         "text": [f"Article {i}. The council approved budget {i}. The mayor welcomed it." for i in range(rows)],
         "summary": [f"The council approved budget {i}. The mayor welcomed budget {i}." for i in range(rows)],
     }).to_csv(data, index=False)
-    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    store = new_mlflow_database(tmp_path / "mlflow.db")
     env = {**os.environ, "MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY}
-    with ScriptedJudgeServer(SummarizationJudgeScript(), latency_s=0.15, models=("scripted-judge",)) as server:
+    judge, answering_20th = SummarizationJudgeScript(), threading.Event()
+
+    def script(request):
+        reply = judge(request)
+        if request.index + 1 >= rows // 2:  # the 20th of the run's 80 answers is on its way
+            answering_20th.set()
+        return reply
+
+    # The latency keeps the first run going long enough to be killed in the middle; the runs after it need none.
+    with ScriptedJudgeServer(script, latency_s=0.15, models=("scripted-judge",)) as server:
         process = subprocess.Popen(_evaluate_command(data, store, server), env=env, cwd=tmp_path,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while server.count(status=200) < rows // 2 and time.monotonic() < deadline and process.poll() is None:
-            time.sleep(0.05)
+        answering_20th.wait(timeout=120)
         assert process.poll() is None, process.stdout.read().decode()[-2000:]
         process.send_signal(kill_signal)
         process.wait(timeout=60)
         assert process.returncode != 0
+        server.latency_s = 0.0
         answered_before = {_fingerprint(r.body) for r in server.requests if r.status == 200}
         before = server.request_count
         with sqlite3.connect(tmp_path / "cache" / "judge-cache.sqlite3") as db:

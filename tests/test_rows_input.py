@@ -4,12 +4,11 @@ that cannot be sent, and the numeric settings; every problem names its row (or t
 from __future__ import annotations
 
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.summarization.judging import prepare_rows
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 SOURCES = ["The council approved the budget.", "The mayor resigned on Monday."]
 SUMMARIES = ["The budget was approved.", "The mayor resigned."]

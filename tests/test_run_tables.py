@@ -10,14 +10,13 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
-from mlflow_genai_metrics import judge_summaries, log_result, summarization_metrics
-from mlflow_genai_metrics.tracking import load_run, run_logging
-from mlflow_genai_metrics.tracking.run_logging import TABLES, plot_artifact, table_artifact
-
 from helpers import judge_for
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import Endpoint, frame
+
+from mlflow_genai_metrics import judge_summaries
+from mlflow_genai_metrics.tracking import load_run, log_result, run_logging, summarization_metrics
+from mlflow_genai_metrics.tracking.run_logging import TABLES, plot_artifact, table_artifact
 
 
 @pytest.fixture

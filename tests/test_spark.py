@@ -4,7 +4,6 @@ judge server: the same per-row results and aggregates, no calls on a rerun, faul
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install -e '.[spark]')")
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
@@ -21,22 +19,6 @@ from mlflow_genai_metrics.spark import judge_summaries_spark  # noqa: E402
 from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript  # noqa: E402
 
 TRADITIONAL = ["rouge1", "rouge2", "rougeL", "rougeLsum", "bleu", "chrf", "summary_words", "compression_ratio"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this interpreter, with this package
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("mgm-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several batches per partition
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def corpus(rows: int = 36) -> pd.DataFrame:
@@ -298,7 +280,6 @@ def test_bench_spark_smoke(spark):
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import bench_spark
-
     from markdown_tables import markdown_table
 
     lines = bench_spark.main(["--rows", "24", "--latency", "0.01", "--slots", "4"])

@@ -4,12 +4,11 @@ a claim verified and counted once, a key point one place in coverage's denominat
 from __future__ import annotations
 
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.summarization.statements import distinct_statements
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 SOURCE = "The club won its match. The final score was 2-0. The striker scored twice."
 

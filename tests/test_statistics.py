@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
-
-from mlflow_genai_metrics import SignatureMismatchError, compare_results, judge_summaries
+from helpers import judge_for
 from scipy import stats as scipy_stats
 
+from mlflow_genai_metrics import compare_results, judge_summaries
 from mlflow_genai_metrics.paired import holm, newcombe_interval, paired_proportion, paired_ratio
 from mlflow_genai_metrics.stats import (
     MIN_INTERVAL_ROWS,
@@ -20,9 +20,8 @@ from mlflow_genai_metrics.stats import (
     ratio_of_sums,
     wilson_interval,
 )
+from mlflow_genai_metrics.summarization import SignatureMismatchError
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-from helpers import judge_for
 
 
 def _proportion(successes: int, rows: int) -> RatioHistogram:

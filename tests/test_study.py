@@ -7,18 +7,23 @@ import re
 
 import pandas as pd
 import pytest
-from mlflow.tracking import MlflowClient
-
-from markdown_tables import markdown_table
-from mlflow_genai_metrics.study import (
-    Candidate, comparison_lines, demo_articles, format_table, load_articles, run_study, stratified_sample,
-)
-from mlflow_genai_metrics.tracking import load_run
-
 from conftest import SECRET_KEY, SHARED_DATA
 from helpers import judge_for
+from markdown_tables import markdown_table
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, frame
 from run_traces import cards_per_row
+
+from mlflow_genai_metrics.study import (
+    Candidate,
+    comparison_lines,
+    demo_articles,
+    format_table,
+    load_articles,
+    run_study,
+    stratified_sample,
+)
+from mlflow_genai_metrics.tracking import load_run
 
 ROW_IDS = {row_id for row_id, _, _ in ARTICLES}
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.summarization import combine_verdicts, split_source
 from mlflow_genai_metrics.summarization.passes import verification_answer
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
-
-from helpers import judge_for
 
 ARTICLES = [
     f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision. Critics objected."

@@ -6,11 +6,10 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
-
-from helpers import judge_for
 
 ARTICLE = (
     "Everton defender David Weir has played down talk of European football. "

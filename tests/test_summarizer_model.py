@@ -9,11 +9,10 @@ import mlflow
 import pandas as pd
 import pytest
 import yaml
-
-from mlflow_genai_metrics import SummarizerModel
-
 from conftest import SECRET_KEY, files_containing
 from mlflow_helpers import ARTICLES, Endpoint
+
+from mlflow_genai_metrics import SummarizerModel
 
 
 @pytest.fixture

@@ -10,14 +10,12 @@ from importlib.metadata import version
 
 import pytest
 import sacrebleu
+from conftest import SHARED_DATA
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mlflow_genai_metrics import traditional_metrics
-from mlflow_genai_metrics.reference import PRIVATE_CALLS, check_sacrebleu, corpus_scores, traditional_signatures
+from mlflow_genai_metrics.reference import PRIVATE_CALLS, check_sacrebleu, corpus_scores, traditional_metrics, traditional_signatures
 from mlflow_genai_metrics.text import lcs_length, split_sentences
-
-from conftest import SHARED_DATA
 
 BBC = SHARED_DATA / "bbc_news_summary.jsonl"
 
@@ -233,10 +231,10 @@ def test_sentences_are_split_without_nltk_data():
 
 
 def test_judge_summaries_adds_traditional_metrics_when_references_are_given(scripted_server):
+    from helpers import judge_for
+
     from mlflow_genai_metrics import judge_summaries
     from mlflow_genai_metrics.testing import SummarizationJudgeScript
-
-    from helpers import judge_for
 
     server = scripted_server(SummarizationJudgeScript())
     article = "The council approved the budget. The mayor welcomed it."

@@ -12,8 +12,11 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SECRET_KEY
+from helpers import judge_for
 from mlflow.entities import AssessmentSource, AssessmentSourceType
 from mlflow.tracking import MlflowClient
+from mlflow_helpers import ARTICLES, Endpoint, first_sentence, frame
 
 from mlflow_genai_metrics import evaluate_summaries, judge_summaries
 from mlflow_genai_metrics.cli import main as mgm
@@ -25,10 +28,6 @@ from mlflow_genai_metrics.summarization.warnings import LOW_VERIFICATION, low_ve
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import ClaimAlignment, judge_agreement, log_result
 from mlflow_genai_metrics.tracking.feedback import claim_alignment_feedback
-
-from conftest import SECRET_KEY
-from helpers import judge_for
-from mlflow_helpers import ARTICLES, Endpoint, first_sentence, frame
 
 TAG = "mgm.warning.low_verification"
 NOTHING_VERIFIED = "the judge verified almost nothing (idk for 100% of 6 claims): it cannot tell a good summary from a bad one"

@@ -8,17 +8,16 @@ pytest.importorskip("pyspark", reason="the Spark path needs pyspark (pip install
 
 import mlflow  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
+from test_spark import corpus, loopback_judge  # noqa: E402
+from test_verdict_card import _Unsure  # noqa: E402
 
 from mlflow_genai_metrics import judge_summaries  # noqa: E402
 from mlflow_genai_metrics.spark import judge_summaries_spark  # noqa: E402
 from mlflow_genai_metrics.testing import SummarizationJudgeScript  # noqa: E402
 from mlflow_genai_metrics.tracking import log_spark_result  # noqa: E402
 
-from test_spark import corpus, loopback_judge, spark  # noqa: E402,F401  (the module's Spark session)
-from test_verdict_card import _Unsure  # noqa: E402
 
-
-def test_a_spark_run_of_an_idk_judge_warns_as_one_process_does_and_logs_the_tag(spark, scripted_server, mlflow_store):  # noqa: F811
+def test_a_spark_run_of_an_idk_judge_warns_as_one_process_does_and_logs_the_tag(spark, scripted_server, mlflow_store):
     data = corpus(12).drop(columns=["reference"])
     server = scripted_server(SummarizationJudgeScript(verdicts=_Unsure()))
     result = judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), coverage=False)
@@ -31,7 +30,7 @@ def test_a_spark_run_of_an_idk_judge_warns_as_one_process_does_and_logs_the_tag(
     result.unpersist()
 
 
-def test_a_spark_run_of_a_judge_that_supports_claims_has_no_warning(spark, scripted_server):  # noqa: F811
+def test_a_spark_run_of_a_judge_that_supports_claims_has_no_warning(spark, scripted_server):
     data = corpus(12).drop(columns=["reference"])
     server = scripted_server(SummarizationJudgeScript())
     result = judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), coverage=False)
