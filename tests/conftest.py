@@ -94,12 +94,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(f"\nbasetemp: {base}")
 
 
+# Session-wide fixtures that take long to start, and the pytest-xdist group of the tests that use each.
+SHARED_ON_ONE_WORKER = {"spark": "spark", "mlflow_ui": "mlflow-ui"}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``--dist loadgroup``) the Spark tests run on one worker, so that one Spark session serves
-    them all; elsewhere the mark does nothing."""
+    """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
+    so that one Spark session, or one ``mlflow ui``, serves them all; without xdist the mark does nothing."""
     for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+        for fixture, group in SHARED_ON_ONE_WORKER.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
 
 
 @pytest.fixture(scope="session")
@@ -162,6 +168,33 @@ def point_mlflow_at(uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_REGISTRY_URI", uri)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+
+
+@pytest.fixture(scope="session")
+def mlflow_ui(tmp_path_factory, migrated_mlflow_database):
+    """One real ``mlflow ui`` on 127.0.0.1 for every UI test of the run (starting one and loading its scripts the
+    first time take 20-30 s on a 2-core machine), on a store where each test logs to an experiment of its own
+    (``ui_store``)."""
+    from browser import MlflowUi
+
+    store = copy_mlflow_database(migrated_mlflow_database, tmp_path_factory.mktemp("ui-store") / "mlflow.db")
+    with MlflowUi(store) as ui:
+        yield ui
+
+
+@pytest.fixture
+def ui_store(mlflow_ui, tmp_path, monkeypatch, request) -> Iterator[str]:
+    """``mlflow_store`` on the store ``mlflow_ui`` shows: MLflow logs to a new experiment named for the test, its
+    artifacts in the test's temp dir."""
+    import mlflow
+
+    point_mlflow_at(mlflow_ui.backend_store_uri, monkeypatch)
+    experiment_id = mlflow.create_experiment(request.node.name, artifact_location=(tmp_path / "artifacts").as_uri())
+    mlflow.set_experiment(experiment_id=experiment_id)
+    yield mlflow_ui.backend_store_uri
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+    mlflow.set_tracking_uri("")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import mlflow
-from browser import Browser, MlflowUi, chromium_path
+from browser import Browser, chromium_path
 from helpers import judge_for
 from mlflow.entities import LoggedModelStatus
 from mlflow.tracing.constant import AssessmentMetadataKey
@@ -89,7 +89,7 @@ def test_a_run_that_logs_its_candidate_has_it_as_its_input_not_its_output(script
     assert mlflow.pyfunc.load_model(f"models:/{REGISTERED}/1").metadata.model_id == info.model_id
 
 
-def test_the_ui_shows_the_gated_run_on_evaluation_runs_its_model_its_metrics_and_a_rounded_card_with_its_cost(scripted_server, mlflow_store, tmp_path):
+def test_the_ui_shows_the_gated_run_on_evaluation_runs_its_model_its_metrics_and_a_rounded_card_with_its_cost(scripted_server, mlflow_ui, ui_store, tmp_path):
     assert chromium_path() is not None, "Chromium is missing: ./run installs it (apt-get install chromium)"
     server = scripted_server(Endpoint(), models=Endpoint.models)
     run_id, _ = gated_run(server)
@@ -99,17 +99,17 @@ def test_the_ui_shows_the_gated_run_on_evaluation_runs_its_model_its_metrics_and
     # tec/1's summary covers one of its article's three key points: 1/3, written 0.333 on the card.
     trace_id, card = coverage_card(run_id, "tec/1")
     assert card.value == 0.333 and card.metadata[AssessmentMetadataKey.JUDGE_COST] > 0
-    with MlflowUi(mlflow_store) as ui, Browser() as browser:
+    with Browser() as browser:
         # The page lists runs by MLflow's search, which on a SQLite store leaves out runs' model inputs: its Version
         # column shows "-" there, so the model is checked on the run page.
         run_names = "[...document.querySelectorAll('[data-component-id=\"mlflow.eval-runs.run-name-cell\"]')].map(cell => cell.innerText.trim())"
-        browser.visit(ui.evaluation_runs_url(experiment_id), click=[CLOSE_ASSISTANT], wait_for=[f"{run_names}.includes({RUN_NAME!r})"],
+        browser.visit(mlflow_ui.evaluation_runs_url(experiment_id), click=[CLOSE_ASSISTANT], wait_for=[f"{run_names}.includes({RUN_NAME!r})"],
                       screenshot=tmp_path / "evaluation-runs.png")
         # The run page: its metric list (no more than the budget) and the logged model, its input, registered by the gate.
-        browser.visit(ui.run_url(experiment_id, run_id), wait_for=[page_says(f"Metrics ({metrics})"), page_says("Logged models (1)"), logged_model_listed(MODEL_NAME, REGISTERED)],
+        browser.visit(mlflow_ui.run_url(experiment_id, run_id), wait_for=[page_says(f"Metrics ({metrics})"), page_says("Logged models (1)"), logged_model_listed(MODEL_NAME, REGISTERED)],
                       scroll_to='[data-component-id="mlflow.logged_model.status"]', screenshot=tmp_path / "run.png")
         # The coverage card, opened: its value to 3 significant digits, its judge and what its judgement cost.
         expand_coverage = (f"[role=dialog] div:has(> {TOGGLE})", "0.333", TOGGLE)
-        browser.visit(ui.trace_url(experiment_id, trace_id), click=[OPEN_ASSESSMENTS, expand_coverage],
+        browser.visit(mlflow_ui.trace_url(experiment_id, trace_id), click=[OPEN_ASSESSMENTS, expand_coverage],
                       wait_for=[card_shows("0.333"), drawer_says("openai:/scripted-judge"), drawer_says(f"Cost\n{usd(card.metadata[AssessmentMetadataKey.JUDGE_COST])}")],
                       screenshot=tmp_path / "coverage-card.png")

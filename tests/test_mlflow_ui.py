@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import mlflow
-import pytest
-from browser import MlflowUi, chromium_path, interact, render
-from conftest import copy_mlflow_database, point_mlflow_at
+from browser import chromium_path, interact, render
 from helpers import judge_for
 from mlflow_helpers import ARTICLES, Endpoint, first_sentence, frame, summary_for
 
@@ -23,27 +20,6 @@ OPEN_CARD = ['[data-component-id="mlflow.assistant.chat_panel.close"]',
              '[data-component-id="shared.model-trace-explorer.toggle-assessment-expanded"]']
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory, migrated_mlflow_database) -> Iterator[MlflowUi]:
-    """One ``mlflow ui`` for the tests below (starting one and loading its scripts the first time take 20-30 s on a
-    2-core machine), on a store where each test logs into an experiment of its own (``ui_store``)."""
-    store = copy_mlflow_database(migrated_mlflow_database, tmp_path_factory.mktemp("ui-store") / "mlflow.db")
-    with MlflowUi(store) as running:
-        yield running
-
-
-@pytest.fixture
-def ui_store(ui, tmp_path, monkeypatch, request) -> Iterator[str]:
-    """``mlflow_store`` on the UI's store: MLflow logs to a new experiment named for the test, its artifacts in the
-    test's temp dir."""
-    point_mlflow_at(ui.backend_store_uri, monkeypatch)
-    mlflow.set_experiment(experiment_id=mlflow.create_experiment(request.node.name, artifact_location=(tmp_path / "artifacts").as_uri()))
-    yield ui.backend_store_uri
-    while mlflow.active_run() is not None:
-        mlflow.end_run()
-    mlflow.set_tracking_uri("")
-
-
 def card_shows(value: str) -> str:
     """A page condition: a feedback value tag in the trace drawer (not the traces table behind it) reads ``value``."""
     tags = "document.querySelectorAll('[role=dialog] [data-component-id=\"shared.model-trace-explorer.assesment-value-tag\"]')"
@@ -55,27 +31,27 @@ def drawer_says(text: str) -> str:
     return f"[...document.querySelectorAll('[role=dialog]')].some(drawer => drawer.innerText.includes({text!r}))"
 
 
-def test_the_run_page_lists_the_alignment_metric_and_shows_its_tables_and_plots(scripted_server, ui, ui_store, tmp_path):
+def test_the_run_page_lists_the_alignment_metric_and_shows_its_tables_and_plots(scripted_server, mlflow_ui, ui_store, tmp_path):
     assert chromium_path() is not None, "Chromium is missing: ./run installs it (apt-get install chromium)"
     server = scripted_server(Endpoint(), models=Endpoint.models)
     with mlflow.start_run(run_name="ui-check") as run:
         mlflow.models.evaluate(data=frame(), predictions="summary", targets="reference",
                                extra_metrics=summarization_metrics(judge_for(server), source_col="text", id_col="id"))
     experiment_id = run.info.experiment_id
-    overview = render(ui.run_url(experiment_id, run.info.run_id), screenshot=tmp_path / "run.png")
+    overview = render(mlflow_ui.run_url(experiment_id, run.info.run_id), screenshot=tmp_path / "run.png")
     assert "ui-check" in overview
     for metric in ("alignment", "alignment_ci_low", "defect_rate/contradiction", "richness", "judge/calls"):
         assert metric in overview, metric
     assert "mgm.signature" in overview
-    table = render(ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm_rows.json"))
+    table = render(mlflow_ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm_rows.json"))
     assert "mgm_rows.json" in table and "biz/1" in table and "claim_count" in table
     assert "View as table" in table  # offered for tables logged with mlflow.log_table
-    plot = render(ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm_plot_metrics.png"))
+    plot = render(mlflow_ui.run_url(experiment_id, run.info.run_id, "artifacts/mgm_plot_metrics.png"))
     assert '<img alt="mgm_plot_metrics.png" src="blob:' in plot
     assert (tmp_path / "run.png").stat().st_size > 10_000
 
 
-def test_the_compare_view_shows_two_runs_tables_and_plots_side_by_side(scripted_server, ui, ui_store):
+def test_the_compare_view_shows_two_runs_tables_and_plots_side_by_side(scripted_server, mlflow_ui, ui_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     data = frame()
     run_ids = []
@@ -85,7 +61,7 @@ def test_the_compare_view_shows_two_runs_tables_and_plots_side_by_side(scripted_
         with mlflow.start_run(run_name=model) as run:
             log_result(result)
         run_ids.append(run.info.run_id)
-    url = ui.compare_url(run.info.experiment_id, run_ids)
+    url = mlflow_ui.compare_url(run.info.experiment_id, run_ids)
     listed = render(url)
     # Picking a table shows each run's copy of it: the good run's claim beside the bad run's contradiction.
     interact(url, click=['[artifact-name="mgm_claims.json"]'],
@@ -107,22 +83,22 @@ def judged_traces(server, first_summary: str) -> dict:
     return {json.loads(t.info.request_metadata["mlflow.traceInputs"])["id"]: t.info for t in traces}
 
 
-def test_a_rows_claim_alignment_card_shows_yes_or_no_the_judge_model_and_the_claims(scripted_server, ui, ui_store):
+def test_a_rows_claim_alignment_card_shows_yes_or_no_the_judge_model_and_the_claims(scripted_server, mlflow_ui, ui_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     rejected = "The council rejected the budget."
     traces = judged_traces(server, rejected)
-    contradicted = ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
+    contradicted = mlflow_ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
     interact(contradicted, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("scripted-judge"), drawer_says(f"contradicted: {rejected}")])
-    supported = ui.trace_url(traces["spo/1"].experiment_id, traces["spo/1"].trace_id)
+    supported = mlflow_ui.trace_url(traces["spo/1"].experiment_id, traces["spo/1"].trace_id)
     interact(supported, click=OPEN_CARD, wait_for=[card_shows("Yes"), drawer_says("scripted-judge")])
 
 
-def test_a_card_for_an_unverifiable_claim_says_no_in_the_ui(scripted_server, ui, ui_store, tmp_path):
+def test_a_card_for_an_unverifiable_claim_says_no_in_the_ui(scripted_server, mlflow_ui, ui_store, tmp_path):
     # An invented sentence is a claim the source neither supports nor contradicts (the scripted judge says idk to a
     # claim whose words are not in the article): the faithful card is No.
     server = scripted_server(Endpoint(), models=Endpoint.models)
     invented = "The budget was written by a committee of robots."
     traces = judged_traces(server, invented)
-    url = ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
+    url = mlflow_ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
     interact(url, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("1 unverifiable claim"), drawer_says(f"unverifiable: {invented}")],
              screenshot=tmp_path / "unverifiable-card.png")
