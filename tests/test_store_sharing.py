@@ -8,6 +8,7 @@ import gc
 import json
 import multiprocessing
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from mlflow_genai_metrics.grounding.cache import CACHE_FILE as GROUNDING_FILE
 from mlflow_genai_metrics.grounding.cache import GroundingCache
 from mlflow_genai_metrics.judge.cache import CACHE_FILE, JudgeCache, Transcript
 from mlflow_genai_metrics.sqlite_store import StoreUnreadable
-from mlflow_genai_metrics.testing import SummarizationJudgeScript
+from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript
 
 SOURCES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision." for i in range(6)]
 SUMMARIES = [f"The council approved budget number {i}. The mayor welcomed it." for i in range(6)]
@@ -177,12 +178,22 @@ def test_two_judging_processes_sharing_one_cache_folder_both_finish_with_the_sam
 # -- a store that cannot be read stops the run before any call ---------------------------------------------------
 
 
-def _judged_cache(server, folder: Path) -> None:
-    """A cache folder holding a real run: transcripts, stored rows and grounding results."""
-    judge = judge_for(server, cache_dir=folder)
-    judge_summaries(SOURCES * 8, [f"{s} Row {i}." for i, s in enumerate(SUMMARIES * 8)], judge=judge)
-    judge.close()
+@pytest.fixture(scope="module")
+def judged_cache(tmp_path_factory) -> Path:
+    """A cache folder holding a real run (transcripts, stored rows and grounding results), made once: each test
+    below damages a copy of it (``_judged_cache``)."""
+    folder = tmp_path_factory.mktemp("judged-cache")
+    with ScriptedJudgeServer(SummarizationJudgeScript()) as server:
+        judge = judge_for(server, cache_dir=folder)
+        judge_summaries(SOURCES * 8, [f"{s} Row {i}." for i, s in enumerate(SUMMARIES * 8)], judge=judge)
+        judge.close()
     gc.collect()
+    return folder
+
+
+def _judged_cache(judged: Path, folder: Path) -> None:
+    """A copy of the ``judged_cache`` folder at ``folder``, every store on it closed."""
+    shutil.copytree(judged, folder, dirs_exist_ok=True)
 
 
 def _overwrite_middle(path: Path) -> None:
@@ -194,9 +205,9 @@ def _overwrite_middle(path: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["judge cache overwritten", "judge cache truncated", "grounding cache overwritten",
                                     "grounding cache not a database", "judge cache a folder"])
-def test_a_store_that_cannot_be_read_stops_the_run_before_any_call_naming_the_file(scripted_server, tmp_path, damage):
+def test_a_store_that_cannot_be_read_stops_the_run_before_any_call_naming_the_file(scripted_server, judged_cache, tmp_path, damage):
     server = scripted_server(SummarizationJudgeScript())
-    _judged_cache(server, tmp_path)
+    _judged_cache(judged_cache, tmp_path)
     path = tmp_path / (CACHE_FILE if damage.startswith("judge") else GROUNDING_FILE)
     assert path.stat().st_size > 4 * 4096 and not Path(f"{path}-wal").exists()
     if damage.endswith("overwritten"):
@@ -218,15 +229,14 @@ def test_a_store_that_cannot_be_read_stops_the_run_before_any_call_naming_the_fi
     assert isinstance(raised.value, OSError)
 
 
-def test_a_truncated_file_is_told_apart_by_its_size_and_a_damaged_page_by_the_quick_check(scripted_server, tmp_path):
-    server = scripted_server(SummarizationJudgeScript())
-    _judged_cache(server, tmp_path)
+def test_a_truncated_file_is_told_apart_by_its_size_and_a_damaged_page_by_the_quick_check(judged_cache, tmp_path):
+    _judged_cache(judged_cache, tmp_path)
     path = tmp_path / CACHE_FILE
     size = path.stat().st_size
     os.truncate(path, size - 4096)
     with pytest.raises(StoreUnreadable, match=rf"it is truncated: {size - 4096} of the {size} bytes its header states"):
         JudgeCache(tmp_path)
-    _judged_cache(server, tmp_path / "other")
+    _judged_cache(judged_cache, tmp_path / "other")
     _overwrite_middle(tmp_path / "other" / CACHE_FILE)
     with pytest.raises(StoreUnreadable, match=r"cannot be read \(\*\*\* in database main \*\*\*"):
         JudgeCache(tmp_path / "other")
