@@ -54,9 +54,9 @@ def only_run_id(uri: str, experiment: str) -> str:
     return runs[0].info.run_id
 
 
-def test_grounding_only_logs_grounding_and_reference_metrics_with_no_judge_call(tmp_path, no_judge, capsys, monkeypatch):
+def test_grounding_only_logs_grounding_and_reference_metrics_with_no_judge_call(tmp_path, no_judge, capsys, monkeypatch, new_mlflow_database):
     monkeypatch.chdir(tmp_path)  # the run's artifacts go under ./mlruns
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_mlflow_database(tmp_path / "mlflow.db")
     args = ["evaluate", str(write_rows(tmp_path)), "--id-col", "id", "--reference-col", "reference", "--grounding-only",
             "--tracking-uri", uri, "--experiment", "grounding-only"]
     assert mgm(args) == 0
@@ -74,9 +74,9 @@ def test_grounding_only_logs_grounding_and_reference_metrics_with_no_judge_call(
     assert rows.loc["faithful", "grounding"] > max(rows.loc["invented", "grounding"], rows.loc["number", "grounding"])
 
 
-def test_grounding_only_prints_grounding_and_grounded_rate_with_their_intervals_or_why_not(tmp_path, no_judge, capsys, monkeypatch):
+def test_grounding_only_prints_grounding_and_grounded_rate_with_their_intervals_or_why_not(tmp_path, no_judge, capsys, monkeypatch, new_mlflow_database):
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_mlflow_database(tmp_path / "mlflow.db")
     assert mgm(["evaluate", str(write_rows(tmp_path, reference=False)), "--grounding-only", "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     metrics = MlflowClient(uri).get_run(only_run_id(uri, "mgm")).data.metrics
@@ -97,9 +97,9 @@ def test_grounding_only_with_a_judge_option_is_bad_input(tmp_path, no_judge, cap
     assert capsys.readouterr().err.startswith("mgm evaluate: --grounding-only asks no judge")
 
 
-def test_grounding_only_with_a_category_column_plots_grounding_by_category(tmp_path, no_judge, monkeypatch):
+def test_grounding_only_with_a_category_column_plots_grounding_by_category(tmp_path, no_judge, monkeypatch, new_mlflow_database):
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_mlflow_database(tmp_path / "mlflow.db")
     path = write_rows(tmp_path)
     pd.read_csv(path).assign(category=["politics", "politics", "education"]).to_csv(path, index=False)
     assert mgm(["evaluate", str(path), "--grounding-only", "--category-col", "category", "--tracking-uri", uri]) == 0

@@ -100,13 +100,13 @@ def test_thirty_rows_through_mlflow_genai_evaluate_five_times_in_a_row_keep_ever
         assert metrics["grounding/rows"] == metrics["coverage_n"] == ROWS  # one result for the three judges
 
 
-def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, tmp_path, monkeypatch):
+def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, tmp_path, monkeypatch, new_mlflow_database):
     """MLflow's default of 10 predict and 10 score threads runs out of the SQLite store's connections (here 5 of
     them, to run out sooner), and the rows whose traces it could not write are not in the run: the run says so,
     with both counts, instead of logging a smaller n."""
     monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "2")
     monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "3")
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'small-pool.db'}")
+    mlflow.set_tracking_uri(new_mlflow_database(tmp_path / "small-pool.db"))
     try:
         mlflow.set_experiment(experiment_id=mlflow.create_experiment("small pool", artifact_location=(tmp_path / "a").as_uri()))
         judge = judge_for(judge_server)
