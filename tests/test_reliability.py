@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 import pytest
-from conftest import SECRET_KEY, files_containing
+from conftest import SECRET_KEY, copy_mlflow_database, files_containing
 from helpers import judge_for
 from mlflow.tracking import MlflowClient
 from mlflow_helpers import Endpoint, frame
@@ -53,15 +54,52 @@ def _fingerprint(body: dict) -> str:
     return repr(body.get("messages"))
 
 
-@pytest.mark.parametrize("kill_signal", [signal.SIGINT, signal.SIGKILL])
-def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp_path, kill_signal, new_mlflow_database):
-    rows = 40
-    data = tmp_path / "rows.csv"
+RESUME_ROWS = 40
+
+
+def _write_resume_rows(path: Path) -> Path:
     pd.DataFrame({
-        "id": [f"r{i}" for i in range(rows)],
-        "text": [f"Article {i}. The council approved budget {i}. The mayor welcomed it." for i in range(rows)],
-        "summary": [f"The council approved budget {i}. The mayor welcomed budget {i}." for i in range(rows)],
-    }).to_csv(data, index=False)
+        "id": [f"r{i}" for i in range(RESUME_ROWS)],
+        "text": [f"Article {i}. The council approved budget {i}. The mayor welcomed it." for i in range(RESUME_ROWS)],
+        "summary": [f"The council approved budget {i}. The mayor welcomed budget {i}." for i in range(RESUME_ROWS)],
+    }).to_csv(path, index=False)
+    return path
+
+
+RESUME_COLUMNS = ["id", "claim_count", "supported_claims", "aligned", "strictly_aligned", "support_rate", "reasoning", "error"]
+RESUME_METRICS = ("alignment", "alignment_ci_low", "alignment_ci_high", "richness", "judge_error_rate")
+
+
+def _run_rows_and_metrics(store: str, run_id: str, folder: Path) -> tuple[pd.DataFrame, dict[str, float]]:
+    mlflow.set_tracking_uri(store)
+    try:
+        rows = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="mgm/rows.parquet", dst_path=str(folder / run_id)))
+        return rows[RESUME_COLUMNS], MlflowClient().get_run(run_id).data.metrics
+    finally:
+        mlflow.set_tracking_uri("")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, migrated_mlflow_database) -> tuple[int, pd.DataFrame, dict[str, float]]:
+    """An uninterrupted run of the rows on an empty cache, the same for every signal: how many requests it made, its
+    rows and its metrics."""
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    data = _write_resume_rows(folder / "rows.csv")
+    store = copy_mlflow_database(migrated_mlflow_database, folder / "mlflow.db")
+    env = {**os.environ, "MGM_CACHE_DIR": str(folder / "cache"), "OPENAI_API_KEY": SECRET_KEY}
+    with ScriptedJudgeServer(SummarizationJudgeScript(), models=("scripted-judge",)) as server:
+        done = subprocess.run(_evaluate_command(data, store, server), env=env, cwd=folder, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        calls = server.request_count
+    [run_id] = re.findall(r"^run ([0-9a-f]{32})", done.stdout, flags=re.MULTILINE)
+    return calls, *_run_rows_and_metrics(store, run_id, folder)
+
+
+@pytest.mark.parametrize("kill_signal", [signal.SIGINT, signal.SIGKILL])
+def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp_path, kill_signal, new_mlflow_database, uninterrupted):
+    uninterrupted_calls, clean_rows, clean_metrics = uninterrupted
+    rows = RESUME_ROWS
+    data = _write_resume_rows(tmp_path / "rows.csv")
     store = new_mlflow_database(tmp_path / "mlflow.db")
     env = {**os.environ, "MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY}
     judge, answering_20th = SummarizationJudgeScript(), threading.Event()
@@ -94,29 +132,25 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
         # Only the requests in flight when the process died (at most --concurrency 2) can be asked again.
         repeated = [r for r in server.requests[before:] if _fingerprint(r.body) in answered_before]
         assert len(repeated) <= 2
-        fresh_env = {**env, "MGM_CACHE_DIR": str(tmp_path / "fresh-cache")}
-        before_fresh = server.request_count
-        uninterrupted = subprocess.run(_evaluate_command(data, store, server), env=fresh_env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-        assert uninterrupted.returncode == 0, uninterrupted.stderr[-2000:]
         # Every answer cached before the kill was used: the resume asked exactly the questions not yet cached.
-        assert cached_after_kill + resumed_calls == server.request_count - before_fresh
+        assert cached_after_kill + resumed_calls == uninterrupted_calls
         print(f"\n[{signal.Signals(kill_signal).name}] killed after {before} requests; {cached_after_kill} answers cached; "
               f"resume made {resumed_calls} calls ({len(repeated)} repeated, in flight at the kill; 0 cached answers asked "
-              f"again); an uninterrupted run made {server.request_count - before_fresh}")
+              f"again); an uninterrupted run made {uninterrupted_calls}")
 
     mlflow.set_tracking_uri(store)
-    runs = mlflow.search_runs(experiment_names=["resume"], order_by=["start_time ASC"])
-    killed, resumed_run, clean_run = runs["run_id"]
-    killed_status = MlflowClient().get_run(killed).info.status
-    assert killed_status != "FINISHED"  # FAILED after SIGINT; after SIGKILL it can only stay RUNNING, never FINISHED
-    assert [a.path for a in MlflowClient().list_artifacts(killed, "mgm")] == []  # no half-written report
-    columns = ["id", "claim_count", "supported_claims", "aligned", "strictly_aligned", "support_rate", "reasoning", "error"]
-    read = lambda run_id: pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="mgm/rows.parquet", dst_path=str(tmp_path / run_id)))
-    assert read(resumed_run)[columns].equals(read(clean_run)[columns])
-    metrics_a, metrics_b = MlflowClient().get_run(resumed_run).data.metrics, MlflowClient().get_run(clean_run).data.metrics
-    for name in ("alignment", "alignment_ci_low", "alignment_ci_high", "richness", "judge_error_rate"):
-        assert metrics_a[name] == metrics_b[name]
-    mlflow.set_tracking_uri("")
+    try:
+        runs = mlflow.search_runs(experiment_names=["resume"], order_by=["start_time ASC"])
+        killed, resumed_run = runs["run_id"]
+        killed_status = MlflowClient().get_run(killed).info.status
+        assert killed_status != "FINISHED"  # FAILED after SIGINT; after SIGKILL it can only stay RUNNING, never FINISHED
+        assert [a.path for a in MlflowClient().list_artifacts(killed, "mgm")] == []  # no half-written report
+    finally:
+        mlflow.set_tracking_uri("")
+    resumed_rows, resumed_metrics = _run_rows_and_metrics(store, resumed_run, tmp_path)
+    assert resumed_rows.equals(clean_rows)
+    for name in RESUME_METRICS:
+        assert resumed_metrics[name] == clean_metrics[name]
 
 
 # -- hostile text ---------------------------------------------------------------------------------------------------
