@@ -100,16 +100,12 @@ SHARED_ON_ONE_WORKER = {"spark": "spark", "mlflow_ui": "mlflow-ui"}
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
-    so that one Spark session, or one ``mlflow ui``, serves them all; without xdist the mark does nothing.
-
-    The tests marked ``slow`` (half a minute or more on 2 cores) and those on the local model go first: handed out
-    last, one of them keeps a worker busy while the other has nothing left to do (docs/testing.md)."""
+    so that one Spark session, or one ``mlflow ui``, serves them all; without xdist the mark does nothing."""
     for item in items:
         for fixture, group in SHARED_ON_ONE_WORKER.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None and item.get_closest_marker("local_model") is None)
 
 
 @pytest.fixture(scope="session")

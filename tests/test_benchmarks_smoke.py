@@ -22,7 +22,6 @@ def run(script: str, *args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.slow
 def test_bench_traditional_smoke():
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
@@ -37,7 +36,6 @@ def test_bench_faults_smoke():
     assert "rows lost: 0" in out and "match: True" in out
 
 
-@pytest.mark.slow
 def test_bench_throughput_smoke():
     out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers")
     table = markdown_table(out, "endpoint")

@@ -71,7 +71,6 @@ def test_every_page_s_fences_and_markers_read():
         assert [b for b in BLOCKS[ROOT / name] if b.code.startswith(start)], f"no block of {name} starts with {start!r}"
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
 def test_page_runs_as_written(page, hosted, tmp_path, migrated_mlflow_database):

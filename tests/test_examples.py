@@ -126,7 +126,6 @@ BBC = SHARED_DATA / "bbc_news_summary.jsonl"
 needs_bbc = pytest.mark.skipif(not BBC.exists(), reason=f"the BBC sample is not at {BBC} (../shared/data beside the project)")
 
 
-@pytest.mark.slow
 @needs_bbc
 def test_reproduce_study_with_hosted_models_runs_as_documented_on_a_small_sample(scripted_server, tmp_path):
     server = scripted_server(HostedModels(), models=HostedModels.models)

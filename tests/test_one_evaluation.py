@@ -84,7 +84,6 @@ def evaluations_may_start_at_once(monkeypatch):
             monkeypatch.setitem(sys.modules, name, None)
 
 
-@pytest.mark.slow
 def test_thirty_rows_through_evaluate_summaries_five_times_in_a_row_keep_every_row(judge_server, mlflow_store):
     judge = judge_for(judge_server)
     for run in range(5):
@@ -92,7 +91,6 @@ def test_thirty_rows_through_evaluate_summaries_five_times_in_a_row_keep_every_r
         assert kept_every_row(evaluation.run_id, ROWS) and len(evaluation.result.rows) == ROWS
 
 
-@pytest.mark.slow
 def test_thirty_rows_through_mlflow_genai_evaluate_five_times_in_a_row_keep_every_row(judge_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "4")  # what docs/mlflow.md advises on a SQLite store
     judge = judge_for(judge_server)
@@ -103,7 +101,6 @@ def test_thirty_rows_through_mlflow_genai_evaluate_five_times_in_a_row_keep_ever
         assert metrics["grounding/rows"] == metrics["coverage_n"] == ROWS  # one result for the three judges
 
 
-@pytest.mark.slow
 def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, tmp_path, monkeypatch, new_mlflow_database):
     """MLflow's default of 10 predict and 10 score threads runs out of the SQLite store's connections (here 5 of
     them, to run out sooner), and the rows whose traces it could not write are not in the run: the run says so,
@@ -125,7 +122,6 @@ def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, t
         mlflow.set_tracking_uri("")
 
 
-@pytest.mark.slow
 def test_four_evaluate_summaries_at_once_each_keep_their_rows(judge_server, mlflow_store):
     judge = judge_for(judge_server)
     runs: dict[str, str] = {}
@@ -149,7 +145,6 @@ def test_four_evaluate_summaries_at_once_each_keep_their_rows(judge_server, mlfl
         assert {row[ids["columns"].index("id")].split("/")[0] for row in ids["data"]} == {tag}  # its own rows only
 
 
-@pytest.mark.slow
 def test_four_mlflow_genai_evaluations_at_once_keep_their_rows_or_fail_saying_so(judge_server, mlflow_store, monkeypatch,
                                                                               evaluations_may_start_at_once):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "1")  # 4 evaluations' threads within the store's connections

@@ -66,7 +66,6 @@ def cli_environment(scripted_server, tmp_path) -> dict[str, str]:
     )
 
 
-@pytest.mark.slow
 def test_mgm_evaluate_with_a_candidate_model_shows_no_warning(cli_environment, tmp_path):
     frame().drop(columns=["summary"]).to_csv(tmp_path / "articles.csv", index=False)
     command = [sys.executable, "-m", "mlflow_genai_metrics.cli", "evaluate", "articles.csv", "--model", "good-summarizer",

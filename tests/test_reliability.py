@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))  # t
 from faults import run_fault_scenario  # noqa: E402
 
 
-@pytest.mark.slow
 def test_2000_rows_with_a_quarter_of_requests_faulted_lose_nothing():
     report = run_fault_scenario(2000)
     faults = sum(report.faults_injected.values())
@@ -96,7 +95,6 @@ def uninterrupted(tmp_path_factory, migrated_mlflow_database) -> tuple[int, pd.D
     return calls, *_run_rows_and_metrics(store, run_id, folder)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kill_signal", [signal.SIGINT, signal.SIGKILL])
 def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp_path, kill_signal, new_mlflow_database, uninterrupted):
     uninterrupted_calls, clean_rows, clean_metrics = uninterrupted
