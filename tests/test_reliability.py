@@ -102,24 +102,28 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
     data = _write_resume_rows(tmp_path / "rows.csv")
     store = new_mlflow_database(tmp_path / "mlflow.db")
     env = {**os.environ, "MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY}
-    judge, answering_20th = SummarizationJudgeScript(), threading.Event()
+    judge, answering_20th, signalled = SummarizationJudgeScript(), threading.Event(), threading.Event()
 
     def script(request):
         reply = judge(request)
-        if request.index + 1 >= rows // 2:  # the 20th of the run's 80 answers is on its way
+        if request.index + 1 >= rows // 2:  # the 20th of the run's 80 answers: held until the signal is sent
             answering_20th.set()
+            signalled.wait(timeout=120)
         return reply
 
-    # The latency keeps the first run going long enough to be killed in the middle; the runs after it need none.
-    with ScriptedJudgeServer(script, latency_s=0.15, models=("scripted-judge",)) as server:
+    # The first run waits on its 20th answer when it is killed, however slowly this machine runs the test: a
+    # latency alone let a starved test thread send its signal after the run had finished (exit 0).
+    with ScriptedJudgeServer(script, models=("scripted-judge",)) as server:
         process = subprocess.Popen(_evaluate_command(data, store, server), env=env, cwd=tmp_path,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        answering_20th.wait(timeout=120)
-        assert process.poll() is None, process.stdout.read().decode()[-2000:]
-        process.send_signal(kill_signal)
+        try:
+            assert answering_20th.wait(timeout=120), "the run never reached its 20th answer"
+            assert process.poll() is None, process.stdout.read().decode()[-2000:]
+            process.send_signal(kill_signal)
+        finally:
+            signalled.set()
         process.wait(timeout=60)
         assert process.returncode != 0
-        server.latency_s = 0.0
         answered_before = {_fingerprint(r.body) for r in server.requests if r.status == 200}
         before = server.request_count
         with sqlite3.connect(tmp_path / "cache" / "judge-cache.sqlite3") as db:
