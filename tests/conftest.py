@@ -100,7 +100,9 @@ SHARED_ON_ONE_WORKER = {"spark": "spark", "mlflow_ui": "mlflow-ui"}
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
-    so that one Spark session, or one ``mlflow ui``, serves them all; without xdist the mark does nothing."""
+    so that one Spark session, or one ``mlflow ui``, serves them all; without xdist the mark does nothing. Under
+    pytest 9 with pytest-xdist 3.8 the groups are inert (xdist sets ``item._nodeid``, pytest 9 reads ``item._id``):
+    each worker then starts its own, which costs time and changes no result (docs/testing.md)."""
     for item in items:
         for fixture, group in SHARED_ON_ONE_WORKER.items():
             if fixture in getattr(item, "fixturenames", ()):
