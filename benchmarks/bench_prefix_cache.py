@@ -1,6 +1,6 @@
 """Prompt processing on a real llama.cpp server with its prompt cache on, before and after the prefix-cache layout.
 
-    .venv/bin/python benchmarks/bench_prefix_cache.py [--articles 3]
+    .venv/bin/python benchmarks/bench_prefix_cache.py [--articles 3] [--candidates 3]
 
 Three candidates' summaries of the same BBC articles (the reference summary, the article's first three sentences,
 the reference without its first sentence; one candidate after the other, as runs of several models are laid out)
@@ -86,13 +86,13 @@ class Measured:
     per_pass: dict[str, int]  # evaluated tokens per pass
 
 
-def candidates(texts: list[str], references: list[str]) -> tuple[list[str], list[str]]:
-    """Three candidates per article, one candidate's rows after the other's."""
+def candidates(texts: list[str], references: list[str], count: int = 3) -> tuple[list[str], list[str]]:
+    """The first ``count`` of three candidates per article, one candidate's rows after the other's."""
     made = [
         references,
         [" ".join(split_sentences(text)[1:4]) for text in texts],  # the lead (after the title line)
         [" ".join(split_sentences(reference)[1:]) or reference for reference in references],
-    ]
+    ][:count]
     return texts * len(made), [summary for candidate in made for summary in candidate]
 
 
@@ -117,17 +117,19 @@ def measure(sources: list[str], summaries: list[str], *, before: bool, n_ctx: in
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--articles", type=int, default=3)
+    parser.add_argument("--candidates", type=int, default=3, choices=(1, 2, 3),
+                        help="how many of the three candidates to judge (1: the reference summaries only)")
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--no-coverage", action="store_true", help="alignment and richness only: no key-point call to share the source with")
     args = parser.parse_args(argv)
     rows = bbc_rows(args.articles)
     if rows is None:
         return []
-    sources, summaries = candidates(*rows)
+    sources, summaries = candidates(*rows, args.candidates)
     before = measure(sources, summaries, before=True, n_ctx=args.n_ctx, coverage=not args.no_coverage)
     after = measure(sources, summaries, before=False, n_ctx=args.n_ctx, coverage=not args.no_coverage)
     lines = [
-        f"{args.articles} BBC articles x 3 candidates = {len(sources)} rows, {'without' if args.no_coverage else 'with'} coverage; SmolLM2-135M on llama-cpp-python "
+        f"{args.articles} BBC articles x {args.candidates} candidates = {len(sources)} rows, {'without' if args.no_coverage else 'with'} coverage; SmolLM2-135M on llama-cpp-python "
         "(`--cache True`), one request at a time",
         "",
         "| prompt layout | calls | prompt tokens sent | prompt tokens evaluated | evaluated / sent | "

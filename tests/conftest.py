@@ -96,18 +96,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 # Session-wide fixtures that take long to start, and the pytest-xdist group of the tests that use each.
 SHARED_ON_ONE_WORKER = {"spark": "spark", "mlflow_ui": "mlflow-ui"}
+# Module-scoped fixtures that take seconds to a minute to make: the tests of a module that use one share a worker,
+# so that it is made once (a module fixture is made once per worker that runs a test asking for it).
+MADE_ONCE_PER_MODULE = ("uninterrupted", "whole_method", "evaluated_once", "evaluated", "shared_endpoint",
+                        "custom_scorer_server", "judged_cache")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
-    so that one Spark session, or one ``mlflow ui``, serves them all; without xdist the mark does nothing. Under
-    pytest 9 with pytest-xdist 3.8 the groups are inert (xdist sets ``item._nodeid``, pytest 9 reads ``item._id``):
-    each worker then starts its own, which costs time and changes no result (docs/testing.md)."""
+    so that one Spark session, or one ``mlflow ui``, serves them all, and the tests of a module that use one of its
+    ``MADE_ONCE_PER_MODULE`` fixtures run on one worker; without xdist the mark does nothing. pytest 9 does not see
+    pytest-xdist 3.8's groups (xdist sets ``item._nodeid``, pytest 9 reads ``item._id``): hence ``pytest<9``
+    (``tests/test_suite_groups.py`` fails otherwise)."""
     for item in items:
-        for fixture, group in SHARED_ON_ONE_WORKER.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((group for fixture, group in SHARED_ON_ONE_WORKER.items() if fixture in fixtures), None)
+        if group is None:
+            group = next((f"{item.path.stem}-{fixture}" for fixture in MADE_ONCE_PER_MODULE if fixture in fixtures), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")

@@ -44,24 +44,27 @@ def articles() -> list[dict]:
     return [{"inputs": {"text": text, "id": row_id}, "outputs": first_sentence(text)} for row_id, _, text in ARTICLES]
 
 
-def evaluated_traces(run_id: str) -> int:
-    """The run's evaluated rows as its Traces tab lists them."""
+def evaluated_traces(run_id: str, tag: str | None = None) -> int:
+    """The run's evaluated rows as its Traces tab lists them (``tag``: only those of rows whose id starts with it)."""
     traces = mlflow.search_traces(run_id=run_id, include_spans=False, return_type="list")
-    return sum(TraceTagKey.EVAL_REQUEST_ID in t.info.tags for t in traces)
+    evaluated = [t for t in traces if TraceTagKey.EVAL_REQUEST_ID in t.info.tags]
+    return sum(tag is None or f'"{tag}/' in (t.info.request_preview or "") for t in evaluated)
 
 
-def kept_every_row(run_id: str, rows: int, n_metric: str = "alignment_n", *, traces_may_grow: bool = False) -> bool:
+def kept_every_row(run_id: str, rows: int, n_metric: str = "alignment_n", *, tag: str | None = None) -> bool:
     """True when the run's n is ``rows``, as many as its traces; False when it has no figures and its ``mgm.error``
-    tag gives both counts. Anything else (a smaller n, figures beside an error) fails the test. ``traces_may_grow``:
-    evaluations still running in other threads may file more traces under the run after it settled, so the count
-    its error gives is at most the traces listed now."""
+    tag gives both counts. Anything else (a smaller n, figures beside an error) fails the test. ``tag``: evaluations
+    still running in other threads may file their traces under the run after it settled, so a run that logged
+    figures must list exactly ``rows`` traces of its own rows (and may list others' besides), and the count an
+    error gives is at most the traces listed now."""
     run = MlflowClient().get_run(run_id)
     traces = evaluated_traces(run_id)
     error = run.data.tags.get(ERROR_TAG)
     if error is None:
-        assert run.data.metrics[n_metric] == rows == traces
+        own = traces if tag is None else evaluated_traces(run_id, tag)
+        assert run.data.metrics[n_metric] == rows == own <= traces
         return True
-    listed = int(re.search(r"the run lists (\d+) evaluated traces", error).group(1)) if traces_may_grow else traces
+    listed = int(re.search(r"the run lists (\d+) evaluated traces", error).group(1)) if tag else traces
     assert f"{rows} rows" in error and str(listed) in error and listed <= traces, error
     assert n_metric not in run.data.metrics
     return False
@@ -149,10 +152,10 @@ def test_four_mlflow_genai_evaluations_at_once_keep_their_rows_or_fail_saying_so
                                                                               evaluations_may_start_at_once):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "1")  # 4 evaluations' threads within the store's connections
     judge = judge_for(judge_server)  # one Judge, shared; each evaluation its own scorers
-    runs: list[str] = []
+    runs: dict[str, str] = {}
 
     def evaluate(tag: str) -> None:
-        runs.append(mlflow.genai.evaluate(data=rows_for(tag), scorers=[ClaimAlignment(judge), Grounding()]).run_id)
+        runs[tag] = mlflow.genai.evaluate(data=rows_for(tag), scorers=[ClaimAlignment(judge), Grounding()]).run_id
 
     threads = [threading.Thread(target=evaluate, args=(f"t{k}",)) for k in range(4)]
     for thread in threads:
@@ -161,9 +164,10 @@ def test_four_mlflow_genai_evaluations_at_once_keep_their_rows_or_fail_saying_so
         thread.join()
     assert len(runs) == 4
     # MLflow files a trace under the run started last in the process, so a run may list others' rows: then it fails
-    # saying so (how many do depends on the threads' timing); none logs a smaller n or figures beside an error.
-    for run_id in runs:
-        kept_every_row(run_id, ROWS, traces_may_grow=True)
+    # saying so (how many do depends on the threads' timing), or, when they come after it settled, its figures are
+    # of its own rows, all listed; none logs a smaller n or figures beside an error.
+    for tag, run_id in runs.items():
+        kept_every_row(run_id, ROWS, tag=tag)
 
 
 def _every_claim_fails() -> Endpoint:
