@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
@@ -102,6 +103,7 @@ MADE_ONCE_PER_MODULE = ("uninterrupted", "whole_method", "evaluated_once", "eval
                         "custom_scorer_server", "judged_cache")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
     so that one Spark session, or one ``mlflow ui``, serves them all, and the tests of a module that use one of its
@@ -125,6 +127,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers run this interpreter, with this package
+    on_interrupt = signal.getsignal(signal.SIGINT)  # SparkContext puts its own handler in; it outlives the session
     session = (
         SparkSession.builder.master("local[2]")
         .appName("mgm-tests")
@@ -136,6 +139,7 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    signal.signal(signal.SIGINT, on_interrupt)
 
 
 @pytest.fixture(scope="session")
