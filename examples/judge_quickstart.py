@@ -58,7 +58,10 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         # A fresh judge cache, so the first evaluation really calls the judge and the second really does not.
         cache_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="mgm-quickstart-"))
-        uri = local_store(args.store or Path(cache_dir) / "store")
+        store = Path(args.store or Path(cache_dir) / "store").resolve()
+        uri = local_store(store)
+        if mlflow.get_experiment_by_name("judge-quickstart") is None:  # its artifacts beside the store, not in ./mlruns
+            mlflow.create_experiment("judge-quickstart", artifact_location=(store / "artifacts").as_uri())
         mlflow.set_experiment("judge-quickstart")
         if os.environ.get("MGM_JUDGE_MODEL"):
             judge = Judge(cache_dir=cache_dir, max_concurrency=4)

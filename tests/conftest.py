@@ -10,6 +10,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer, ScriptedReq
 # A distinctive key: the tests hand it to every Judge, and the session fails if it appears in any file.
 SECRET_KEY = "sk-mgm-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+_STARTED = pytest.StashKey[tuple[float, set[str]]]()
 
 
 class Verdict(BaseModel):
@@ -75,11 +77,41 @@ def files_containing(root: Path, needle: str) -> list[Path]:
     return found
 
 
+PROJECT = Path(__file__).resolve().parents[1]
+# What a test run may leave in the project folder: the tools' caches, and what pip and the set-up make.
+PROJECT_CACHES = {".pytest_cache", ".hypothesis", ".ruff_cache", "__pycache__"}
+# What MLflow writes in the working directory when a test gives it no place of its own (a SQLite store's default
+# artifact root is ./mlruns).
+MLFLOW_DEFAULTS = ("mlruns", "mlartifacts", "mlflow.db")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = (time.time(), {path.name for path in PROJECT.iterdir()})
+
+
+def written_in_the_project(started: float, before: set[str]) -> list[str]:
+    """The project's top-level entries that are new since ``before``, and the MLflow defaults written in since
+    ``started``: a test's state outside its temp dir."""
+    written = sorted(name for name in {path.name for path in PROJECT.iterdir()} - before - PROJECT_CACHES)
+    for name in MLFLOW_DEFAULTS:
+        path = PROJECT / name
+        if name not in written and path.exists() and any(
+            p.stat().st_mtime >= started for p in (path, *(path.rglob("*") if path.is_dir() else ()))
+        ):
+            written.append(name)
+    return written
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if the API key reached any file the tests wrote (caches, logs, MLflow stores). Under pytest-xdist
-    the controller looks once, in the base folder that holds every worker's (``popen-gw0``, ...)."""
+    """Fail the run if the API key reached any file the tests wrote (caches, logs, MLflow stores), or if a test
+    wrote in the project folder (``written_in_the_project``). Under pytest-xdist the controller looks once, in the
+    base folder that holds every worker's (``popen-gw0``, ...)."""
     if hasattr(session.config, "workerinput"):
         return
+    started = session.config.stash.get(_STARTED, None)
+    if started is not None and (written := written_in_the_project(*started)):
+        session.exitstatus = 1
+        print(f"\nWRITTEN IN THE PROJECT FOLDER by the tests (give MLflow a place in the test's temp dir): {', '.join(written)}")
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:
         return

@@ -28,12 +28,12 @@ from mlflow_genai_metrics.tracking import load_run
 ROW_IDS = {row_id for row_id, _, _ in ARTICLES}
 
 
-def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server, mlflow_store, monkeypatch):
+def test_run_study_logs_one_run_per_candidate_compares_and_gates(tmp_path, scripted_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
     judge = judge_for(server)
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge, gate_rules={"alignment": ">= 0.9"}, progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge, gate_rules={"alignment": ">= 0.9"}, progress=False, artifact_location=tmp_path / "artifacts")
     table = result.table.set_index("candidate")
     assert table.loc["bad", "alignment [95% CI]"].startswith("0.500 [") and table.loc["good", "alignment [95% CI]"].startswith("1.000 [")
     assert table.loc["good", "generation errors"] == 0 and table.loc["good", "judge calls"] > 0
@@ -48,38 +48,38 @@ def test_run_study_logs_one_run_per_candidate_compares_and_gates(scripted_server
     assert judge.usage.requests == sum(int(c) for c in table["judge calls"])  # the Judge passed in made every call
 
 
-def test_every_study_run_has_one_trace_per_article_with_a_card_per_judge(scripted_server, mlflow_store, monkeypatch):
+def test_every_study_run_has_one_trace_per_article_with_a_card_per_judge(tmp_path, scripted_server, mlflow_store, monkeypatch):
     """The study's runs are mlflow.genai.evaluate runs: people can read and label each article's cards."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), progress=False, artifact_location=tmp_path / "artifacts")
     for name, run_id in result.run_ids.items():
         assert cards_per_row(run_id) == {row_id: ["claim_alignment", "grounding", "key_point_coverage"] for row_id in ROW_IDS}, name
         assert MlflowClient().get_run(run_id).data.metrics["alignment_n"] == len(ARTICLES)
-    grounding_only = run_study(frame().drop(columns=["summary"]), candidates[:1], None, coverage=False, progress=False)
+    grounding_only = run_study(frame().drop(columns=["summary"]), candidates[:1], None, coverage=False, progress=False, artifact_location=tmp_path / "artifacts")
     assert cards_per_row(grounding_only.run_ids["bad"]) == {row_id: ["grounding"] for row_id in ROW_IDS}
 
 
-def test_the_study_reads_its_figures_from_the_evaluation_not_from_the_run_s_metrics(scripted_server, mlflow_store, monkeypatch):
+def test_the_study_reads_its_figures_from_the_evaluation_not_from_the_run_s_metrics(tmp_path, scripted_server, mlflow_store, monkeypatch):
     """The run logs the headline figures; the table's other columns (defect: unverifiable, suspect verdicts, judge
     tokens) come from the evaluation's result, so they are there all the same."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     result = run_study(frame().drop(columns=["summary"]), [Candidate("good", "good-summarizer", server.base_url)], judge_for(server),
-                       coverage=False, progress=False)
+                       coverage=False, progress=False, artifact_location=tmp_path / "artifacts")
     logged = MlflowClient().get_run(result.run_ids["good"]).data.metrics
     assert "defect_rate/unverifiable" not in logged and "judge/prompt_tokens" not in logged
     row = result.table.iloc[0]
     assert row["defect: unverifiable"] == "0.000" and row["judge tokens"] > 0 and row["coverage"] == "n/a"
 
 
-def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(scripted_server, mlflow_store, monkeypatch):
+def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(tmp_path, scripted_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
     rules = {"alignment": ">= 0.9", "grounded_rate": ">= 0.9"}
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=rules, progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=rules, progress=False, artifact_location=tmp_path / "artifacts")
     table = result.table.set_index("candidate")
     grounding = table["grounding [95% CI]"].map(lambda cell: float(cell.split()[0]))
     assert grounding["good"] > grounding["bad"] and table.loc["good", "grounded [95% CI]"].startswith("1.000 [")
@@ -98,11 +98,11 @@ def test_the_study_shows_grounding_beside_the_judge_s_metrics_and_gates_on_it(sc
     assert result.gates["good"].passed
 
 
-def test_a_study_without_a_judge_gives_the_grounding_check_alone(scripted_server, mlflow_store, monkeypatch):
+def test_a_study_without_a_judge_gives_the_grounding_check_alone(tmp_path, scripted_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
-    result = run_study(frame().drop(columns=["summary"]), candidates, None, gate_rules={"grounded_rate": ">= 0.9"}, progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, None, gate_rules={"grounded_rate": ">= 0.9"}, progress=False, artifact_location=tmp_path / "artifacts")
     assert not [r for r in server.requests if r.body["model"] == "scripted-judge"]  # no judge call
     assert all("judge:" not in load_run(run_id).signature for run_id in result.run_ids.values())
     table = result.table.set_index("candidate")
@@ -126,7 +126,7 @@ def printed_gates(out: str) -> dict[str, tuple[str, dict[str, tuple[str, str, fl
     return gates
 
 
-def test_mgm_demo_prints_the_table_each_gate_s_rules_with_actual_and_required_values_and_the_run_urls(scripted_server, mlflow_store, monkeypatch):
+def test_mgm_demo_prints_the_table_each_gate_s_rules_with_actual_and_required_values_and_the_run_urls(tmp_path, scripted_server, mlflow_store, monkeypatch):
     """What the demo prints after the study (the study itself on the scripted endpoint instead of local models):
     a failed gate lists every rule with its actual value against the required one, not only 'nothing registered'."""
     from mlflow_genai_metrics.cli.local import DEMO_GATE, demo_report
@@ -134,7 +134,7 @@ def test_mgm_demo_prints_the_table_each_gate_s_rules_with_actual_and_required_va
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     candidates = [Candidate("bad", "bad-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=DEMO_GATE, progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=DEMO_GATE, progress=False, artifact_location=tmp_path / "artifacts")
     out = demo_report(result, mlflow_store, local_judge=False, seconds=12)
     assert [row["candidate"] for row in markdown_table(out, "candidate")] == ["bad", "good"]
     gates = printed_gates(out)
@@ -204,7 +204,7 @@ def test_mgm_demo_runs_the_whole_loop_on_local_models_and_prints_the_table(tmp_p
         assert cards_per_row(run_id) == {first_article: ["claim_alignment", "grounding", "key_point_coverage"]}
 
 
-def test_a_candidate_whose_every_generation_failed_is_a_failed_run_and_the_study_goes_on(scripted_server, mlflow_store, monkeypatch):
+def test_a_candidate_whose_every_generation_failed_is_a_failed_run_and_the_study_goes_on(tmp_path, scripted_server, mlflow_store, monkeypatch):
     """No summary to judge is said on that candidate's run (FAILED, mgm.error) and in the study's failures; the
     other candidates are still judged and gated, and the failed one is neither compared nor gated."""
     from mlflow_genai_metrics.testing import Fault
@@ -216,7 +216,7 @@ def test_a_candidate_whose_every_generation_failed_is_a_failed_run_and_the_study
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Refusing(), models=(*Endpoint.models, "broken-summarizer"))
     candidates = [Candidate("broken", "broken-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"}, progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"}, progress=False, artifact_location=tmp_path / "artifacts")
     broken = MlflowClient().get_run(result.run_ids["broken"])
     assert broken.info.status == "FAILED" and broken.data.tags["mgm.error"].startswith("no summary to judge: every generation failed")
     assert result.judge_failures["broken"].startswith("no summary to judge") and set(result.gates) == {"good"} and result.gates["good"].passed

@@ -265,12 +265,13 @@ def test_mgm_evaluate_prints_no_warning_when_the_judge_supports_the_claims(judge
     assert "WARNING" not in capsys.readouterr().out
 
 
-def test_the_demo_gate_reads_strict_alignment_and_refuses_a_judge_that_verified_nothing(scripted_server, mlflow_store, monkeypatch):
+def test_the_demo_gate_reads_strict_alignment_and_refuses_a_judge_that_verified_nothing(tmp_path, scripted_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     assert "strict_alignment" in DEMO_GATE and "alignment" not in DEMO_GATE
     server = scripted_server(unsure_endpoint(), models=Endpoint.models)
     candidates = [Candidate("good", "good-summarizer", server.base_url)]
-    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=DEMO_GATE, progress=False)
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules=DEMO_GATE, progress=False,
+                       artifact_location=tmp_path / "artifacts")
     gate = result.gates["good"]
     strict = next(o for o in gate.outcomes if o.rule.metric == "strict_alignment")
     assert not gate.passed and not strict.passed and strict.actual == 0
@@ -279,11 +280,11 @@ def test_the_demo_gate_reads_strict_alignment_and_refuses_a_judge_that_verified_
     assert result.table.set_index("candidate").loc["good", "strict alignment [95% CI]"].startswith("0.000 [")
 
 
-def test_the_study_has_no_warning_for_a_judge_that_supports_the_claims(scripted_server, mlflow_store, monkeypatch):
+def test_the_study_has_no_warning_for_a_judge_that_supports_the_claims(tmp_path, scripted_server, mlflow_store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     result = run_study(frame().drop(columns=["summary"]), [Candidate("good", "good-summarizer", server.base_url)], judge_for(server),
-                       progress=False)
+                       progress=False, artifact_location=tmp_path / "artifacts")
     assert result.warnings == {} and np.isclose(float(result.table.loc[0, "strict alignment [95% CI]"].split()[0]), 1.0)
 
 
