@@ -78,7 +78,7 @@ def files_containing(root: Path, needle: str) -> list[Path]:
 
 
 PROJECT = Path(__file__).resolve().parents[1]
-# What a test run may leave in the project folder: the tools' caches, and what pip and the set-up make.
+# What a test run may add to the project folder: the tools' caches (the set-up's .venv and the like are there before).
 PROJECT_CACHES = {".pytest_cache", ".hypothesis", ".ruff_cache", "__pycache__"}
 # What MLflow writes in the working directory when a test gives it no place of its own (a SQLite store's default
 # artifact root is ./mlruns).
