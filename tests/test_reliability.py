@@ -157,6 +157,33 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
         assert resumed_metrics[name] == clean_metrics[name]
 
 
+_CTRL_C_TAKEN_BY_ANOTHER_THREAD = """
+import asyncio, signal, sys, threading, time
+from mlflow_genai_metrics.judge.runner import background_loop, run_sync
+
+background_loop()
+[loop_thread] = [t for t in threading.enumerate() if t.name == "mgm-judge-loop"]
+# A process-directed SIGINT goes to whichever thread the kernel picks; here the judge's loop thread takes it
+threading.Timer(0.5, signal.pthread_kill, (loop_thread.ident, signal.SIGINT)).start()
+started = time.monotonic()
+try:
+    run_sync(asyncio.sleep(20))
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - started:.1f} s")
+    sys.exit(3)
+print("never interrupted")
+"""
+
+
+def test_ctrl_c_taken_by_the_judges_thread_still_interrupts_a_waiting_call_at_once():
+    # The main thread, waiting for the judge, runs the KeyboardInterrupt handler only when it wakes: waiting without
+    # waking, it saw a Ctrl-C taken by another thread only once the whole call was done (20 s here; in a kill test,
+    # once every row was judged, when the run exited 0).
+    done = subprocess.run([sys.executable, "-c", _CTRL_C_TAKEN_BY_ANOTHER_THREAD], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stdout + done.stderr[-2000:]
+    assert float(done.stdout.split()[2]) < 5, done.stdout  # without waking: after the whole 20 s call
+
+
 # -- hostile text ---------------------------------------------------------------------------------------------------
 
 HOSTILE = {

@@ -8,6 +8,7 @@ is running (Jupyter) is never asked to nest it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import threading
 from collections.abc import Coroutine
@@ -18,6 +19,11 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _pid: int | None = None
+
+# How often a caller waiting on the loop wakes. A Ctrl-C (SIGINT) that the kernel hands to another thread of the
+# process only sets a flag: the main thread runs its handler (KeyboardInterrupt) when it next runs Python code, which
+# a wait that never wakes put off until the whole call was done.
+WAKE_S = 0.2
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
@@ -49,6 +55,8 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         raise RuntimeError("a synchronous Judge method was called from the judge's own event loop; await the async one")
     future = asyncio.run_coroutine_threadsafe(coroutine, loop)
     try:
+        while not concurrent.futures.wait([future], timeout=WAKE_S).done:
+            pass  # awake: a pending KeyboardInterrupt is raised here
         return future.result()
     except BaseException:
         future.cancel()
