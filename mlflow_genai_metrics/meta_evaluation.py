@@ -193,6 +193,7 @@ class GroundingMetaReport:
     groups: pd.DataFrame
     model_tag: str
     confusion: pd.DataFrame
+    reliability: pd.DataFrame  # per tenth of grounding: rows, mean grounding, people's consistent rate
 
     @property
     def signature(self) -> str:
@@ -200,6 +201,27 @@ class GroundingMetaReport:
         from .signature import summarization_signature
 
         return summarization_signature(None, grounding=self.model_tag).format()
+
+
+def reliability_table(labels: np.ndarray, probabilities: np.ndarray, bins: int = 10) -> pd.DataFrame:
+    """The reliability diagram's points: per equal-width bin of the probability, its rows, their mean probability
+    and their share of label 1 (a calibrated probability has the two equal)."""
+    labels, probabilities = np.asarray(labels, dtype=float), np.asarray(probabilities, dtype=float)
+    which = np.minimum((probabilities * bins).astype(int), bins - 1)
+    return pd.DataFrame([
+        {"bin": f"{k / bins:.1f}-{(k + 1) / bins:.1f}", "rows": int((which == k).sum()),
+         "mean_probability": float(probabilities[which == k].mean()) if (which == k).any() else math.nan,
+         "consistent_rate": float(labels[which == k].mean()) if (which == k).any() else math.nan}
+        for k in range(bins)
+    ])
+
+
+def calibration_error(labels: np.ndarray, probabilities: np.ndarray, bins: int = 10) -> float:
+    """Expected calibration error: over ten equal-width bins of the probability, each bin's share of the rows times
+    the gap between its mean probability and its share of label 1."""
+    table = reliability_table(labels, probabilities, bins)
+    table = table[table["rows"] > 0]
+    return float((table["rows"] * (table["mean_probability"] - table["consistent_rate"]).abs()).sum() / table["rows"].sum())
 
 
 def _is_graded(rows: pd.DataFrame) -> bool:
@@ -229,13 +251,18 @@ def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) 
         figures[f"{prefix}_balanced_accuracy"] = metrics["balanced_accuracy"]
         figures[f"{prefix}_spearman"] = metrics["spearman"]
     figures["grounded_rate"] = float(rows["grounded"].astype(float).mean())
+    scored = rows["grounding"].notna().to_numpy()
+    figures["grounding_calibration_error"] = calibration_error(binary[scored], rows["grounding"][scored]) if scored.any() else math.nan
+    figures["unscored"] = float((~scored).sum())
     return figures, grounded_confusion
 
 
 def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) -> GroundingMetaReport:
     """The shipped grounding model (read from its file) and the untrained rule against the human labels:
-    AUC and balanced accuracy against ``human_binary`` (the model at its fixed threshold, the rule at the one the
-    model file records from the training splits), Spearman against ``human_graded`` where it is graded."""
+    AUC and balanced accuracy against ``human_binary`` (the model's ``grounded``, grounding >= 0.5; the rule at the
+    cut the model file records from the training splits), Spearman against ``human_graded`` where it is graded, the
+    calibration error of ``grounding`` and its reliability table; rows the check cannot read are left out of each
+    figure and counted (``unscored``)."""
     from .grounding import load_model
     from .summarization.grounding_only import grounding_metrics
 
@@ -253,4 +280,6 @@ def grounding_meta_evaluate(labelled: pd.DataFrame, *, by: str | None = None) ->
         for value, part in rows.groupby(by, sort=True):
             groups.append({by: value, **_grounding_figures(part, rule_threshold, graded)[0]})
     figures, confusion = _grounding_figures(rows, rule_threshold, graded)
-    return GroundingMetaReport(figures, pd.DataFrame(groups), result.model_tag, confusion)
+    scored = rows["grounding"].notna().to_numpy()
+    reliability = reliability_table(rows["human_binary"].to_numpy()[scored], rows["grounding"].to_numpy()[scored])
+    return GroundingMetaReport(figures, pd.DataFrame(groups), result.model_tag, confusion, reliability)

@@ -187,4 +187,28 @@ def test_bench_agreement_grounding_smoke():
     assert set(rows) == {"frank", "qags_cnndm", "qags_xsum", "summedits"}
     assert rows["frank"]["rows"] == "12 (test)" and rows["qags_xsum"]["rows"] == "12 (all)"
     assert rows["summedits"]["grounding Spearman"] == "n/a"  # a binary label has no grade
-    assert "grounding model `grounding:v1-" in out
+    assert "grounding model `grounding:v2-" in out
+
+
+def test_bench_robustness_smoke(tmp_path):
+    """The paraphrase-or-error benchmark on a few articles: every error and rewrite kind made, each ranked."""
+    if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
+        pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
+    out = run("bench_robustness.py", "--articles", "12", "--json", str(tmp_path / "figures.json"))
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    assert figures["articles"] == 12 and figures["side"] == "eval" and figures["model"].startswith("grounding:v2-")
+    assert set(figures["ranking"]) == {"number", "name", "negation", "inserted"}
+    assert all(cell["articles"] > 0 for kind in figures["ranking"].values() for cell in kind.values())
+    assert {row["error"] for row in markdown_table(out, "error")} == set(figures["ranking"])
+
+
+def test_the_robustness_sides_share_no_article_and_no_synonym():
+    """What training may read (train side) and what the benchmark reports on (eval side) never overlap."""
+    if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
+        pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
+    sys.path.insert(0, str(BENCHMARKS))
+    from perturbations import perturbed_articles, synonyms
+
+    train, held = perturbed_articles("train"), perturbed_articles("eval")
+    assert {c.id for c in train}.isdisjoint(c.id for c in held) and {c.source for c in train}.isdisjoint(c.source for c in held)
+    assert len(held) >= 300 and set(synonyms("train")).isdisjoint(synonyms("eval"))

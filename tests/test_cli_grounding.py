@@ -20,7 +20,7 @@ SOURCE = (
     "Critics argued that the budget cuts public transport spending."
 )
 ROWS = [
-    ("faithful", "The city council approved the new budget on Monday. Mayor Anna Berg said it would fund 12 new schools."),
+    ("faithful", "The city council approved the new budget on Monday after a long debate. Mayor Anna Berg said the plan would fund 12 new schools by 2026."),
     ("invented", "The city council approved the new budget on Monday. Police arrested three Swedish footballers at Heathrow airport."),
     ("number", "The council approved a budget that funds 40 new schools by 2031."),
 ]
@@ -68,7 +68,7 @@ def test_grounding_only_logs_grounding_and_reference_metrics_with_no_judge_call(
     assert metrics["grounded_rate_n"] == 3
     assert not [name for name in metrics if name.startswith(("judge", "alignment", "richness", "coverage"))]
     run = load_run(run_id)
-    assert "grounding:v1-" in run.signature and "judge:" not in run.signature
+    assert "grounding:v2-" in run.signature and "judge:" not in run.signature
     rows = run.rows.set_index("id")
     assert rows.loc["faithful", "grounded"] == 1 and rows.loc["invented", "grounded"] == 0
     assert rows.loc["faithful", "grounding"] > max(rows.loc["invented", "grounding"], rows.loc["number", "grounding"])

@@ -28,6 +28,7 @@ from mlflow_genai_metrics.grounding import (
 )
 from mlflow_genai_metrics.grounding.cache import CACHE_FILE
 from mlflow_genai_metrics.grounding.features import SourceIndex, row_features, summary_features
+from mlflow_genai_metrics.grounding.vectors import VECTORS_FILE, vectors_tag
 
 SOURCE = (
     "The city council of Leeds approved a budget of 45 million pounds on Tuesday. The mayor, Anna Clarke, said the "
@@ -70,11 +71,28 @@ def test_model_tag_carries_the_version_and_changes_with_the_file(tmp_path):
     copy = tmp_path / MODEL_FILE.name
     shutil.copy(MODEL_FILE, copy)
     assert model_tag(copy) == model_tag() == load_model().tag
-    assert model_tag().startswith("grounding:v1-") and len(model_tag().split("-")[-1]) == 4
+    assert model_tag().startswith("grounding:v2-") and len(model_tag().split("-")[-1]) == 4
     spec = json.loads(copy.read_text())
     spec["trees"][0]["value"][-1] += 1e-9
     copy.write_text(json.dumps(spec))
     assert model_tag(copy) != model_tag()
+
+
+def test_a_model_trained_on_other_word_vectors_is_refused(tmp_path):
+    spec = json.loads(MODEL_FILE.read_text())
+    assert spec["word_vectors"] == vectors_tag()
+    copy = tmp_path / MODEL_FILE.name
+    copy.write_text(json.dumps({**spec, "word_vectors": "words:v1-0000"}))
+    with pytest.raises(ValueError, match="trained on word vectors words:v1-0000"):
+        load_model(copy)
+
+
+def test_grounding_is_calibrated_and_grounded_is_its_half():
+    spec = json.loads(MODEL_FILE.read_text())
+    assert spec["threshold"] == load_model().threshold == 0.5
+    assert spec["calibration"]["a"] > 0  # Platt scaling keeps the trees' order
+    for name in ("frank", "summedits"):
+        assert spec["training"]["per_set"][name]["out_of_fold_calibration_error"] < 0.1
 
 
 def test_faithful_summary_is_grounded():
@@ -201,7 +219,8 @@ def test_the_model_file_is_package_data():
     package = Path(mlflow_genai_metrics.__file__).parent
     pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
     globs = pyproject["tool"]["setuptools"]["package-data"]["mlflow_genai_metrics"]
-    assert any(fnmatch.fnmatch(MODEL_FILE.relative_to(package).as_posix(), glob) for glob in globs)
+    for shipped in (MODEL_FILE, VECTORS_FILE):
+        assert any(fnmatch.fnmatch(shipped.relative_to(package).as_posix(), glob) for glob in globs), shipped
 
 
 def test_scoring_does_not_import_mlflow():

@@ -27,14 +27,15 @@ def test_exported_trees_score_as_scikit_learn_does_including_missing_values():
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     rng = np.random.default_rng(0)
-    features = rng.random((120, 35))
+    width = len(ROW_FEATURES)  # export_model names the package's features
+    features = rng.random((120, width))
     labels = (features[:, 0] + features[:, 3] > 1).astype(int)
     features[::7, 3] = np.nan  # trained with missing values: each split learns where they go
     fitted = HistGradientBoostingClassifier(max_iter=15, max_leaf_nodes=6, random_state=0).fit(features, labels)
     spec = export_model(fitted)
-    spec.update(threshold=0.5, suspect={"support_low": 0.1, "support_high": 0.9})
+    spec.update(threshold=0.5, suspect={"support_low": 0.1, "support_high": 0.9}, calibration={"a": 1.0, "b": 0.0})
     loaded = GroundingModel.from_dict(json.loads(json.dumps(spec)), "grounding:test")  # through JSON text
-    probe = rng.random((50, 35))
+    probe = rng.random((50, width))
     probe[::3, 3] = np.nan
     assert np.max(np.abs(loaded.predict(probe) - fitted.predict_proba(probe)[:, 1])) <= 1e-12
 
@@ -42,7 +43,7 @@ def test_exported_trees_score_as_scikit_learn_does_including_missing_values():
 def test_error_detectors_may_only_lower_the_score():
     signs = dict(zip(ROW_FEATURES, monotonic_constraints()))
     assert signs["novel_numbers_max"] == signs["negation_added_sum"] == signs["antonym_flip_max"] == -1
-    assert signs["bigram_support_min"] == signs["order_support_mean"] == 1
+    assert signs["pair_cooccurrence_min"] == signs["order_support_mean"] == signs["meaning_support_min"] == 1
     assert signs["content_support_min"] == signs["sentences"] == 0
 
 
@@ -82,7 +83,7 @@ def test_grounding_meta_evaluate_measures_the_shipped_model_and_the_rule(tmp_pat
     m = report.metrics
     assert m["rows"] == 8 and m["grounding_auc"] == 1.0 and m["grounding_spearman"] > 0.8
     assert {"grounding_balanced_accuracy", "rule_auc", "rule_balanced_accuracy", "rule_spearman", "grounded_rate"} <= set(m)
-    assert list(report.groups["domain"]) == ["news", "sport"] and report.model_tag.startswith("grounding:v1-")
+    assert list(report.groups["domain"]) == ["news", "sport"] and report.model_tag.startswith("grounding:v2-")
 
 
 def test_mgm_meta_eval_grounding_only_needs_no_judge(tmp_path, capsys):
@@ -93,7 +94,7 @@ def test_mgm_meta_eval_grounding_only_needs_no_judge(tmp_path, capsys):
     frame.drop(columns=["human_binary", "human_graded"]).to_json(path, orient="records", lines=True)
     assert mgm(["meta-eval", str(path), "--grounding-only", "--no-log"]) == 0  # no judge model or endpoint configured
     out = capsys.readouterr().out
-    assert "grounding_auc                    1.000" in out and "grounding model grounding:v1-" in out
+    assert "grounding_auc                    1.000" in out and "grounding model grounding:v2-" in out
 
 
 def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_store, capsys):
@@ -113,7 +114,7 @@ def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_
     assert run.data.metrics["grounding_auc"] == 1.0 and run.data.metrics["rows"] == 8
     assert run.data.params["mgm.meta.data"] == "labelled.jsonl" and run.data.params["mgm.meta.mode"] == "grounding"
     grounding = parse_signature(run.data.tags["mgm.signature"])["grounding"]
-    assert grounding.startswith("v1-") and model_tag().endswith(grounding)  # the model file's tag
+    assert grounding.startswith("v2-") and model_tag().endswith(grounding)  # the model file's tag
     confusion = client.load_table(experiment_id, "mgm/meta_confusion.json", run_ids=[run.info.run_id]).set_index("people")
     assert int(confusion.to_numpy().sum()) == 8 and list(confusion.columns) == ["judge: not grounded", "judge: grounded"]
     assert len(client.load_table(experiment_id, "mgm/meta_groups.json", run_ids=[run.info.run_id])) == 2  # per domain

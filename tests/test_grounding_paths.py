@@ -23,7 +23,7 @@ SOURCE = (
     "Mayor Anna Berg said the plan would fund 12 new schools by 2026. "
     "Critics argued that the budget cuts public transport spending."
 )
-FAITHFUL = "The city council approved the new budget on Monday. Mayor Anna Berg said it would fund 12 new schools."
+FAITHFUL = "The city council approved the new budget on Monday after a long debate. Mayor Anna Berg said the plan would fund 12 new schools by 2026."
 INVENTED_CLAIM = "Police arrested three Swedish footballers at Heathrow airport."
 WITH_INVENTION = f"The city council approved the new budget on Monday. {INVENTED_CLAIM}"
 GROUNDING_AGGREGATES = ["grounding", "grounding_ci_low", "grounding_ci_high", "grounding_n",
@@ -46,7 +46,7 @@ def test_judge_summaries_rows_carry_grounding_beside_the_judge_s_values(scripted
     for name in GROUNDING_AGGREGATES:
         assert name in result.metrics, name
     assert result.metrics["grounded_rate"] == 0.5 and result.metrics["grounding_n"] == 2
-    assert "|grounding:v1-" in result.signature and "grounding:grounding" not in result.signature
+    assert "|grounding:v2-" in result.signature and "grounding:grounding" not in result.signature
 
 
 def test_a_yes_on_an_invented_claim_is_marked_suspect_in_claims_rows_and_reasoning(scripted_server):

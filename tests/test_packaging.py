@@ -113,3 +113,5 @@ def test_the_wheel_ships_the_package_and_not_the_development_scripts(tmp_path):
     scripts = sorted(path.name for path in (project / "scripts").glob("*.py"))
     assert {"train_grounding.py", "serve_judge.py"} <= set(scripts)
     assert not [name for name in shipped if name.rsplit("/", 1)[-1] in scripts or name.startswith("scripts/")]
+    data = set(zipfile.ZipFile(wheel).namelist())  # the grounding check's model and word vectors travel with it
+    assert {"mlflow_genai_metrics/grounding/grounding-v2.json", "mlflow_genai_metrics/grounding/word-vectors-v1.npz"} <= data

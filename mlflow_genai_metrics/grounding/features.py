@@ -2,7 +2,8 @@
 
 Only the source and the summary are read. Per summary sentence (``SENTENCE_FEATURES``): how much of what it says
 the source holds (content words, names, numbers with their units and dates), whether its best-matching source
-sentences hold it together and in the same order, and whether it flips a negation or an antonym of them. Per row
+sentences hold it together and in the same order, whether it flips a negation or an antonym of them, and how near in
+meaning its words and the whole sentence are to the source's (static word vectors, ``vectors.py``). Per row
 (``ROW_FEATURES``): each sentence feature's minimum and mean (counts: maximum and sum) over the sentences, and the
 summary's length. ``docs/metrics.md`` defines each one.
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..text import lcs_length
+from .vectors import word_matrix
 from .words import Sentence, Token, analyse_sentences, opposites
 
 _INFORMATIVE = frozenset({"content", "date", "number"})
@@ -29,11 +33,14 @@ SENTENCE_FEATURES: dict[str, str] = {
     "negation_added": "count",  # negated here, but neither best source sentence is
     "negation_dropped": "count",  # not negated here, but the best source sentence is
     "antonym_flip": "count",  # a word absent from the best source sentences whose opposite is there
-    "bigram_support": "share",  # consecutive word pairs found in the source
-    "trigram_support": "share",
     "order_support": "share",  # words shared with the best source sentence in the same order (LCS)
     "pair_cooccurrence": "share",  # consecutive informative words found within one or two adjacent source sentences
     "untrained_rule": "share",  # the issue's rule: content-word share, 0 with a number the source lacks
+    # Meaning, not only shared words (static word vectors, ``vectors.py``): a word the source lacks counts by how
+    # near its nearest source word is; names, numbers and dates count only as written.
+    "meaning_support": "share",  # informative words found in the source, or near one of its words
+    "weakest_meaning": "share",  # the least supported informative word's support
+    "meaning_similarity": "share",  # cosine of the sentence's mean word vector and its nearest source sentence's
 }
 ROW_EXTRA = ["sentences", "log_summary_words", "summary_source_ratio"]
 ROW_FEATURES: list[str] = [
@@ -46,14 +53,14 @@ ROW_FEATURES: list[str] = [
 class SourceIndex:
     """Everything the features ask about a source, computed once per source text."""
 
-    __slots__ = ("sentences", "keys", "bigrams", "trigrams", "where", "names", "negated", "sentence_keys",
-                 "sequences", "numbers_with_unit", "number_units", "words", "sentence_words", "sentence_lower", "lower")
+    __slots__ = ("sentences", "keys", "bigrams", "where", "names", "negated", "sentence_keys",
+                 "sequences", "numbers_with_unit", "number_units", "words", "sentence_words", "sentence_lower", "lower",
+                 "_meaning")
 
     def __init__(self, text: str):
         self.sentences = analyse_sentences(text)
         self.keys: set[str] = set()
         self.bigrams: set[tuple[str, str]] = set()
-        self.trigrams: set[tuple[str, str, str]] = set()
         self.where: dict[str, int] = {}  # key -> bit mask of the sentences that hold it
         self.names: set[str] = set()  # keys written capitalised somewhere other than a sentence's start
         self.negated: list[bool] = []
@@ -71,7 +78,6 @@ class SourceIndex:
             self.sentence_words.append(set(keys))
             self.sentence_lower.append({t.lower for t in sentence.tokens})
             self.bigrams.update(zip(keys, keys[1:]))
-            self.trigrams.update(zip(keys, keys[1:], keys[2:]))
             informative = [t.key for t in sentence.tokens if t.kind in _INFORMATIVE]
             self.sequences.append(informative)
             self.sentence_keys.append(set(informative))
@@ -85,6 +91,22 @@ class SourceIndex:
         self.keys = set(self.where)
         self.lower = set().union(*self.sentence_lower)
         self.words = words
+        self._meaning: tuple[np.ndarray, np.ndarray] | None = None
+
+    def meaning(self) -> tuple[np.ndarray, np.ndarray]:
+        """(vectors of the source's distinct content words, unit mean vector of each sentence's), made on first use."""
+        if self._meaning is None:
+            words = sorted({t.lower for s in self.sentences for t in s.tokens if t.kind == "content"})
+            kept, vectors = word_matrix(words)
+            row = {w: i for i, w in enumerate(kept)}
+            sentence_vectors = np.zeros((len(self.sentences), vectors.shape[1]), dtype=np.float32)
+            for index, sentence in enumerate(self.sentences):
+                rows = [row[t.lower] for t in sentence.tokens if t.kind == "content" and t.lower in row]
+                if rows:
+                    sentence_vectors[index] = vectors[rows].sum(0)
+            norms = np.linalg.norm(sentence_vectors, axis=1, keepdims=True)
+            self._meaning = vectors, sentence_vectors / np.where(norms > 0, norms, 1.0)
+        return self._meaning
 
 
 def _number_units(tokens: tuple[Token, ...]) -> list[tuple[str, str]]:
@@ -189,13 +211,6 @@ def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatur
                 antonyms += 1
                 flips.append(f"'{t.text}' where the source says '{min(opposite)}'")
 
-    words = [t for t in tokens if t.kind != "symbol"]
-    word_keys = [t.key for t in words]
-    bigrams = list(zip(word_keys, word_keys[1:]))
-    trigrams = list(zip(word_keys, word_keys[1:], word_keys[2:]))
-    bigram_support = _share(sum(1 for b in bigrams if b in source.bigrams), len(bigrams))
-    trigram_support = _share(sum(1 for t in trigrams if t in source.trigrams), len(trigrams))
-
     sequence = [t.key for t in informative if best >= 0 and t.key in source.sentence_keys[best]]
     order = _share(lcs_length(sequence, source.sequences[best]), len(sequence)) if best >= 0 else 1.0
 
@@ -203,6 +218,8 @@ def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatur
     present = [t.key for t in informative if t.key in where]
     pairs = [(a, b) for a, b in zip(present, present[1:]) if a != b]
     near_pairs = sum(1 for a, b in pairs if where[a] & (where[b] | where[b] << 1 | where[b] >> 1))
+
+    meaning_support, weakest_meaning, meaning_similarity = _meaning(informative, names, source)
 
     content = [t for t in tokens if t.kind == "content"]
     rule = 0.0 if any(t.kind == "number" and t.key not in in_source for t in tokens) else _share(sum(1 for t in content if t.key in in_source), len(content))
@@ -219,11 +236,12 @@ def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatur
         float(negation_added),
         float(negation_dropped),
         float(antonyms),
-        bigram_support,
-        trigram_support,
         order,
         _share(near_pairs, len(pairs)),
         rule,
+        meaning_support,
+        weakest_meaning,
+        meaning_similarity,
     )
     return SentenceFeatures(
         text=sentence.text,
@@ -233,6 +251,27 @@ def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatur
         novel_numbers=tuple(novel_numbers),
         flips=tuple(flips),
     )
+
+
+def _meaning(informative: list[Token], names: list[Token], source: SourceIndex) -> tuple[float, float, float]:
+    """(meaning_support, weakest_meaning, meaning_similarity) of a sentence's informative words: a word the source
+    has counts 1; a content word it lacks counts the cosine of its nearest source word (at least 0); a number, a
+    date or a name it lacks counts 0, as no neighbour can stand for it."""
+    if not informative:
+        return 1.0, 1.0, 1.0
+    source_vectors, sentence_vectors = source.meaning()
+    kept, vectors = word_matrix(list(dict.fromkeys(t.lower for t in informative if t.kind == "content")))
+    nearest = dict(zip(kept, (vectors @ source_vectors.T).max(1).tolist())) if len(kept) and len(source_vectors) else {}
+    name_keys = {t.key for t in names}
+    supports = [1.0 if t.key in source.keys else
+                0.0 if t.kind != "content" or t.key in name_keys else max(0.0, nearest.get(t.lower, 0.0))
+                for t in informative]
+    similarity = 0.0
+    if len(kept) and len(sentence_vectors):
+        mean = vectors.sum(0)
+        norm = float(np.linalg.norm(mean))
+        similarity = max(0.0, float((sentence_vectors @ (mean / norm)).max())) if norm else 0.0
+    return sum(supports) / len(supports), min(supports), similarity
 
 
 def summary_features(summary: str, source: SourceIndex) -> list[SentenceFeatures]:

@@ -1,11 +1,13 @@
 """The shipped grounding model: gradient-boosted trees in a versioned JSON file, scored with numpy.
 
-The file (``grounding-v1.json`` beside this module) is written by ``scripts/train_grounding.py`` (not shipped) from a
+The file (``grounding-v2.json`` beside this module) is written by ``scripts/train_grounding.py`` (not shipped) from a
 scikit-learn ``HistGradientBoostingClassifier``: its baseline, every tree's nodes, the features in order, the
-``grounded`` threshold and the two ``lexical_support`` thresholds of the suspect rule, how they were fixed, and a
-few training rows with scikit-learn's own predictions (``check``), which the loader must reproduce. No pickle:
-the file is text, diffable, and its hash is part of the model's tag (``grounding:v1-3f2a``), so an edited file
-changes the tag even if nobody bumped its version.
+calibration that makes its output a probability (Platt scaling of the trees' log-odds, fitted out of fold on
+people's labels), the two ``lexical_support`` thresholds of the suspect rule, how they were fixed, the tag of the
+word vectors its features read, and a few training rows with their calibrated predictions (``check``), which the
+loader must reproduce. ``grounded`` is ``grounding >= 0.5``: the probability, not a threshold tuned on one set. No
+pickle: the file is text, diffable, and its hash is part of the model's tag (``grounding:v2-3f2a``), so an edited
+file changes the tag even if nobody bumped its version.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 # The only human-labelled data the model may learn from; every other split is for measuring it.
 TRAINING_SPLITS = {"frank": "valid", "summedits": "evaluation"}
-MODEL_FILE = Path(__file__).with_name("grounding-v1.json")
+MODEL_FILE = Path(__file__).with_name("grounding-v2.json")
 
 
 def model_tag(path: str | Path = MODEL_FILE) -> str:
@@ -37,10 +39,11 @@ class GroundingModel:
 
     tag: str
     features: tuple[str, ...]
-    threshold: float  # grounded = 1 when grounding >= threshold
+    threshold: float  # grounded = 1 when grounding >= threshold (0.5: grounding is a calibrated probability)
     support_low: float  # a "yes" on a claim below this is suspect
     support_high: float  # a "no" or "idk" on a claim above this is suspect
     baseline: float
+    calibration: tuple[float, float]  # (a, b): P(consistent) = expit(a * log-odds + b)
     feature: np.ndarray
     split: np.ndarray
     left: np.ndarray
@@ -68,6 +71,7 @@ class GroundingModel:
             support_low=float(spec["suspect"]["support_low"]),
             support_high=float(spec["suspect"]["support_high"]),
             baseline=float(spec["baseline"]),
+            calibration=(float(spec["calibration"]["a"]), float(spec["calibration"]["b"])),
             feature=padded("feature", np.int64, 0),
             split=padded("threshold", np.float64, 0.0),
             left=padded("left", np.int64, 0),
@@ -106,15 +110,22 @@ class GroundingModel:
         return values
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """P(consistent) per row: the grounding score, in [0, 1]."""
+        """P(consistent) per row, calibrated: the grounding score, in [0, 1]."""
         from scipy.special import expit
 
-        return expit(self.raw(features))
+        a, b = self.calibration
+        return expit(a * self.raw(features) + b)
 
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> GroundingModel:
-    return GroundingModel.from_dict(json.loads(Path(path).read_text(encoding="utf-8")), model_tag(path))
+    from .vectors import vectors_tag
+
+    spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    if spec.get("word_vectors") != vectors_tag():
+        raise ValueError(f"{path} was trained on word vectors {spec.get('word_vectors')}, but the package ships "
+                         f"{vectors_tag()}: retrain it (scripts/train_grounding.py)")
+    return GroundingModel.from_dict(spec, model_tag(path))
 
 
 def load_model(path: str | Path = MODEL_FILE) -> GroundingModel:

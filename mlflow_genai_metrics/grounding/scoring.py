@@ -20,6 +20,7 @@ import numpy as np
 
 from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, row_features, summary_features
 from .model import GroundingModel, load_model
+from .readable import pairs_unreadable
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,19 @@ def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: Grou
         return _score_pairs(sources, summaries, model)
 
 
+def _readable(sources: Sequence[str], texts: Sequence[str]) -> tuple[list[str | None], list[int]]:
+    """Why each pair cannot be checked (None where it can), and the positions of the pairs that can."""
+    reasons = pairs_unreadable(list(sources), list(texts))
+    return reasons, [p for p, reason in enumerate(reasons) if reason is None]
+
+
 def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: GroundingModel) -> list[RowGrounding]:
-    per_row: list[list[SentenceFeatures]] = []
+    reasons, readable = _readable(sources, summaries)
+    per_row: list[list[SentenceFeatures]] = [[] for _ in summaries]
     matrix: list[list[float]] = []
     singles: list[list[float]] = []
-    for summary, index in zip(summaries, source_indexes(sources)):
-        sentences = summary_features(summary, index)
-        per_row.append(sentences)
+    for position, index in zip(readable, source_indexes([sources[p] for p in readable])):
+        sentences = per_row[position] = summary_features(summaries[position], index)
         if sentences:
             matrix.append(row_features(sentences, index))
             singles.extend(row_features([s], index) for s in sentences)
@@ -101,9 +108,9 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
     scores = iter(model.predict(np.array(matrix, dtype=np.float64)) if matrix else [])
     row_scores = [float(next(scores)) if sentences else None for sentences in per_row]
     results = []
-    for sentences, score in zip(per_row, row_scores):
+    for sentences, score, reason in zip(per_row, row_scores, reasons):
         if score is None:
-            results.append(RowGrounding(None, None, "The summary has no sentence to check."))
+            results.append(RowGrounding(None, None, f"{reason[:1].upper()}{reason[1:]}." if reason else "The summary has no sentence to check."))
             continue
         supports = [float(next(scores)) for _ in sentences]
         weakest = int(np.argmin(supports))
@@ -117,11 +124,13 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
 
 def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: GroundingModel | None = None) -> list[float]:
     """``lexical_support`` of each claim against its source (a source shared by many claims is indexed once);
-    NaN for a claim with no word or number."""
+    NaN for a claim with no word or number, or one the check cannot read (``readable.unreadable``)."""
     model = model or load_model()
     vectors, positions = [], []
+    _, readable = _readable(sources, claims)  # a claim or source the check cannot read has no support (never suspect)
     with _collection_paused():
-        for position, (claim, index) in enumerate(zip(claims, source_indexes(sources))):
+        for position, index in zip(readable, source_indexes([sources[p] for p in readable])):
+            claim = claims[position]
             sentences = summary_features(" ".join(claim.split()), index)  # a claim is one statement: one line
             if sentences:
                 vectors.append(row_features(sentences, index))

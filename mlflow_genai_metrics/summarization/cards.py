@@ -120,6 +120,8 @@ def coverage_card(judgement: RowJudgement) -> Card:
 def grounding_card(judgement: RowJudgement) -> Card:
     """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
     checked = judgement.grounding
+    if checked is not None and checked.grounding is None and checked.reasoning.startswith("Not checked"):
+        return Card(error=checked.reasoning, code="UNREADABLE")  # a language or script the check was not built for
     if checked is None or checked.grounding is None:
         return Card(error="the summary has no sentence to check", code="NO_SENTENCE")
     head, *rest = checked.reasoning.splitlines()

@@ -1,0 +1,80 @@
+"""Which texts the grounding check can read: English, in the Latin script. Others get a reason, never a number.
+
+The check's features (stems, names, function words, negations) and its word vectors are English; on Chinese text
+every summary scored about 0.04, faithful or not. ``unreadable(text)`` says why a text cannot be read, cheaply (one
+regular expression over the characters, and the share of English function words among the first words):
+
+- most of its letters are in another script: ``"written mostly in Chinese or Japanese ideographs (CJK), not the
+  Latin script the check reads"``;
+- its letters are Latin, but among its words written in lower case (at least 15 of them) function words of other
+  languages ("le", "und", "los") outnumber English ones ("the", "of") and make a tenth of them: a language the check
+  was not built for. Names (a team list) and a repeated phrase are read as English.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+from .words import STOPWORDS
+
+_LETTER = re.compile(r"[^\W\d_]")
+# a letter outside Basic Latin, Latin-1, Latin Extended-A/B and Latin Extended Additional
+_OTHER_SCRIPT = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]")
+_WORD = re.compile(r"(?<![\w'])[a-z]+(?:'[a-z]+)?")  # words written in lower case: names and headings aside
+_SCRIPTS = {
+    "CJK": "Chinese or Japanese ideographs (CJK)",
+    "HANGUL": "Korean (Hangul)", "ARABIC": "Arabic", "HEBREW": "Hebrew", "CYRILLIC": "Cyrillic", "GREEK": "Greek",
+    "DEVANAGARI": "Devanagari", "THAI": "Thai",
+}
+LANGUAGE_WORDS = 15  # fewer lower-case words than this are not tested for language
+# Function words of French, German, Spanish, Italian, Portuguese and Dutch that are not English words.
+FOREIGN = frozenset(
+    """le la les des du et est une un que qui dans pour pas sur avec ce cette sont aux mais ou leur
+    der das und ist nicht ein eine mit den von zu sich auf dem des ich wir sie auch wird werden
+    el los las y por con para una del al lo como pero se su sus muy
+    il che di della gli nel non sono anche
+    em um uma os ao dos das com pelo
+    het een van niet zijn wordt ook""".split()
+)
+
+
+def _script(letters: list[str]) -> str:
+    names = Counter(unicodedata.name(c, "UNKNOWN").split()[0] for c in letters[:500])
+    if (names["HIRAGANA"] + names["KATAKANA"]) * 10 >= sum(names.values()):  # kanji among kana: Japanese
+        return "Japanese (kanji and kana)"
+    script = names.most_common(1)[0][0]
+    return _SCRIPTS.get(script, f"{script.title()} script")
+
+
+def unreadable(text: str) -> str | None:
+    """Why the check cannot read ``text``, or None when it can (English in the Latin script, or no letters)."""
+    other = [] if text.isascii() else _OTHER_SCRIPT.findall(text)
+    if other:
+        letters = len(_LETTER.findall(text))
+        if len(other) * 2 > letters:
+            return f"written mostly in {_script(other)}, not the Latin script the check reads"
+    words = _WORD.findall(text[:3000])
+    if len(words) >= LANGUAGE_WORDS:
+        english = sum(w in STOPWORDS for w in words)
+        foreign = sum(w in FOREIGN for w in words)
+        if foreign > english and foreign * 10 >= len(words):  # a list of names or a repeated phrase is neither
+            return (f"not English: {foreign} of its {len(words)} lower-case words are function words of other "
+                    f"languages ('{min(w for w in words if w in FOREIGN)}'), {english} English ones")
+    return None
+
+
+def pairs_unreadable(sources: list[str] | tuple[str, ...], summaries: list[str] | tuple[str, ...]) -> list[str | None]:
+    """Why each (source, summary) pair cannot be checked, naming which text; None where both can be read. A source
+    shared by many pairs is read once."""
+    seen: dict[str, str | None] = {}
+    reasons = []
+    for source, summary in zip(sources, summaries):
+        if source not in seen:
+            seen[source] = unreadable(source)
+        why, name = (unreadable(summary), "summary")
+        if why is None:
+            why, name = seen[source], "source"
+        reasons.append(None if why is None else f"not checked: the {name} is {why}")
+    return reasons

@@ -1,0 +1,110 @@
+"""Static word vectors for the grounding check: words that mean the same are near, with no model run.
+
+``word-vectors-v1.npz`` beside this module holds one int8 vector per WordPiece token of all-MiniLM-L6-v2's
+vocabulary (letters and digits), distilled from that model by ``scripts/build_word_vectors.py`` (each token alone
+through the model, mean-pooled, reduced by PCA; its ``meta`` records the source, the weights' SHA-256 and the
+method). A word's vector is the mean of its tokens' (BERT's greedy longest-match split, lower case, accents
+stripped), at unit length; a word the vocabulary cannot spell has none. Reading the file takes about 0.1 s, once per
+process; a word costs a dictionary lookup after its first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+VECTORS_FILE = Path(__file__).with_name("word-vectors-v1.npz")
+
+
+@dataclass(frozen=True)
+class WordVectors:
+    """The table: token -> row, unit vectors (float32), and the file's metadata."""
+
+    rows: dict[str, int]
+    vectors: np.ndarray
+    meta: dict[str, Any]
+    tag: str
+
+    def pieces(self, word: str) -> list[int] | None:
+        """Rows of the word's WordPiece tokens, or None when the vocabulary cannot spell it."""
+        found, start = [], 0
+        while start < len(word):
+            end = len(word)
+            while end > start:
+                row = self.rows.get(word[start:end] if start == 0 else "##" + word[start:end])
+                if row is not None:
+                    found.append(row)
+                    break
+                end -= 1
+            if end == start:
+                return None
+            start = end
+        return found
+
+    @property
+    def dims(self) -> int:
+        return self.vectors.shape[1]
+
+
+def vectors_tag(path: str | Path = VECTORS_FILE) -> str:
+    """``words:<version>-<first 4 hex digits of the file's SHA-256>``: part of the grounding model's tag."""
+    data = Path(path).read_bytes()
+    return f"words:v1-{hashlib.sha256(data).hexdigest()[:4]}"
+
+
+@lru_cache(maxsize=2)
+def _load(path: str) -> WordVectors:
+    with np.load(path, allow_pickle=False) as data:
+        tokens, quantised, scales = data["tokens"], data["vectors"], data["scales"]
+        meta = json.loads(str(data["meta"]))
+    vectors = quantised.astype(np.float32) * scales[:, None].astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors.flags.writeable = False
+    return WordVectors({str(t): i for i, t in enumerate(tokens)}, vectors, meta, vectors_tag(path))
+
+
+def load_vectors(path: str | Path = VECTORS_FILE) -> WordVectors:
+    """The table in ``path`` (default: the shipped one), read once per process."""
+    return _load(str(Path(path).resolve()))
+
+
+def _plain(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if unicodedata.category(c) != "Mn")
+
+
+@lru_cache(maxsize=1 << 16)
+def word_vector(word: str) -> np.ndarray | None:
+    """The word's unit vector (float32, read-only), or None when the vocabulary cannot spell it."""
+    table = load_vectors()
+    plain = _plain(word)
+    row = table.rows.get(plain)
+    if row is not None:
+        return table.vectors[row]
+    pieces = table.pieces(plain) if plain.isalnum() else None
+    if not pieces:
+        return None
+    vector = table.vectors[pieces].mean(0)
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        return None
+    vector = vector / norm
+    vector.flags.writeable = False
+    return vector
+
+
+def word_matrix(words: list[str]) -> tuple[list[str], np.ndarray]:
+    """The words that have a vector, and their vectors as rows (a (0, dims) matrix when none has)."""
+    kept, rows = [], []
+    for word in words:
+        vector = word_vector(word)
+        if vector is not None:
+            kept.append(word)
+            rows.append(vector)
+    return kept, (np.vstack(rows) if rows else np.zeros((0, load_vectors().dims), dtype=np.float32))
