@@ -35,6 +35,7 @@ import pandas as pd
 
 from mlflow_genai_metrics.grounding.features import ROW_FEATURES, SENTENCE_FEATURES, row_features, summary_features
 from mlflow_genai_metrics.grounding.model import MODEL_FILE, TRAINING_SPLITS, model_tag
+from mlflow_genai_metrics.grounding.readable import RULE as READABLE_RULE
 from mlflow_genai_metrics.grounding.scoring import source_indexes
 from mlflow_genai_metrics.grounding.vectors import vectors_tag
 from mlflow_genai_metrics.meta_evaluation import calibration_error
@@ -178,6 +179,7 @@ def fit(rows: pd.DataFrame, *, folds: int = FOLDS, params: dict[str, Any] | None
         calibration={"a": a, "b": b, "how": "Platt scaling: a logistic regression of people's labels on the trees' "
                      "out-of-fold log-odds over every training row of people's; grounded = grounding >= 0.5"},
         word_vectors=vectors_tag(),
+        readable=READABLE_RULE,
         suspect={
             "support_low": support_low,
             "support_high": support_high,

@@ -28,6 +28,7 @@ from mlflow_genai_metrics.grounding import (
 )
 from mlflow_genai_metrics.grounding.cache import CACHE_FILE
 from mlflow_genai_metrics.grounding.features import SourceIndex, row_features, summary_features
+from mlflow_genai_metrics.grounding.readable import RULE
 from mlflow_genai_metrics.grounding.vectors import VECTORS_FILE, vectors_tag
 
 SOURCE = (
@@ -84,6 +85,15 @@ def test_a_model_trained_on_other_word_vectors_is_refused(tmp_path):
     copy = tmp_path / MODEL_FILE.name
     copy.write_text(json.dumps({**spec, "word_vectors": "words:v1-0000"}))
     with pytest.raises(ValueError, match="trained on word vectors words:v1-0000"):
+        load_model(copy)
+
+
+def test_a_model_written_for_another_readable_text_rule_is_refused(tmp_path):
+    spec = json.loads(MODEL_FILE.read_text())
+    assert spec["readable"] == RULE
+    copy = tmp_path / MODEL_FILE.name
+    copy.write_text(json.dumps({**spec, "readable": "readable:v0"}))
+    with pytest.raises(ValueError, match="readable-text rule readable:v0"):
         load_model(copy)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
+import time
 
 import mlflow
 import numpy as np
@@ -162,3 +164,36 @@ def test_the_comparison_pairs_grounding_like_every_other_metric(scripted_server)
     table = compare_results(a, b).table.set_index("metric")
     assert table.loc["grounded_rate", "difference"] == pytest.approx(-0.75)
     assert table.loc["grounding", "difference"] < 0
+
+
+def test_the_check_runs_while_the_judge_waits(scripted_server, tmp_path):
+    """Before the judge's last answer is sent, every row's grounding and every claim's support are already stored:
+    the check ran while the judge's requests were in flight, not after them."""
+    rows = 6
+    sources = [f"Article {i}: the council approved budget {i} on Monday. The mayor welcomed budget {i}." for i in range(rows)]
+    summaries = [f"The council approved budget {i}. The mayor welcomed it." for i in range(rows)]
+    judge_script, seen = SummarizationJudgeScript(), {}
+
+    def stored() -> tuple[int, int]:
+        path = tmp_path / "cache" / "grounding-cache.sqlite3"
+        if not path.exists():
+            return 0, 0
+        with sqlite3.connect(path) as db:
+            keys = [k for (k,) in db.execute("SELECT key FROM grounding")]
+        return sum("|claim:" not in k for k in keys), sum("|claim:" in k for k in keys)
+
+    def script(request):
+        if request.index == 2 * rows - 1:  # the last verification: claims then verdicts for each row, no coverage
+            deadline = time.monotonic() + 20
+            while stored()[0] < rows and time.monotonic() < deadline:
+                time.sleep(0.05)  # the server's thread waits; the check runs on the client's loop
+            seen["rows"], seen["claims"] = stored()
+        return judge_script(request)
+
+    server = scripted_server(script)
+    judge = judge_for(server, cache_dir=tmp_path / "cache", max_concurrency=2)
+    result = judge_summaries(sources, summaries, judge=judge, coverage=False)
+    assert server.request_count == 2 * rows and (result.rows["error"] == "").all()
+    assert seen["rows"] == rows
+    assert seen["claims"] > 0  # claims checked as they came, before their verdicts (the last rows' may still wait)
+    assert result.rows["grounding"].notna().all()

@@ -161,6 +161,7 @@ _CTRL_C_TAKEN_BY_ANOTHER_THREAD = """
 import asyncio, signal, sys, threading, time
 from mlflow_genai_metrics.judge.runner import background_loop, run_sync
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a worker may hand its children SIGINT ignored
 background_loop()
 [loop_thread] = [t for t in threading.enumerate() if t.name == "mgm-judge-loop"]
 # A process-directed SIGINT goes to whichever thread the kernel picks; here the judge's loop thread takes it

@@ -119,12 +119,16 @@ class GroundingModel:
 
 @lru_cache(maxsize=4)
 def _load(path: str) -> GroundingModel:
+    from .readable import RULE
     from .vectors import vectors_tag
 
     spec = json.loads(Path(path).read_text(encoding="utf-8"))
     if spec.get("word_vectors") != vectors_tag():
         raise ValueError(f"{path} was trained on word vectors {spec.get('word_vectors')}, but the package ships "
                          f"{vectors_tag()}: retrain it (scripts/train_grounding.py)")
+    if spec.get("readable") != RULE:
+        raise ValueError(f"{path} was written for the readable-text rule {spec.get('readable')}, but the package has "
+                         f"{RULE}: retrain it (scripts/train_grounding.py), so that the tag changes with the rule")
     return GroundingModel.from_dict(spec, model_tag(path))
 
 

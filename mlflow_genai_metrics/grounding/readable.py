@@ -28,6 +28,9 @@ _SCRIPTS = {
     "HANGUL": "Korean (Hangul)", "ARABIC": "Arabic", "HEBREW": "Hebrew", "CYRILLIC": "Cyrillic", "GREEK": "Greek",
     "DEVANAGARI": "Devanagari", "THAI": "Thai",
 }
+# The rule's version, recorded in the model file (which refuses another): a changed rule changes which rows get a
+# number, so it must change the model's tag, and with it the run signature and the cache's keys.
+RULE = "readable:v1"
 LANGUAGE_WORDS = 15  # fewer lower-case words than this are not tested for language
 # Function words of French, German, Spanish, Italian, Portuguese and Dutch that are not English words.
 FOREIGN = frozenset(

@@ -8,7 +8,10 @@ recomputes nothing.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+from collections import deque
 from collections.abc import Sequence
 
 from ..grounding.cache import GroundingCache, cached_groundings, cached_supports
@@ -16,6 +19,9 @@ from ..grounding.model import load_model
 from ..grounding.scoring import suspect
 from ..judge import Judge
 from .records import RowInput, RowJudgement
+
+_log = logging.getLogger(__name__)
+ROWS_PER_STEP = 4  # a step of the check holds the judge's loop for a few milliseconds at most
 
 
 class _Default:
@@ -57,3 +63,58 @@ def ground_judgements(rows: Sequence[RowInput], judgements: Sequence[RowJudgemen
         ]
         grounded.append(judgement.model_copy(update={"grounding": grounding, "claims": claims_checked}))
     return grounded
+
+
+class GroundingWhileJudging:
+    """The grounding check run while the judge's requests are in flight: on the judge's own event loop, a few rows
+    (or one row's claims) at a time between the pipelines' steps, storing each result in the grounding cache, so
+    that ``ground_judgements`` afterwards reads every row and claim back instead of scoring it after the judge.
+
+    A row's claims are checked as soon as they are extracted, before they are verified; rows of one source go
+    together, so a source shared by many summaries is indexed once per step. Only an optimisation: a failure here is
+    logged and warming stops; ``ground_judgements`` then scores (or raises) as it would have.
+    """
+
+    def __init__(self, rows: Sequence[RowInput], cache: GroundingCache):
+        self.rows, self.cache = rows, cache
+        self._rows = deque(range(len(rows)))
+        self._claims: deque[tuple[int, list[str]]] = deque()
+        self._wake = asyncio.Event()
+        self._closed = False
+
+    def claims_ready(self, index: int, claims: list[str]) -> None:
+        self._claims.append((index, list(claims)))
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                if self._claims:
+                    index, claims = self._claims.popleft()
+                    cached_supports(claims, [self.rows[index].source] * len(claims), self.cache)
+                elif self._rows:
+                    step = self._next_rows()
+                    cached_groundings([self.rows[i].source for i in step], [self.rows[i].summary for i in step], self.cache)
+                elif self._closed:
+                    return
+                else:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await asyncio.sleep(0)  # the pipelines' ready steps run before the next one of ours
+        except Exception as error:  # noqa: BLE001 - warming only; ground_judgements does the real work after
+            _log.warning("the grounding check could not run while the judge waited (%s); it runs after instead", error)
+
+    def _next_rows(self) -> list[int]:
+        first = self._rows.popleft()
+        step, source = [first], self.rows[first].source
+        while self._rows and len(step) < ROWS_PER_STEP and self.rows[self._rows[0]].source == source:
+            step.append(self._rows.popleft())
+        if len(step) == 1:  # a source of its own: take the next few rows too
+            while self._rows and len(step) < ROWS_PER_STEP:
+                step.append(self._rows.popleft())
+        return step

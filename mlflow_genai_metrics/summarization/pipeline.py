@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
@@ -67,6 +67,17 @@ class _KeyPoints:
     usage: Usage = field(default_factory=Usage)
 
 
+class Alongside(Protocol):
+    """Work done on the judge's loop while its requests are in flight (``grounded.GroundingWhileJudging``): started
+    with the rows, told each row's claims as they are extracted, closed when every row is judged, then awaited."""
+
+    async def run(self) -> None: ...
+
+    def claims_ready(self, index: int, claims: list[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 def judge_row_pipelines(
     rows: Sequence[RowInput],
     judge: Judge,
@@ -75,18 +86,21 @@ def judge_row_pipelines(
     max_source_tokens: int | None,
     progress: bool | None = None,
     claims: bool = True,
+    alongside: Alongside | None = None,
 ) -> list[RowJudgement]:
     """One ``RowJudgement`` per row (in order); only ``JudgeConfigError`` stops the run (answers so far are cached).
 
     ``claims=False`` asks only the key-point passes (key points and coverage; with ``coverage=True``): the part of
-    a row that a key-point judge needs when another judge asks its claims. Its records have no claims."""
-    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims).run(progress))
+    a row that a key-point judge needs when another judge asks its claims. Its records have no claims.
+    ``alongside`` runs on the same loop while the judge waits (its steps between the pipelines' own)."""
+    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims, alongside).run(progress))
 
 
 class _Pipelines:
-    def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None, claims: bool = True) -> None:
+    def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None, claims: bool = True,
+                 alongside: Alongside | None = None) -> None:
         self.rows, self.judge, self.coverage, self.max_source_tokens = rows, judge, coverage, max_source_tokens
-        self.claims = claims
+        self.claims, self.alongside = claims, alongside
         self.passes: tuple[JudgePass, ...] = (*(("claims",) if claims else ()), *(("key_points",) if coverage else ()))
         self.chunks_of: dict[str, list[str]] = {}
         self.first_row_of: dict[str, int] = {}
@@ -111,7 +125,13 @@ class _Pipelines:
             found = {index: stored[key] for index, key in enumerate(keys) if key in stored}
             bar.update(len(found))
             judged = [index for index in range(len(self.rows)) if index not in found]
-            await self._judge_rows(judged, states, bar)
+            side = asyncio.create_task(self.alongside.run()) if self.alongside is not None else None
+            try:
+                await self._judge_rows(judged, states, bar)
+            finally:
+                if side is not None:
+                    self.alongside.close()  # type: ignore[union-attr]
+                    await side
             # What a row's own requests counted, pass by pass, before its source's key points are added to its usage.
             asked = {index: {name: Asked.of(usage) for name, usage in states[index].usage.items()}
                      for index in judged if states[index].error is None}
@@ -207,6 +227,8 @@ class _Pipelines:
             self.key_points[row.source_key] = group.create_task(self._key_points(row.source_key))
         if self.claims and has_words(row.summary):
             await self._claims(row, state)
+            if state.claims and self.alongside is not None:
+                self.alongside.claims_ready(index, state.claims)
         else:
             state.claims = []  # an empty summary makes no claim: no call needed (nor when claims are not asked)
         key_points = await self.key_points[row.source_key] if self.coverage else None
