@@ -109,7 +109,7 @@ def test_a_study_without_a_judge_gives_the_grounding_check_alone(tmp_path, scrip
     assert table.loc["good", "alignment [95% CI]"] == "n/a" and table.loc["good", "judge calls"] == 0
     assert table.loc["good", "grounded [95% CI]"].startswith("1.000 [") and table.loc["bad", "grounded [95% CI]"].startswith("0.500 [")
     assert result.by_category["alignment"].isna().all() and result.by_category["grounding"].notna().all()
-    assert any(line.startswith("good vs bad: grounded_rate +0.167") for line in comparison_lines(result.comparison))
+    assert any(line.startswith("good vs bad: grounded_rate +0.500") for line in comparison_lines(result.comparison))
     assert not result.gates["bad"].passed and result.gates["good"].passed
 
 
