@@ -207,8 +207,11 @@ def test_the_robustness_sides_share_no_article_and_no_synonym():
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     sys.path.insert(0, str(BENCHMARKS))
-    from perturbations import perturbed_articles, synonyms
+    from perturbations import _articles, perturbed_articles, synonyms
 
-    train, held = perturbed_articles("train"), perturbed_articles("eval")
-    assert {c.id for c in train}.isdisjoint(c.id for c in held) and {c.source for c in train}.isdisjoint(c.source for c in held)
+    sides = {side: [a for a in _articles() if a["side"] == side] for side in ("train", "eval")}
+    train, held = ({a["id"] for a in sides[s]} for s in ("train", "eval"))
+    assert train.isdisjoint(held) and {a["text"] for a in sides["train"]}.isdisjoint(a["text"] for a in sides["eval"])
     assert len(held) >= 300 and set(synonyms("train")).isdisjoint(synonyms("eval"))
+    for side, ids in (("train", train), ("eval", held)):  # what each side's cases come from is that side's
+        assert {case.id for case in perturbed_articles(side, articles=25)} <= ids
