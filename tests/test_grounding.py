@@ -243,3 +243,15 @@ def test_scoring_does_not_import_mlflow():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+def test_a_word_is_spelt_by_its_longest_pieces_or_not_at_all():
+    from mlflow_genai_metrics.grounding.vectors import load_vectors, word_vector, wordpiece
+
+    ids = {"un": 1, "u": 2, "##believ": 3, "##able": 4, "##a": 5}
+    assert wordpiece("unbelievable", ids) == [1, 3, 4]  # "un", not "u": the longest piece that matches
+    assert wordpiece("unbelievablez", ids) is None  # no piece spells the "z"
+    table = load_vectors()
+    assert table.pieces("the") == [table.rows["the"]] and word_vector("日本語") is None  # the table keeps no other script
+    for word, synonym, unrelated in (("film", "movie", "tax"), ("purchase", "buy", "election"), ("said", "stated", "goal")):
+        assert float(word_vector(word) @ word_vector(synonym)) > 0.5 > float(word_vector(word) @ word_vector(unrelated))

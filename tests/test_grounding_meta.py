@@ -95,6 +95,7 @@ def test_mgm_meta_eval_grounding_only_needs_no_judge(tmp_path, capsys):
     assert mgm(["meta-eval", str(path), "--grounding-only", "--no-log"]) == 0  # no judge model or endpoint configured
     out = capsys.readouterr().out
     assert "grounding_auc                    1.000" in out and "grounding model grounding:v2-" in out
+    assert "reliability" in out and "consistent_rate" in out and "0.9-1.0" in out  # the reliability table, printed
 
 
 def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_store, capsys):
@@ -116,5 +117,7 @@ def test_mgm_meta_eval_grounding_only_logs_its_report_as_a_run(tmp_path, mlflow_
     grounding = parse_signature(run.data.tags["mgm.signature"])["grounding"]
     assert grounding.startswith("v2-") and model_tag().endswith(grounding)  # the model file's tag
     confusion = client.load_table(experiment_id, "mgm/meta_confusion.json", run_ids=[run.info.run_id]).set_index("people")
-    assert int(confusion.to_numpy().sum()) == 8 and list(confusion.columns) == ["judge: not grounded", "judge: grounded"]
+    assert int(confusion.to_numpy().sum()) == 8 and list(confusion.columns) == ["grounding: not grounded", "grounding: grounded"]
     assert len(client.load_table(experiment_id, "mgm/meta_groups.json", run_ids=[run.info.run_id])) == 2  # per domain
+    reliability = client.load_table(experiment_id, "mgm/meta_reliability.json", run_ids=[run.info.run_id])
+    assert len(reliability) == 10 and reliability["rows"].sum() == 8  # every tenth of grounding, every scored row

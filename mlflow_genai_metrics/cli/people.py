@@ -32,7 +32,10 @@ def meta_eval(args: argparse.Namespace) -> int:
             print(f"  {key:<32} {value:.3f}")
         if not grounding.groups.empty:
             print(grounding.groups.round(3).to_string(index=False))
+        print("reliability (a calibrated grounding has mean_probability near consistent_rate in every tenth):")
+        print(grounding.reliability.round(3).to_string(index=False))
         metrics, confusion, signature, groups = grounding.metrics, grounding.confusion, grounding.signature, grounding.groups
+        reliability = grounding.reliability
         params = {"mgm.meta.data": data.name, "mgm.meta.mode": "grounding", "mgm.meta.split": args.split or "untrained splits", "mgm.meta.by": by}
     else:
         report = meta_evaluate(labelled, judge=make_judge(args), sample=args.sample, seed=args.seed, progress=True)
@@ -43,10 +46,10 @@ def meta_eval(args: argparse.Namespace) -> int:
         if args.plot:
             report.figure().savefig(args.plot, dpi=110)
             print(f"confusion matrix plot: {args.plot}")
-        metrics, confusion, signature, groups = report.metrics, report.confusion, report.result.signature, None
+        metrics, confusion, signature, groups, reliability = report.metrics, report.confusion, report.result.signature, None, None
         params = {"mgm.meta.data": data.name, "mgm.meta.mode": "judge", "mgm.meta.sample": args.sample, "mgm.meta.seed": args.seed}
     if not args.no_log:
-        run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups)
+        run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups, reliability=reliability)
         print(f"logged as run {run_id} (experiment {args.experiment})")
     return EXIT_OK
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -34,23 +35,30 @@ class WordVectors:
 
     def pieces(self, word: str) -> list[int] | None:
         """Rows of the word's WordPiece tokens, or None when the vocabulary cannot spell it."""
-        found, start = [], 0
-        while start < len(word):
-            end = len(word)
-            while end > start:
-                row = self.rows.get(word[start:end] if start == 0 else "##" + word[start:end])
-                if row is not None:
-                    found.append(row)
-                    break
-                end -= 1
-            if end == start:
-                return None
-            start = end
-        return found
+        return wordpiece(word, self.rows)
 
     @property
     def dims(self) -> int:
         return self.vectors.shape[1]
+
+
+def wordpiece(word: str, ids: Mapping[str, int]) -> list[int] | None:
+    """BERT's greedy longest-match WordPiece split of ``word`` (continuations spelt ``##...``) as the ids ``ids``
+    gives its pieces, or None when they cannot spell it. The table's rows at run time; the model's vocabulary ids
+    when ``scripts/build_word_vectors.py`` builds the table."""
+    found, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:
+            row = ids.get(word[start:end] if start == 0 else "##" + word[start:end])
+            if row is not None:
+                found.append(row)
+                break
+            end -= 1
+        if end == start:
+            return None
+        start = end
+    return found
 
 
 def vectors_tag(path: str | Path = VECTORS_FILE) -> str:

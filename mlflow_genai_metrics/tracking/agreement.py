@@ -214,12 +214,16 @@ def log_meta_report(
     signature: str,
     params: dict[str, Any],
     groups: pd.DataFrame | None = None,
+    reliability: pd.DataFrame | None = None,
 ) -> str:
     """An ``mgm meta-eval`` report as a run of ``experiment_id``: the figures as metrics, the confusion matrix (and
-    the per-group figures) as tables, the data file and settings as params, the signature tag."""
+    the per-group figures, and the grounding check's reliability table) as tables, the data file and settings as
+    params, the signature tag."""
     tables = {f"{ARTIFACT_DIR}/meta_confusion.json": _labelled(confusion)}
     if groups is not None and not groups.empty:
         tables[f"{ARTIFACT_DIR}/meta_groups.json"] = groups
+    if reliability is not None:
+        tables[f"{ARTIFACT_DIR}/meta_reliability.json"] = reliability
     return log_report_run(
         experiment_id, f"meta-eval {params.get('mgm.meta.data', '')}".strip(), metrics, params=params, tags={SIGNATURE_TAG: signature}, tables=tables
     )
