@@ -2,13 +2,14 @@
 openai client and the peers beside us.
 
     .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--bbc] [--case LATENCY:SLOTS ...] [--repeat N]
-        [--peers SYSTEM...]
+        [--grounding on|off|both] [--peers SYSTEM...]
 
 Each case (default ``0.2:32 0.2:128 0.01:256``: an endpoint answering in 200 ms with 32 or 128 slots, and a fast
 GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``scripts/serve_judge.py``, a
 deterministic judge) in its own process, so the CPU time measured here is ours alone. The bound is what the endpoint
 allows: slots / latency / calls per row. Then an identical second evaluation: the calls it makes (0: the cache) and
-its wall time against the first.
+its wall time against the first. Ours runs the default path, the grounding check included (it runs while the
+judge's requests are in flight); ``--grounding both`` adds ``grounding=False`` beside it, ``off`` runs that alone.
 
 The bare client: ``openai.AsyncOpenAI().chat.completions.create`` sending the very requests our first run sent
 (their bodies, as the endpoint logged them), ``slots`` at a time, against a fresh endpoint of the same case; what a
@@ -77,8 +78,9 @@ def endpoint_stats(server: subprocess.Popen) -> dict[str, int]:
 SERVE = [sys.executable, str(ROOT / "scripts" / "serve_judge.py")]
 
 
-def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, coverage: bool, bodies: Path) -> dict[str, float]:
-    """Ours, first run and identical rerun; the first run's request bodies written to ``bodies``."""
+def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, coverage: bool, bodies: Path, grounding: bool) -> dict[str, float]:
+    """Ours, first run and identical rerun; the first run's request bodies written to ``bodies``. ``grounding``:
+    the default path (the model-free check runs while the judge's requests are in flight), or ``grounding=False``."""
     sources, summaries = texts
     rows = len(sources)
     with endpoint(SERVE, latency, slots) as (base_url, server):
@@ -87,8 +89,7 @@ def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, cove
             for label in ("first", "rerun"):
                 judge = Judge("scripted-judge", base_url, "bench", cache_dir=cache, max_concurrency=slots)
                 wall, cpu = time.perf_counter(), time.process_time()
-                # The judge path alone: the model-free grounding check has its own speed benchmark (bench_grounding.py)
-                result = judge_summaries(sources, summaries, judge=judge, coverage=coverage, grounding=False, resamples=200)
+                result = judge_summaries(sources, summaries, judge=judge, coverage=coverage, grounding=grounding, resamples=200)
                 figures[f"{label}_wall_s"] = time.perf_counter() - wall
                 figures[f"{label}_cpu_s"] = time.process_time() - cpu
                 figures[f"{label}_calls"] = result.metrics["judge/calls"]
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> list[str]:
                         help="endpoints as LATENCY:SLOTS (seconds per reply, requests served at once)")
     parser.add_argument("--repeat", type=int, default=1, help="measure ours and the bare client this many times, in turn, "
                         "and keep the fastest run of each (a shared machine's noise only ever slows a run down)")
+    parser.add_argument("--grounding", choices=("on", "off", "both"), default="on",
+                        help="ours with the grounding check (on: the default path), with grounding=False (off), or both side by side")
     parser.add_argument("--peers", nargs="*", default=PEERS, help="peers to run beside ours, at the first case (none: --peers alone)")
     args = parser.parse_args(argv)
     texts = (bbc_rows(args.rows) if args.bbc else None) or articles(args.rows)
@@ -213,23 +216,30 @@ def main(argv: list[str] | None = None) -> list[str]:
              "| endpoint | judged | client | calls per row | rows/s | bound rows/s | share of bound | vs bare client | "
              "CPU ms per row | CPU ms per row beyond bare | rerun calls | rerun wall time / first |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    variants = {"on": [True], "off": [False], "both": [True, False]}[args.grounding]
     ours = {}
     for latency, slots in args.case:
         where = f"{latency * 1000:.0f} ms, {slots} slots"
         for coverage in (False, True):
             what = "alignment + richness + coverage" if coverage else "alignment + richness"
-            runs = []
-            for _ in range(args.repeat):  # ours then the bare client, in turn; the best of each kept
+            runs: dict[bool, list[dict]] = {g: [] for g in variants}
+            bares = []
+            for _ in range(args.repeat):  # ours (each variant) then the bare client, in turn; the best of each kept
                 with tempfile.TemporaryDirectory(prefix="mgm-bench-bodies-") as tmp:
-                    runs.append((measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl"),
-                                 measure_bare(Path(tmp) / "bodies.jsonl", rows, latency, slots)))
-            f = max((ours_run for ours_run, _ in runs), key=lambda r: r["rows_per_s"])
-            bare = max((bare_run for _, bare_run in runs), key=lambda r: r["rows_per_s"])
-            ours.setdefault((latency, slots), {})[coverage] = f["rows_per_s"]
-            share, bare_share = f["rows_per_s"] / f["bound_rows_per_s"], bare["rows_per_s"] / bare["bound_rows_per_s"]
-            lines.append(f"| {where} | {what} | ours | {f['calls_per_row']:.2f} | {f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | "
-                         f"{share:.0%} | {share / bare_share:.2f}x | {f['cpu_ms_per_row']:.2f} | "
-                         f"{f['cpu_ms_per_row'] - bare['cpu_ms_per_row']:+.2f} | {f['rerun_calls']:.0f} | {f['rerun_wall_ratio']:.3f} |")
+                    for grounding in variants:  # the same requests either way: the bodies of the last are replayed
+                        runs[grounding].append(measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl", grounding))
+                    bares.append(measure_bare(Path(tmp) / "bodies.jsonl", rows, latency, slots))
+            bare = max(bares, key=lambda r: r["rows_per_s"])
+            bare_share = bare["rows_per_s"] / bare["bound_rows_per_s"]
+            for grounding in variants:
+                f = max(runs[grounding], key=lambda r: r["rows_per_s"])
+                if grounding == variants[0]:
+                    ours.setdefault((latency, slots), {})[coverage] = f["rows_per_s"]
+                share = f["rows_per_s"] / f["bound_rows_per_s"]
+                lines.append(f"| {where} | {what} | {'ours' if grounding else 'ours, grounding=False'} | {f['calls_per_row']:.2f} | "
+                             f"{f['rows_per_s']:.1f} | {f['bound_rows_per_s']:.1f} | {share:.0%} | {share / bare_share:.2f}x | "
+                             f"{f['cpu_ms_per_row']:.2f} | {f['cpu_ms_per_row'] - bare['cpu_ms_per_row']:+.2f} | "
+                             f"{f['rerun_calls']:.0f} | {f['rerun_wall_ratio']:.3f} |")
             lines.append(f"| {where} | {what} | bare openai client, same requests | {bare['calls_per_row']:.2f} | {bare['rows_per_s']:.1f} | "
                          f"{bare['bound_rows_per_s']:.1f} | {bare_share:.0%} | 1.00x | {bare['cpu_ms_per_row']:.2f} "
                          f"({bare['cpu_ms_per_request']:.2f} per request) | | | |")

@@ -135,23 +135,13 @@ MADE_ONCE_PER_MODULE = ("uninterrupted", "whole_method", "evaluated_once", "eval
                         "custom_scorer_server", "judged_cache")
 
 
-# The files whose tests (or groups) take longest, as `--durations` measured them, run first: on two workers the
-# last unit handed out is then a short one, and neither worker waits alone at the end on a two-minute test.
-LONGEST_FIRST = ("test_docs.py", "test_spark.py", "test_study.py", "test_prefix_prompts.py", "test_examples.py",
-                 "test_one_evaluation.py", "test_mlflow_ui.py", "test_benchmarks_smoke.py", "test_local_model.py",
-                 "test_reliability.py")
-
-
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files of ``LONGEST_FIRST`` first, each file's tests in their order. Under pytest-xdist (``--dist
-    loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker, so that one Spark session, or
-    one ``mlflow ui``, serves them all, and the tests of a module that use one of its
+    """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
+    so that one Spark session, or one ``mlflow ui``, serves them all, and the tests of a module that use one of its
     ``MADE_ONCE_PER_MODULE`` fixtures run on one worker; without xdist the mark does nothing. pytest 9 does not see
     pytest-xdist 3.8's groups (xdist sets ``item._nodeid``, pytest 9 reads ``item._id``): hence ``pytest<9``
     (``tests/test_suite_groups.py`` fails otherwise)."""
-    order = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
-    items[:] = sorted(items, key=lambda item: order.get(item.path.name, len(order)))  # stable: a file stays in order
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         group = next((group for fixture, group in SHARED_ON_ONE_WORKER.items() if fixture in fixtures), None)

@@ -37,9 +37,11 @@ def test_bench_faults_smoke():
 
 
 def test_bench_throughput_smoke():
-    out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers")
+    out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers", "--grounding", "both")
     table = markdown_table(out, "endpoint")
     ours = {row["judged"]: row for row in table if row["client"] == "ours"}
+    without = {row["judged"]: row for row in table if row["client"] == "ours, grounding=False"}
+    assert set(without) == set(ours) and all(row["calls per row"] == ours[k]["calls per row"] for k, row in without.items())
     assert ours["alignment + richness"]["calls per row"] == "2.00" and ours["alignment + richness + coverage"]["calls per row"] == "4.00"
     assert [row["rerun calls"] for row in ours.values()] == ["0", "0"]
     # The bare openai client replays the very requests ours sent: as many per row.

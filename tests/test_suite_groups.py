@@ -72,18 +72,3 @@ def test_one_group_runs_on_one_worker_and_the_rest_on_both(tmp_path):
     for kind in ("grouped", "module", "session"):
         assert len(ran_on[kind]) == 1, f"the {kind} group's tests ran on {sorted(ran_on[kind])}"
 
-
-def test_the_longest_files_are_handed_out_first_each_in_its_own_order():
-    from conftest import LONGEST_FIRST, pytest_collection_modifyitems
-
-    class Item:  # what the hook reads of a collected test
-        def __init__(self, file, name):
-            self.path, self.name, self.fixturenames, self.marks = Path("tests", file), name, (), []
-
-        def add_marker(self, mark):
-            self.marks.append(mark)
-
-    items = [Item("test_a.py", "a1"), Item(LONGEST_FIRST[1], "s1"), Item("test_a.py", "a2"), Item(LONGEST_FIRST[0], "d1"),
-             Item(LONGEST_FIRST[1], "s2"), Item("test_b.py", "b1"), Item(LONGEST_FIRST[0], "d2")]
-    pytest_collection_modifyitems(items)
-    assert [item.name for item in items] == ["d1", "d2", "s1", "s2", "a1", "a2", "b1"]
