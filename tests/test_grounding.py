@@ -128,6 +128,8 @@ def test_reasoning_quotes_the_least_supported_sentence_and_why():
     result = score_pairs([SOURCE], [FAITHFUL.replace("45 million", "60 million")])[0]
     assert '"The city council of Leeds approved a budget of 60 million pounds on Tuesday."' in result.reasoning
     assert "numbers or dates the source lacks" in result.reasoning and "60" in result.reasoning.splitlines()[1]
+    one = score_pairs([SOURCE], ["The city council of Leeds approved a budget."])[0]
+    assert one.reasoning.splitlines()[0].endswith("; 1 sentence.")  # a count reads as English: 1 sentence, 2 sentences
 
 
 def test_summary_with_no_sentence_has_no_grounding():

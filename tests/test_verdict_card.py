@@ -298,7 +298,7 @@ def test_cards_show_values_to_three_significant_digits_and_name_the_judge_as_mlf
     points = [CoveredKeyPoint(key_point=f"Point {n}.", covered=n == 0, reason="r") for n in range(3)]
     covered = key_point_coverage_feedback("key_point_coverage", RowJudgement(id="r1", source_key="k", claims=[], key_points=points), SOURCE)
     assert covered.value == 0.333
-    grounded = RowJudgement(id="r1", source_key="k", claims=[], grounding=RowGrounding(0.014194148827315435, False, "grounding 0.01 (not grounded); 1 sentences."))
+    grounded = RowJudgement(id="r1", source_key="k", claims=[], grounding=RowGrounding(0.014194148827315435, False, "grounding 0.01 (not grounded); 1 sentence."))
     assert grounding_feedback("grounding", grounded, SOURCE).value == 0.0142
     assert card("yes", "yes", "no").metadata["support_rate"] == "0.667"
     assert judge_source("gpt-4o-mini").source_id == "openai:/gpt-4o-mini"

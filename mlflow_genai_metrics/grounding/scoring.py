@@ -115,7 +115,7 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
         supports = [float(next(scores)) for _ in sentences]
         weakest = int(np.argmin(supports))
         grounded = int(score >= model.threshold)
-        head = f"grounding {score:.2f} ({'grounded' if grounded else 'not grounded'}, threshold {model.threshold:.2f}); {len(sentences)} sentences."
+        head = f"grounding {score:.2f} ({'grounded' if grounded else 'not grounded'}, threshold {model.threshold:.2f}); {len(sentences)} sentence{'' if len(sentences) == 1 else 's'}."
         quoted = " ".join(sentences[weakest].text.split())
         detail = f'Least supported (support {supports[weakest]:.2f}): "{quoted[:300]}" -- {_why(sentences[weakest])}'
         results.append(RowGrounding(score, grounded, f"{head}\n{detail}"))
