@@ -257,3 +257,27 @@ def test_a_word_is_spelt_by_its_longest_pieces_or_not_at_all():
     assert table.pieces("the") == [table.rows["the"]] and word_vector("日本語") is None  # the table keeps no other script
     for word, synonym, unrelated in (("film", "movie", "tax"), ("purchase", "buy", "election"), ("said", "stated", "goal")):
         assert float(word_vector(word) @ word_vector(synonym)) > 0.5 > float(word_vector(word) @ word_vector(unrelated))
+
+
+def test_the_trees_walked_all_at_once_give_each_rows_leaf_as_a_walk_node_by_node_does():
+    from mlflow_genai_metrics.grounding import load_model
+
+    model = load_model()
+    rng = np.random.default_rng(7)
+    features = rng.normal(size=(40, len(model.features)))
+    features[rng.random(features.shape) < 0.2] = np.nan  # missing values take each node's missing side
+
+    def walked(row: np.ndarray) -> float:  # one row, one tree at a time, as scikit-learn's rule says
+        total = model.baseline
+        for tree in range(model.feature.shape[0]):
+            node = 0
+            while not model.is_leaf[tree, node]:
+                x = row[model.feature[tree, node]]
+                left = bool(model.missing_left[tree, node]) if np.isnan(x) else x <= model.split[tree, node]
+                node = model.left[tree, node] if left else model.right[tree, node]
+            total += model.value[tree, node]
+        return total
+
+    together = model.raw(features)
+    assert together == pytest.approx([walked(row) for row in features], abs=1e-12)
+    assert [model.raw(row[None, :])[0] for row in features] == together.tolist()  # a batch of one row gives the same
