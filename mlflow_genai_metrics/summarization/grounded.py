@@ -21,7 +21,7 @@ from ..judge import Judge
 from .records import RowInput, RowJudgement
 
 _log = logging.getLogger(__name__)
-ROWS_PER_STEP = 4  # a step of the check holds the judge's loop for a few milliseconds at most
+ROWS_PER_STEP = 4  # a step of the check holds the judge's loop while it scores this many rows (BBC: about 10 ms each)
 
 
 class _Default:
