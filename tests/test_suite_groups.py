@@ -14,7 +14,7 @@ from pathlib import Path
 # grouped ones too: by an explicit mark, and by the suite's own hook (``conftest.pytest_collection_modifyitems``,
 # loaded from this suite's conftest) for the tests that ask for the fixtures it groups by.
 PROBE = '''
-import os, pytest
+import os, time, pytest
 from pathlib import Path
 
 def _record(name):
@@ -31,6 +31,7 @@ def spark():
 @pytest.mark.parametrize("k", range(12))
 def test_probe(k):
     _record(f"free-{k}")
+    time.sleep(0.2)  # a worker busy on a free test leaves the next ones to the other (instant tests may all go to one)
 
 @pytest.mark.xdist_group("together")
 @pytest.mark.parametrize("k", range(12))
