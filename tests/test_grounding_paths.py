@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from helpers import judge_for, same_number
 
-from mlflow_genai_metrics import compare_results, grounding_metrics, judge_summaries
+from mlflow_genai_metrics import JudgeConfigError, compare_results, grounding_metrics, judge_summaries
 from mlflow_genai_metrics.grounding import support_thresholds
 from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
@@ -197,3 +197,19 @@ def test_the_check_runs_while_the_judge_waits(scripted_server, tmp_path):
     assert seen["rows"] == rows
     assert seen["claims"] > 0  # claims checked as they came, before their verdicts (the last rows' may still wait)
     assert result.rows["grounding"].notna().all()
+
+
+def test_a_configuration_error_stops_the_check_beside_the_judge_too(scripted_server, tmp_path):
+    """A run the judge cannot make (403 on the first request) raises at once: the check running beside the judge is
+    cancelled with it, not left to score every remaining row first."""
+    rows = 1500
+    sources = [f"Article {i}: the council approved budget {i} on Monday. The mayor welcomed budget {i}." for i in range(rows)]
+    summaries = [f"The council approved budget {i}. The mayor welcomed it." for i in range(rows)]
+    server = scripted_server(lambda request: Fault.http(403, "Project does not have access to model"))
+    judge = judge_for(server, cache_dir=tmp_path / "cache")
+    with pytest.raises(JudgeConfigError, match="refused access"):
+        judge_summaries(sources, summaries, judge=judge, coverage=False)
+    path = tmp_path / "cache" / "grounding-cache.sqlite3"
+    with sqlite3.connect(path) as db:
+        (scored,) = db.execute("SELECT count(*) FROM grounding").fetchone()
+    assert scored < rows / 2, f"{scored} of {rows} rows were scored after the judge had failed"

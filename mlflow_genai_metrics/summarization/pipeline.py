@@ -128,10 +128,14 @@ class _Pipelines:
             side = asyncio.create_task(self.alongside.run()) if self.alongside is not None else None
             try:
                 await self._judge_rows(judged, states, bar)
-            finally:
-                if side is not None:
-                    self.alongside.close()  # type: ignore[union-attr]
-                    await side
+            except BaseException:
+                if side is not None:  # the run stops here (a configuration error, Ctrl-C): so does the work beside it
+                    side.cancel()
+                    await asyncio.gather(side, return_exceptions=True)
+                raise
+            if side is not None:
+                self.alongside.close()  # type: ignore[union-attr]
+                await side
             # What a row's own requests counted, pass by pass, before its source's key points are added to its usage.
             asked = {index: {name: Asked.of(usage) for name, usage in states[index].usage.items()}
                      for index in judged if states[index].error is None}
