@@ -33,6 +33,21 @@ class LocalModelServerError(RuntimeError):
     """The local model server could not be started; the message says what to install or look at."""
 
 
+THREADS_VARIABLE = "MGM_LOCAL_THREADS"
+
+
+def threads_from_environment() -> int | None:
+    """``MGM_LOCAL_THREADS``: the CPU threads a local model server computes on when ``n_threads`` is not given
+    (unset: one per core). Fewer leave cores to other work: llama.cpp's threads wait for each other by spinning, so
+    on a core that another process keeps busy, two threads take longer than one (``docs/judges.md``)."""
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise LocalModelServerError(f"{THREADS_VARIABLE}={value!r} is not a positive whole number of threads")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class ResolvedModel:
     model_id: str  # what /v1/models reports and what requests name
@@ -146,7 +161,7 @@ class LocalModelServer:
     ):
         self.model = model
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(os.cpu_count() or 1, 1)
+        self.n_threads = n_threads or threads_from_environment() or max(os.cpu_count() or 1, 1)
         self.chat_format = chat_format
         self.startup_timeout_s = startup_timeout_s
         self.extra_args = extra_args

@@ -24,6 +24,11 @@ SECRET_KEY = "sk-mgm-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _STARTED = pytest.StashKey[tuple[float, set[str]]]()
 
+# Two workers on two cores: a local model server computes on one thread, not one per core. llama.cpp's threads wait
+# for each other by spinning, so beside the other worker's test two threads took 12.1 s where one took 8.4 s (two
+# SmolLM2 summaries, docs/testing.md). Set here, before any fixture starts a server, for every process of the run.
+os.environ.setdefault("MGM_LOCAL_THREADS", "1")  # unless the run sets its own
+
 
 class Verdict(BaseModel):
     """A small answer schema for the judge-engine tests."""

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from test_local_model import QUESTION
@@ -64,6 +66,45 @@ def test_the_cli_judge_reads_mgm_judge_context_when_judge_context_is_not_given(s
         assert make_judge(build_parser().parse_args([*command, "--judge-context", "1024"])).context_window == 1024
 
 
+def served_threads(port: int) -> list[str]:
+    """The thread counts on the command line of the llama.cpp server listening on ``port`` (from /proc)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if "--n_threads" in words and words[words.index("--port") + 1:][:1] == [str(port)]:
+            return [words[words.index(flag) + 1] for flag in ("--n_threads", "--n_threads_batch")]
+    raise AssertionError(f"no llama.cpp server on port {port}")
+
+
+def test_a_local_server_computes_on_the_threads_asked_else_mgm_local_threads_else_one_per_core(monkeypatch):
+    monkeypatch.delenv("MGM_LOCAL_THREADS")
+    assert LocalModelServer("smollm2-135m").n_threads == os.cpu_count()
+    monkeypatch.setenv("MGM_LOCAL_THREADS", "3")
+    assert LocalModelServer("smollm2-135m").n_threads == 3
+    assert LocalModelServer("smollm2-135m", n_threads=2).n_threads == 2
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("MGM_LOCAL_THREADS", bad)
+        with pytest.raises(LocalModelServerError, match=f"MGM_LOCAL_THREADS='{bad}' is not a positive whole number"):
+            LocalModelServer("smollm2-135m")
+
+
+def test_mgm_serve_threads_reaches_the_server(monkeypatch, capsys):
+    asked = []
+
+    def start(server):
+        asked.append(server.n_threads)
+        raise LocalModelServerError("stopped before starting")
+
+    monkeypatch.setattr(LocalModelServer, "start", start)
+    assert mgm(["serve", "--threads", "1"]) == 2
+    monkeypatch.setenv("MGM_LOCAL_THREADS", "2")
+    assert mgm(["serve"]) == 2
+    assert asked == [1, 2]
+    assert "stopped before starting" in capsys.readouterr().err
+
+
 def test_a_server_not_started_gives_no_judge():
     with pytest.raises(LocalModelServerError, match="not running"):
         LocalModelServer("smollm2-135m").judge()
@@ -91,7 +132,7 @@ def test_a_local_server_s_judge_has_its_context_window_and_answers(tmp_path):
 @pytest.mark.local_model
 def test_mgm_serve_exports_the_model_url_and_window_on_the_port_asked_and_a_judge_made_from_them_answers(tmp_path, monkeypatch):
     port = free_port()
-    command = [sys.executable, "-m", "mlflow_genai_metrics.cli", "serve", "--port", str(port), "--n-ctx", "2048"]
+    command = [sys.executable, "-m", "mlflow_genai_metrics.cli", "serve", "--port", str(port), "--n-ctx", "2048", "--threads", "1"]
     serving = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
@@ -105,6 +146,7 @@ def test_mgm_serve_exports_the_model_url_and_window_on_the_port_asked_and_a_judg
             monkeypatch.setenv(name, value)
         judge = Judge(cache_dir=tmp_path)
         assert judge.context_window == 2048
+        assert served_threads(port) == ["1", "1"]  # --n_threads and --n_threads_batch of the llama.cpp process
         reply = judge.ask(QUESTION)
         assert reply.ok, reply.error
     finally:

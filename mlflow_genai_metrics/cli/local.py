@@ -14,7 +14,7 @@ def serve(args: argparse.Namespace) -> int:
     from ..local import LocalModelServer
 
     print(f"starting {args.model} (llama.cpp) ...", flush=True)
-    with LocalModelServer(args.model, n_ctx=args.n_ctx, host=args.host, port=args.port) as server:
+    with LocalModelServer(args.model, n_ctx=args.n_ctx, host=args.host, port=args.port, n_threads=args.threads) as server:
         print(f"serving {server.model_id} at {server.base_url}, context window {server.n_ctx} tokens (Ctrl-C stops it)", flush=True)
         print("for a judge in another shell (mgm evaluate, Judge()):", flush=True)
         print("  export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in server.environment.items()), flush=True)
@@ -122,6 +122,10 @@ def add_commands(commands) -> None:
         help="address to listen on; the server checks no API key, so another address than loopback opens the model to that network",
     )
     serve_parser.add_argument("--port", type=port_number, default=None, help="port to listen on (default: a free one, new at every start)")
+    serve_parser.add_argument(
+        "--threads", type=positive_int, default=None,
+        help="CPU threads the model computes on (default: $MGM_LOCAL_THREADS, else one per core; fewer leave cores to other work)",
+    )
     serve_parser.set_defaults(run=serve)
     demo_parser = commands.add_parser("demo", help="the whole loop on local models: summarize, judge, log, compare, gate")
     demo_parser.add_argument("--data", default=None, help="articles file; the BBC jsonl works as is (default: the eight that ship with the package)")
