@@ -22,7 +22,7 @@ from mlflow_genai_metrics.cli.common import port_number, positive_int, positive_
 POSITIVE_OPTIONS = [
     ("evaluate", "--limit"), ("evaluate", "--max-calls"), ("evaluate", "--max-cost-usd"), ("evaluate", "--batch-poll-s"),
     ("evaluate", "--concurrency"), ("evaluate", "--judge-context"), ("demo", "--limit"), ("demo", "--max-tokens"),
-    ("demo", "--concurrency"), ("serve", "--n-ctx"), ("serve", "--port"), ("meta-eval", "--sample"),
+    ("demo", "--concurrency"), ("serve", "--n-ctx"), ("serve", "--port"), ("serve", "--threads"), ("meta-eval", "--sample"),
     ("meta-eval", "--concurrency"), ("meta-eval", "--judge-context"), ("meta-eval", "--max-calls"),
     ("meta-eval", "--max-cost-usd"), ("monitor", "--max-traces"), ("monitor", "--concurrency"),
     ("monitor", "--judge-context"), ("monitor", "--max-calls"), ("monitor", "--max-cost-usd"),
