@@ -73,7 +73,7 @@ def served_threads(port: int) -> list[str]:
             words = cmdline.read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if "--n_threads" in words and words[words.index("--port") + 1:][:1] == [str(port)]:
+        if "--n_threads" in words and "--port" in words and words[words.index("--port") + 1:][:1] == [str(port)]:
             return [words[words.index(flag) + 1] for flag in ("--n_threads", "--n_threads_batch")]
     raise AssertionError(f"no llama.cpp server on port {port}")
 
