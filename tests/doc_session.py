@@ -17,11 +17,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from doc_blocks import Block
+from warm_client import install_shims
 
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of
@@ -31,6 +33,7 @@ __all__ = ["GIVENS", "HOSTED_MODELS", "HostedEndpoint", "Outcome", "PageSession"
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("doc_worker.py")
+WARM_SERVER = Path(__file__).resolve().with_name("warm_server.py")
 SHARED = ROOT.parent / "shared"
 HOSTED_MODELS = ("gpt-4o-mini", "gpt-4.1-mini", "gpt-4o")
 BLOCK_TIMEOUT_S = 420
@@ -88,11 +91,16 @@ class Outcome:
 
 def project_folder(folder: Path) -> Path:
     """A project folder under ``folder`` whose ``.venv``, ``examples`` and ``benchmarks`` are the project's, beside
-    a ``shared`` link to the shared data; returns it."""
+    a ``shared`` link to the shared data; returns it. The ``.venv`` is the project's but for ``bin/mgm`` and
+    ``bin/python``, which run in the page's warm interpreter (``warm_client.py``)."""
     project = folder / "project"
     project.mkdir(parents=True)
-    venv = Path(sys.prefix)
-    os.symlink(venv if venv != Path(sys.base_prefix) else ROOT / ".venv", project / ".venv")
+    venv = Path(sys.prefix) if Path(sys.prefix) != Path(sys.base_prefix) else ROOT / ".venv"
+    (project / ".venv").mkdir()
+    for entry in venv.iterdir():
+        if entry.name != "bin":
+            os.symlink(entry, project / ".venv" / entry.name)
+    install_shims(project / ".venv" / "bin", venv / "bin")
     for name in ("examples", "benchmarks"):
         os.symlink(ROOT / name, project / name)
     if SHARED.exists():
@@ -121,8 +129,10 @@ class PageSession:
             self.ports = {"port": _free_port(), "port2": _free_port()}
         dropped = ("MGM_JUDGE", "OPENAI_", "MLFLOW_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(dropped) and not k.startswith("PYTEST")}
+        self._warm_folder = Path(tempfile.mkdtemp(prefix="mgm-warm-"))  # short: a Unix socket's path has 107 bytes at most
         self.env.update(
-            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            PATH=f"{self.cwd / '.venv' / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            MGM_TEST_WARM_SOCKET=str(self._warm_folder / "socket"), MGM_TEST_REAL_BIN=str(Path(sys.executable).parent),
             MGM_CACHE_DIR=str(cache_dir), MPLBACKEND="Agg", PYTHONUNBUFFERED="1", TQDM_DISABLE="1",
             # A page's `mlflow ui` or `mlflow server` without the six processes (huey consumers, a job runner) that
             # serve MLflow's server-side jobs: no page uses them, and they cost seconds of CPU apiece.
@@ -130,6 +140,9 @@ class PageSession:
         )
         self.given_done: set[str] = set()
         self.background: list[subprocess.Popen] = []
+        with open(self.folder / "warm-server.log", "wb") as log:  # imports while the page's first blocks run
+            self.background.append(subprocess.Popen([sys.executable, str(WARM_SERVER), self.env["MGM_TEST_WARM_SOCKET"]], cwd=self.cwd,
+                                                    env=self.env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT))
         self._worker: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
         self._count = 0
@@ -273,6 +286,7 @@ class PageSession:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
+        shutil.rmtree(self._warm_folder, ignore_errors=True)
 
 
 def run_page(blocks: list[Block], folder: Path, **session_options) -> list[Outcome]:
