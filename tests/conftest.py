@@ -4,12 +4,15 @@ check that no test wrote the API key to disk."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -154,6 +157,42 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             group = next((f"{item.path.stem}-{fixture}" for fixture in MADE_ONCE_PER_MODULE if fixture in fixtures), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmPython:
+    """A running warm interpreter (``tests/warm_server.py``): ``python`` is a ``python`` whose scripts run forked
+    from it, given ``env`` (the socket and the real interpreter's folder) in the command's environment."""
+
+    python: str
+    env: dict[str, str]
+    socket: str
+
+
+@pytest.fixture(scope="session")
+def warm_python(tmp_path_factory) -> Iterator[WarmPython]:
+    """One warm interpreter per worker for the tests that run the project's scripts as a reader does (the doc
+    pages, the examples, the benchmarks): each such command then skips the 3-9 s of imports a process of its own
+    pays. ``tests/test_warm_server.py`` checks it behaves as the process would."""
+    from warm_client import REAL_BIN_VARIABLE, SOCKET_VARIABLE, install_shims
+
+    folder = tmp_path_factory.mktemp("warm-python")
+    socket_folder = Path(tempfile.mkdtemp(prefix="mgm-warm-"))  # short: a Unix socket's path has 107 bytes at most
+    real_bin = Path(sys.executable).parent
+    env = {SOCKET_VARIABLE: str(socket_folder / "socket"), REAL_BIN_VARIABLE: str(real_bin)}
+    with open(folder / "warm-server.log", "wb") as log:
+        server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm_server.py")), env[SOCKET_VARIABLE]],
+                                  env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield WarmPython(str(install_shims(folder / "bin", real_bin) / "python"), env, env[SOCKET_VARIABLE])
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+        shutil.rmtree(socket_folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

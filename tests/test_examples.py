@@ -11,13 +11,12 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import SECRET_KEY, SHARED_DATA
+from conftest import SECRET_KEY, SHARED_DATA, WarmPython
 from run_traces import cards_per_row
 
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
@@ -34,17 +33,19 @@ def documented_commands(example: str) -> list[list[str]]:
     return [shlex.split(line, comments=True) for line in text.splitlines() if f"examples/{example}" in line]
 
 
-def run_documented(words: list[str], *, environment: dict[str, str], extra: tuple[str, ...] = (), timeout: int = 300):
+def run_documented(words: list[str], warm: WarmPython, *, environment: dict[str, str], extra: tuple[str, ...] = (), timeout: int = 300):
     """``words`` as a shell would run them from the project root: ``VAR=value`` assignments first (overridden by
-    ``environment``), then ``.venv/bin/python`` (this interpreter) and the example."""
+    ``environment``), then ``.venv/bin/python`` (this interpreter, run in the suite's warm one: ``warm``) and the
+    example."""
     assignments = {}
     while "=" in words[0] and not words[0].startswith("."):
         name, value = words.pop(0).split("=", 1)
         assignments[name] = value
     assert words[0] == ".venv/bin/python", f"documented with {words[0]!r}, not the project's interpreter"
     base = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "MGM_JUDGE", "OPENAI_"))}
-    command = [sys.executable, *words[1:], *extra]
-    return subprocess.run(command, cwd=ROOT, env={**base, **assignments, **environment}, capture_output=True, text=True, timeout=timeout)
+    command = [warm.python, *words[1:], *extra]
+    return subprocess.run(command, cwd=ROOT, env={**base, **warm.env, **assignments, **environment}, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def test_every_example_is_run_by_a_test_and_documents_its_commands():
@@ -74,11 +75,11 @@ def usage_of(out: str) -> tuple[int, int, int]:
 JUDGE_CARDS = ["claim_alignment", "grounding", "key_point_coverage"]
 
 
-def test_judge_quickstart_with_a_hosted_judge_runs_as_documented(scripted_server, tmp_path):
+def test_judge_quickstart_with_a_hosted_judge_runs_as_documented(scripted_server, tmp_path, warm_python):
     server = scripted_server(SummarizationJudgeScript(), models=("gpt-4o-mini",))
     hosted = [words for words in documented_commands("judge_quickstart.py") if words[0].startswith("MGM_JUDGE_MODEL=")]
     assert hosted, "judge_quickstart.py documents no hosted-judge command"
-    done = run_documented(hosted[0], environment={"MGM_JUDGE_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY,
+    done = run_documented(hosted[0], warm_python, environment={"MGM_JUDGE_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY,
                                                   "MGM_CACHE_DIR": str(tmp_path)}, extra=("--store", str(tmp_path / "store")))
     assert done.returncode == 0, done.stderr
     assert "judge: gpt-4o-mini at " in done.stdout
@@ -94,9 +95,9 @@ def test_judge_quickstart_with_a_hosted_judge_runs_as_documented(scripted_server
 
 
 @pytest.mark.local_model
-def test_judge_quickstart_with_the_local_model_runs_as_documented(tmp_path):
+def test_judge_quickstart_with_the_local_model_runs_as_documented(tmp_path, warm_python):
     local = [words for words in documented_commands("judge_quickstart.py") if words[0] == ".venv/bin/python"]
-    done = run_documented(local[0], environment={"MGM_CACHE_DIR": str(tmp_path)}, extra=("--store", str(tmp_path / "store")), timeout=600)
+    done = run_documented(local[0], warm_python, environment={"MGM_CACHE_DIR": str(tmp_path)}, extra=("--store", str(tmp_path / "store")), timeout=600)
     assert done.returncode == 0, done.stderr
     assert "judge: local smollm2-135m at http://127.0.0.1:" in done.stdout
     requests, calls, hits = usage_of(done.stdout)
@@ -127,13 +128,13 @@ needs_bbc = pytest.mark.skipif(not BBC.exists(), reason=f"the BBC sample is not 
 
 
 @needs_bbc
-def test_reproduce_study_with_hosted_models_runs_as_documented_on_a_small_sample(scripted_server, tmp_path):
+def test_reproduce_study_with_hosted_models_runs_as_documented_on_a_small_sample(scripted_server, tmp_path, warm_python):
     server = scripted_server(HostedModels(), models=HostedModels.models)
     hosted = [words for words in documented_commands("reproduce_study.py") if "--judge-model" in words]
     assert hosted, "reproduce_study.py documents no hosted-model command"
     environment = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": SECRET_KEY, "MGM_CACHE_DIR": str(tmp_path / "cache")}
     # a small sample, and the store in a temp folder (the later option wins)
-    done = run_documented(hosted[0], environment=environment, extra=("--sample", "5", "--store", str(tmp_path / "study")))
+    done = run_documented(hosted[0], warm_python, environment=environment, extra=("--sample", "5", "--store", str(tmp_path / "study")))
     assert done.returncode == 0, done.stderr
     assert "5 BBC articles, judge `gpt-4o` at " in done.stdout
     assert "gpt-4o-mini" in done.stdout and "gpt-4.1-nano" in done.stdout

@@ -85,3 +85,17 @@ def test_a_signal_to_the_client_reaches_the_command_and_ends_the_client_by_it(wa
     client.send_signal(signal.SIGTERM)
     assert client.wait(timeout=30) == -signal.SIGTERM
     assert time.monotonic() - started < 20
+
+
+def test_a_command_whose_client_is_killed_is_ended(warm, tmp_path):
+    bin_folder, env, server = warm
+    script = tmp_path / "wait.py"
+    script.write_text("import os, time\nprint(os.getpid(), flush=True)\ntime.sleep(60)\n")
+    client = subprocess.Popen([str(bin_folder / "python"), str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    pid = int(client.stdout.readline())
+    client.kill()  # no signal to pass on: the server sees its connection close
+    client.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"

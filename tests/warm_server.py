@@ -7,11 +7,13 @@ ends as that program would (its exit status goes back to the client).
 
 Each child starts from the same freshly imported state, so nothing one command does reaches the next; only the
 imports are shared. The server forks from one thread (no thread runs while it forks) and reaps children with a
-non-blocking wait; SIGTERM stops it and its children.
+non-blocking wait; a command whose client goes away (killed) gets SIGTERM; SIGTERM stops the server and its
+children.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -89,31 +91,46 @@ def become(request: dict, fds: list[int]) -> None:
     raise SystemExit(f"warm_server: unknown kind {kind!r}")
 
 
+def receive_nothing(connection: socket.socket) -> bytes:
+    """What a client sent after its request (nothing while it lives; b"" once it is gone)."""
+    try:
+        return connection.recv(1)
+    except OSError:
+        return b""
+
+
 def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".tmp")
     os.rename(path + ".tmp", path)  # the path appears only when the server answers
     listener.listen(16)
     children: dict[int, socket.socket] = {}
+    gone: set[int] = set()  # children whose client went away
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     while not stopping:
         try:
-            readable, _, _ = select.select([listener], [], [], 0.05)
+            readable, _, _ = select.select([listener, *(c for pid, c in children.items() if pid not in gone)], [], [], 0.05)
         except InterruptedError:
             readable = []
+        for pid, connection in list(children.items()):
+            if connection in readable and not receive_nothing(connection):  # its client is gone: so goes the command
+                gone.add(pid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
         while children:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 break
             connection = children.pop(pid, None)
+            gone.discard(pid)
             if connection is not None:
                 try:
                     connection.sendall(f"exit {os.waitstatus_to_exitcode(status)}\n".encode())
                 except OSError:
                     pass
                 connection.close()
-        if not readable:
+        if listener not in readable:
             continue
         connection, _ = listener.accept()
         try:
