@@ -49,8 +49,10 @@ def test_session_fixture(k, spark):
 
 CONFTEST = '''
 import importlib.util
+import sys
 spec = importlib.util.spec_from_file_location("mgm_suite_conftest", {conftest!r})
 suite = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = suite  # as an import would: a dataclass looks its module up there
 spec.loader.exec_module(suite)
 pytest_collection_modifyitems = suite.pytest_collection_modifyitems
 '''
