@@ -184,6 +184,13 @@ def warm_python(tmp_path_factory) -> Iterator[WarmPython]:
         server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm_server.py")), env[SOCKET_VARIABLE]],
                                   env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # Ready once it listens (after its imports); one that died (an import started a thread) says why here, not
+        # as a client waiting minutes for it.
+        deadline = time.monotonic() + 300
+        while not os.path.exists(env[SOCKET_VARIABLE]):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the warm server is not listening: {(folder / 'warm-server.log').read_text()[-2000:]}")
+            time.sleep(0.05)
         yield WarmPython(str(install_shims(folder / "bin", real_bin) / "python"), env, env[SOCKET_VARIABLE])
     finally:
         server.terminate()

@@ -7,6 +7,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import openai
 
+from .httpx_lib import placeholder_request
 from .records import ErrorKind
 
 _USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
@@ -32,8 +33,9 @@ class DeadlineExceeded(openai.APITimeoutError):
     """An HTTP attempt ran past ``timeout_s`` in total (however steadily the server kept sending)."""
 
     def __init__(self, timeout_s: float) -> None:
-        # No request object at hand once the attempt is cancelled; nothing reads it.
-        openai.APIConnectionError.__init__(self, message=f"no complete reply within timeout_s={timeout_s:g}", request=None)  # type: ignore[arg-type]
+        # No request object at hand once the attempt is cancelled; openai's error reads one (3.60 on copies it).
+        openai.APIConnectionError.__init__(self, message=f"no complete reply within timeout_s={timeout_s:g}",
+                                           request=placeholder_request("/chat/completions"))
 
 
 def redact(text: str, secret: str | None) -> str:

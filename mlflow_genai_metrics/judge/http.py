@@ -24,12 +24,10 @@ from urllib.parse import urlparse
 
 import openai
 
+from .httpx_lib import httpx as _httpx
+
 HttpBackend = Literal["auto", "aiohttp", "httpx"]
 
-try:  # the HTTP library under the openai client: httpx2 from openai 3 on, httpx before
-    import httpx2 as _httpx
-except ImportError:  # pragma: no cover - older openai
-    import httpx as _httpx  # type: ignore[no-redef]
 
 _KEEP_ALIVE = 100  # the openai package's default number of idle connections kept
 

@@ -33,17 +33,13 @@ from .errors import (
     unreachable_error,
 )
 from .http import close_soon, http_client
+from .httpx_lib import Response as _HTTP_RESPONSE
 from .limits import Limiter, Pace, within_deadline
 from .models import check_served_model
 from .records import JudgeError, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
 from .settings import JudgeSettings
-
-try:  # the HTTP library under the openai client: httpx2 from openai 3 on, httpx before
-    from httpx2 import Response as _HTTP_RESPONSE
-except ImportError:  # pragma: no cover - older openai
-    from httpx import Response as _HTTP_RESPONSE
 
 
 @dataclass

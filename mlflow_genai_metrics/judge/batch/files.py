@@ -17,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import openai
 
 from ..errors import is_mode_rejection, row_error_kind
+from ..httpx_lib import Response, placeholder_request
 from ..records import JudgeError
 from ..replies import BadReply, CallResult, read_completion
 from ..settings import JudgeSettings
@@ -70,19 +71,16 @@ def write_input(lines: Iterable[BatchLine], path: str | Path | None = None) -> b
     return data
 
 
-@dataclass
-class _LineResponse:
-    """A batch line's response, shaped as the HTTP response ``read_completion`` and ``openai``'s errors read."""
-
-    status_code: int
-    content: bytes
-    headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
-    request: Any = None
+def _line_response(status: int, body: Any) -> Response:
+    """A batch line's response as the HTTP response ``read_completion`` and ``openai``'s errors read: the line's
+    status and body, with the batch endpoint's request (no credentials: the batch file holds none)."""
+    return Response(status, content=json.dumps(body).encode("utf-8"), headers={"content-type": "application/json"},
+                    request=placeholder_request(BATCH_ENDPOINT))
 
 
 def _status_failure(status: int, body: Any, redact: Callable[[str], str]) -> CallFailed:
     """A line the endpoint answered with an HTTP error status: the error the online path gives that status."""
-    response = _LineResponse(status, json.dumps(body).encode("utf-8"))
+    response = _line_response(status, body)
     message = body.get("error", {}).get("message") if isinstance(body, dict) and isinstance(body.get("error"), dict) else None
     exc = openai.APIStatusError(redact(str(message or f"HTTP {status} in the batch")), response=response, body=body)  # type: ignore[arg-type]
     error = JudgeError(kind=row_error_kind(exc), message=str(exc), status_code=status)
@@ -96,7 +94,7 @@ def _line_outcome(line: dict[str, Any], redact: Callable[[str], str]) -> LineOut
         if status != 200:
             return _status_failure(status, body, redact)
         try:
-            return read_completion(_LineResponse(200, json.dumps(body).encode("utf-8")), redact)
+            return read_completion(_line_response(200, body), redact)
         except BadReply as exc:
             error = JudgeError(kind="bad_reply", message=redact(str(exc)), raw=exc.excerpt)
             return CallFailed(error, rejects_mode=False)
