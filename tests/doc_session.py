@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +32,6 @@ __all__ = ["GIVENS", "HOSTED_MODELS", "HostedEndpoint", "Outcome", "PageSession"
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().with_name("doc_worker.py")
-WARM_SERVER = Path(__file__).resolve().with_name("warm_server.py")
 SHARED = ROOT.parent / "shared"
 HOSTED_MODELS = ("gpt-4o-mini", "gpt-4.1-mini", "gpt-4o")
 BLOCK_TIMEOUT_S = 420
@@ -92,7 +90,7 @@ class Outcome:
 def project_folder(folder: Path) -> Path:
     """A project folder under ``folder`` whose ``.venv``, ``examples`` and ``benchmarks`` are the project's, beside
     a ``shared`` link to the shared data; returns it. The ``.venv`` is the project's but for ``bin/mgm`` and
-    ``bin/python``, which run in the page's warm interpreter (``warm_client.py``)."""
+    ``bin/python``, which run in the suite's warm interpreter (``warm_client.py``)."""
     project = folder / "project"
     project.mkdir(parents=True)
     venv = Path(sys.prefix) if Path(sys.prefix) != Path(sys.base_prefix) else ROOT / ".venv"
@@ -118,8 +116,8 @@ class PageSession:
     """One reader's session on one page: ``run(block)`` runs it and returns its ``Outcome``; ``close()`` stops the
     interpreter and every background command."""
 
-    def __init__(self, folder: Path, *, hosted_url: str | None, api_key: str, cache_dir: Path, mlflow_db: Path | None = None,
-                 warm_socket: str | None = None) -> None:
+    def __init__(self, folder: Path, *, hosted_url: str | None, api_key: str, cache_dir: Path, warm_socket: str,
+                 mlflow_db: Path | None = None) -> None:
         self.folder = folder
         self.cwd = project_folder(folder)
         if mlflow_db is not None:  # an empty store, already migrated: what the page's first MLflow command makes of it
@@ -130,9 +128,7 @@ class PageSession:
             self.ports = {"port": _free_port(), "port2": _free_port()}
         dropped = ("MGM_JUDGE", "OPENAI_", "MLFLOW_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(dropped) and not k.startswith("PYTEST")}
-        # The warm interpreter the page's commands run in: the suite's (``warm_socket``), else one of the page's own.
-        self._warm_folder = None if warm_socket else Path(tempfile.mkdtemp(prefix="mgm-warm-"))  # short: a socket's path has 107 bytes at most
-        warm_socket = warm_socket or str(self._warm_folder / "socket")
+        # ``warm_socket``: the suite's warm interpreter (``warm_python``), which the page's commands run in.
         self.env.update(
             PATH=f"{self.cwd / '.venv' / 'bin'}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             MGM_TEST_WARM_SOCKET=warm_socket, MGM_TEST_REAL_BIN=str(Path(sys.executable).parent),
@@ -143,10 +139,6 @@ class PageSession:
         )
         self.given_done: set[str] = set()
         self.background: list[subprocess.Popen] = []
-        if self._warm_folder is not None:
-            with open(self.folder / "warm-server.log", "wb") as log:  # imports while the page's first blocks run
-                self.background.append(subprocess.Popen([sys.executable, str(WARM_SERVER), self.env["MGM_TEST_WARM_SOCKET"]], cwd=self.cwd,
-                                                        env=self.env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT))
         self._worker: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
         self._count = 0
@@ -290,8 +282,6 @@ class PageSession:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(timeout=10)
-        if self._warm_folder is not None:
-            shutil.rmtree(self._warm_folder, ignore_errors=True)
 
 
 def run_page(blocks: list[Block], folder: Path, **session_options) -> list[Outcome]:
