@@ -17,6 +17,7 @@ Inside a value, sacreBLEU's own ``|`` and ``:`` become ``,`` and ``=`` so that t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +43,7 @@ FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
     "length": (),
     "grounding": ("grounding",),
     "suspect": ("judge", "grounding"),
+    "rag": ("judge",),
 }
 
 
@@ -157,14 +159,16 @@ def summarization_signature(
     reference: dict[str, str] | None = None,
     grounding: str | None = None,
     statistics: StatisticsOptions | None = None,
+    prompts: Sequence[str] | None = None,
 ) -> str:
     """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings;
+    ``prompts`` the names of the prompts asked (default: a summary's, with coverage's when ``coverage``);
     ``grounding`` is the grounding model's tag (``grounding:v2-973e``), its field reads ``grounding:v2-973e``;
     ``statistics`` the statistics part (None: none; ``bootstrap_seed`` is its ``seed``).
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
     judge_part = None
     if judge is not None:
-        names = ["claims", "claims_retry", "verify", *(["keypoints", "coverage"] if coverage else [])]
+        names = list(prompts) if prompts is not None else ["claims", "claims_retry", "verify", *(["keypoints", "coverage"] if coverage else [])]
         prompts = {name: load_prompt(name).tag.split(":", 1)[1] for name in names}
         mode = response_mode or judge.response_mode or "unknown"
         judge_part = JudgePart(

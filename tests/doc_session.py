@@ -24,7 +24,8 @@ from pathlib import Path
 from doc_blocks import Block
 from warm_client import install_shims
 
-from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
+from mlflow_genai_metrics.testing import AnswersJudgeScript, Reply, SummarizationJudgeScript
+from mlflow_genai_metrics.testing.answers_judge import answer_pass_of
 from mlflow_genai_metrics.testing.summarization_judge import marked_sections, pass_of
 from mlflow_genai_metrics.text import split_sentences
 
@@ -60,14 +61,18 @@ GIVENS = {
 
 
 class HostedEndpoint:
-    """The scripted server as a paid endpoint: the deterministic summarization judge for the judge's passes, and a
-    candidate model for anything else (the article's first two sentences, after the instruction's blank line)."""
+    """The scripted server as a paid endpoint: the deterministic judges for the judge's passes (an answer's own
+    passes, then a summary's), and a candidate model for anything else (the article's first two sentences, after the
+    instruction's blank line)."""
 
     def __init__(self) -> None:
         self.judge = SummarizationJudgeScript()
+        self.answers = AnswersJudgeScript()
 
     def __call__(self, request):
         prompt = request.messages[0]["content"] if request.messages else ""
+        if answer_pass_of(marked_sections(prompt)) in ("verify_passages", "relevance", "facts"):
+            return self.answers(request)
         if pass_of(marked_sections(prompt)) != "unknown":
             return self.judge(request)
         article = request.last_user_message.split("\n\n", 1)[-1]

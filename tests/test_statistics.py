@@ -326,12 +326,15 @@ def test_the_core_does_not_import_mlflow():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
-def test_docs_metrics_shows_every_prompt_as_it_is_in_the_package():
+def test_the_docs_show_every_prompt_as_it_is_in_the_package():
+    """The summaries' prompts in docs/metrics.md, the answers' own in docs/rag.md, each byte for byte."""
     from pathlib import Path
 
-    from mlflow_genai_metrics.prompts import PROMPT_NAMES
+    from mlflow_genai_metrics.prompts import ANSWER_PROMPTS, PROMPT_NAMES, SUMMARY_PROMPTS
 
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
-    package = Path(__file__).resolve().parents[1] / "mlflow_genai_metrics" / "prompts"
-    for name in PROMPT_NAMES:
-        assert (package / f"{name}.txt").read_text() in doc, f"docs/metrics.md is out of date for the {name} prompt"
+    root = Path(__file__).resolve().parents[1]
+    assert set(PROMPT_NAMES) == {*SUMMARY_PROMPTS, *ANSWER_PROMPTS}
+    for page, names in (("metrics.md", SUMMARY_PROMPTS), ("rag.md", ANSWER_PROMPTS)):
+        doc = (root / "docs" / page).read_text()
+        for name in names:
+            assert (root / "mlflow_genai_metrics" / "prompts" / f"{name}.txt").read_text() in doc, f"docs/{page} is out of date for the {name} prompt"

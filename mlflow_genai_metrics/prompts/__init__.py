@@ -26,9 +26,13 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib.resources import files
 
-__all__ = ["PROMPT_NAMES", "SOURCE_PROMPTS", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
+__all__ = ["ANSWER_PROMPTS", "PROMPT_NAMES", "SOURCE_PROMPTS", "SUMMARY_PROMPTS", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
 
-PROMPT_NAMES = ("claims", "claims_retry", "verify", "keypoints", "coverage")
+# The summaries' prompts (``summarization``), and those only answers from passages use (``rag``; an answer's claims are
+# asked with the summaries' ``claims`` prompts).
+SUMMARY_PROMPTS = ("claims", "claims_retry", "verify", "keypoints", "coverage")
+ANSWER_PROMPTS = ("verify_passages", "relevance", "facts")
+PROMPT_NAMES = (*SUMMARY_PROMPTS, *ANSWER_PROMPTS)
 # The prompts that read the source: each opens with the same bytes, up to and including the source block.
 SOURCE_PROMPTS = ("keypoints", "verify")
 _HEADER = re.compile(r"^# (?P<name>[a-z_]+) (?P<version>v\d+)\n")

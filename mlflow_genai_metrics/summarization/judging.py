@@ -32,7 +32,7 @@ def source_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _as_list(values: Any, name: str) -> list[Any]:
+def as_list(values: Any, name: str) -> list[Any]:
     if values is None:
         raise ValueError(f"{name} is required")
     if isinstance(values, str):
@@ -47,7 +47,7 @@ def _as_list(values: Any, name: str) -> list[Any]:
     return list(values)
 
 
-def _check_same_index(inputs: dict[str, Any]) -> None:
+def check_same_index(inputs: dict[str, Any]) -> None:
     """Rows are paired by position, so pandas Series given together must be in the same order: the same index."""
     series = [(name, values) for name, values in inputs.items() if isinstance(values, pd.Series)]
     for name, values in series[1:]:
@@ -59,7 +59,21 @@ def _check_same_index(inputs: dict[str, Any]) -> None:
             )
 
 
-def _is_missing(value: Any) -> bool:
+def id_problems(position: int, row_id: Any, seen: dict[str, tuple[int, Any]]) -> list[str]:
+    """What is wrong with row ``position``'s id (none, or one line): not usable as an id, or the same as an earlier
+    row's once stored (``seen``: canonical id -> (first row, id as given), updated here)."""
+    try:
+        stored = canonical_id(row_id)
+    except (TypeError, ValueError) as exc:
+        return [f"row {position}: {exc}"]
+    if stored in seen:
+        first, first_id = seen[stored]
+        return [f"row {position} (id {row_id!r}): the id repeats row {first} (id {first_id!r}); both are stored as {stored!r}; ids must be unique"]
+    seen[stored] = (position, row_id)
+    return []
+
+
+def is_missing(value: Any) -> bool:
     """None, NaN or ``pd.NA`` (what a pandas ``string`` Series holds for a missing value): no text at all."""
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
@@ -75,9 +89,9 @@ def prepare_rows(
     Each input is a sequence in row order (list, tuple, pandas Series, numpy array); rows are paired by position.
     A mapping, a set or a DataFrame is refused, and so are pandas Series whose indexes differ.
     """
-    source_list = _as_list(sources, "sources")
-    summary_list = _as_list(summaries, "summaries")
-    _check_same_index({"sources": sources, "summaries": summaries, "ids": ids, "references": references})
+    source_list = as_list(sources, "sources")
+    summary_list = as_list(summaries, "summaries")
+    check_same_index({"sources": sources, "summaries": summaries, "ids": ids, "references": references})
     if len(source_list) != len(summary_list):
         raise ValueError(f"sources has {len(source_list)} rows but summaries has {len(summary_list)}")
     if not source_list:
@@ -85,47 +99,38 @@ def prepare_rows(
     if ids is None:
         id_list: list[Any] = list(range(len(source_list)))
     else:
-        id_list = _as_list(ids, "ids")
+        id_list = as_list(ids, "ids")
         if len(id_list) != len(source_list):
             raise ValueError(f"ids has {len(id_list)} rows but sources has {len(source_list)}")
     reference_list: list[Any] = [None] * len(source_list)
     if references is not None:
-        reference_list = texts(_as_list(references, "references"), "reference", allow_sentence_lists=True)
+        reference_list = texts(as_list(references, "references"), "reference", allow_sentence_lists=True)
         if len(reference_list) != len(source_list):
             raise ValueError(f"references has {len(reference_list)} rows but sources has {len(source_list)}")
     problems: list[str] = []
     seen: dict[str, tuple[int, Any]] = {}  # canonical id -> (first row, id as given)
     for position, (row_id, source, summary, reference) in enumerate(zip(id_list, source_list, summary_list, reference_list)):
         label = f"row {position} (id {row_id!r})"
-        try:
-            stored = canonical_id(row_id)
-        except (TypeError, ValueError) as exc:
-            problems.append(f"row {position}: {exc}")
-        else:
-            if stored in seen:
-                first, first_id = seen[stored]
-                problems.append(f"{label}: the id repeats row {first} (id {first_id!r}); both are stored as {stored!r}; ids must be unique")
-            else:
-                seen[stored] = (position, row_id)
-        if _is_missing(source) or not isinstance(source, str) or not source.strip():
-            problems.append(f"{label}: the source is {'missing' if _is_missing(source) else 'empty or not text'} ({type(source).__name__})")
-        if not _is_missing(summary) and not isinstance(summary, str):
+        problems.extend(id_problems(position, row_id, seen))
+        if is_missing(source) or not isinstance(source, str) or not source.strip():
+            problems.append(f"{label}: the source is {'missing' if is_missing(source) else 'empty or not text'} ({type(source).__name__})")
+        if not is_missing(summary) and not isinstance(summary, str):
             problems.append(f"{label}: the summary is not text ({type(summary).__name__})")
         sentences = reference if isinstance(reference, (list, tuple)) else [reference]
         fields = {"id": [row_id], "source": [source], "summary": [summary], "reference": sentences}
-        problems.extend(f"{label}: {problem}" for problem in _unencodable(fields))
+        problems.extend(f"{label}: {problem}" for problem in unencodable(fields))
     if problems:
         shown = "\n  ".join(problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise ValueError(f"cannot judge these rows:\n  {shown}{more}")
     # A missing summary (None, NaN) is a model that wrote nothing: an empty summary, scored as defect_empty.
     return [
-        RowInput(id=_plain(row_id), source=source, summary="" if _is_missing(summary) else summary, source_key=source_key(source))
+        RowInput(id=plain_id(row_id), source=source, summary="" if is_missing(summary) else summary, source_key=source_key(source))
         for row_id, source, summary in zip(id_list, source_list, summary_list)
     ]
 
 
-def _unencodable(fields: dict[str, list[Any]]) -> list[str]:
+def unencodable(fields: dict[str, list[Any]]) -> list[str]:
     """Text that cannot be sent as UTF-8 (an unpaired surrogate, e.g. from a bad decode) would fail mid-run."""
     problems = []
     for name, values in fields.items():
@@ -138,7 +143,7 @@ def _unencodable(fields: dict[str, list[Any]]) -> list[str]:
     return problems
 
 
-def _plain(value: Any) -> str | int:
+def plain_id(value: Any) -> str | int:
     """The id as the user gave it, as int or str so records serialise; its text is always ``canonical_id(value)``."""
     if isinstance(value, str):
         return value

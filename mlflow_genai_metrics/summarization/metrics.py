@@ -32,8 +32,9 @@ from .records import RowJudgement
 
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
-# "suspect": the judge's verdicts checked by the grounding model (needs both)
-Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect"]
+# "suspect": the judge's verdicts checked by the grounding model (needs both); "rag": what only answers from
+# retrieved passages have (``rag.scoring`` computes their row values)
+Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag"]
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,11 @@ def _aggregate(name, description, greater, kind, *, of=None, statistic=None, rea
     )
 
 
+def _quote_failures(rows: pd.DataFrame) -> RatioStatistic:
+    """Claims whose quote was not found / claims, over the judged rows."""
+    return RatioStatistic(np.nan_to_num(_column(rows, "quote_failures")), np.nan_to_num(_column(rows, "claim_count")))
+
+
 def _suspect_rate(rows: pd.DataFrame) -> RatioStatistic:
     """Suspect verdicts / judged claims, over the rows whose verdicts were checked."""
     suspects = _column(rows, "suspect_verdicts")
@@ -288,6 +294,19 @@ METRICS = MetricRegistry(
              family="grounding", reasoning="grounding_reasoning"),
         *(MetricSpec(name, "row", text, name != "ter", family="reference", reasoning=None) for name, text in _REFERENCE_ROWS),
         MetricSpec("summary_words", "row", "words in the summary", False, family="length", reasoning=None),
+        # Answers from passages (``rag``): computed by ``rag.scoring``, not from ``RowFacts``.
+        MetricSpec("passages_cited", "row", "passages a claim's quoted verdict cites", True, family="rag", integer=True),
+        MetricSpec("context_utilisation", "row", "passages cited / passages retrieved", True, family="rag"),
+        MetricSpec("quote_failures", "row", "claims judged yes or no whose quote is not in the passage cited (counted idk)", False,
+                   family="rag", integer=True),
+        MetricSpec("answer_relevance", "row", "1 when the answer addresses the question, 0.5 partly, 0 not", True, family="rag",
+                   reasoning="relevance_reasoning"),
+        MetricSpec("defect_irrelevant", "row", "1 when the answer does not address the question", False, family="rag", integer=True,
+                   reasoning="relevance_reasoning"),
+        MetricSpec("context_sufficiency", "row", "facts of the expected answer the passages support / its facts", True, family="rag",
+                   reasoning="facts_reasoning"),
+        MetricSpec("answer_recall", "row", "facts of the expected answer the answer states / its facts", True, family="rag",
+                   reasoning="facts_reasoning"),
         MetricSpec("compression_ratio", "row", "words in the summary / words in the source", False, family="length", reasoning=None),
         _aggregate("alignment", "share of judged rows with aligned = 1", True, "proportion", of="aligned", headline=True),
         _aggregate("defect_rate/contradiction", "share of judged rows with a contradicted claim", False, "proportion",
@@ -312,6 +331,18 @@ METRICS = MetricRegistry(
         _aggregate("compression_ratio", "mean summary words / source words", False, "mean", of="compression_ratio",
                    family="length", over="all", share=False),
         # The model-free grounding check (rows without a grounding, e.g. empty summaries, count in neither part).
+        _aggregate("answer_relevance", "mean answer relevance of the judged rows", True, "mean", of="answer_relevance", family="rag",
+                   headline=True),
+        _aggregate("defect_rate/irrelevant", "share of judged rows whose answer does not address the question", False, "proportion",
+                   of="defect_irrelevant", family="rag"),
+        _aggregate("context_utilisation", "mean share of the retrieved passages a claim cites", True, "mean", of="context_utilisation",
+                   family="rag"),
+        _aggregate("context_sufficiency", "mean share of the expected answer's facts the passages support", True, "mean",
+                   of="context_sufficiency", family="rag"),
+        _aggregate("answer_recall", "mean share of the expected answer's facts the answer states", True, "mean", of="answer_recall",
+                   family="rag"),
+        _aggregate("quote_failure_rate", "claims whose quote is not in the passage cited / claims", False, "ratio",
+                   statistic=_quote_failures, reads=("quote_failures", "claim_count"), family="rag"),
         _aggregate("grounding", "mean grounding score of the rows scored", True, "mean", of="grounding", family="grounding", over="all"),
         _aggregate("grounded_rate", "share of the rows scored that are grounded", True, "proportion", of="grounded",
                    family="grounding", over="all"),

@@ -78,7 +78,7 @@ class _NumberedAnswer(BaseModel):
         return self
 
 
-def _numbered_list_answer(name: str, items_field: str, item_type: type[BaseModel], number_field: str, count: int):
+def numbered_list_answer(name: str, items_field: str, item_type: type[BaseModel], number_field: str, count: int):
     model = create_model(
         name,
         __base__=_NumberedAnswer,
@@ -91,13 +91,13 @@ def _numbered_list_answer(name: str, items_field: str, item_type: type[BaseModel
 @cache
 def verification_answer(claim_count: int) -> type[_NumberedAnswer]:
     """The answer type for verifying exactly ``claim_count`` claims."""
-    return _numbered_list_answer("ClaimVerdicts", "verdicts", ClaimCheck, "claim", claim_count)
+    return numbered_list_answer("ClaimVerdicts", "verdicts", ClaimCheck, "claim", claim_count)
 
 
 @cache
 def coverage_answer(key_point_count: int) -> type[_NumberedAnswer]:
     """The answer type for checking exactly ``key_point_count`` key points."""
-    return _numbered_list_answer("KeyPointCoverage", "covered", KeyPointCheck, "key_point", key_point_count)
+    return numbered_list_answer("KeyPointCoverage", "covered", KeyPointCheck, "key_point", key_point_count)
 
 
 def _user(text: str) -> list[dict[str, str]]:
@@ -106,7 +106,7 @@ def _user(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
 
-def _request(prompt, text: str, answer_type: type[BaseModel], max_tokens: int) -> JudgeRequest:
+def judge_request(prompt, text: str, answer_type: type[BaseModel], max_tokens: int) -> JudgeRequest:
     return JudgeRequest(
         messages=_user(text), answer_type=answer_type, prompt_version=prompt.tag, purpose=prompt.name, max_tokens=max_tokens
     )
@@ -116,7 +116,7 @@ def extract_claims_request(summary: str) -> JudgeRequest:
     prompt = load_prompt("claims")
     summary = neutralise(summary)
     text = prompt.render(summary=summary, summary_marker=marker("SUMMARY", summary))
-    return _request(prompt, text, ExtractedClaims, 64 + 48 * MAX_CLAIMS // 2)
+    return judge_request(prompt, text, ExtractedClaims, 64 + 48 * MAX_CLAIMS // 2)
 
 
 def extract_claims_retry_request(summary: str) -> JudgeRequest:
@@ -144,13 +144,13 @@ def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:
         claims_marker=marker("CLAIMS", source, listed),  # over the source too: the verbatim source cannot hold it
         claim_count=len(claims),
     )
-    return _request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
+    return judge_request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
 
 
 def extract_key_points_request(source: str) -> JudgeRequest:
     prompt = load_prompt("keypoints")
     text = prompt.render(source=source, source_marker=marker("ARTICLE", source))
-    return _request(prompt, text, ExtractedKeyPoints, 64 + 64 * MAX_KEY_POINTS)
+    return judge_request(prompt, text, ExtractedKeyPoints, 64 + 64 * MAX_KEY_POINTS)
 
 
 def check_coverage_request(key_points: list[str], summary: str) -> JudgeRequest:
@@ -164,4 +164,4 @@ def check_coverage_request(key_points: list[str], summary: str) -> JudgeRequest:
         summary_marker=marker("SUMMARY", summary),
         key_point_count=len(key_points),
     )
-    return _request(prompt, text, coverage_answer(len(key_points)), 64 + 80 * len(key_points))
+    return judge_request(prompt, text, coverage_answer(len(key_points)), 64 + 80 * len(key_points))

@@ -23,13 +23,8 @@ from typing import Any, Protocol
 
 from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
-from .passes import (
-    check_coverage_request,
-    extract_claims_request,
-    extract_claims_retry_request,
-    extract_key_points_request,
-    verify_claims_request,
-)
+from .extraction import extract_claims
+from .passes import check_coverage_request, extract_key_points_request, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
 from .statements import distinct_statements, has_words
@@ -258,25 +253,12 @@ class _Pipelines:
             self._take_coverage(state, replies[-1], points)
 
     async def _claims(self, row: RowInput, state: _RowState) -> None:
-        reply = await self.judge.aask(extract_claims_request(row.summary))
-        state.usage["claims"].add(reply.usage)
-        if not reply.ok:
-            state.fail("claim extraction", reply)
-            return
-        if reply.answer.claims:
-            state.claims, state.duplicates = distinct_claims(reply.answer.claims)
-            return
-        # No claim from a summary that has words is a judge failure, not an empty summary: asked once more, saying
-        # so; a second empty list makes the row a ``no_claims`` error.
-        reply = await self.judge.aask(extract_claims_retry_request(row.summary))
-        state.usage["claims"].add(reply.usage)
-        if not reply.ok:
-            state.fail("claim extraction", reply)
-        elif reply.answer.claims:
-            state.claims, state.duplicates = distinct_claims(reply.answer.claims)
+        found = await extract_claims(self.judge, row.summary)
+        state.usage["claims"].add(found.usage)
+        if found.error is not None:
+            state.error = state.error or found.error
         else:
-            no_claims = JudgeError(kind="no_claims", message="the judge listed no claim for a summary that has words, even when asked again", attempts=2)
-            state.error = RowError(stage="claim extraction", error=no_claims)
+            state.claims, state.duplicates = found.claims, found.duplicates
 
     @staticmethod
     def _take_verdicts(state: _RowState, replies: list[JudgeReply]) -> None:

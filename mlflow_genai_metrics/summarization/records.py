@@ -10,8 +10,9 @@ from ..grounding.scoring import RowGrounding
 from ..judge import JudgeError, Usage
 
 # What a judge call of a row was for: its claims (extraction, verification) or its source's key points (their
-# extraction, the coverage check).
-JudgePass = Literal["claims", "key_points"]
+# extraction, the coverage check); of an answer (``rag``) also its relevance to the question and the expected
+# answer's facts (their extraction, their check against the passages and the answer).
+JudgePass = Literal["claims", "key_points", "relevance", "facts"]
 
 
 class RowInput(BaseModel):
@@ -35,6 +36,13 @@ class CheckedClaim(BaseModel):
     # supports, and whether the verdict disagrees sharply with it (``grounding.suspect``).
     lexical_support: float | None = None
     suspect: bool | None = None
+    # Against numbered passages (``rag``; None for a summary): the passage that decides the verdict (1-based; None
+    # for idk), the judge's quote from it, and whether the quote is in that passage (a yes or no whose quote is not
+    # becomes idk, and ``judge_verdict`` keeps what the judge said).
+    passage: int | None = None
+    quote: str | None = None
+    quote_found: bool | None = None
+    judge_verdict: Literal["yes", "no", "idk"] | None = None
 
 
 class CoveredKeyPoint(BaseModel):

@@ -58,30 +58,17 @@ def model_mismatch(signature: str, reported_models: dict[str, int]) -> bool:
     return any(not same_model(requested, reported) for reported in reported_models)
 
 
-@dataclass(frozen=True)
-class SummarizationResult:
-    """Per-row values, claims, key points, aggregates and the signature of one judged set of summaries.
+class JudgedTables:
+    """What a result of judged rows does with its tables, whichever the task: a summary's (``SummarizationResult``)
+    or an answer's (``rag.AnswersResult``). Needs ``rows``, ``claims``, ``usage``, ``signature``,
+    ``reported_models`` and the names of the tables it writes (``TABLE_NAMES``)."""
 
-    - ``rows``: one row per input, in input order: ``id``, every per-row value, ``reasoning`` (claims with
-      verdicts and reasons, contradicted first), ``coverage_reasoning``, ``error`` ("" when judged), judge usage,
-      and the traditional metrics when references were given;
-    - ``claims``: one row per claim (``id``, ``claim_index``, ``claim``, ``verdict``, ``reason``, ``duplicates_removed``);
-    - ``key_points``: one row per (summary, key point of its source), with ``covered`` and the reason;
-    - ``metrics``: every aggregate, with ``_ci_low``, ``_ci_high`` and ``_n`` (``scoring.interval_names``), and the ``judge/...`` usage;
-    - ``signature``: what produced the numbers;
-    - ``warnings``: what the user must know before reading the numbers (``summarization.warnings``), e.g. a judge
-      that verified almost nothing.
-    """
-
+    TABLE_NAMES: tuple[str, ...] = ()
     rows: pd.DataFrame
     claims: pd.DataFrame
-    key_points: pd.DataFrame
-    metrics: dict[str, float]
     signature: str
-    judgements: list[RowJudgement] = field(repr=False)
-    usage: Usage = field(repr=False)
-    reported_models: dict[str, int] = field(default_factory=dict, repr=False)  # model id -> replies naming it
-    estimates: dict[str, Estimate] = field(default_factory=dict, repr=False)  # each aggregate, typed
+    usage: Usage
+    reported_models: dict[str, int]
 
     @property
     def judge_model_mismatch(self) -> bool:
@@ -96,10 +83,10 @@ class SummarizationResult:
         return run_warnings(self.rows, self.usage)
 
     def write_tables(self, folder: Path) -> None:
-        """``rows``, ``claims`` and ``key_points`` as Parquet (``rows.parquet``, ...; typed: nullable integers stay
-        integers), the copies a logger reads and logs. Ids are stored in their canonical text form, the form every
-        comparison pairs them in, so ``1`` in one run pairs with ``1`` in another."""
-        for name in ("rows", "claims", "key_points"):
+        """Each of ``TABLE_NAMES`` as Parquet (``rows.parquet``, ...; typed: nullable integers stay integers), the
+        copies a logger reads and logs. Ids are stored in their canonical text form, the form every comparison pairs
+        them in, so ``1`` in one run pairs with ``1`` in another."""
+        for name in self.TABLE_NAMES:
             columnar = getattr(self, name).copy()
             if "id" in columnar:
                 columnar["id"] = columnar["id"].map(canonical_id)
@@ -116,7 +103,34 @@ class SummarizationResult:
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""
         failed = int((self.rows["error"] != "").sum())
-        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics, self.warnings)
+        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics, self.warnings)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class SummarizationResult(JudgedTables):
+    """Per-row values, claims, key points, aggregates and the signature of one judged set of summaries.
+
+    - ``rows``: one row per input, in input order: ``id``, every per-row value, ``reasoning`` (claims with
+      verdicts and reasons, contradicted first), ``coverage_reasoning``, ``error`` ("" when judged), judge usage,
+      and the traditional metrics when references were given;
+    - ``claims``: one row per claim (``id``, ``claim_index``, ``claim``, ``verdict``, ``reason``, ``duplicates_removed``);
+    - ``key_points``: one row per (summary, key point of its source), with ``covered`` and the reason;
+    - ``metrics``: every aggregate, with ``_ci_low``, ``_ci_high`` and ``_n`` (``scoring.interval_names``), and the ``judge/...`` usage;
+    - ``signature``: what produced the numbers;
+    - ``warnings``: what the user must know before reading the numbers (``summarization.warnings``), e.g. a judge
+      that verified almost nothing.
+    """
+
+    TABLE_NAMES = ("rows", "claims", "key_points")
+    rows: pd.DataFrame
+    claims: pd.DataFrame
+    key_points: pd.DataFrame
+    metrics: dict[str, float]
+    signature: str
+    judgements: list[RowJudgement] = field(repr=False)
+    usage: Usage = field(repr=False)
+    reported_models: dict[str, int] = field(default_factory=dict, repr=False)  # model id -> replies naming it
+    estimates: dict[str, Estimate] = field(default_factory=dict, repr=False)  # each aggregate, typed
 
     def __repr__(self) -> str:
         headline = ", ".join(

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
 from ..judge import CACHE_FILE, Judge, Usage, canonical_json
-from ..prompts import PROMPT_NAMES, load_prompt
+from ..prompts import SUMMARY_PROMPTS, load_prompt
 from ..sqlite_store import OwnerOnlyStore
 from .records import CheckedClaim, CoveredKeyPoint, RowInput
 
@@ -83,7 +83,7 @@ class RowStore(OwnerOnlyStore):
         settings = judge.settings
         material = {
             "model": settings.model, "base_url": settings.cache_endpoint, "temperature": settings.temperature,
-            "seed": settings.seed, "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in PROMPT_NAMES],
+            "seed": settings.seed, "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
             "coverage": coverage, "max_source_tokens": max_source_tokens, "code": _code_hash(), "mgm": __version__,
         }
         self._run = hashlib.sha256(canonical_json(material).encode("utf-8"))

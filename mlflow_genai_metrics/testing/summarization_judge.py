@@ -24,7 +24,7 @@ from .script import Reply, ScriptedRequest
 
 # A section is a marker line, the text, and the same marker line again (markers quoted inside sentences don't count).
 _SECTION = re.compile(
-    r"^=====(?P<label>[A-Z ]+) (?P<hash>[0-9a-f]{12})=====\n(?P<body>.*?)\n=====(?P=label) (?P=hash)=====$",
+    r"^=====(?P<label>[A-Z][A-Z0-9 ]*?) (?P<hash>[0-9a-f]{12})=====\n(?P<body>.*?)\n=====(?P=label) (?P=hash)=====$",
     re.DOTALL | re.MULTILINE,
 )
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
@@ -32,7 +32,8 @@ _WORD = re.compile(r"[a-z0-9]{4,}")
 
 
 def marked_sections(prompt: str) -> dict[str, str]:
-    """``{"ARTICLE": ..., "CLAIMS": ...}``: the texts between the prompt's markers."""
+    """``{"ARTICLE": ..., "CLAIMS": ...}`` (``"PASSAGE 2"`` for a numbered passage): the texts between the prompt's
+    markers."""
     return {m["label"]: m["body"] for m in _SECTION.finditer(prompt)}
 
 
@@ -57,8 +58,29 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
+class MarkedPromptScript:
+    """A script that reads a prompt's marked sections, tells which pass it is (``kind_of``), lets ``fault`` (a
+    field of the subclass) send something else, and otherwise replies with ``answer(kind, sections)`` as JSON."""
+
+    fault: Callable[[ScriptedRequest, str], object] | None
+    kind_of: Callable[[Mapping[str, str]], str]
+
+    def answer(self, kind: str, sections: Mapping[str, str]) -> dict:
+        raise NotImplementedError
+
+    def __call__(self, request: ScriptedRequest):
+        prompt = request.messages[0]["content"] if request.messages else ""
+        sections = marked_sections(prompt)
+        kind = self.kind_of(sections)
+        if self.fault is not None:
+            injected = self.fault(request, kind)
+            if injected is not None:
+                return injected
+        return Reply(json.dumps(self.answer(kind, sections)))
+
+
 @dataclass
-class SummarizationJudgeScript:
+class SummarizationJudgeScript(MarkedPromptScript):
     """Callable script: ``ScriptedRequest`` -> ``Reply`` with the JSON answer the pass asks for.
 
     ``verdicts`` maps a claim to ``yes``/``no``/``idk``, or to a function ``(article, claim) -> verdict`` (useful for
@@ -71,15 +93,7 @@ class SummarizationJudgeScript:
     covered: Mapping[tuple[str, str], bool] = field(default_factory=dict)
     fault: Callable[[ScriptedRequest, str], object] | None = None
 
-    def __call__(self, request: ScriptedRequest):
-        prompt = request.messages[0]["content"] if request.messages else ""
-        sections = marked_sections(prompt)
-        kind = pass_of(sections)
-        if self.fault is not None:
-            injected = self.fault(request, kind)
-            if injected is not None:
-                return injected
-        return Reply(json.dumps(self.answer(kind, sections)))
+    kind_of = staticmethod(pass_of)
 
     def answer(self, kind: str, sections: Mapping[str, str]) -> dict:
         if kind == "claims":

@@ -1,0 +1,165 @@
+"""Each answer through its passes at its own pace, every call through the one ``Judge`` (its limiter alone bounds the
+calls in flight, its cache answers an identical rerun).
+
+Per row, at once: the answer's claims (``summarization.extraction``), then their verification against each chunk of
+the passages (``verify_passages``); the answer's relevance to the question; and, with an expected answer, its facts,
+then their check against the passages and against the answer. A claim's verdicts over the chunks combine as a
+summary's do over a source's chunks (yes in any chunk, else no in any, else idk), taking only verdicts whose quote is
+in the passage they cite: a yes or no whose quote is not there counts as idk, and is kept as the claim's verdict
+(``quote_found`` False) when no chunk decides it, so that it is counted. The first failure of a row, in the order
+claims, relevance, facts, is its error; only ``JudgeConfigError`` stops the run (answers so far are cached).
+
+An empty answer makes no claim and addresses nothing (relevance no), with no call; no passage at all makes every
+claim and fact idk, with no verification call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+
+from ..judge import Judge, JudgeReply, Usage, run_sync
+from ..summarization.extraction import extract_claims
+from ..summarization.records import CheckedClaim, JudgePass, RowError
+from ..summarization.statements import distinct_statements, has_words
+from .passages import PassageChunk, chunk_passages, quote_found
+from .passes import ClaimCitation, expected_facts_request, relevance_request, verify_passages_request
+from .records import AnswerInput, AnswerJudgement, AnswerRelevance, Cited, FactCheck
+
+ROWS_PER_SLOT = 4  # rows under way per slot of the judge, as for summaries
+NO_PASSAGE = "No passage was retrieved to check it against."
+EMPTY_ANSWER = "The answer is empty."
+
+
+def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None,
+                           progress: bool | None = None) -> list[AnswerJudgement]:
+    """One ``AnswerJudgement`` per row, in order."""
+    return run_sync(_Answers(rows, judge, max_source_tokens).run(progress))
+
+
+def cite(check: ClaimCitation, chunk: PassageChunk) -> Cited:
+    """One verdict of a chunk, its quote checked against the passage it cites: a yes or no whose passage is not in
+    the chunk, or whose quote is not in that passage, is idk (``quote_found`` False, ``judge_verdict`` the judge's)."""
+    if check.verdict == "idk":
+        return Cited(verdict="idk", reason=check.reason)
+    cited = [text for number, text in zip(chunk.numbers, chunk.texts) if number == check.passage]
+    if any(quote_found(check.quote, text) for text in cited):
+        return Cited(verdict=check.verdict, reason=check.reason, passage=check.passage, quote=check.quote, quote_found=True)
+    return Cited(verdict="idk", reason=check.reason, passage=check.passage or None, quote=check.quote, quote_found=False,
+                 judge_verdict=check.verdict)
+
+
+def combine_cited(per_chunk: Sequence[Cited]) -> Cited:
+    """A statement's verdict over the chunks: a quoted yes, else a quoted no, else a failed quote, else idk."""
+    for wanted in ("yes", "no"):
+        for cited in per_chunk:
+            if cited.verdict == wanted:
+                return cited
+    return next((cited for cited in per_chunk if cited.quote_found is False), per_chunk[0])
+
+
+@dataclass
+class _Row:
+    usage: dict[JudgePass, Usage]
+    errors: dict[str, RowError] = field(default_factory=dict)  # by part: claims, relevance, facts
+
+
+class _Answers:
+    def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None) -> None:
+        self.rows, self.judge = rows, judge
+        self.chunks = [chunk_passages(row.passages, max_source_tokens) for row in rows]
+
+    async def run(self, progress: bool | None) -> list[AnswerJudgement]:
+        from tqdm.auto import tqdm
+
+        show = self.judge.progress if progress is None else progress
+        bar = tqdm(total=len(self.rows), desc="judging answers", unit="row", disable=None if show is None else not show, leave=False)
+        records: list[AnswerJudgement | None] = [None] * len(self.rows)
+        pending = iter(range(len(self.rows)))
+
+        async def worker() -> None:
+            for index in pending:
+                records[index] = await self._row(index)
+                bar.update(1)
+
+        try:
+            async with asyncio.TaskGroup() as group:  # a configuration error cancels every other row
+                for _ in range(min(len(self.rows), ROWS_PER_SLOT * self.judge.max_concurrency)):
+                    group.create_task(worker())
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
+        finally:
+            bar.close()
+        return [record for record in records if record is not None]
+
+    async def _row(self, index: int) -> AnswerJudgement:
+        row, chunks = self.rows[index], self.chunks[index]
+        expected = row.expected is not None and has_words(row.expected)
+        state = _Row(usage={"claims": Usage(), "relevance": Usage(), **({"facts": Usage()} if expected else {})})
+        parts: list[Awaitable] = [self._claims(row, chunks, state), self._relevance(row, state)]
+        if expected:
+            parts.append(self._facts(row, chunks, state))
+        claims, relevance, *facts = await asyncio.gather(*parts)
+        usage = {"usage": Usage.total(list(state.usage.values())), "usage_by_pass": state.usage}
+        base = {"id": row.id, "source_key": row.source_key, "passage_count": len(row.passages)}
+        error = next((state.errors[part] for part in ("claims", "relevance", "facts") if part in state.errors), None)
+        if error is not None:
+            return AnswerJudgement(**base, error=error, **usage)
+        return AnswerJudgement(**base, claims=claims, relevance=relevance, facts=facts[0] if facts else None, **usage)
+
+    async def _verify(self, chunks: list[PassageChunk], statements: list[str], usage: Usage) -> list[Cited] | JudgeReply:
+        """Each statement's verdict over the chunks (idk for all when there is none); a failed reply instead of them."""
+        if not chunks:
+            return [Cited(verdict="idk", reason=NO_PASSAGE) for _ in statements]
+        replies = await asyncio.gather(*(self.judge.aask(verify_passages_request(chunk, statements)) for chunk in chunks))
+        for reply in replies:
+            usage.add(reply.usage)
+        failed = next((reply for reply in replies if not reply.ok), None)  # in the order asked, not answered
+        if failed is not None:
+            return failed
+        per_chunk = [[cite(check, chunk) for check in reply.answer.verdicts] for reply, chunk in zip(replies, chunks)]
+        return [combine_cited([chunk[position] for chunk in per_chunk]) for position in range(len(statements))]
+
+    async def _claims(self, row: AnswerInput, chunks: list[PassageChunk], state: _Row) -> list[CheckedClaim]:
+        if not has_words(row.answer):
+            return []
+        found = await extract_claims(self.judge, row.answer, noun="answer")
+        state.usage["claims"].add(found.usage)
+        if found.error is not None:
+            state.errors["claims"] = found.error
+            return []
+        verdicts = await self._verify(chunks, found.claims, state.usage["claims"])
+        if isinstance(verdicts, JudgeReply):
+            state.errors["claims"] = RowError(stage="claim verification", error=verdicts.error)
+            return []
+        return [CheckedClaim(claim=claim, duplicates=copies, **cited.model_dump())
+                for claim, copies, cited in zip(found.claims, found.duplicates, verdicts)]
+
+    async def _relevance(self, row: AnswerInput, state: _Row) -> AnswerRelevance | None:
+        if not has_words(row.answer):
+            return AnswerRelevance(relevance="no", reason=EMPTY_ANSWER)
+        reply = await self.judge.aask(relevance_request(row.question, row.answer))
+        state.usage["relevance"].add(reply.usage)
+        if not reply.ok:
+            state.errors["relevance"] = RowError(stage="relevance check", error=reply.error)
+            return None
+        return AnswerRelevance(relevance=reply.answer.relevance, reason=reply.answer.reason)
+
+    async def _facts(self, row: AnswerInput, chunks: list[PassageChunk], state: _Row) -> list[FactCheck] | None:
+        usage = state.usage["facts"]
+        reply = await self.judge.aask(expected_facts_request(row.question, row.expected or ""))
+        usage.add(reply.usage)
+        if not reply.ok:
+            state.errors["facts"] = RowError(stage="expected-fact extraction", error=reply.error)
+            return None
+        facts = distinct_statements(reply.answer.facts)[0]
+        answer = [PassageChunk((1,), (row.answer,))] if has_words(row.answer) else []
+        in_passages, in_answer = await asyncio.gather(self._verify(chunks, facts, usage), self._verify(answer, facts, usage))
+        for stage, found in (("expected-fact check against the passages", in_passages), ("expected-fact check against the answer", in_answer)):
+            if isinstance(found, JudgeReply):
+                state.errors["facts"] = RowError(stage=stage, error=found.error)
+                return None
+        if not answer:
+            in_answer = [Cited(verdict="idk", reason=EMPTY_ANSWER) for _ in facts]
+        return [FactCheck(fact=fact, in_passages=p, in_answer=a) for fact, p, a in zip(facts, in_passages, in_answer)]
