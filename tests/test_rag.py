@@ -271,3 +271,12 @@ def test_two_rag_runs_compare_pair_by_pair_with_the_summaries_tests(scripted_ser
     strict = comparison.difference("strict_alignment")
     assert comparison.pairs_used == 12 and strict["test"].startswith("exact McNemar") and strict["difference"] == -1.0
     assert strict["significant"] and comparison.difference("context_utilisation")["difference"] == -0.5
+
+
+def test_an_empty_answer_with_an_expected_one_recalls_nothing_and_only_the_passages_are_asked(scripted_server):
+    server = scripted_server(AnswersJudgeScript())
+    result = judged(server, [QUESTION], [[TOWER]], [""], expected=["The Eiffel Tower is 330 metres tall."])
+    row = result.rows.iloc[0]
+    assert row["error"] == "" and row["answer_recall"] == 0.0 and row["context_sufficiency"] == 1.0
+    assert list(result.facts["in_answer"]) == ["idk"] and result.facts["answer_reason"].iloc[0] == "The answer is empty."
+    assert server.count(purpose="ExpectedFacts") == 1 and server.count(purpose="ClaimCitations") == 1

@@ -91,7 +91,10 @@ class _Answers:
             raise group_error.exceptions[0] from None
         finally:
             bar.close()
-        return [record for record in records if record is not None]
+        missing = [index for index, record in enumerate(records) if record is None]
+        if missing:  # every row gets a record or the run raises: a row is never dropped silently
+            raise RuntimeError(f"rows {missing[:10]} got no judgement")
+        return records  # type: ignore[return-value]
 
     async def _row(self, index: int) -> AnswerJudgement:
         row, chunks = self.rows[index], self.chunks[index]
@@ -154,12 +157,13 @@ class _Answers:
             state.errors["facts"] = RowError(stage="expected-fact extraction", error=reply.error)
             return None
         facts = distinct_statements(reply.answer.facts)[0]
-        answer = [PassageChunk((1,), (row.answer,))] if has_words(row.answer) else []
-        in_passages, in_answer = await asyncio.gather(self._verify(chunks, facts, usage), self._verify(answer, facts, usage))
+        if has_words(row.answer):
+            checks = await asyncio.gather(self._verify(chunks, facts, usage), self._verify([PassageChunk((1,), (row.answer,))], facts, usage))
+        else:  # an empty answer states none of them: no call for it
+            checks = [await self._verify(chunks, facts, usage), [Cited(verdict="idk", reason=EMPTY_ANSWER) for _ in facts]]
+        in_passages, in_answer = checks
         for stage, found in (("expected-fact check against the passages", in_passages), ("expected-fact check against the answer", in_answer)):
             if isinstance(found, JudgeReply):
                 state.errors["facts"] = RowError(stage=stage, error=found.error)
                 return None
-        if not answer:
-            in_answer = [Cited(verdict="idk", reason=EMPTY_ANSWER) for _ in facts]
         return [FactCheck(fact=fact, in_passages=p, in_answer=a) for fact, p, a in zip(facts, in_passages, in_answer)]

@@ -60,12 +60,13 @@ def model_mismatch(signature: str, reported_models: dict[str, int]) -> bool:
 
 class JudgedTables:
     """What a result of judged rows does with its tables, whichever the task: a summary's (``SummarizationResult``)
-    or an answer's (``rag.AnswersResult``). Needs ``rows``, ``claims``, ``usage``, ``signature``,
+    or an answer's (``rag.AnswersResult``). Needs ``rows``, ``claims``, ``metrics``, ``usage``, ``signature``,
     ``reported_models`` and the names of the tables it writes (``TABLE_NAMES``)."""
 
     TABLE_NAMES: tuple[str, ...] = ()
     rows: pd.DataFrame
     claims: pd.DataFrame
+    metrics: dict[str, float]
     signature: str
     usage: Usage
     reported_models: dict[str, int]
@@ -103,7 +104,7 @@ class JudgedTables:
     def report(self) -> dict[str, Any]:
         """A JSON-ready summary: signature, row counts and every aggregate (NaN as None)."""
         failed = int((self.rows["error"] != "").sum())
-        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics, self.warnings)  # type: ignore[attr-defined]
+        return run_report(self.signature, len(self.rows), failed, self.reported_models, self.metrics, self.warnings)
 
 
 @dataclass(frozen=True)
