@@ -102,3 +102,21 @@ def test_a_card_for_an_unverifiable_claim_says_no_in_the_ui(scripted_server, mlf
     url = mlflow_ui.trace_url(traces["biz/1"].experiment_id, traces["biz/1"].trace_id)
     interact(url, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("1 unverifiable claim"), drawer_says(f"unverifiable: {invented}")],
              screenshot=tmp_path / "unverifiable-card.png")
+
+
+def test_a_rag_applications_trace_shows_its_faithfulness_card_with_the_passage_and_quote(scripted_server, mlflow_ui, ui_store, tmp_path):
+    # issue 28: a RAG application's trace (RETRIEVER and LLM spans) judged with no reshaping, its card in the real UI
+    from rag_helpers import INVENTED, TOPICS, RagEndpoint, rag_app
+
+    from mlflow_genai_metrics.tracking import answer_scorers
+
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    with mlflow.start_run() as run:
+        mlflow.genai.evaluate(data=[{"inputs": {"question": TOPICS["prize"][0], "id": "prize"}}],
+                              predict_fn=rag_app(server, "inventing-writer"),
+                              scorers=answer_scorers(judge_for(server), relevance=False, sufficiency=False))
+    trace = mlflow.search_traces(run_id=run.info.run_id, return_type="list")[0]
+    url = mlflow_ui.trace_url(trace.info.experiment_id, trace.info.trace_id)
+    interact(url, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("1 unverifiable claim (the passages do not support it)"),
+                                             drawer_says(f"unverifiable: {INVENTED}"), drawer_says("(passage 1: “Tomas Reyes won the Coastal Book Prize")],
+             screenshot=tmp_path / "rag-card.png")

@@ -81,6 +81,8 @@ def test_the_typed_parquet_copies_stay_under_mgm(judged, mlflow_store):
 class PartsResult:
     """A result whose tables are Parquet folders of parts with fresh names each time, as Spark writes them."""
 
+    TABLE_NAMES = TABLES
+
     def __init__(self, judged, parts: int = 3):
         self.judged, self.parts, self.writes = judged, parts, 0
         self.metrics, self.signature = judged.metrics, judged.signature

@@ -172,8 +172,11 @@ def set_experiment(args: argparse.Namespace):
     return mlflow.set_experiment(name)
 
 
-def make_judge(args: argparse.Namespace):
-    """The ``Judge`` the judge flags in ``args`` describe (``judge_arguments``)."""
+def make_judge(args: argparse.Namespace, *, batch_files: bool = False):
+    """The ``Judge`` the judge flags in ``args`` describe (``judge_arguments``); ``batch_files``: the command takes
+    ``--batch-dir`` and ``--batch-command``, which goes with it."""
+    if batch_files and args.batch_command and not args.batch_dir:
+        raise ValueError("--batch-command runs on the files of --batch-dir: give --batch-dir too")
     from ..judge import Judge
 
     return Judge(**judge_arguments(args))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 
 from .common import (
@@ -25,6 +24,7 @@ from .common import (
     set_tracking,
     tracking_option,
 )
+from .run_output import report_evaluation
 
 
 class _SaidByTheCommand(logging.Filter):
@@ -48,11 +48,15 @@ def evaluate(args: argparse.Namespace) -> int:
     data = read_table(args.data)
     if data.empty:
         raise ValueError(f"{args.data} has no rows: nothing to evaluate")
+    if args.limit is not None:
+        data = data.head(args.limit)
+    if args.task == "rag":
+        from .answers import evaluate_rag
+
+        return evaluate_rag(args, data)
     missing = [c for c in (args.source_col, args.summary_col if not args.model else None, args.reference_col, args.id_col, args.category_col) if c and c not in data.columns]
     if missing:
         raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
-    if args.limit is not None:
-        data = data.head(args.limit)
     if args.grounding_only and (args.judge_model or args.judge_base_url or args.judge_context):
         raise ValueError("--grounding-only asks no judge: leave out --judge-model, --judge-base-url and --judge-context")
     if args.batch_dir:
@@ -63,7 +67,7 @@ def evaluate(args: argparse.Namespace) -> int:
     unique_ids([parse_row(r["inputs"], None) for r in table_records(data, source_col=args.source_col, summary_col=None, id_col=args.id_col)])
     set_tracking(args)
     experiment = set_experiment(args)
-    judge = None if args.grounding_only else evaluation_judge(args)  # None: the grounding check alone, no judge call
+    judge = None if args.grounding_only else make_judge(args, batch_files=True)  # None: the grounding check alone, no judge call
     if judge is not None:  # a wrong model, a refused key or no endpoint: said before a run is started or a summary written
         preflight(judge)
     said = logging.getLogger("mlflow_genai_metrics.tracking.scored_rows")
@@ -80,15 +84,7 @@ def evaluate(args: argparse.Namespace) -> int:
         return EXIT_EVALUATION_FAILED
     finally:
         said.removeFilter(_SAID_BY_THE_COMMAND)
-    print(f"run {run.info.run_id} ({len(data)} rows) in experiment {experiment.name!r} of {mlflow.get_tracking_uri()}")
-    print(f"artifacts: {run.info.artifact_uri}")
-    for line in summary_lines(evaluation.metrics):
-        print(line)
-    for warning in evaluation.warnings:
-        print(f"WARNING: {warning}")
-    if evaluation.metrics.get("judge_error_rate") == 1.0:
-        return evaluation_failed(run.info.run_id, evaluation.result.rows["error"])
-    return EXIT_OK
+    return report_evaluation(run, experiment, evaluation, f"{len(data)} rows")
 
 
 def candidate_summaries(args: argparse.Namespace, data):
@@ -120,13 +116,6 @@ def estimate(args: argparse.Namespace, data) -> int:
     return EXIT_OK
 
 
-def evaluation_judge(args: argparse.Namespace):
-    """The judge the options describe, its budget included; batched with ``--batch`` / ``--batch-dir``."""
-    if args.batch_command and not args.batch_dir:
-        raise ValueError("--batch-command runs on the files of --batch-dir: give --batch-dir too")
-    return make_judge(args)
-
-
 def evaluation_judges(judge, *, coverage: bool) -> list:
     """``ClaimAlignment``, ``KeyPointCoverage`` (unless ``coverage=False``) and ``Grounding`` on ``judge``;
     ``Grounding`` alone when there is no judge."""
@@ -135,49 +124,6 @@ def evaluation_judges(judge, *, coverage: bool) -> list:
     if judge is None:
         return [Grounding()]
     return [ClaimAlignment(judge), *([KeyPointCoverage(judge)] if coverage else []), Grounding()]
-
-
-def summary_lines(metrics: dict[str, float]) -> list[str]:
-    """One line per headline figure the evaluation has: ``name  value  [low, high]``, or ``(no interval from n
-    rows)`` where too few rows (or rows all alike) give no interval that holds its coverage."""
-    from ..summarization.metrics import RUN_METRICS, RUN_USAGE
-    from ..summarization.scoring import interval_names
-
-    lines = []
-    for name in (*RUN_METRICS, "ter", "judge/suspect_rate", *RUN_USAGE):  # ter: only with --ter
-        if name not in metrics:
-            continue
-        low, high, n = (metrics.get(key) for key in interval_names(name))
-        if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-            interval = f"  [{_number(low)}, {_number(high)}]"
-        elif n is not None:
-            interval = f"  (no interval from {n:.0f} row{'s' if n != 1 else ''})"
-        else:
-            interval = ""
-        lines.append(f"  {name:<28} {_number(metrics[name])}{interval}")
-    return lines
-
-
-def _number(value: float) -> str:
-    """A figure as a person reads it: 3 significant digits (as the cards show them), a count whole."""
-    from ..summarization.cards import shown
-
-    if math.isfinite(value) and value.is_integer():
-        return f"{value:.0f}"
-    return f"{shown(value):g}" if math.isfinite(value) else str(value)
-
-
-def evaluation_failed(run_id: str, errors) -> int:
-    """Every row a judge failure: no judge metric stands on anything, so the run is marked FAILED and mgm exits 1."""
-    from mlflow.tracking import MlflowClient
-
-    from ..study import judge_failure_summary
-
-    first = next((e for e in errors.fillna("").astype(str) if e), "")
-    MlflowClient().set_terminated(run_id, status="FAILED")
-    detail = f"; the first error: {' '.join(first.split())}" if first else ""
-    print(f"mgm evaluate: the judge failed on every row, {judge_failure_summary(errors) or len(errors)}: run {run_id} marked FAILED{detail}", file=sys.stderr)
-    return EXIT_EVALUATION_FAILED
 
 
 def add_commands(commands) -> None:
@@ -194,7 +140,14 @@ def add_commands(commands) -> None:
             "experiment keeps its own). Both are printed at the end."
         ),
     )
-    evaluate_parser.add_argument("data", help="a .csv, .jsonl, .json or .parquet file, one row per summary")
+    evaluate_parser.add_argument("data", help="a .csv, .jsonl, .json or .parquet file, one row per summary (or answer, with --task rag)")
+    evaluate_parser.add_argument("--task", choices=("summary", "rag"), default="summary",
+                                 help="summary: summaries against their sources (default); rag: answers against the passages retrieved for "
+                                      "their questions, claim by claim with the passage and quote cited (docs/rag.md)")
+    evaluate_parser.add_argument("--question-col", default="question", help="--task rag: column with the questions")
+    evaluate_parser.add_argument("--passages-col", default="passages", help="--task rag: column with each row's retrieved passages (a list of texts; in a CSV, a JSON list)")
+    evaluate_parser.add_argument("--answer-col", default="answer", help="--task rag: column with the answers")
+    evaluate_parser.add_argument("--expected-col", default=None, help="--task rag: column with expected answers: adds context sufficiency and answer recall (default: none)")
     evaluate_parser.add_argument("--source-col", default="text", help="column with the source articles")
     evaluate_parser.add_argument("--summary-col", default="summary", help="column with the summaries; --model writes them there")
     evaluate_parser.add_argument("--reference-col", default=None, help="column with reference summaries: adds ROUGE, BLEU and chrF (default: none)")

@@ -87,15 +87,20 @@ def agreement(args: argparse.Namespace) -> int:
 
 
 def monitor(args: argparse.Namespace) -> int:
-    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage, score_traces
+    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage, answer_scorers, score_traces
 
     set_tracking(args)
     judge = make_judge(args)
-    judges = [ClaimAlignment(judge), *([] if args.no_coverage else [KeyPointCoverage(judge)]), Grounding()]
+    if args.task == "rag":
+        if args.no_coverage:
+            raise ValueError("--no-coverage is for summaries, not for --task rag")
+        judges = answer_scorers(judge)
+    else:
+        judges = [ClaimAlignment(judge), *([] if args.no_coverage else [KeyPointCoverage(judge)]), Grounding()]
     report = score_traces(args.experiment, judges, filter_string=args.filter, max_traces=args.max_traces)
     print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
           f"({report.judge_errors} judge errors), {report.already_scored} already scored, {report.unusable} not a "
-          f"source and a summary, {report.deferred} left for the next pass")
+          f"{'question, answer and passages' if args.task == 'rag' else 'source and a summary'}, {report.deferred} left for the next pass")
     for warning in report.warnings:
         print(f"WARNING: {warning}")
     return EXIT_OK
@@ -129,6 +134,9 @@ def add_commands(commands) -> None:
     monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\" (default: every trace)")
     monitor_parser.add_argument("--max-traces", type=positive_int, default=None, metavar="N", help="score at most N traces now, the rest on the next pass (default: all)")
     judge_options(monitor_parser, leave_out=("batch",))
+    monitor_parser.add_argument("--task", choices=("summary", "rag"), default="summary",
+                                help="summary: traces whose root span holds a source and a summary (default); rag: a RAG application's "
+                                     "traces, the question and answer from the root span, the passages from its RETRIEVER spans")
     monitor_parser.add_argument("--no-coverage", action="store_true", help="claim alignment and grounding only")
     tracking_option(monitor_parser)
     monitor_parser.set_defaults(run=monitor)

@@ -62,6 +62,7 @@ class SparkSummarizationResult:
     per summary and key point) are Spark DataFrames over the persisted judged rows; ``metrics`` are computed by
     Spark on first use and are the same numbers, with the same names, as ``judge_summaries`` gives."""
 
+    TABLE_NAMES = ("rows", "claims", "key_points")
     judged: DataFrame = field(repr=False)
     judge: Judge = field(repr=False)
     registry: MetricRegistry = field(repr=False)
@@ -170,7 +171,7 @@ class SparkSummarizationResult:
         """As ``SummarizationResult.write_tables``, written by Spark as Parquet folders (``rows.parquet/part-*``;
         ``pandas.read_parquet`` and ``tracking.load_run`` read them whole), never collected on the driver (the
         logger shows the first ``SPARK_TABLE_ROWS`` rows of each as an MLflow table)."""
-        for name in ("rows", "claims", "key_points"):
+        for name in self.TABLE_NAMES:
             target = folder / f"{name}.parquet"
             table = getattr(self, name)
             table.withColumn("id", table["id"].cast("string")).write.parquet(str(target))

@@ -55,35 +55,51 @@ def faithful(judgement: RowJudgement) -> bool:
     return METRICS.row("strictly_aligned").row_value(row_facts(judgement)) == 1
 
 
+def _evidence(claim: CheckedClaim) -> str:
+    """Where a verdict against numbered passages (``rag``) stands: the passage and its quote, or the quote that was
+    not found there (the judge's verdict, counted idk); nothing for a summary's claim."""
+    if claim.quote_found is False:
+        where = f"passage {claim.passage}" if claim.passage else "any passage retrieved"
+        return f" *(judged {claim.judge_verdict}, counted unverifiable: the quote is not in {where}: “{markdown_text(claim.quote or '')}”)*"
+    if claim.passage:
+        return f" *(passage {claim.passage}: “{markdown_text(claim.quote or '')}”)*"
+    return ""
+
+
 def _claim_line(claim: CheckedClaim) -> str:
     suspect = f" *(suspect: the source supports {claim.lexical_support:.2f} of it)*" if claim.suspect else ""
-    return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}"
+    return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}{_evidence(claim)}"
 
 
-def _head(counts: dict[str, int], claims: int) -> str:
+def _head(counts: dict[str, int], claims: int, source: str) -> str:
     """The rationale's first line: the verdict and why, in the order the claims are listed."""
     if counts["yes"] == claims:
-        return f"**Yes**: {_count(claims, 'claim')}, {'every one ' if claims > 1 else ''}supported by the source."
+        return f"**Yes**: {_count(claims, 'claim')}, {'every one ' if claims > 1 else ''}supported by {source}."
+    plural = source.endswith("s")  # "the passages say", "the source says"
     why = []
     if counts["no"]:
-        why.append(f"{_count(counts['no'], 'contradicted claim')} (the source says otherwise)")
+        why.append(f"{_count(counts['no'], 'contradicted claim')} ({source} {'say' if plural else 'says'} otherwise)")
     if counts["idk"]:
-        why.append(f"{_count(counts['idk'], 'unverifiable claim')} (the source does not support {'it' if counts['idk'] == 1 else 'them'})")
+        why.append(f"{_count(counts['idk'], 'unverifiable claim')} ({source} {'do' if plural else 'does'} not support "
+                   f"{'it' if counts['idk'] == 1 else 'them'})")
     return f"**No**: {' and '.join(why)}; {counts['yes']} of {_count(claims, 'claim')} supported."
 
 
-def claim_card(judgement: RowJudgement) -> Card:
-    """Yes when the summary is faithful, No when a claim is contradicted or unverifiable, or there is no claim."""
+def claim_card(judgement: RowJudgement, *, source: str = "the source", text: str = "summary") -> Card:
+    """Yes when the summary is faithful, No when a claim is contradicted or unverifiable, or there is no claim.
+    ``source`` and ``text`` name what was checked against what (an answer against "the passages": each claim's line
+    then gives the passage it cites and the quote, failed quotes first among the unverifiable)."""
     if judgement.error is not None:
         return Card(error=str(judgement.error))
     claims = judgement.claims
     counts = {verdict: sum(c.verdict == verdict for c in claims) for verdict in _ORDER}
     is_faithful = faithful(judgement)
     if not claims:
-        rationale = "**No**: the summary makes no claim (defect: empty)."
+        rationale = f"**No**: the {text} makes no claim (defect: empty)."
     else:
-        ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], not item[1].suspect, item[0]))
-        rationale = "\n".join([_head(counts, len(claims)), "", *(_claim_line(claim) for _, claim in ordered)])
+        ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], item[1].quote_found is not False,
+                                                              not item[1].suspect, item[0]))
+        rationale = "\n".join([_head(counts, len(claims), source), "", *(_claim_line(claim) for _, claim in ordered)])
     metadata = {
         "row_id": str(judgement.id),
         "claims": str(len(claims)),
@@ -95,6 +111,8 @@ def claim_card(judgement: RowJudgement) -> Card:
     }
     if claims:
         metadata["support_rate"] = f"{counts['yes'] / len(claims):.3g}"
+    if any(c.quote_found is False for c in claims):
+        metadata["quote_failures"] = str(sum(c.quote_found is False for c in claims))
     if any(c.suspect is not None for c in claims):
         metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
     return Card(is_faithful, rationale, metadata)

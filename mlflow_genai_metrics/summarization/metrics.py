@@ -72,15 +72,17 @@ def closest_names(unknown: list[str], known: list[str] | set[str], *, most: int 
 # the run's report (``mgm/report.json``), which gates and comparisons read too; ``all_metrics=True`` logs them all.
 RUN_METRICS = ("alignment", "strict_alignment", "defect_rate/contradiction", "richness", "coverage", "judge_error_rate",
                "grounding", "grounded_rate", "rougeL")
+# An answers run's own headline beside the claim figures above (a summary run has none of them).
+ANSWER_RUN_METRICS = ("answer_relevance", "context_utilisation", "context_sufficiency", "quote_failure_rate")
 RUN_USAGE = ("judge/calls", "judge/cost_usd")
 
 
 def run_metrics(metrics: dict[str, float], *, all_metrics: bool = False) -> dict[str, float]:
-    """The figures of ``metrics`` an MLflow run logs as metrics: the headline ones (``RUN_METRICS`` with their
+    """The figures of ``metrics`` an MLflow run logs as metrics: the headline ones (``RUN_METRICS`` and ``ANSWER_RUN_METRICS`` with their
     ``_ci_low``, ``_ci_high`` and ``_n``, and ``RUN_USAGE``), or every one with ``all_metrics``."""
     if all_metrics:
         return dict(metrics)
-    chosen = {name for base in RUN_METRICS for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
+    chosen = {name for base in (*RUN_METRICS, *ANSWER_RUN_METRICS) for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
     return {name: value for name, value in metrics.items() if name in chosen or name in RUN_USAGE}
 
 

@@ -17,9 +17,10 @@ from .warnings import RunWarning, run_warnings
 
 
 class RunResult(Protocol):
-    """What a logger needs of a result, whether one process (``SummarizationResult``) or Spark
+    """What a logger needs of a result, whether one process (``SummarizationResult``, ``rag.AnswersResult``) or Spark
     (``spark.SparkSummarizationResult``) made it."""
 
+    TABLE_NAMES: tuple[str, ...]  # the tables it writes: rows and claims, then key points (summaries) or facts (answers)
     metrics: dict[str, float]
     signature: str
 

@@ -53,7 +53,7 @@ def error_feedback(name: str, message: str, source: AssessmentSource, *, code: s
     return Feedback(name=name, error=AssessmentError(error_code=code, error_message=message), source=source, metadata=metadata or None)
 
 
-def _feedback(name: str, card: Card, source: AssessmentSource, cost: dict[str, Any]) -> Feedback:
+def card_feedback(name: str, card: Card, source: AssessmentSource, cost: dict[str, Any]) -> Feedback:
     if card.error is not None:
         return error_feedback(name, card.error, source, code=card.code, metadata=cost)
     value = (CategoricalRating.YES if card.value else CategoricalRating.NO) if isinstance(card.value, bool) else card.value
@@ -62,14 +62,14 @@ def _feedback(name: str, card: Card, source: AssessmentSource, cost: dict[str, A
 
 def claim_alignment_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
     """Yes when the summary is faithful (``summarization.cards.claim_card``); ``priced``: the card says the cost."""
-    return _feedback(name, claim_card(judgement), source, judge_cost(judgement, "claims", priced=priced))
+    return card_feedback(name, claim_card(judgement), source, judge_cost(judgement, "claims", priced=priced))
 
 
 def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
     """The share of the source's key points the summary covers, the missed ones listed first."""
-    return _feedback(name, coverage_card(judgement), source, judge_cost(judgement, "key_points", priced=priced))
+    return card_feedback(name, coverage_card(judgement), source, judge_cost(judgement, "key_points", priced=priced))
 
 
 def grounding_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
     """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
-    return _feedback(name, grounding_card(judgement), source, {})
+    return card_feedback(name, grounding_card(judgement), source, {})

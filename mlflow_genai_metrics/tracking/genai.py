@@ -206,9 +206,9 @@ def root_span(trace: Any) -> Any:
     return next((span for span in trace.data.spans if span.parent_id is None), None)
 
 
-def trace_rows(traces: Sequence[Any], pipeline: Pipeline) -> tuple[list[ParsedRow], list[str]]:
-    """Each trace as a row (its root span's inputs and outputs, its expectations), and the ids of the traces that
-    are not one."""
+def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[str]]:
+    """Each trace as a row (its root span's inputs and outputs, its expectations, read by ``pipeline.parse``: a
+    ``Pipeline``'s summary rows, or ``answer_rows.AnswerRows``' answer rows), and the ids of the traces that are not one."""
     rows, unusable = [], []
     for trace in traces:
         root = root_span(trace)

@@ -100,6 +100,13 @@ class JudgeSpec(_Travelling):
         return Judge(self.model, self.base_url, **options, **({} if self.cache else {"cache_dir": None}))
 
 
+def judge_and_spec(judge: Judge | JudgeSpec | dict | None) -> tuple[Judge | None, JudgeSpec | dict]:
+    """A scorer's ``judge`` argument as the live ``Judge`` it asks (None: built from the settings when first needed)
+    and the settings it carries: a ``Judge`` as it is, None as the environment's judge, settings as they are."""
+    live = Judge() if judge is None else judge if isinstance(judge, Judge) else None
+    return live, JudgeSpec.of(live) if live is not None else judge
+
+
 class _SummaryScorer(Scorer):
     """What every judge shares: where the texts are in a row, the rows it was handed, one feedback per row."""
 
@@ -226,10 +233,8 @@ class _JudgedScorer(_SummaryScorer):
     _live: Judge | None = PrivateAttr(default=None)
 
     def __init__(self, judge: Judge | JudgeSpec | dict | None = None, /, **data: Any):
-        if "judge" in data:
-            judge = data.pop("judge")
-        live = Judge() if judge is None else judge if isinstance(judge, Judge) else None  # None: the environment's judge
-        super().__init__(judge=JudgeSpec.of(live) if live is not None else judge, **data)
+        live, spec = judge_and_spec(data.pop("judge") if "judge" in data else judge)
+        super().__init__(judge=spec, **data)
         self._live = live
 
     def live_judge(self) -> Judge:

@@ -35,7 +35,7 @@ class MonitorReport:
     experiment_id: str
     traces_seen: int
     already_scored: int  # every judge's feedback was there already
-    unusable: int  # the root span holds no source and summary (e.g. another app's trace)
+    unusable: int  # the root span holds no source and summary, or no question, answer and passages (another app's trace)
     scored: int  # traces that got feedback now
     judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
     deferred: int = 0  # left for the next pass by ``max_traces``
@@ -70,25 +70,35 @@ def score_traces(
 ) -> MonitorReport:
     """Attach each judge's feedback to the traces of ``experiment`` (name or id; default: the active one) that do
     not carry it yet; ``filter_string`` is ``mlflow.search_traces``'s, ``max_traces`` caps the traces scored now.
-    ``judges`` as for ``evaluate_summaries`` (default: the three, the judge from the environment). The judge is
+    ``judges`` as for ``evaluate_summaries`` (default: the three, the judge from the environment), or the answer
+    judges of ``answer_scorers`` for a RAG application's traces (question and answer from the root span, passages
+    from its RETRIEVER spans, as ``evaluate_answers`` reads them). The judge is
     checked before any trace (``JudgeConfigError`` in seconds for a wrong model, key or endpoint)."""
+    from .answer_judges import _AnswerScorer, answer_rows_of
     from .judge_sets import shared_pipeline
     from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
-    if not judges or not all(isinstance(j, _SummaryScorer) for j in judges):
-        raise ValueError("score_traces takes ClaimAlignment, KeyPointCoverage and Grounding judges")
-    pipeline = shared_pipeline(judges)
+    answers = bool(judges) and all(isinstance(j, _AnswerScorer) for j in judges)
+    if not judges or not (answers or all(isinstance(j, _SummaryScorer) for j in judges)):
+        raise ValueError("score_traces takes either summary judges (ClaimAlignment, KeyPointCoverage, Grounding) or answer "
+                         "judges (AnswerFaithfulness, AnswerRelevance, ContextSufficiency)")
+    pipeline = answer_rows_of(judges) if answers else shared_pipeline(judges)
     experiment_id = _experiment_id(experiment)
-    pipeline.check()
+    (pipeline.preflight if answers else pipeline).check()
+    mlflow.flush_trace_async_logging()  # this process's own traces, written in the background, are read whole
     traces = mlflow.search_traces(locations=[experiment_id], filter_string=filter_string, return_type="list")
     names = {j.name for j in judges}
     todo = [t for t in traces if _ours(t, names) != names]
-    rows, unusable = trace_rows(todo, pipeline)
+    rows, unusable = trace_rows(todo, pipeline)  # the pipeline, or the answer rows, reads each trace's root span
     deferred = max(len(rows) - max_traces, 0) if max_traces is not None else 0
     rows = rows[: len(rows) - deferred]
     done = {t.info.trace_id: _ours(t, names) for t in todo}
-    judgements = pipeline.judge_all(rows) if rows else []
+    if answers:
+        pipeline.judge_all(rows)
+        judgements = [pipeline.judgement(parsed) for parsed in rows]
+    else:
+        judgements = pipeline.judge_all(rows) if rows else []
     roots = {t.info.trace_id: root_span(t) for t in todo}
     for parsed, judgement in zip(rows, judgements):
         for judge in judges:

@@ -5,6 +5,7 @@ Every run gets the same artifact names, so two runs' artifacts line up in the UI
     mgm_rows.json        one row per summary: values, reasoning, error, usage      (mlflow.log_table)
     mgm_claims.json      one row per claim: verdict and reason                      (mlflow.log_table)
     mgm_key_points.json  one row per (summary, key point): covered and reason       (mlflow.log_table)
+    [mgm_facts.json      an answers run's: one row per fact of an expected answer, in place of key points]
     mgm_plot_metrics.png  mgm_plot_verdicts.png  [mgm_plot_categories.png]
     mgm/rows.parquet  mgm/claims.parquet  mgm/key_points.parquet   the same tables, typed (``load_run`` reads them;
                                                                    a Spark run: Parquet folders)
@@ -52,7 +53,7 @@ from ..summarization.result import RunResult
 ARTIFACT_DIR = "mgm"
 SIGNATURE_TAG = "mgm.signature"
 WARNING_TAG_PREFIX = "mgm.warning."  # + the warning's kind, e.g. mgm.warning.low_verification
-TABLES = ("rows", "claims", "key_points")
+TABLES = ("rows", "claims", "key_points")  # a summary run's tables; an answers run has "facts" for "key_points"
 SPARK_TABLE_ROWS = 1_000  # rows of each Spark table shown as an MLflow table; the Parquet copy holds them all
 
 
@@ -92,7 +93,7 @@ def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: boo
     tags.update({f"{WARNING_TAG_PREFIX}{kind}": message for kind, message in report.get("warnings", {}).items()})
     # A one-process result's tables are in memory already; a Spark result's are read back only in part.
     limit = None if isinstance(getattr(result, "rows", None), pd.DataFrame) else SPARK_TABLE_ROWS
-    return _log(run_id, result.write_tables, limit, figures, report, result.signature, run_metrics(result.metrics, all_metrics=all_metrics) if log_metrics else None, tags)
+    return _log(run_id, result.TABLE_NAMES, result.write_tables, limit, figures, report, result.signature, run_metrics(result.metrics, all_metrics=all_metrics) if log_metrics else None, tags)
 
 
 def log_spark_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = True, all_metrics: bool = False) -> str:
@@ -128,6 +129,7 @@ def _number_parts(folder: Path) -> None:
 
 def _log(
     run_id: str | None,
+    tables: tuple[str, ...],
     write_tables: Callable[[Path], None],
     limit: int | None,
     figures: dict[str, Callable[[], Any]],
@@ -152,7 +154,7 @@ def _log(
             figure.savefig(folder / plot_artifact(name), dpi=110)
             plt.close(figure)
         existing = {item.path for item in client.list_artifacts(run_id)}
-        for name in TABLES:
+        for name in tables:
             copy = folder / f"{name}.parquet"
             _log_table(client, run_id, _read_table(copy, limit), table_artifact(name), existing)
             if copy.is_dir():  # Spark's folder of parts

@@ -1,0 +1,205 @@
+"""Answers from retrieved passages in MLflow (issue 28, 3): a small RAG application instrumented with MLflow tracing
+(a RETRIEVER span, an LLM span that calls a model over HTTP) is judged from its traces with no reshaping; one card
+per judge per row with the claims, their passages and quotes; the run's figures are ``judge_answers``'; two RAG
+runs compare and gate with the summaries' tests and decisions; a judge failing on one row gives that row error
+cards, never a score.
+
+The application's model and the judge are one scripted server on 127.0.0.1 (by model name): the writer answers
+with the first sentence of the first passage it is given (the "inventing" writer adds a sentence no passage
+holds), the judge is ``AnswersJudgeScript`` (a claim is supported when a passage holds its every word)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import mlflow
+import pandas as pd
+import pytest
+from conftest import SECRET_KEY
+from helpers import judge_for
+from mlflow.tracking import MlflowClient
+from rag_helpers import INVENTED, TOPICS, RagEndpoint, rag_app
+
+from mlflow_genai_metrics import register_if_passing
+from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.rag import judge_answers
+from mlflow_genai_metrics.testing import AnswersJudgeScript, Fault
+from mlflow_genai_metrics.tracking import (
+    AnswerFaithfulness,
+    SummarizerModel,
+    answer_scorers,
+    compare_runs,
+    evaluate_answers,
+    score_traces,
+)
+
+
+def _questions(ids=tuple(TOPICS)) -> list[dict]:
+    return [{"inputs": {"question": TOPICS[i][0], "id": i}} for i in ids]
+
+
+def _cards(run_id: str | None, name: str) -> dict[str, object]:
+    """Each row's card ``name``, by row id: of a run's traces, or (``run_id`` None) of the experiment's."""
+    traces = mlflow.search_traces(run_id=run_id, return_type="list") if run_id else mlflow.search_traces(return_type="list")
+    cards = {}
+    for trace in traces:
+        row_id = next(s for s in trace.data.spans if s.parent_id is None).inputs["id"]
+        cards[row_id] = next(a for a in trace.info.assessments if a.name == name)
+    return cards
+
+
+def test_a_traced_rag_application_is_judged_from_its_retriever_spans_with_no_reshaping(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    app = rag_app(server, "inventing-writer")
+    ids = ("prize", "plant", "fares")
+
+    with mlflow.start_run() as run:
+        mlflow.genai.evaluate(data=_questions(ids), predict_fn=app, scorers=answer_scorers(judge_for(server)))
+
+    metrics = MlflowClient().get_run(run.info.run_id).data.metrics
+    assert metrics["strict_alignment"] == 0.0 and metrics["strict_alignment_n"] == 3  # every answer invents a sentence
+    assert metrics["alignment"] == 1.0 and metrics["answer_relevance"] == 1.0
+    cards = _cards(run.info.run_id, "answer_faithfulness")
+    assert set(cards) == set(ids)
+    card = cards["prize"]
+    assert card.feedback.value == "no" and card.source.source_id == "openai:/scripted-judge"
+    first, *lines = [line for line in card.rationale.splitlines() if line]
+    assert first.startswith("**No**: 1 unverifiable claim (the passages do not support it); 1 of 2 claims supported.")
+    assert lines[0].startswith("- **unverifiable**: The announcement was welcomed by astronauts.")
+    # the supported claim names the passage the retriever gave first, and quotes it
+    assert lines[1].endswith("*(passage 1: “Tomas Reyes won the Coastal Book Prize for his first novel.”)*")
+    assert card.metadata["passages"] == "3" and card.metadata["supported"] == "1"
+    relevance = _cards(run.info.run_id, "answer_relevance")["plant"]
+    assert relevance.feedback.value == 1.0 and relevance.rationale.startswith("**Yes**:")
+    # no expected answer: the sufficiency card has no value and says why, never 0
+    sufficiency = _cards(run.info.run_id, "context_sufficiency")["fares"]
+    assert sufficiency.feedback.value is None and sufficiency.feedback.error.error_code == "NO_EXPECTED_ANSWER"
+
+
+def test_evaluate_answers_logs_the_figures_judge_answers_gives_for_the_same_rows(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    rows = [{"inputs": {"question": TOPICS[i][0], "passages": list(TOPICS[i][1:]), "id": i},
+             "outputs": TOPICS[i][1] if n % 2 else f"{TOPICS[i][1]} {INVENTED}",
+             "expectations": {"expected_response": TOPICS[i][2]}} for n, i in enumerate(TOPICS)]
+    judge = judge_for(server)
+
+    evaluation = evaluate_answers(rows, answer_scorers(judge))
+
+    direct = judge_answers([r["inputs"]["question"] for r in rows], [r["inputs"]["passages"] for r in rows], [r["outputs"] for r in rows],
+                           judge=judge, ids=[r["inputs"]["id"] for r in rows], expected=[r["expectations"]["expected_response"] for r in rows])
+    for name in ("strict_alignment", "strict_alignment_ci_low", "claim_support_rate", "context_sufficiency", "answer_relevance", "richness"):
+        assert evaluation.metrics[name] == pytest.approx(direct.metrics[name], nan_ok=True), name
+    assert evaluation.metrics["strict_alignment"] == 0.5 and evaluation.metrics["context_sufficiency"] == 1.0
+    logged = MlflowClient().get_run(evaluation.run_id).data
+    assert logged.metrics["strict_alignment"] == 0.5 and logged.metrics["context_sufficiency"] == 1.0
+    assert logged.tags["mgm.signature"] == direct.signature
+    artifacts = {a.path for a in MlflowClient().list_artifacts(evaluation.run_id)}
+    assert {"mgm_rows.json", "mgm_claims.json", "mgm_facts.json"} <= artifacts and "mgm_key_points.json" not in artifacts
+    sufficiency = _cards(evaluation.run_id, "context_sufficiency")["comet"]
+    assert sufficiency.feedback.value == 1.0 and sufficiency.rationale.endswith("*(passage 2: “Astronomers named the comet after the observatory.”)*")
+
+
+def test_a_row_with_no_passages_and_no_retriever_span_is_refused_naming_it_before_any_call(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    rows = [{"inputs": {"question": "Who won?", "passages": ["Reyes won."], "id": "a"}, "outputs": "Reyes won."},
+            {"inputs": {"question": "Who lost?", "id": "b"}, "outputs": "Nobody."}]
+    with pytest.raises(ValueError, match=r"row 1 of data: no passages for this row: give them as inputs\['passages'\]"):
+        evaluate_answers(rows, answer_scorers(judge_for(server)))
+    assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_a_judge_failing_on_one_row_gives_that_row_error_cards_and_no_score(scripted_server, mlflow_store):
+    failing = TOPICS["bridge"][0]
+    script = AnswersJudgeScript(fault=lambda request, kind: Fault("status", status=400, message="refused")
+                                if kind == "relevance" and failing in request.prompt_text else None)
+    server = scripted_server(RagEndpoint(script), models=RagEndpoint.models)
+
+    with mlflow.start_run() as run:
+        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server), sufficiency=False),
+                                      predict_fn=rag_app(server, "writer"))
+
+    assert evaluation.metrics["judge_error_rate"] == 1 / 8 and evaluation.metrics["strict_alignment_n"] == 7
+    assert evaluation.metrics["strict_alignment"] == 1.0
+    errors = evaluation.result.rows.set_index("id")["error"]
+    assert "relevance" in errors["bridge"] and (errors.drop("bridge") == "").all()
+    for name in ("answer_faithfulness", "answer_relevance"):
+        card = _cards(run.info.run_id, name)["bridge"]
+        assert card.feedback.value is None and card.feedback.error.error_code == "JUDGE_ERROR"
+
+
+def _run(server, model: str, name: str) -> tuple[str, str]:
+    with mlflow.start_run(run_name=name) as run:
+        info = SummarizerModel(model, server.base_url, input_col="question").log(name="rag")
+        evaluate_answers(_questions(), [AnswerFaithfulness(judge_for(server))], predict_fn=rag_app(server, model))
+    return run.info.run_id, info.model_uri
+
+
+def test_two_rag_runs_compare_with_the_summaries_paired_tests(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    faithful, _ = _run(server, "writer", "faithful")
+    inventing, _ = _run(server, "inventing-writer", "inventing")
+
+    table = compare_runs([faithful, inventing], metrics=["strict_alignment", "richness"]).set_index(["run_id", "metric"])
+
+    strict = table.loc[(inventing, "strict_alignment")]
+    assert strict["value"] == 0.0 and strict["pairs"] == 8 and strict["better"] == "first"
+    assert "McNemar" in strict["test"] and strict["p_value"] < 0.05
+    assert table.loc[(inventing, "richness"), "value"] == 2.0
+
+
+def test_the_gate_refuses_a_rag_candidate_worse_than_its_champion(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    champion_run, champion_uri = _run(server, "writer", "champion")
+    assert register_if_passing(champion_uri, "rag", run_id=champion_run, rules={"strict_alignment": ">= 0.5"}).passed
+    candidate_run, candidate_uri = _run(server, "inventing-writer", "candidate")
+
+    gate = register_if_passing(candidate_uri, "rag", run_id=candidate_run, rules={"richness": ">= 1"}, beat_champion=True)
+
+    assert not gate.passed and gate.registered_version is None
+    assert gate.failed[0].detail.startswith("worse than the champion: strict_alignment is lower than the champion's")
+    assert str(MlflowClient().get_model_version_by_alias("rag", "champion").version) == "1"
+
+
+def test_score_traces_cards_a_rag_applications_production_traces_once(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    app = rag_app(server, "inventing-writer")
+    for row_id in ("prize", "plant"):
+        app(TOPICS[row_id][0], row_id)  # production traffic: traces, no evaluation
+    judges = answer_scorers(judge_for(server), sufficiency=False)
+
+    report = score_traces(judges=judges)
+
+    assert (report.traces_seen, report.scored, report.unusable, report.judge_errors) == (2, 2, 0, 0)
+    faithfulness = _cards(None, "answer_faithfulness")
+    assert {row_id: card.feedback.value for row_id, card in faithfulness.items()} == {"prize": "no", "plant": "no"}
+    assert "*(passage 1: “Harbour Foods will open its second plant in Bergen next spring.”)*" in faithfulness["plant"].rationale
+    asked = server.request_count
+    again = score_traces(judges=answer_scorers(judge_for(server), sufficiency=False))
+    assert (again.scored, again.already_scored) == (0, 2) and server.request_count == asked
+
+
+def test_mgm_evaluate_and_monitor_take_task_rag(scripted_server, mlflow_store, tmp_path, capsys, monkeypatch):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    for name, value in {"MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY,
+                        "MGM_JUDGE_MODEL": "scripted-judge", "MGM_JUDGE_BASE_URL": server.base_url}.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "answers.csv"  # a CSV: the passages of a row are a JSON list in their cell
+    rows = [{"id": i, "question": TOPICS[i][0], "passages": json.dumps(list(TOPICS[i][1:])), "answer": TOPICS[i][1],
+             "expected": TOPICS[i][2]} for i in ("prize", "plant", "comet")]
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+    assert mgm(["evaluate", str(path), "--task", "rag", "--id-col", "id", "--expected-col", "expected", "--run-name", "rag-cli"]) == 0
+    out = capsys.readouterr().out
+    run_id = re.search(r"^run ([0-9a-f]{32}) \(3 answers\)", out, re.MULTILINE).group(1)
+    assert re.search(r"^  strict_alignment\s+1  \[", out, re.MULTILINE) and re.search(r"^  context_sufficiency\s+1 ", out, re.MULTILINE)
+    assert set(_cards(run_id, "context_sufficiency")) == {"prize", "plant", "comet"}
+    assert mgm(["evaluate", str(path), "--task", "rag", "--no-coverage"]) == 2
+    assert "--no-coverage is for summaries, not for --task rag" in capsys.readouterr().err
+
+    app = rag_app(server, "writer")
+    with mlflow.start_run():
+        pass
+    app(TOPICS["comet"][0], "comet-live")
+    assert mgm(["monitor", "--task", "rag"]) == 0
+    assert "1 scored now (0 judge errors), 3 already scored" in capsys.readouterr().out
