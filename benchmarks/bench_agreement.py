@@ -15,6 +15,14 @@ targets and the published figures; then per SummEdits domain and per FRANK origi
 
     .venv/bin/python benchmarks/bench_agreement.py --grounding
 
+``--rag`` measures the answer judge (``rag.judge_answers``) instead, on each set recast as retrieval
+(``rag.labelled.recast_as_retrieval``: each source split into passages of 3 sentences among 3 passages of other
+sources, the summary as the answer to a fixed question), on the splits the grounding model was not trained on
+(FRANK test, SummEdits test, both QAGS sets): the same agreement figures, and the cited-passage accuracy (the share
+of supported claims whose cited passage is the right document's) with the quote failure rate.
+
+    .venv/bin/python benchmarks/bench_agreement.py --local --sample 10 --rag
+
 ``--peers`` (default: deepeval mlflow-summarization) also runs the peers' summarization judges, in the peers' own
 virtual env (``peers/run_peer.py --scores-out``), on the same sample (``meta.stratified_labelled_sample``) against the
 same judge endpoint: DeepEval's ``SummarizationMetric`` (defaults; pass = score >= its threshold 0.5, its score
@@ -42,12 +50,14 @@ from mlflow_genai_metrics import Judge  # noqa: E402
 from mlflow_genai_metrics.local import LocalModelServer  # noqa: E402
 from mlflow_genai_metrics.meta_evaluation import (  # noqa: E402
     agreement,
+    answers_meta_evaluate,
     evaluation_rows,
     grounding_meta_evaluate,
     load_labelled,
     meta_evaluate,
     stratified_labelled_sample,
 )
+from mlflow_genai_metrics.rag.labelled import recast_as_retrieval  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "faithfulness"
 SETS = ["frank", "qags_cnndm", "qags_xsum", "summedits"]
@@ -147,6 +157,22 @@ def grounding_lines(sets: list[str], sample: int | None = None) -> list[str]:
     return lines
 
 
+def rag_lines(args: argparse.Namespace, judge: Judge) -> list[str]:
+    """The answer judge's agreement on each set recast as retrieval, with the cited-passage accuracy."""
+    lines = [f"judge `{judge.model}`, answers: each set recast as retrieval (seed {args.seed}), {args.sample} pairs per set of its "
+             "evaluation splits (stratified by the human label)", "",
+             "| set | pairs | balanced accuracy | Cohen's kappa | Spearman | judge errors | judge `aligned` rate | people's consistent rate "
+             "| cited-passage accuracy (supported claims) | quote failure rate |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in args.sets:
+        rows = evaluation_rows(load_labelled(DATA / f"{name}.jsonl"), name, GROUNDING_SPLITS.get(name))
+        m = answers_meta_evaluate(recast_as_retrieval(rows, seed=args.seed), judge=judge, sample=args.sample, seed=args.seed).metrics
+        lines.append(f"| {name} | {int(m['rows'])} ({GROUNDING_SPLITS.get(name, 'all')}) | {fmt(m['balanced_accuracy'])} | {fmt(m['cohen_kappa'])} | "
+                     f"{fmt(m['spearman'])} | {fmt(m['judge_error_rate'])} | {fmt(m['judge_aligned_rate'])} | {fmt(m['human_consistent_rate'])} | "
+                     f"{fmt(m['cited_passage_accuracy'])} ({int(m['supported_claims'])}) | {fmt(m['quote_failure_rate'])} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=30, help="pairs per set (default 30)")
@@ -158,6 +184,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--peers", nargs="*", default=None, help=f"also run these peers on the same sample (alone: {' '.join(AGREEMENT_PEERS)})")
     parser.add_argument("--grounding", action="store_true", help="measure the grounding check (no judge) on the splits it was not trained on")
     parser.add_argument("--peer-concurrency", type=int, default=2, help="rows each peer judges at once (default 2, as our local judge)")
+    parser.add_argument("--rag", action="store_true", help="the answer judge on the sets recast as retrieval (their evaluation splits)")
     args = parser.parse_args(argv)
     peers = (args.peers or AGREEMENT_PEERS) if args.peers is not None else []
     if not DATA.exists():
@@ -181,6 +208,10 @@ def main(argv: list[str] | None = None) -> list[str]:
             print(MISSING)
             peers = []
         notes = []
+        if args.rag:
+            lines = rag_lines(args, judge)
+            print("\n".join(lines))
+            return lines
         for name in args.sets:
             labelled = load_labelled(DATA / f"{name}.jsonl")
             report = meta_evaluate(labelled, judge=judge, sample=args.sample, seed=args.seed)

@@ -1,7 +1,7 @@
 """A deterministic judge that answers our prompts and the peers' (DeepEval, MLflow, Ragas) with well-formed JSON,
 so every system can be run to completion against one scripted endpoint and its calls and tokens counted.
 
-Our prompts go to ``SummarizationJudgeScript``. A request that carries a JSON schema (``response_format``) gets an
+Our prompts go to ``SummarizationJudgeScript`` (an answer's own passes to ``AnswersJudgeScript``). A request that carries a JSON schema (``response_format``) gets an
 instance of it. Otherwise the answer's key is read off the prompt ("... with the 'answers' key ..."), and lists get
 as many items as the prompt asks for (one verdict per listed claim, one answer per question), so the peers' later
 prompts have realistic sizes.
@@ -13,7 +13,8 @@ import ast
 import json
 import re
 
-from mlflow_genai_metrics.testing import Reply, ScriptedRequest, SummarizationJudgeScript, marked_sections
+from mlflow_genai_metrics.testing import AnswersJudgeScript, Reply, ScriptedRequest, SummarizationJudgeScript, marked_sections
+from mlflow_genai_metrics.testing.answers_judge import answer_pass_of
 from mlflow_genai_metrics.text import split_sentences
 
 _KEYS = ["verdicts", "answers", "questions", "truths", "claims", "statements", "reason"]
@@ -99,11 +100,14 @@ def _sized_instance(schema: dict, given: dict) -> dict:
 class PeerAwareScript:
     def __init__(self) -> None:
         self.ours = SummarizationJudgeScript()
+        self.answers = AnswersJudgeScript()
 
     def __call__(self, request: ScriptedRequest):
         prompt = "\n".join(str(m.get("content", "")) for m in request.messages)
-        if marked_sections(prompt):
-            return self.ours(request)
+        sections = marked_sections(prompt)
+        if sections:
+            ours = self.answers if answer_pass_of(sections) in ("verify_passages", "relevance", "facts") else self.ours
+            return ours(request)
         fmt = request.body.get("response_format") or {}
         schema = (fmt.get("json_schema") or {}).get("schema") if isinstance(fmt, dict) else None
         if schema:

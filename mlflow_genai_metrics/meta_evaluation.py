@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .judge import Judge
 from .stats import StatisticsOptions, category_bootstrap_interval
-from .summarization import SummarizationResult, judge_summaries
+from .summarization import judge_summaries
 from .summarization.scoring import Estimate
 from .tables import load_labelled as load_labelled  # part of meta-evaluation's API: the labelled sets it reads
 
@@ -49,7 +50,7 @@ def stratified_labelled_sample(frame: pd.DataFrame, n: int | None, *, seed: int 
 class MetaReport:
     metrics: dict[str, float]
     confusion: pd.DataFrame  # rows: human label, columns: judge's aligned
-    result: SummarizationResult
+    result: Any  # SummarizationResult, or rag.AnswersResult (answers_meta_evaluate)
 
     def figure(self):
         """The confusion matrix as a matplotlib figure."""
@@ -145,6 +146,33 @@ def meta_evaluate(
         judge_error_rate=result.metrics["judge_error_rate"],
         human_consistent_rate=float(rows["human_binary"].mean()),
         judge_aligned_rate=result.metrics["alignment"],
+    )
+    return MetaReport(metrics=metrics, confusion=confusion, result=result)
+
+
+def answers_meta_evaluate(
+    labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None,
+    statistics: StatisticsOptions | None = None,
+) -> MetaReport:
+    """The answer judge (``rag.judge_answers``) against people, on labelled answers from passages (``rag.labelled``:
+    a labelled RAG set, or a faithfulness set recast as retrieval): agreement of ``aligned`` with the binary label
+    and of ``support_rate`` with the graded one, as ``meta_evaluate``; and ``cited_passage_accuracy``, the share of
+    the supported claims (quote found) whose cited passage is one of the row's ``gold`` passages (``supported_claims``
+    of them), with the run's ``quote_failure_rate``."""
+    from .rag import judge_answers
+    from .rag.labelled import cited_passage_accuracy
+
+    statistics = statistics or StatisticsOptions()
+    rows = stratified_labelled_sample(labelled, sample, seed=seed)
+    result = judge_answers(rows["question"], rows["passages"], rows["answer"], judge=judge, ids=rows["id"], progress=progress,
+                           statistics=statistics)
+    table = result.rows
+    metrics, confusion = agreement(rows["human_binary"], table["aligned"], rows["human_graded"], table["support_rate"], statistics)
+    accuracy, supported = cited_passage_accuracy(result.claims, dict(zip(rows["id"].astype(str), rows["gold"])))
+    metrics.update(
+        rows=float(len(rows)), judge_error_rate=result.metrics["judge_error_rate"], human_consistent_rate=float(rows["human_binary"].mean()),
+        judge_aligned_rate=result.metrics["alignment"], cited_passage_accuracy=accuracy, supported_claims=float(supported),
+        quote_failure_rate=result.metrics.get("quote_failure_rate", math.nan),
     )
     return MetaReport(metrics=metrics, confusion=confusion, result=result)
 

@@ -44,6 +44,7 @@ FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
     "grounding": ("grounding",),
     "suspect": ("judge", "grounding"),
     "rag": ("judge",),
+    "rewrite": ("judge",),
 }
 
 

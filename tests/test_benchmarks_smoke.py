@@ -116,6 +116,23 @@ def test_bench_agreement_peers_smoke(run):
     assert deepeval["judge pass rate"] == "1.000" and deepeval["Spearman"] == "n/a"
 
 
+def test_bench_agreement_rag_smoke(run):
+    """The answer judge on two sets recast as retrieval, their evaluation splits, against the peer-aware scripted endpoint."""
+    if not (SHARED_DATA / "faithfulness").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    server = subprocess.Popen([sys.executable, str(BENCHMARKS / "peer_answers.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = server.stdout.readline().strip()
+        out = run("bench_agreement.py", "--sample", "4", "--sets", "qags_xsum", "frank", "--judge-model", "scripted-judge",
+                  "--judge-base-url", base_url, "--rag")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    rows = {row["set"]: row for row in markdown_table(out, "set")}
+    assert rows["frank"]["pairs"] == "4 (test)" and rows["qags_xsum"]["pairs"] == "4 (all)"
+    assert rows["frank"]["judge errors"] == "0.000" and rows["frank"]["cited-passage accuracy (supported claims)"].startswith("1.000 (")
+
+
 def test_peer_failures_are_counted_and_left_out_of_agreement():
     sys.path.insert(0, str(BENCHMARKS))
     import pandas as pd
@@ -166,6 +183,19 @@ def test_bench_cost_smoke(run):
     assert list(by_models) == ["1", "2", "5"] and by_models["1"] > by_models["2"] > by_models["5"]  # key points once per article
     modes = {row["mode"]: row for row in markdown_table(out, "mode")}
     assert modes["batch"]["vs online"] == "0.50x" and float(modes["online"]["USD per 1000 rows"]) > 0  # the batch price
+
+
+@needs_peers
+def test_bench_rag_cost_smoke(run):
+    if not (SHARED_DATA / "faithfulness" / "qags_xsum.jsonl").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    out = run("bench_rag_cost.py", "--rows", "2")
+    systems = {row["system"]: row for row in markdown_table(out, "system")}
+    ours = systems["ours: judge_answers (claims, passage + checked quote, relevance)"]
+    assert ours["calls / row"] == "3.00" and ours["rows failed"] == "0"
+    assert systems["ours, faithfulness alone (claims, then verification with passage + quote)"]["calls / row"] == "2.00"
+    for peer in ("Ragas 0.4 Faithfulness (score in [0, 1])", "MLflow 3.17 RetrievalGroundedness (yes/no)"):
+        assert systems[peer]["rows failed"] == "0" and float(systems[peer]["calls / row"]) >= 1, out  # each peer judged every row
 
 
 def test_peer_answers_fit_each_peers_format():

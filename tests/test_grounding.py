@@ -65,7 +65,10 @@ def test_features_of_the_check_rows_are_those_the_model_was_trained_on():
         name, row_id = key.split(":", 1)
         row = frames[name].loc[row_id]
         index = SourceIndex(row["source"])
-        assert np.allclose(row_features(summary_features(row["summary"], index), index), stored, rtol=0, atol=1e-12), key
+        # The meaning features are float32 sums from numpy's BLAS, whose kernel depends on the CPU: the same code gives
+        # up to 1.2e-7 apart on a SkylakeX OpenBLAS kernel and on the machine that stored them. A drift of the feature
+        # code moves them by far more than 1e-6.
+        assert np.allclose(row_features(summary_features(row["summary"], index), index), stored, rtol=0, atol=1e-6), key
 
 
 def test_model_tag_carries_the_version_and_changes_with_the_file(tmp_path):

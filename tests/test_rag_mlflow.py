@@ -195,7 +195,7 @@ def test_mgm_evaluate_and_monitor_take_task_rag(scripted_server, mlflow_store, t
     assert re.search(r"^  strict_alignment\s+1  \[", out, re.MULTILINE) and re.search(r"^  context_sufficiency\s+1 ", out, re.MULTILINE)
     assert set(_cards(run_id, "context_sufficiency")) == {"prize", "plant", "comet"}
     assert mgm(["evaluate", str(path), "--task", "rag", "--no-coverage"]) == 2
-    assert "--no-coverage is for summaries, not for --task rag" in capsys.readouterr().err
+    assert "--no-coverage is not for --task rag" in capsys.readouterr().err
 
     app = rag_app(server, "writer")
     with mlflow.start_run():

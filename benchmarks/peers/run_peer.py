@@ -1,9 +1,12 @@
-"""Run one peer's summarization judge over a JSONL of {"source", "summary"} rows (in the peers' virtual env).
+"""Run one peer's judge over a JSONL of rows (in the peers' virtual env): {"source", "summary"} for the summary
+judges, {"question", "passages", "answer"} for the judges of answers from retrieved passages.
 
     .venv-peers/bin/python benchmarks/peers/run_peer.py SYSTEM rows.jsonl --base-url URL --model NAME
         [--concurrency N] [--scores-out scores.jsonl]
 
-SYSTEM: deepeval | deepeval-no-reason | mlflow-summarization | ragas-faithfulness. Prints one JSON line:
+SYSTEM: deepeval | deepeval-no-reason | mlflow-summarization | ragas-faithfulness (summaries);
+ragas-faithfulness-rag | mlflow-retrieval-groundedness (answers: Ragas' Faithfulness with the passages as its
+retrieved contexts, MLflow's RetrievalGroundedness on a trace whose RETRIEVER span returned the passages). Prints one JSON line:
 {"system", "rows", "errors", "error_sample", "concurrency", "wall_s", "cpu_s"}; the times cover judging only (not
 imports or set-up). The endpoint's own log counts the calls and tokens.
 
@@ -35,10 +38,10 @@ Outcome = dict  # {"score": float | None, "passed": bool | None}
 
 @dataclass
 class Peer:
-    """A peer's judge of one row: ``sync`` always; ``concurrent`` when the peer has its own async form."""
+    """A peer's judge of one row (the row's dict): ``sync`` always; ``concurrent`` when the peer has its own async form."""
 
-    sync: Callable[[str, str], Outcome]
-    concurrent: Callable[[str, str], Awaitable[Outcome]] | None = None
+    sync: Callable[[dict], Outcome]
+    concurrent: Callable[[dict], Awaitable[Outcome]] | None = None
 
 
 def main() -> None:
@@ -78,7 +81,7 @@ def _failure(exc: BaseException) -> Outcome:
 def judge_all(peer: Peer, rows: list[dict], concurrency: int) -> list[Outcome]:
     def one(row: dict) -> Outcome:
         try:
-            return peer.sync(row["source"], row["summary"])
+            return peer.sync(row)
         except Exception as exc:
             return _failure(exc)
 
@@ -90,13 +93,13 @@ def judge_all(peer: Peer, rows: list[dict], concurrency: int) -> list[Outcome]:
     return asyncio.run(_gather(peer.concurrent, rows, concurrency))
 
 
-async def _gather(judge: Callable[[str, str], Awaitable[Outcome]], rows: list[dict], concurrency: int) -> list[Outcome]:
+async def _gather(judge: Callable[[dict], Awaitable[Outcome]], rows: list[dict], concurrency: int) -> list[Outcome]:
     slots = asyncio.Semaphore(concurrency)
 
     async def one(row: dict) -> Outcome:
         async with slots:
             try:
-                return await judge(row["source"], row["summary"])
+                return await judge(row)
             except Exception as exc:
                 return _failure(exc)
 
@@ -115,14 +118,14 @@ def build(system: str, base_url: str, model: str) -> Peer:
         def outcome(metric) -> Outcome:
             return {"score": metric.score, "passed": bool(metric.score >= metric.threshold)}
 
-        def run(source: str, summary: str) -> Outcome:
+        def run(row: dict) -> Outcome:
             metric = SummarizationMetric(model=llm, include_reason=include_reason, async_mode=False)
-            metric.measure(LLMTestCase(input=source, actual_output=summary), _show_indicator=False)
+            metric.measure(LLMTestCase(input=row["source"], actual_output=row["summary"]), _show_indicator=False)
             return outcome(metric)
 
-        async def a_run(source: str, summary: str) -> Outcome:
+        async def a_run(row: dict) -> Outcome:
             metric = SummarizationMetric(model=llm, include_reason=include_reason, async_mode=True)
-            await metric.a_measure(LLMTestCase(input=source, actual_output=summary), _show_indicator=False)
+            await metric.a_measure(LLMTestCase(input=row["source"], actual_output=row["summary"]), _show_indicator=False)
             return outcome(metric)
 
         return Peer(run, a_run)
@@ -131,8 +134,8 @@ def build(system: str, base_url: str, model: str) -> Peer:
 
         scorer = Summarization(model=f"openai:/{model}")
 
-        def verdict(source: str, summary: str) -> Outcome:
-            feedback = scorer(inputs={"text": source}, outputs=summary)
+        def verdict(row: dict) -> Outcome:
+            feedback = scorer(inputs={"text": row["source"]}, outputs=row["summary"])
             if getattr(feedback, "error", None):
                 raise RuntimeError(str(feedback.error))
             value = str(getattr(feedback.value, "value", feedback.value)).strip().lower()
@@ -141,23 +144,61 @@ def build(system: str, base_url: str, model: str) -> Peer:
             return {"passed": value == "yes"}
 
         return Peer(verdict)  # synchronous only: the thread pool is its concurrent mode
-    if system == "ragas-faithfulness":
+    if system in ("ragas-faithfulness", "ragas-faithfulness-rag"):
         from openai import AsyncOpenAI
         from ragas.llms import llm_factory
         from ragas.metrics.collections import Faithfulness
 
         llm = llm_factory(model, client=AsyncOpenAI(base_url=base_url, api_key="peer-benchmark"))
         metric = Faithfulness(llm=llm)
-        question = "Summarize the article."
 
-        def score(source: str, summary: str) -> Outcome:
-            return {"score": float(metric.score(user_input=question, response=summary, retrieved_contexts=[source]).value)}
+        def asked(row: dict) -> dict:
+            if system == "ragas-faithfulness":  # a summary: the article is the one context
+                return {"user_input": "Summarize the article.", "response": row["summary"], "retrieved_contexts": [row["source"]]}
+            return {"user_input": row["question"], "response": row["answer"], "retrieved_contexts": list(row["passages"])}
 
-        async def a_score(source: str, summary: str) -> Outcome:
-            result = await metric.ascore(user_input=question, response=summary, retrieved_contexts=[source])
-            return {"score": float(result.value)}
+        def score(row: dict) -> Outcome:
+            return {"score": float(metric.score(**asked(row)).value)}
+
+        async def a_score(row: dict) -> Outcome:
+            return {"score": float((await metric.ascore(**asked(row))).value)}
 
         return Peer(score, a_score)
+    if system == "mlflow-retrieval-groundedness":
+        import tempfile
+
+        import mlflow
+        from mlflow.entities import Document, SpanType
+        from mlflow.genai.scorers import RetrievalGroundedness
+
+        # its scorer reads the retrieved documents from a trace, which must be in a store to be read back (an
+        # in-memory SQLite database is a new one on each connection)
+        mlflow.set_tracking_uri(f"sqlite:///{tempfile.mkdtemp(prefix='peer-traces-')}/traces.db")
+        mlflow.set_experiment("retrieval-groundedness")
+        scorer = RetrievalGroundedness(model=f"openai:/{model}")
+
+        @mlflow.trace(span_type=SpanType.RETRIEVER)
+        def retrieve(passages: list[str]) -> list[Document]:
+            return [Document(page_content=p) for p in passages]
+
+        @mlflow.trace
+        def application(question: str, passages: list[str], answer: str) -> str:
+            retrieve(passages)
+            return answer
+
+        def grounded(row: dict) -> Outcome:
+            application(row["question"], list(row["passages"]), row["answer"])
+            mlflow.flush_trace_async_logging()
+            trace = mlflow.get_trace(mlflow.get_last_active_trace_id(thread_local=True))
+            feedbacks = scorer(trace=trace)
+            feedbacks = feedbacks if isinstance(feedbacks, list) else [feedbacks]
+            failed = [f for f in feedbacks if getattr(f, "error", None)]
+            if failed:
+                raise RuntimeError(str(failed[0].error))
+            values = [str(getattr(f.value, "value", f.value)).strip().lower() for f in feedbacks]
+            return {"passed": all(v == "yes" for v in values)}
+
+        return Peer(grounded)  # synchronous only: the thread pool is its concurrent mode
     sys.exit(f"unknown system {system!r}")
 
 

@@ -50,10 +50,11 @@ def evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.data} has no rows: nothing to evaluate")
     if args.limit is not None:
         data = data.head(args.limit)
-    if args.task == "rag":
-        from .answers import evaluate_rag
+    from .tasks import evaluate_rag, evaluate_rewrites, refuse_other_tasks
 
-        return evaluate_rag(args, data)
+    if args.task != "summary":
+        return (evaluate_rag if args.task == "rag" else evaluate_rewrites)(args, data)
+    refuse_other_tasks(args)
     missing = [c for c in (args.source_col, args.summary_col if not args.model else None, args.reference_col, args.id_col, args.category_col) if c and c not in data.columns]
     if missing:
         raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
@@ -141,13 +142,18 @@ def add_commands(commands) -> None:
         ),
     )
     evaluate_parser.add_argument("data", help="a .csv, .jsonl, .json or .parquet file, one row per summary (or answer, with --task rag)")
-    evaluate_parser.add_argument("--task", choices=("summary", "rag"), default="summary",
+    evaluate_parser.add_argument("--task", choices=("summary", "rag", "rewrite"), default="summary",
                                  help="summary: summaries against their sources (default); rag: answers against the passages retrieved for "
-                                      "their questions, claim by claim with the passage and quote cited (docs/rag.md)")
+                                      "their questions, claim by claim with the passage and quote cited (docs/rag.md); rewrite: rewrites "
+                                      "against their inputs and instruction (docs/rewrites.md)")
     evaluate_parser.add_argument("--question-col", default="question", help="--task rag: column with the questions")
     evaluate_parser.add_argument("--passages-col", default="passages", help="--task rag: column with each row's retrieved passages (a list of texts; in a CSV, a JSON list)")
     evaluate_parser.add_argument("--answer-col", default="answer", help="--task rag: column with the answers")
     evaluate_parser.add_argument("--expected-col", default=None, help="--task rag: column with expected answers: adds context sufficiency and answer recall (default: none)")
+    evaluate_parser.add_argument("--input-col", default="input", help="--task rewrite: column with the texts that were rewritten")
+    evaluate_parser.add_argument("--rewrite-col", default="rewrite", help="--task rewrite: column with the rewrites")
+    evaluate_parser.add_argument("--instruction", default=None, help="--task rewrite: the instruction every rewrite was written to")
+    evaluate_parser.add_argument("--instruction-col", default=None, help="--task rewrite: column with each row's instruction")
     evaluate_parser.add_argument("--source-col", default="text", help="column with the source articles")
     evaluate_parser.add_argument("--summary-col", default="summary", help="column with the summaries; --model writes them there")
     evaluate_parser.add_argument("--reference-col", default=None, help="column with reference summaries: adds ROUGE, BLEU and chrF (default: none)")

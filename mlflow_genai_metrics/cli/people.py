@@ -9,7 +9,7 @@ from .common import EXIT_OK, figure, judge_options, make_judge, positive_int, pr
 
 
 def meta_eval(args: argparse.Namespace) -> int:
-    from ..meta_evaluation import evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
+    from ..meta_evaluation import answers_meta_evaluate, evaluation_rows, grounding_meta_evaluate, load_labelled, meta_evaluate
 
     data = Path(args.data)
     labelled = load_labelled(args.data)
@@ -17,6 +17,8 @@ def meta_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--by {args.by!r}: {data.name} has no such column; it has {list(labelled.columns)}")
     if args.plot:
         _check_plot_path(Path(args.plot))  # before any row is judged, not after
+    if args.task == "rag" and args.grounding_only:
+        raise ValueError("--grounding-only measures the grounding check on summaries: leave out --task rag")
     if not args.no_log:
         set_tracking(args)
         from ..tracking.agreement import log_meta_report, report_experiment
@@ -38,16 +40,24 @@ def meta_eval(args: argparse.Namespace) -> int:
         reliability = grounding.reliability
         params = {"mgm.meta.data": data.name, "mgm.meta.mode": "grounding", "mgm.meta.split": args.split or "untrained splits", "mgm.meta.by": by}
     else:
-        report = meta_evaluate(labelled, judge=make_judge(args), sample=args.sample, seed=args.seed, progress=True)
-        print(f"{data.name}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
-        for name in ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate"):
+        rag = args.task == "rag"
+        if rag:  # a faithfulness set recast as retrieval; its evaluation splits only (FRANK test, SummEdits test, QAGS)
+            from ..rag.labelled import recast_as_retrieval
+
+            labelled = recast_as_retrieval(evaluation_rows(labelled, data.name.split(".")[0], args.split), seed=args.seed)
+        evaluate = answers_meta_evaluate if rag else meta_evaluate
+        report = evaluate(labelled, judge=make_judge(args), sample=args.sample, seed=args.seed, progress=True)
+        print(f"{data.name}{' recast as retrieval' if rag else ''}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
+        names = ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate")
+        for name in (*names, *(("cited_passage_accuracy", "supported_claims", "quote_failure_rate") if rag else ())):
             print(figure(name, report.metrics))
         print(report.confusion.to_string())
         if args.plot:
             report.figure().savefig(args.plot, dpi=110)
             print(f"confusion matrix plot: {args.plot}")
         metrics, confusion, signature, groups, reliability = report.metrics, report.confusion, report.result.signature, None, None
-        params = {"mgm.meta.data": data.name, "mgm.meta.mode": "judge", "mgm.meta.sample": args.sample, "mgm.meta.seed": args.seed}
+        params = {"mgm.meta.data": data.name, "mgm.meta.mode": "answers" if rag else "judge", "mgm.meta.sample": args.sample,
+                  "mgm.meta.seed": args.seed}
     if not args.no_log:
         run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups, reliability=reliability)
         print(f"logged as run {run_id} (experiment {args.experiment})")
@@ -114,8 +124,12 @@ def add_commands(commands) -> None:
     meta_parser.add_argument("--seed", type=int, default=0, help="seed of the --sample draw")
     meta_parser.add_argument("--plot", default=None, help="save the confusion matrix as this PNG (default: no plot)")
     judge_options(meta_parser, leave_out=("batch",))
+    meta_parser.add_argument("--task", choices=("summary", "rag"), default="summary",
+                             help="summary: the summary judge (default); rag: the answer judge, on the set recast as retrieval (each source "
+                                  "split into passages among passages of other sources, the summary as the answer; its evaluation splits "
+                                  "only), with the cited-passage accuracy (docs/rag.md)")
     meta_parser.add_argument("--grounding-only", action="store_true", help="measure the grounding check (no judge) instead of the judge")
-    meta_parser.add_argument("--split", default=None, help="with --grounding-only: only this split (default: every split the model was not trained on)")
+    meta_parser.add_argument("--split", default=None, help="with --grounding-only or --task rag: only this split (default: every split the grounding model was not trained on)")
     meta_parser.add_argument("--by", default=None, help="with --grounding-only: figures per value of this column (default: domain or origin)")
     meta_parser.add_argument("--experiment", default="mgm-meta-eval", help="MLflow experiment of the report's run")
     meta_parser.set_defaults(run=meta_eval)

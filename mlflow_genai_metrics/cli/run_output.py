@@ -29,11 +29,11 @@ def report_evaluation(run: Any, experiment: Any, evaluation: Any, rows: str) -> 
 def summary_lines(metrics: dict[str, float]) -> list[str]:
     """One line per headline figure the evaluation has: ``name  value  [low, high]``, or ``(no interval from n
     rows)`` where too few rows (or rows all alike) give no interval that holds its coverage."""
-    from ..summarization.metrics import ANSWER_RUN_METRICS, RUN_METRICS, RUN_USAGE
+    from ..summarization.metrics import ANSWER_RUN_METRICS, REWRITE_RUN_METRICS, RUN_METRICS, RUN_USAGE
     from ..summarization.scoring import interval_names
 
     lines = []
-    for name in (*RUN_METRICS, *ANSWER_RUN_METRICS, "ter", "judge/suspect_rate", *RUN_USAGE):  # ter: only with --ter
+    for name in (*RUN_METRICS, *ANSWER_RUN_METRICS, *REWRITE_RUN_METRICS, "ter", "judge/suspect_rate", *RUN_USAGE):  # ter: only with --ter
         if name not in metrics:
             continue
         low, high, n = (metrics.get(key) for key in interval_names(name))

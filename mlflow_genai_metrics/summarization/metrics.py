@@ -33,8 +33,9 @@ from .records import RowJudgement
 Level = Literal["row", "aggregate"]
 Kind = Literal["proportion", "mean", "ratio", "corpus"]
 # "suspect": the judge's verdicts checked by the grounding model (needs both); "rag": what only answers from
-# retrieved passages have (``rag.scoring`` computes their row values)
-Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag"]
+# retrieved passages have (``rag.scoring`` computes their row values); "rewrite": what only rewrites have
+# (``rewrites.api`` computes their row values)
+Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag", "rewrite"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ RUN_METRICS = ("alignment", "strict_alignment", "defect_rate/contradiction", "ri
                "grounding", "grounded_rate", "rougeL")
 # An answers run's own headline beside the claim figures above (a summary run has none of them).
 ANSWER_RUN_METRICS = ("answer_relevance", "context_utilisation", "context_sufficiency", "quote_failure_rate")
+REWRITE_RUN_METRICS = ("instruction_following",)  # a rewrites run's own, beside the claim and coverage figures
 RUN_USAGE = ("judge/calls", "judge/cost_usd")
 
 
@@ -82,7 +84,7 @@ def run_metrics(metrics: dict[str, float], *, all_metrics: bool = False) -> dict
     ``_ci_low``, ``_ci_high`` and ``_n``, and ``RUN_USAGE``), or every one with ``all_metrics``."""
     if all_metrics:
         return dict(metrics)
-    chosen = {name for base in (*RUN_METRICS, *ANSWER_RUN_METRICS) for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
+    chosen = {name for base in (*RUN_METRICS, *ANSWER_RUN_METRICS, *REWRITE_RUN_METRICS) for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
     return {name: value for name, value in metrics.items() if name in chosen or name in RUN_USAGE}
 
 
@@ -309,6 +311,9 @@ METRICS = MetricRegistry(
                    reasoning="facts_reasoning"),
         MetricSpec("answer_recall", "row", "facts of the expected answer the answer states / its facts", True, family="rag",
                    reasoning="facts_reasoning"),
+        # Rewrites (``rewrites``): computed by ``rewrites.api``, not from ``RowFacts``.
+        MetricSpec("instruction_followed", "row", "1 when the rewrite does what its instruction asks, else 0", True, family="rewrite",
+                   integer=True, reasoning="instruction_reasoning"),
         MetricSpec("compression_ratio", "row", "words in the summary / words in the source", False, family="length", reasoning=None),
         _aggregate("alignment", "share of judged rows with aligned = 1", True, "proportion", of="aligned", headline=True),
         _aggregate("defect_rate/contradiction", "share of judged rows with a contradicted claim", False, "proportion",
@@ -343,6 +348,8 @@ METRICS = MetricRegistry(
                    of="context_sufficiency", family="rag"),
         _aggregate("answer_recall", "mean share of the expected answer's facts the answer states", True, "mean", of="answer_recall",
                    family="rag"),
+        _aggregate("instruction_following", "share of judged rewrites that do what their instruction asks", True, "proportion",
+                   of="instruction_followed", family="rewrite"),
         _aggregate("quote_failure_rate", "claims whose quote is not in the passage cited / claims", False, "ratio",
                    statistic=_quote_failures, reads=("quote_failures", "claim_count"), family="rag"),
         _aggregate("grounding", "mean grounding score of the rows scored", True, "mean", of="grounding", family="grounding", over="all"),

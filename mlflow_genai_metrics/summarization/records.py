@@ -12,7 +12,7 @@ from ..judge import JudgeError, Usage
 # What a judge call of a row was for: its claims (extraction, verification) or its source's key points (their
 # extraction, the coverage check); of an answer (``rag``) also its relevance to the question and the expected
 # answer's facts (their extraction, their check against the passages and the answer).
-JudgePass = Literal["claims", "key_points", "relevance", "facts"]
+JudgePass = Literal["claims", "key_points", "relevance", "facts", "instruction"]
 
 
 class RowInput(BaseModel):

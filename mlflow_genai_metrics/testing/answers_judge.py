@@ -4,7 +4,8 @@ It reads what the prompts put between their markers and answers from tables you 
 
 - claims (of an answer): its sentences;
 - verification against passages: ``yes`` citing the first passage that holds every word of the claim (lower-cased,
-  4+ letters), quoting that passage's sentence sharing most words with it; else ``idk`` (passage 0, no quote);
+  4+ letters), quoting (its first 25 words of) that passage's sentence sharing most words with it; else ``idk``
+  (passage 0, no quote);
 - relevance: ``yes`` when the answer shares a 4+-letter word with the question, else ``no``;
 - expected facts: the expected answer's sentences.
 
@@ -22,6 +23,7 @@ from .script import ScriptedRequest
 from .summarization_judge import MarkedPromptScript, _numbered_items, _words
 
 Citation = tuple[str, int, str]  # verdict, passage number (0 for none), quote
+QUOTE_WORDS = 25  # the verification prompt asks for at most 25 words of quote
 
 
 def answer_pass_of(sections: Mapping[str, str]) -> str:
@@ -85,5 +87,5 @@ class AnswersJudgeScript(MarkedPromptScript):
         for number, text in sorted(passages.items()):
             if words and words <= _words(text):
                 quote = max(split_sentences(text), key=lambda sentence: len(words & _words(sentence)))
-                return "yes", number, quote
+                return "yes", number, " ".join(quote.split(" ")[:QUOTE_WORDS])  # at most 25 words, as the prompt asks
         return "idk", 0, ""

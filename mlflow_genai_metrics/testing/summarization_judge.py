@@ -6,7 +6,8 @@ from tables you give it, or by simple rules when a table has no entry:
 - claims: the summary's sentences;
 - verdict: ``yes`` when every word of the claim (lower-cased, 4+ letters) appears in the article, else ``idk``;
 - key points: the article's first three sentences;
-- coverage: ``yes`` when at least half the key point's 4+-letter words appear in the summary.
+- coverage: ``yes`` when at least half the key point's 4+-letter words appear in the summary;
+- a rewrite's instruction (``rewrites``): followed when the rewrite has fewer words than its input.
 
     script = SummarizationJudgeScript(verdicts={"Everton are second in the Premiership.": "no"})
     with ScriptedJudgeServer(script) as server: ...
@@ -39,6 +40,8 @@ def marked_sections(prompt: str) -> dict[str, str]:
 
 def pass_of(sections: Mapping[str, str]) -> str:
     """Which pass a prompt belongs to, from the sections it carries."""
+    if "INSTRUCTION" in sections:
+        return "instruction"
     if "CLAIMS" in sections:
         return "verify"
     if "KEY POINTS" in sections:
@@ -91,6 +94,7 @@ class SummarizationJudgeScript(MarkedPromptScript):
     verdicts: Mapping[str, str | Callable[[str, str], str]] = field(default_factory=dict)
     key_points: Mapping[str, list[str]] = field(default_factory=dict)
     covered: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    followed: Mapping[str, str] = field(default_factory=dict)  # a rewrite -> "yes"/"no": does it follow its instruction
     fault: Callable[[ScriptedRequest, str], object] | None = None
 
     kind_of = staticmethod(pass_of)
@@ -120,6 +124,10 @@ class SummarizationJudgeScript(MarkedPromptScript):
                     for number, point in enumerate(points, start=1)
                 ]
             }
+        if kind == "instruction":
+            rewrite, text = sections["REWRITE"], sections["INPUT"]
+            verdict = self.followed.get(rewrite) or ("yes" if len(rewrite.split()) < len(text.split()) else "no")
+            return {"reason": f"rule: the rewrite has {len(rewrite.split())} words, its input {len(text.split())}", "followed": verdict}
         raise ValueError("the scripted summarization judge did not recognise this prompt")
 
     def verdict(self, article: str, claim: str) -> str:

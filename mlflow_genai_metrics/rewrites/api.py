@@ -1,0 +1,130 @@
+"""``judge_rewrites``: rewrites judged against their inputs: no new facts, nothing lost, the instruction followed.
+
+A rewrite is judged as a summary of its input (``summarization``: its claims verified against the input, the input's
+key points checked against it, with the summaries' prompts, cache, chunking and typed errors), plus one call per
+row asking whether it follows its instruction (``instruction`` prompt). The result is a ``SummarizationResult``
+whose rows also carry ``instruction_followed`` and ``instruction_reasoning`` and whose metrics add
+``instruction_following``; its signature names the ``instruction`` prompt, so a rewrites run and a summaries run are
+never compared as equals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..judge import Judge, JudgeReply, run_sync
+from ..prompts import REWRITE_PROMPTS, SUMMARY_PROMPTS
+from ..signature import summarization_signature
+from ..stats import StatisticsOptions
+from ..summarization.api import build_result, response_mode_of
+from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows
+from ..summarization.options import JudgingOptions
+from ..summarization.records import RowError, RowInput, RowJudgement
+from ..summarization.result import SummarizationResult
+from ..summarization.statements import has_words
+from ..tables import MissingColumnError
+from .passes import InstructionCheck, instruction_request
+
+REWRITE_SIGNATURE_PROMPTS = (*SUMMARY_PROMPTS, *REWRITE_PROMPTS)
+EMPTY_REWRITE = "The rewrite is empty: it does nothing the instruction asks."
+
+
+def _instructions(instruction: str | Sequence[str], count: int) -> list[str]:
+    """One instruction per row (one text is every row's); refused before any call, naming each bad row."""
+    given = [instruction] * count if isinstance(instruction, str) else as_list(instruction, "instruction")
+    if len(given) != count:
+        raise ValueError(f"instruction has {len(given)} rows but inputs has {count} (give one text for every row, or one per row)")
+    bad = [f"row {i}: the instruction is {'missing' if is_missing(text) else 'empty or not text'}"
+           for i, text in enumerate(given) if is_missing(text) or not isinstance(text, str) or not text.strip()]
+    if bad:
+        raise ValueError("cannot judge these rewrites:\n  " + "\n  ".join(bad[:20]))
+    return given
+
+
+async def _checks(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str]) -> list[InstructionCheck | JudgeReply]:
+    """Each row's instruction check (an empty rewrite: "no", with no call), or the failed reply."""
+
+    async def one(row: RowInput, instruction: str) -> InstructionCheck | JudgeReply:
+        if not has_words(row.summary):
+            return InstructionCheck(reason=EMPTY_REWRITE, followed="no")
+        reply = await judge.aask(instruction_request(instruction, row.source, row.summary))
+        return reply.answer if reply.ok else reply
+
+    return list(await asyncio.gather(*(one(row, text) for row, text in zip(rows, instructions))))
+
+
+def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply) -> RowJudgement:
+    """The row's judgement with its instruction call's usage; its error when the check failed (and nothing failed
+    before it)."""
+    if not isinstance(check, JudgeReply):
+        return judgement
+    usage = {"usage": judgement.usage.model_copy(), "usage_by_pass": {**judgement.usage_by_pass, "instruction": check.usage}}
+    usage["usage"].add(check.usage)
+    if judgement.error is not None:
+        return judgement.model_copy(update=usage)
+    return RowJudgement(id=judgement.id, source_key=judgement.source_key, error=RowError(stage="instruction check", error=check.error), **usage)
+
+
+def judge_rewrites(
+    inputs: Sequence[str],
+    rewrites: Sequence[str],
+    *,
+    instruction: str | Sequence[str],
+    judge: Judge,
+    ids: Sequence[Any] | None = None,
+    max_source_tokens: int | None = None,
+    statistics: StatisticsOptions | None = None,
+    progress: bool | None = None,
+) -> SummarizationResult:
+    """Judge each rewrite against its input and its instruction.
+
+    >>> result = judge_rewrites(emails, rewrites, instruction="Make it polite and brief.", judge=Judge("gpt-4o-mini"))
+    >>> result.metrics["strict_alignment"], result.metrics["coverage"], result.metrics["instruction_following"]
+    >>> result.rows[["id", "strictly_aligned", "coverage", "instruction_followed", "instruction_reasoning"]]
+
+    - no new facts: ``strictly_aligned`` (every claim of the rewrite supported by the input; a claim the input does
+      not support is a new fact: ``unverifiable_claims``, and one it contradicts ``contradicted_claims``);
+    - nothing lost: ``coverage`` (the share of the input's key points the rewrite keeps);
+    - the instruction followed: ``instruction_followed`` (1 or 0, with the judge's reason).
+
+    ``instruction``: one text for every row, or one per row. Bad input raises before any call, naming every bad
+    row; a row the judge fails on (any pass) keeps its ``error`` and gets no value.
+    """
+    statistics = statistics if statistics is not None else StatisticsOptions()
+    if not isinstance(judge, Judge):
+        raise TypeError(f"judge_rewrites(): judge= must be a Judge, not {type(judge).__name__}")
+    if not isinstance(statistics, StatisticsOptions):
+        raise TypeError(f"judge_rewrites(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
+    rows = prepare_rows(inputs, rewrites, ids)
+    instructions = _instructions(instruction, len(rows))
+    options = JudgingOptions(coverage=True, grounding=False, max_source_tokens=max_source_tokens).for_judge(judge)
+    judgements = judge_rows(rows, judge, options, progress=progress)
+    checks = run_sync(_checks(judge, rows, instructions))
+    judgements = [_with_check(j, c) for j, c in zip(judgements, checks)]
+    followed = pd.array([None if j.error is not None else int(c.followed == "yes") for j, c in zip(judgements, checks)], dtype="Int64")
+    reasons = [None if j.error is not None else f"Instruction {c.followed}: {c.reason}" for j, c in zip(judgements, checks)]
+    result = build_result(rows, judgements, judge=judge, options=options, statistics=statistics,
+                          extra_columns={"instruction_followed": followed, "instruction_reasoning": reasons})
+    signature = summarization_signature(judge, coverage=True, max_source_tokens=options.max_source_tokens,
+                                        response_mode=response_mode_of(result.usage), statistics=statistics, prompts=REWRITE_SIGNATURE_PROMPTS)
+    return dataclasses.replace(result, signature=signature)
+
+
+def judge_rewrites_frame(frame: pd.DataFrame, *, judge: Judge, instruction: str | None = None, input_col: str = "input",
+                         rewrite_col: str = "rewrite", instruction_col: str | None = None, id_col: str | None = None,
+                         **keywords: Any) -> SummarizationResult:
+    """``judge_rewrites`` over the columns of a DataFrame: one ``instruction`` for every row, or ``instruction_col``."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"judge_rewrites_frame needs a pandas DataFrame, not {type(frame).__name__}; use judge_rewrites for lists")
+    if (instruction is None) == (instruction_col is None):
+        raise ValueError("give either instruction= (one text for every row) or instruction_col= (one per row)")
+    missing = [c for c in (input_col, rewrite_col, instruction_col, id_col) if c is not None and c not in frame.columns]
+    if missing:
+        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {list(frame.columns)}")
+    return judge_rewrites(frame[input_col], frame[rewrite_col], instruction=instruction if instruction is not None else frame[instruction_col],
+                          judge=judge, ids=frame[id_col] if id_col else None, **keywords)

@@ -1,0 +1,112 @@
+"""Rewrites judged against their inputs (issue 28, 2): no new facts (claims against the input), nothing lost (the
+input's key points), the instruction followed (a judged yes/no with a reason); every failure a row error, never a
+score; a rewrites run is never compared with a summaries run as an equal."""
+
+from __future__ import annotations
+
+import re
+
+import mlflow
+import pytest
+from conftest import SECRET_KEY
+from helpers import judge_for
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.rewrites import demo_rewrites, judge_rewrites, judge_rewrites_frame
+from mlflow_genai_metrics.summarization import SignatureMismatchError, compare_results, judge_summaries
+from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
+from mlflow_genai_metrics.tracking import log_result
+
+TEXT = "The library opens at nine on weekdays. It closes at noon on Saturdays. Books are due back within three weeks."
+BRIEF = "Make it brief."
+
+
+def test_the_planted_rewrites_show_a_new_fact_a_lost_key_point_and_an_ignored_instruction(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_rewrites_frame(demo_rewrites(), judge=judge_for(server), instruction_col="instruction", id_col="id")
+    rows = result.rows.set_index("id")
+    assert rows.loc["meeting", ["strictly_aligned", "coverage", "instruction_followed"]].tolist() == [1, 1.0, 1]
+    assert rows.loc["refund", "unverifiable_claims"] == 1 and rows.loc["refund", "strictly_aligned"] == 0  # the voucher
+    assert rows.loc["outage", "coverage"] == pytest.approx(1 / 3) and rows.loc["outage", "strictly_aligned"] == 1  # nothing new, 2 points lost
+    assert rows.loc["parking", "instruction_followed"] == 0
+    assert rows.loc["parking", "instruction_reasoning"].startswith("Instruction no: ")
+    assert result.metrics["instruction_following"] == 0.75 and result.metrics["instruction_following_n"] == 4
+    assert result.metrics["instruction_following_ci_low"] < 0.75 < result.metrics["instruction_following_ci_high"]  # Wilson, never [x, x]
+    assert "|instruction:v1-" in result.signature and "|verify:" in result.signature
+
+
+def test_one_instruction_serves_every_row_and_an_empty_rewrite_follows_none_with_no_call(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_rewrites([TEXT, TEXT], ["The library opens at nine on weekdays.", "  "], instruction=BRIEF, judge=judge_for(server))
+    assert result.rows["instruction_followed"].tolist() == [1, 0]
+    assert result.rows.loc[1, "defect_empty"] == 1 and result.rows.loc[1, "instruction_reasoning"].startswith("Instruction no: The rewrite is empty")
+    asked = [r for r in server.requests if "=====INSTRUCTION " in r.body["messages"][0]["content"]]
+    assert len(asked) == 1  # the empty rewrite's check made no call
+
+
+def test_a_failed_instruction_check_is_that_rows_error_and_gives_it_no_value(scripted_server):
+    failing = "The library closes at noon on Saturdays."
+    script = SummarizationJudgeScript(fault=lambda request, kind: Fault("status", status=400, message="refused")
+                                      if kind == "instruction" and failing in request.prompt_text else None)
+    server = scripted_server(script)
+    result = judge_rewrites([TEXT] * 3, ["The library opens at nine on weekdays.", failing, "Books are due back within three weeks."],
+                            instruction=BRIEF, judge=judge_for(server), ids=["a", "b", "c"])
+    rows = result.rows.set_index("id")
+    assert rows.loc["b", "error"].startswith("instruction check failed")
+    assert rows.loc["b", ["instruction_followed", "claim_count", "coverage"]].isna().all()  # no value, never 0
+    assert (rows.drop("b")["error"] == "").all() and result.metrics["judge_error_rate"] == 1 / 3
+    assert result.metrics["instruction_following_n"] == 2 and result.metrics["strict_alignment_n"] == 2
+    assert result.usage.calls == sum(j.usage.calls for j in result.judgements)  # the failed call is counted
+
+
+@pytest.mark.parametrize(("instruction", "message"), [
+    (["ok", "  "], r"row 1: the instruction is empty or not text"),
+    (["ok"], r"instruction has 1 rows but inputs has 2"),
+    ([None, "ok"], r"row 0: the instruction is missing"),
+])
+def test_a_bad_instruction_is_refused_naming_its_row_before_any_call(scripted_server, instruction, message):
+    server = scripted_server(SummarizationJudgeScript())
+    with pytest.raises(ValueError, match=message):
+        judge_rewrites([TEXT, TEXT], ["a", "b"], instruction=instruction, judge=judge_for(server))
+    assert server.request_count == 0
+
+
+def test_a_rewrites_run_is_not_compared_with_a_summaries_run_as_an_equal(scripted_server):
+    server = scripted_server(SummarizationJudgeScript())
+    judge = judge_for(server)
+    rewrites = judge_rewrites([TEXT], ["The library opens at nine on weekdays."], instruction=BRIEF, judge=judge)
+    summaries = judge_summaries([TEXT], ["The library opens at nine on weekdays."], judge=judge, grounding=False)
+    with pytest.raises(SignatureMismatchError):
+        compare_results(summaries, rewrites)
+
+
+def test_a_rewrites_run_logs_instruction_following_as_a_headline_metric(scripted_server, mlflow_store):
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_rewrites([TEXT, TEXT], ["The library opens at nine on weekdays.", TEXT + " It has a cafe."], instruction=BRIEF,
+                            judge=judge_for(server))
+    with mlflow.start_run() as run:
+        log_result(result, log_metrics=True)
+    logged = MlflowClient().get_run(run.info.run_id).data
+    assert logged.metrics["instruction_following"] == 0.5 and logged.metrics["instruction_following_n"] == 2
+    assert logged.metrics["coverage"] == pytest.approx(2 / 3) and logged.tags["mgm.signature"] == result.signature
+
+
+def test_mgm_evaluate_task_rewrite_logs_a_run_and_refuses_the_other_tasks_options(scripted_server, mlflow_store, tmp_path, capsys, monkeypatch):
+    server = scripted_server(SummarizationJudgeScript())
+    for name, value in {"MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY,
+                        "MGM_JUDGE_MODEL": "scripted-judge", "MGM_JUDGE_BASE_URL": server.base_url}.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "rewrites.jsonl"
+    demo_rewrites().to_json(path, orient="records", lines=True)
+
+    assert mgm(["evaluate", str(path), "--task", "rewrite", "--instruction-col", "instruction", "--id-col", "id"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^run [0-9a-f]{32} \(4 rewrites\)", out, re.MULTILINE)
+    assert re.search(r"^  instruction_following\s+0\.75  \[", out, re.MULTILINE) and re.search(r"^  coverage\s+0\.75", out, re.MULTILINE)
+    assert mgm(["evaluate", str(path), "--task", "rewrite"]) == 2
+    assert "needs --instruction TEXT (every row's) or --instruction-col COLUMN" in capsys.readouterr().err
+    assert mgm(["evaluate", str(path), "--task", "rewrite", "--instruction", "x", "--expected-col", "e"]) == 2
+    assert "--expected-col is not for --task rewrite" in capsys.readouterr().err
+    assert mgm(["evaluate", str(path), "--source-col", "input", "--summary-col", "rewrite", "--instruction", "x"]) == 2
+    assert "--instruction is not for --task summary" in capsys.readouterr().err
