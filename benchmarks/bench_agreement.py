@@ -160,24 +160,48 @@ def grounding_lines(sets: list[str], sample: int | None = None) -> list[str]:
 def rag_lines(args: argparse.Namespace, judge: Judge) -> list[str]:
     """The answer judge's agreement on each set recast as retrieval, with the cited-passage accuracy."""
     lines = [f"judge `{judge.model}`, answers: each set recast as retrieval (seed {args.seed}), {args.sample} pairs per set of its "
-             "evaluation splits (stratified by the human label)", "",
+             "evaluation splits (stratified by the human label); the model-free check on every row of those splits", "",
              "| set | pairs | balanced accuracy | Cohen's kappa | Spearman | judge errors | judge `aligned` rate | people's consistent rate "
-             "| cited-passage accuracy (supported claims) | quote failure rate |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| cited-passage accuracy (supported claims) | quote failure rate | model-free check: rows | AUC (answer against its passages) "
+             "| AUC (summary against its source) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in args.sets:
         rows = evaluation_rows(load_labelled(DATA / f"{name}.jsonl"), name, GROUNDING_SPLITS.get(name))
-        m = answers_meta_evaluate(recast_as_retrieval(rows, seed=args.seed), judge=judge, sample=args.sample, seed=args.seed).metrics
+        recast = recast_as_retrieval(rows, seed=args.seed)
+        m = answers_meta_evaluate(recast, judge=judge, sample=args.sample, seed=args.seed).metrics
+        checked = stratified_labelled_sample(rows, args.check_sample, seed=args.seed)
+        passages_auc, source_auc = model_free_auc(recast_as_retrieval(checked, seed=args.seed), checked)
         lines.append(f"| {name} | {int(m['rows'])} ({GROUNDING_SPLITS.get(name, 'all')}) | {fmt(m['balanced_accuracy'])} | {fmt(m['cohen_kappa'])} | "
                      f"{fmt(m['spearman'])} | {fmt(m['judge_error_rate'])} | {fmt(m['judge_aligned_rate'])} | {fmt(m['human_consistent_rate'])} | "
-                     f"{fmt(m['cited_passage_accuracy'])} ({int(m['supported_claims'])}) | {fmt(m['quote_failure_rate'])} |")
+                     f"{fmt(m['cited_passage_accuracy'])} ({int(m['supported_claims'])}) | {fmt(m['quote_failure_rate'])} | {len(checked)} | "
+                     f"{fmt(passages_auc)} | {fmt(source_auc)} |")
     return lines
+
+
+def model_free_auc(recast: pd.DataFrame, rows: pd.DataFrame) -> tuple[float, float]:
+    """AUC against people's binary label of the grounding check with the answer against its passages (in the order
+    retrieved, distractors included), and, beside it, of the same check with the summary against its own source."""
+    from sklearn.metrics import roc_auc_score
+
+    from mlflow_genai_metrics.grounding import score_pairs
+
+    def auc(sources, summaries, labels) -> float:
+        scores = [g.grounding for g in score_pairs(list(sources), list(summaries))]
+        keep = [i for i, value in enumerate(scores) if value is not None]
+        labelled = [labels[i] for i in keep]
+        return float(roc_auc_score(labelled, [scores[i] for i in keep])) if len(set(labelled)) == 2 else math.nan
+
+    joined = ["\n\n".join(passages) for passages in recast["passages"]]
+    return (auc(joined, recast["answer"], list(recast["human_binary"])), auc(rows["source"], rows["summary"], list(rows["human_binary"])))
 
 
 def main(argv: list[str] | None = None) -> list[str]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=30, help="pairs per set (default 30)")
     parser.add_argument("--sets", nargs="*", default=SETS)
-    parser.add_argument("--local", action="store_true", help="judge with the local SmolLM2-135M")
+    parser.add_argument("--local", action="store_true", help="judge with a local model (--local-model; default SmolLM2-135M)")
+    parser.add_argument("--local-model", default="smollm2-135m", choices=("smollm2-135m", "gemma3-270m"), help="the local model of --local")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds a judge call may take (default: the judge's own)")
     parser.add_argument("--judge-model", default=None)
     parser.add_argument("--judge-base-url", default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -185,6 +209,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     parser.add_argument("--grounding", action="store_true", help="measure the grounding check (no judge) on the splits it was not trained on")
     parser.add_argument("--peer-concurrency", type=int, default=2, help="rows each peer judges at once (default 2, as our local judge)")
     parser.add_argument("--rag", action="store_true", help="the answer judge on the sets recast as retrieval (their evaluation splits)")
+    parser.add_argument("--check-sample", type=int, default=None, help="with --rag: the model-free check on this many rows per set (default: all)")
     args = parser.parse_args(argv)
     peers = (args.peers or AGREEMENT_PEERS) if args.peers is not None else []
     if not DATA.exists():
@@ -197,8 +222,9 @@ def main(argv: list[str] | None = None) -> list[str]:
     lines = []
     with contextlib.ExitStack() as stack:
         if args.local:
-            server = stack.enter_context(LocalModelServer("smollm2-135m"))
-            judge = Judge(server.model_id, server.base_url, max_concurrency=2, context_window=server.n_ctx)
+            server = stack.enter_context(LocalModelServer(args.local_model))
+            judge = Judge(server.model_id, server.base_url, max_concurrency=2, context_window=server.n_ctx,
+                          **({"timeout_s": args.timeout} if args.timeout else {}))
         else:
             judge = Judge(args.judge_model, args.judge_base_url, context_window=None)
         lines += [f"judge `{judge.model}`, {args.sample} pairs per set (stratified by the human label, seed {args.seed})", "",

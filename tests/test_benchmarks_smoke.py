@@ -124,13 +124,14 @@ def test_bench_agreement_rag_smoke(run):
     try:
         base_url = server.stdout.readline().strip()
         out = run("bench_agreement.py", "--sample", "4", "--sets", "qags_xsum", "frank", "--judge-model", "scripted-judge",
-                  "--judge-base-url", base_url, "--rag")
+                  "--judge-base-url", base_url, "--rag", "--check-sample", "40")
     finally:
         server.terminate()
         server.wait(timeout=10)
     rows = {row["set"]: row for row in markdown_table(out, "set")}
     assert rows["frank"]["pairs"] == "4 (test)" and rows["qags_xsum"]["pairs"] == "4 (all)"
     assert rows["frank"]["judge errors"] == "0.000" and rows["frank"]["cited-passage accuracy (supported claims)"].startswith("1.000 (")
+    assert rows["frank"]["model-free check: rows"] == "40" and 0 <= float(rows["frank"]["AUC (answer against its passages)"]) <= 1
 
 
 def test_peer_failures_are_counted_and_left_out_of_agreement():

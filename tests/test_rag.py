@@ -280,3 +280,32 @@ def test_an_empty_answer_with_an_expected_one_recalls_nothing_and_only_the_passa
     assert row["error"] == "" and row["answer_recall"] == 0.0 and row["context_sufficiency"] == 1.0
     assert list(result.facts["in_answer"]) == ["idk"] and result.facts["answer_reason"].iloc[0] == "The answer is empty."
     assert server.count(purpose="ExpectedFacts") == 1 and server.count(purpose="ClaimCitations") == 1
+
+
+# -- the model-free check, passage by passage ----------------------------------------------------------------------
+
+def test_verdicts_the_passages_contradict_in_words_are_marked_suspect_and_counted(scripted_server):
+    invented = "The Eiffel Tower was painted green by astronauts in 1850."
+    stated = "It stands in Paris beside the Seine."
+    script = AnswersJudgeScript(citations={invented: ("yes", 1, "The Eiffel Tower is 330 metres tall"), stated: ("idk", 0, "")})
+    server = scripted_server(script)
+    result = judged(server, [QUESTION], [[TOWER, CAPITAL]], [f"{invented} {stated}"])
+    claims = result.claims.set_index("claim")
+    assert claims.loc[invented, "verdict"] == "yes" and bool(claims.loc[invented, "suspect"])  # a quoted yes no passage holds
+    assert claims.loc[stated, "verdict"] == "idk" and bool(claims.loc[stated, "suspect"])  # idk to what passage 1 states
+    assert claims.loc[invented, "lexical_support"] < claims.loc[stated, "lexical_support"]
+    assert result.rows.loc[0, "suspect_verdicts"] == 2 and result.metrics["judge/suspect_rate"] == 1.0
+    assert "2 suspect verdicts (the model-free check disagrees)" in result.rows.loc[0, "reasoning"]
+    assert "|grounding:" in result.signature
+
+    unchecked = judged(server, [QUESTION], [[TOWER, CAPITAL]], [f"{invented} {stated}"], grounding=False)
+    assert unchecked.claims["suspect"].isna().all() and "suspect_verdicts" not in unchecked.rows
+    assert "judge/suspect_rate" not in unchecked.metrics and "|grounding:" not in unchecked.signature
+
+
+def test_passages_the_check_cannot_read_give_no_support_and_no_suspect_flag(scripted_server):
+    passage = "埃菲尔铁塔高三百三十米。它位于巴黎塞纳河畔。"
+    server = scripted_server(AnswersJudgeScript(citations={"埃菲尔铁塔高三百三十米。": ("yes", 1, "埃菲尔铁塔高三百三十米")}))
+    result = judged(server, ["埃菲尔铁塔有多高？"], [[passage]], ["埃菲尔铁塔高三百三十米。"])
+    assert result.claims["verdict"].tolist() == ["yes"] and result.claims["lexical_support"].isna().all()
+    assert not result.claims["suspect"].any() and result.rows.loc[0, "suspect_verdicts"] == 0

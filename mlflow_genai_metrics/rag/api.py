@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..grounding.model import model_tag
 from ..judge import Judge, Usage
 from ..prompts import ANSWER_PROMPTS
 from ..signature import summarization_signature
@@ -21,6 +22,7 @@ from ..summarization.options import JudgingOptions
 from ..summarization.result import JudgedTables
 from ..summarization.scoring import Estimate, rate_statistics, result_metrics
 from ..tables import MissingColumnError
+from .grounded import check_against_passages
 from .pipeline import judge_answer_pipelines
 from .records import AnswerInput, AnswerJudgement
 from .scoring import answer_claims_table, answer_rows_table, facts_table
@@ -136,6 +138,7 @@ def judge_answers(
     expected: Sequence[str | None] | None = None,
     max_source_tokens: int | None = None,
     statistics: StatisticsOptions | None = None,
+    grounding: bool = True,
     progress: bool | None = None,
 ) -> AnswersResult:
     """Judge each answer against the passages retrieved for its question, claim by claim, with the evidence cited.
@@ -147,7 +150,9 @@ def judge_answers(
     ``passages[i]`` is the list of texts retrieved for row i, in their order (an empty list: nothing retrieved);
     each claim's verdict cites one by its 1-based number. ``expected`` (optional, None for a row without one) adds
     ``context_sufficiency`` and ``answer_recall``. Passages longer than ``max_source_tokens`` together (None: what
-    the judge's ``context_window`` leaves room for) are verified in chunks of whole passages. Bad input raises
+    the judge's ``context_window`` leaves room for) are verified in chunks of whole passages. ``grounding`` (default
+    on) checks each judged claim against the passages with the model-free check: its ``lexical_support`` in the
+    best passage and a ``suspect`` flag where the verdict disagrees sharply (``judge/suspect_rate``). Bad input raises
     before any call, naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
     """
     statistics = statistics if statistics is not None else StatisticsOptions()
@@ -157,19 +162,28 @@ def judge_answers(
         raise TypeError(f"judge_answers(): judge= must be a Judge, not {type(judge).__name__}")
     chunk = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens  # checked like a summary's
     rows = prepare_answer_rows(questions, passages, answers, ids, expected)
-    judgements = judge_answer_pipelines(rows, judge, max_source_tokens=chunk, progress=progress)
-    return build_answers_result(judgements, judge=judge, max_source_tokens=chunk, statistics=statistics)
+    judgements = judge_answer_rows(rows, judge, max_source_tokens=chunk, grounding=grounding, progress=progress)
+    return build_answers_result(judgements, judge=judge, max_source_tokens=chunk, statistics=statistics, grounding=grounding)
+
+
+def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,
+                      progress: bool | None = None) -> list[AnswerJudgement]:
+    """One judgement per validated row: the judge's passes, then (``grounding``) the model-free check of each claim
+    against its passages (``rag.grounded``)."""
+    judgements = judge_answer_pipelines(rows, judge, max_source_tokens=max_source_tokens, progress=progress)
+    return check_against_passages(rows, judgements, judge) if grounding else judgements
 
 
 def build_answers_result(judgements: Sequence[AnswerJudgement], *, judge: Judge, max_source_tokens: int | None,
-                         statistics: StatisticsOptions) -> AnswersResult:
-    """Tables, aggregates and signature from one judgement per row."""
+                         statistics: StatisticsOptions, grounding: bool = True) -> AnswersResult:
+    """Tables, aggregates and signature from one judgement per row (``grounding``: its claims were checked against
+    the passages by the model-free check)."""
     usage = Usage.total([j.usage for j in judgements])
-    table = answer_rows_table(judgements)
+    table = answer_rows_table(judgements, suspect=grounding)
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(histograms, usage, prices=judge.prices, statistics=statistics)
     signature = summarization_signature(judge, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
-                                        statistics=statistics, prompts=ANSWER_SIGNATURE_PROMPTS)
+                                        statistics=statistics, prompts=ANSWER_SIGNATURE_PROMPTS, grounding=model_tag() if grounding else None)
     return AnswersResult(rows=table, claims=answer_claims_table(judgements), facts=facts_table(judgements), metrics=metrics,
                          signature=signature, judgements=list(judgements), usage=usage, reported_models=dict(usage.reported_models),
                          estimates=found)

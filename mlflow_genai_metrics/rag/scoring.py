@@ -45,13 +45,20 @@ def answer_reasoning(judgement: AnswerJudgement) -> str:
     if not judgement.claims:
         return "The answer makes no claim (defect: empty)."
     ordered = sorted(enumerate(judgement.claims, start=1),
-                     key=lambda item: (_VERDICT_ORDER[item[1].verdict], item[1].quote_found is not False, item[0]))
+                     key=lambda item: (_VERDICT_ORDER[item[1].verdict], item[1].quote_found is not False, not item[1].suspect, item[0]))
     counts = {v: sum(c.verdict == v for c in judgement.claims) for v in ("no", "idk", "yes")}
     head = f"{len(judgement.claims)} claims: {counts['no']} contradicted, {counts['idk']} unverifiable, {counts['yes']} supported."
     failures = sum(c.quote_found is False for c in judgement.claims)
     if failures:
         head += f" {failures} quote{'s' if failures > 1 else ''} not found in the passage cited."
-    return "\n".join([head, *(f"[{c.verdict}] claim {n}: {c.claim} -- {c.reason}{_evidence(c)}" for n, c in ordered)])
+    suspects = sum(bool(c.suspect) for c in judgement.claims)
+    if suspects:
+        head += f" {suspects} suspect verdict{'s' if suspects > 1 else ''} (the model-free check disagrees)."
+    return "\n".join([head, *(f"[{c.verdict}] claim {n}: {c.claim} -- {c.reason}{_evidence(c)}{_suspect(c)}" for n, c in ordered)])
+
+
+def _suspect(claim: CheckedClaim) -> str:
+    return f" (suspect: its best passage supports {claim.lexical_support:.2f} of it)" if claim.suspect else ""
 
 
 def relevance_reasoning(judgement: AnswerJudgement) -> str | None:
@@ -92,10 +99,11 @@ def answer_values(judgement: AnswerJudgement) -> dict[str, float | int | None]:
     }
 
 
-def answer_rows_table(judgements: Sequence[AnswerJudgement]) -> pd.DataFrame:
-    """One row per answer, in input order: a summary's claim columns, then the answer's own, the three reasoning
-    columns (``reasoning`` with passages and quotes, ``relevance_reasoning``, ``facts_reasoning``), error and usage."""
-    table = rows_table(judgements, coverage=False, judged=True, grounding=False)
+def answer_rows_table(judgements: Sequence[AnswerJudgement], *, suspect: bool = False) -> pd.DataFrame:
+    """One row per answer, in input order: a summary's claim columns (with ``suspect_verdicts`` when the model-free
+    check second-guessed the verdicts), then the answer's own, the three reasoning columns (``reasoning`` with
+    passages and quotes, ``relevance_reasoning``, ``facts_reasoning``), error and usage."""
+    table = rows_table(judgements, coverage=False, judged=True, grounding=False, suspect=suspect)
     table["reasoning"] = [answer_reasoning(j) for j in judgements]
     values = pd.DataFrame.from_records([answer_values(j) for j in judgements], columns=list(ANSWER_COLUMNS))
     for name in ANSWER_COLUMNS:

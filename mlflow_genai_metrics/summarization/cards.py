@@ -66,8 +66,9 @@ def _evidence(claim: CheckedClaim) -> str:
     return ""
 
 
-def _claim_line(claim: CheckedClaim) -> str:
-    suspect = f" *(suspect: the source supports {claim.lexical_support:.2f} of it)*" if claim.suspect else ""
+def _claim_line(claim: CheckedClaim, source: str = "the source") -> str:
+    where = "the source supports" if source == "the source" else "its best passage supports"  # answers: checked passage by passage
+    suspect = f" *(suspect: {where} {claim.lexical_support:.2f} of it)*" if claim.suspect else ""
     return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}{_evidence(claim)}"
 
 
@@ -99,7 +100,7 @@ def claim_card(judgement: RowJudgement, *, source: str = "the source", text: str
     else:
         ordered = sorted(enumerate(claims), key=lambda item: (_ORDER[item[1].verdict], item[1].quote_found is not False,
                                                               not item[1].suspect, item[0]))
-        rationale = "\n".join([_head(counts, len(claims), source), "", *(_claim_line(claim) for _, claim in ordered)])
+        rationale = "\n".join([_head(counts, len(claims), source), "", *(_claim_line(claim, source) for _, claim in ordered)])
     metadata = {
         "row_id": str(judgement.id),
         "claims": str(len(claims)),

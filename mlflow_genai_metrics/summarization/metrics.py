@@ -104,7 +104,8 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
         unverifiable=verdicts.count("idk"),
         key_points=len(points) if points else None,
         covered=sum(p.covered for p in points) if points else None,
-        suspects=None if checked is None or None in flags else sum(flags),
+        # checked claims: a summary's with its row's grounding, an answer's against its passages (no row grounding)
+        suspects=None if None in flags or (checked is None and not flags) else sum(flags),
         **grounding,
     )
 

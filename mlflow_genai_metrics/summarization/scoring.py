@@ -82,14 +82,15 @@ def explanation(judgement: RowJudgement, column: str | None) -> str | None:
     return explain[column](judgement) if column else None
 
 
-def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool = True) -> tuple[str, ...]:
+def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool = True, suspect: bool | None = None) -> tuple[str, ...]:
     """The registry families a result's rows carry: the judge's (and coverage) when a judge was asked, grounding
-    when the check is on."""
+    when the check is on, the suspect verdicts when the check second-guessed the judge (``suspect``; by default
+    with grounding: an answer's claims are checked against its passages with no row grounding)."""
     return (
         *(("judge",) if judged else ()),
         *(("coverage",) if judged and coverage else ()),
         *(("grounding",) if grounding else ()),
-        *(("suspect",) if judged and grounding else ()),
+        *(("suspect",) if judged and (grounding if suspect is None else suspect) else ()),
     )
 
 
@@ -109,12 +110,13 @@ def rows_table(
     coverage: bool = True,
     judged: bool = True,
     grounding: bool = True,
+    suspect: bool | None = None,
     registry: MetricRegistry = METRICS,
 ) -> pd.DataFrame:
     """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
     only when it matches), with coverage the key points' fingerprint (``key_points_key``), every per-row value of the registry's families (``row_families``), the reasoning
     columns, error and judge usage."""
-    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding))
+    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding, suspect=suspect))
     reasons = [
         *(["reasoning"] if judged else []),
         *(["coverage_reasoning"] if judged and coverage else []),

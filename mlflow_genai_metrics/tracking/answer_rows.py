@@ -29,8 +29,7 @@ from mlflow.entities import SpanType
 
 from ..judge import Judge, Preflight
 from ..rag import AnswerInput, AnswersResult, prepare_answer_rows
-from ..rag.api import build_answers_result
-from ..rag.pipeline import judge_answer_pipelines
+from ..rag.api import build_answers_result, judge_answer_rows
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.ids import canonical_id
@@ -241,7 +240,7 @@ class AnswerRows:
             return
         try:
             with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
-                judged = judge_answer_pipelines([row for row, _ in pending], self.judge, max_source_tokens=self.max_source_tokens, progress=False)
+                judged = judge_answer_rows([row for row, _ in pending], self.judge, max_source_tokens=self.max_source_tokens, progress=False)
         except BaseException as error:
             for _, future in pending:
                 future.set_exception(error)
