@@ -31,6 +31,11 @@ _STARTED = pytest.StashKey[tuple[float, set[str]]]()
 # for each other by spinning, so beside the other worker's test two threads took 12.1 s where one took 8.4 s (two
 # SmolLM2 summaries, docs/testing.md). Set here, before any fixture starts a server, for every process of the run.
 os.environ.setdefault("MGM_LOCAL_THREADS", "1")  # unless the run sets its own
+# MLflow's telemetry is off, as it is under CI=true: beside sending nothing, its scorer-call event imports
+# mlflow.server, which decides once, at import, that it runs as a server when uvicorn (the scripted server's) is
+# loaded; every custom scorer loaded later in that process then refuses to run ("loaded without its code"), so one
+# test calling a scorer directly would fail another that loads one, depending on their order on a worker.
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 
 
 class Verdict(BaseModel):

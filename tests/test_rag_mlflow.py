@@ -203,3 +203,19 @@ def test_mgm_evaluate_and_monitor_take_task_rag(scripted_server, mlflow_store, t
     app(TOPICS["comet"][0], "comet-live")
     assert mgm(["monitor", "--task", "rag"]) == 0
     assert "1 scored now (0 judge errors), 3 already scored" in capsys.readouterr().out
+
+
+def test_the_answer_judges_registrable_form_rebuilds_the_same_judge(scripted_server, monkeypatch):
+    from mlflow.genai.scorers import Scorer
+
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS", "true")  # MLflow runs a loaded @scorer's source only then
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # the rebuilt judge reads the key where it runs: it is never stored
+    original = AnswerFaithfulness(judge_for(server), question_key="query")
+    dumped = original.model_dump()
+    assert dumped["name"] == "answer_faithfulness" and "'question_key': 'query'" in dumped["call_signature"]
+    assert SECRET_KEY not in json.dumps(dumped)
+    loaded = Scorer.model_validate(dumped)
+    row = {"inputs": {"query": TOPICS["prize"][0], "passages": list(TOPICS["prize"][1:])}, "outputs": f"{TOPICS['prize'][1]} {INVENTED}"}
+    feedback = loaded(**row)
+    assert feedback.value == original(**row).value == "no" and feedback.rationale == original(**row).rationale

@@ -24,6 +24,7 @@ run as they read a summary run (``answer_rows``).
 from __future__ import annotations
 
 import threading
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -45,12 +46,13 @@ from .answer_rows import AnswerCall, AnswerKeys, AnswerOutcome, AnswerRows, uniq
 from .evaluate import _ONE_EVALUATION, EVALUATION_WORKERS, RunRowsMismatch, SummaryEvaluation, _records, _workers
 from .feedback import card_feedback, error_feedback, judge_cost, judge_source
 from .genai import root_span, trace_id_of
-from .judges import JudgeSpec, _aggregated, judge_and_spec
+from .judges import JudgeSpec, Registrable, _aggregated, judge_and_spec
 from .scored_rows import hook_number
 
 
-class _AnswerScorer(Scorer):
-    """What every answer judge shares: its judge, where the texts are, the rows it was handed, one card per row."""
+class _AnswerScorer(Registrable, Scorer):
+    """What every answer judge shares: its judge, where the texts are, the rows it was handed, one card per row, and
+    the registrable form (``register()``, ``start()``: ``Registrable``)."""
 
     judge: JudgeSpec
     question_key: str = "question"
@@ -63,6 +65,7 @@ class _AnswerScorer(Scorer):
     _live: Judge | None = PrivateAttr(default=None)
     _rows: AnswerRows | None = PrivateAttr(default=None)
     _rows_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)
 
     def __init__(self, judge: Judge | JudgeSpec | dict | None = None, /, **data: Any):
         live, spec = judge_and_spec(data.pop("judge") if "judge" in data else judge)
@@ -148,6 +151,7 @@ class AnswerFaithfulness(_AnswerScorer):
     there makes it "no". The rationale lists every claim with its verdict, reason, passage and quote."""
 
     name: str = "answer_faithfulness"
+    judge_kind: ClassVar[str] = "answer_faithfulness"
     description: str | None = (
         "Splits the answer into claims and checks each against the retrieved passages, citing the passage and a quote "
         "(checked to be in it): yes when every claim is supported."
@@ -166,6 +170,7 @@ class AnswerRelevance(_AnswerScorer):
     """Does the answer address the question? 1 (yes), 0.5 (partly) or 0 (no), with the judge's reason."""
 
     name: str = "answer_relevance"
+    judge_kind: ClassVar[str] = "answer_relevance"
     description: str | None = "Whether the answer addresses the question: 1 yes, 0.5 partly, 0 no (judged, with a reason)."
 
     def card(self, judgement: AnswerJudgement) -> Card:
@@ -176,6 +181,7 @@ class ContextSufficiency(_AnswerScorer):
     """Could a faithful answer have been given? The share of the expected answer's facts the passages support."""
 
     name: str = "context_sufficiency"
+    judge_kind: ClassVar[str] = "context_sufficiency"
     description: str | None = "The share of the expected answer's facts that the retrieved passages support (needs expectations)."
     hook_metric: ClassVar[str] = "facts"
     judge_pass: ClassVar[JudgePass] = "facts"
@@ -288,3 +294,26 @@ def evaluate_answers(
     if outcome.result is None:
         raise RunRowsMismatch(outcome.error or "", evaluation.run_id)
     return AnswerEvaluation(run_id=evaluation.run_id, result=outcome.result, mlflow_result=evaluation)
+
+
+ANSWER_KINDS = types.MappingProxyType({cls.judge_kind: cls for cls in (AnswerFaithfulness, AnswerRelevance, ContextSufficiency)})
+
+
+def rebuilt_answer_judge(settings: dict[str, Any]) -> _AnswerScorer:
+    """The answer judge ``settings()`` describe, made anew for each call of the registrable form (nothing kept for
+    the process); no preflight: a wrong model is the call's ``JUDGE_CONFIG_ERROR``, from its first request."""
+    fields = dict(settings)
+    judge = ANSWER_KINDS[fields.pop("kind")](**fields)
+    judge.answer_rows().preflight.skip()
+    return judge
+
+
+def answer_judge(inputs=None, outputs=None, expectations=None, trace=None, settings=None):
+    """The registrable form of an answer judge: MLflow stores this body and the signature (whose ``settings``
+    default names the judge), and runs them where the scorer is loaded."""
+    from mlflow_genai_metrics.tracking.answer_judges import rebuilt_answer_judge
+
+    return rebuilt_answer_judge(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
+
+
+_AnswerScorer.registered_body = staticmethod(answer_judge)

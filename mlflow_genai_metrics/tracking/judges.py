@@ -107,7 +107,55 @@ def judge_and_spec(judge: Judge | JudgeSpec | dict | None) -> tuple[Judge | None
     return live, JudgeSpec.of(live) if live is not None else judge
 
 
-class _SummaryScorer(Scorer):
+class Registrable:
+    """The registrable form a judge scorer shares (``_SummaryScorer``, ``answer_judges._AnswerScorer``): MLflow
+    serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the judge as
+    a ``@scorer`` whose body (``registered_body``, a module-level function of the judge's family) imports this
+    package and rebuilds the judge from the settings its signature carries as a default value."""
+
+    registered_body: ClassVar[Any]
+    judge_kind: ClassVar[str]
+    _dumped: tuple[str, dict[str, Any]] | None  # (settings, dump), a private attribute of each scorer class: MLflow digests every feedback
+
+    # -- the registrable form -----------------------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """Everything that rebuilds this judge, JSON-ready (``rebuilt(settings)``)."""
+        fields = BaseModel.model_dump(self, mode="json", exclude={"aggregations", "timeout"})
+        return {"kind": self.judge_kind, **fields}
+
+    def registrable(self) -> Scorer:
+        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body imports this
+        package and rebuilds the judge from ``settings()``, which its signature carries as a default value."""
+        body = type(self).registered_body
+        defaults = (None, None, None, None, self.settings())
+        func = types.FunctionType(body.__code__, body.__globals__, body.__name__, defaults)
+        return scorer(func, name=self.name, description=self.description, aggregations=[])
+
+    def register(self, *, name: str | None = None, experiment_id: str | None = None) -> Scorer:
+        """Register ``registrable()`` (see ``Scorer.register``); returns the registered scorer, ready to ``start``."""
+        return self.registrable().register(name=name, experiment_id=experiment_id)
+
+    def start(self, **options: Any) -> Scorer:
+        return self.registrable().start(**options)
+
+    def update(self, **options: Any) -> Scorer:
+        return self.registrable().update(**options)
+
+    def stop(self, **options: Any) -> Scorer:
+        return self.registrable().stop(**options)
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """The serialised form MLflow stores: that of ``registrable()``."""
+        key = json.dumps([self.settings(), self.name, self.description], sort_keys=True)
+        if self._dumped is None or self._dumped[0] != key:
+            self._dumped = (key, self.registrable().model_dump(**kwargs))
+        return dict(self._dumped[1])
+
+
+
+
+class _SummaryScorer(Registrable, Scorer):
     """What every judge shares: where the texts are in a row, the rows it was handed, one feedback per row."""
 
     source_key: str = "text"
@@ -118,7 +166,7 @@ class _SummaryScorer(Scorer):
     hook_metric: ClassVar[str | None] = None  # the number its aggregation hook returns, named <name>/<hook_metric>
     _rows: ScoredRows | None = PrivateAttr(default=None)
     _rows_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)  # (settings, dump): MLflow digests every feedback
+    _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
@@ -189,40 +237,6 @@ class _SummaryScorer(Scorer):
 
     def hook_value(self, result: Any) -> float:
         raise NotImplementedError
-
-    # -- the registrable form -----------------------------------------------------------------------------------------
-
-    def settings(self) -> dict[str, Any]:
-        """Everything that rebuilds this judge, JSON-ready (``rebuilt(settings)``)."""
-        fields = BaseModel.model_dump(self, mode="json", exclude={"aggregations", "timeout"})
-        return {"kind": self.judge_kind, **fields}
-
-    def registrable(self) -> Scorer:
-        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body imports this
-        package and rebuilds the judge from ``settings()``, which its signature carries as a default value."""
-        defaults = (None, None, None, None, self.settings())
-        func = types.FunctionType(summary_judge.__code__, summary_judge.__globals__, summary_judge.__name__, defaults)
-        return scorer(func, name=self.name, description=self.description, aggregations=[])
-
-    def register(self, *, name: str | None = None, experiment_id: str | None = None) -> Scorer:
-        """Register ``registrable()`` (see ``Scorer.register``); returns the registered scorer, ready to ``start``."""
-        return self.registrable().register(name=name, experiment_id=experiment_id)
-
-    def start(self, **options: Any) -> Scorer:
-        return self.registrable().start(**options)
-
-    def update(self, **options: Any) -> Scorer:
-        return self.registrable().update(**options)
-
-    def stop(self, **options: Any) -> Scorer:
-        return self.registrable().stop(**options)
-
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        """The serialised form MLflow stores: that of ``registrable()``."""
-        key = json.dumps([self.settings(), self.name, self.description], sort_keys=True)
-        if self._dumped is None or self._dumped[0] != key:
-            self._dumped = (key, self.registrable().model_dump(**kwargs))
-        return dict(self._dumped[1])
 
 
 class _JudgedScorer(_SummaryScorer):
@@ -341,3 +355,6 @@ def _file_store() -> bool:
 def _aggregated(value: Any) -> bool:
     """Whether MLflow aggregates a feedback of this value: a number or a yes/no (as its ``aggregation`` module)."""
     return isinstance(value, (int, float, bool)) or (isinstance(value, str) and value.lower() in ("yes", "no"))
+
+
+_SummaryScorer.registered_body = staticmethod(summary_judge)
