@@ -309,3 +309,17 @@ def test_passages_the_check_cannot_read_give_no_support_and_no_suspect_flag(scri
     result = judged(server, ["埃菲尔铁塔有多高？"], [[passage]], ["埃菲尔铁塔高三百三十米。"])
     assert result.claims["verdict"].tolist() == ["yes"] and result.claims["lexical_support"].isna().all()
     assert not result.claims["suspect"].any() and result.rows.loc[0, "suspect_verdicts"] == 0
+
+
+def test_answers_judged_in_batch_mode_give_the_online_results(scripted_server):
+    from mlflow_genai_metrics.judge import BatchOptions
+
+    rows = ([QUESTION, "Where is the capital of France?"], [[TOWER, CAPITAL], [CAPITAL, HAMLET]],
+            ["The Eiffel Tower is 330 metres tall.", "Paris is the capital of France. It is in Denmark."])
+    online = judged(scripted_server(AnswersJudgeScript()), *rows, expected=["The tower is 330 metres tall.", None])
+    server = scripted_server(AnswersJudgeScript())
+    batched = judged(server, *rows, expected=["The tower is 330 metres tall.", None], batch=BatchOptions(poll_s=0.01))
+    assert server.batch_api.created >= 2 and all(r.batch_id for r in server.requests)  # every call went through a batch
+    usage = [c for c in online.rows.columns if c.startswith("judge_")]
+    assert batched.rows.drop(columns=usage).equals(online.rows.drop(columns=usage)) and batched.claims.equals(online.claims)
+    assert batched.metrics["judge/batched_calls"] == batched.metrics["judge/calls"] > 0

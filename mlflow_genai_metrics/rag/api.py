@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..grounding.model import model_tag
-from ..judge import Judge, Usage
+from ..judge import BatchOptions, Judge, Usage
 from ..prompts import ANSWER_PROMPTS
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
@@ -140,6 +140,7 @@ def judge_answers(
     statistics: StatisticsOptions | None = None,
     grounding: bool = True,
     progress: bool | None = None,
+    batch: bool | BatchOptions = False,
 ) -> AnswersResult:
     """Judge each answer against the passages retrieved for its question, claim by claim, with the evidence cited.
 
@@ -152,9 +153,18 @@ def judge_answers(
     ``context_sufficiency`` and ``answer_recall``. Passages longer than ``max_source_tokens`` together (None: what
     the judge's ``context_window`` leaves room for) are verified in chunks of whole passages. ``grounding`` (default
     on) checks each judged claim against the passages with the model-free check: its ``lexical_support`` in the
-    best passage and a ``suspect`` flag where the verdict disagrees sharply (``judge/suspect_rate``). Bad input raises
-    before any call, naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
+    best passage and a ``suspect`` flag where the verdict disagrees sharply (``judge/suspect_rate``). ``batch=True``
+    (or ``BatchOptions(...)``) asks through batch files, as ``judge_summaries`` does (``Judge.batched``): the same
+    answers into the same cache, each pass that needs earlier answers one more batch. Bad input raises before any
+    call, naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
     """
+    if batch and isinstance(judge, Judge) and judge.settings.batch is None:
+        batched = judge.batched(batch if isinstance(batch, BatchOptions) else None)
+        try:
+            return judge_answers(questions, passages, answers, judge=batched, ids=ids, expected=expected, max_source_tokens=max_source_tokens,
+                                 statistics=statistics, grounding=grounding, progress=progress)
+        finally:
+            batched.close()
     statistics = statistics if statistics is not None else StatisticsOptions()
     if not isinstance(statistics, StatisticsOptions):
         raise TypeError(f"judge_answers(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
