@@ -219,3 +219,18 @@ def test_the_answer_judges_registrable_form_rebuilds_the_same_judge(scripted_ser
     row = {"inputs": {"query": TOPICS["prize"][0], "passages": list(TOPICS["prize"][1:])}, "outputs": f"{TOPICS['prize'][1]} {INVENTED}"}
     feedback = loaded(**row)
     assert feedback.value == original(**row).value == "no" and feedback.rationale == original(**row).rationale
+
+
+def test_a_row_that_cannot_be_read_leaves_the_run_without_figures_and_says_why(scripted_server, mlflow_store):
+    """Plain mlflow.genai.evaluate: one row has no passages and its trace no RETRIEVER span. Its card says why, and
+    the run gets no figures (never figures over the other rows alone) but the mgm.error tag with the count."""
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    rows = [{"inputs": {"question": TOPICS[i][0], "passages": list(TOPICS[i][1:]), "id": i}, "outputs": TOPICS[i][1]} for i in ("prize", "plant")]
+    rows.append({"inputs": {"question": TOPICS["comet"][0], "id": "comet"}, "outputs": TOPICS["comet"][1]})
+    with mlflow.start_run() as run:
+        mlflow.genai.evaluate(data=rows, scorers=answer_scorers(judge_for(server), relevance=False, sufficiency=False))
+    logged = MlflowClient().get_run(run.info.run_id).data
+    assert "strict_alignment" not in logged.metrics
+    assert "1 scorer calls had a row that could not be read" in logged.tags["mgm.error"]
+    card = _cards(run.info.run_id, "answer_faithfulness")["comet"]
+    assert card.feedback.error.error_code == "BAD_ROW" and "no passages for this row" in card.feedback.error.error_message
