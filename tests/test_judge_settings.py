@@ -99,3 +99,19 @@ def test_a_key_passed_explicitly_travels_in_the_pickle(monkeypatch):
     settings = JudgeSettings.resolve("m", "https://judge.example.com/v1", SECRET_KEY)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-the-workers-own-key-000")
     assert pickle.loads(pickle.dumps(settings)).key == SECRET_KEY
+
+
+def test_a_judge_model_named_as_mlflow_names_it_is_the_bare_model_and_another_provider_is_refused():
+    from mlflow_genai_metrics import Judge
+
+    judge = Judge("openai:/gpt-4o-mini", "http://127.0.0.1:9/v1", cache_dir=None)
+    assert judge.model == "gpt-4o-mini" and "judge:gpt-4o-mini|" in judge_signature_of(judge)
+    assert Judge("llama3.2:3b", "http://127.0.0.1:9/v1", cache_dir=None).model == "llama3.2:3b"  # Ollama's tags stay
+    with pytest.raises(ValueError, match=r"'anthropic:/claude-3': this judge speaks the OpenAI protocol.*point base_url="):
+        Judge("anthropic:/claude-3", "http://127.0.0.1:9/v1", cache_dir=None)
+
+
+def judge_signature_of(judge) -> str:
+    from mlflow_genai_metrics.signature import summarization_signature
+
+    return summarization_signature(judge)

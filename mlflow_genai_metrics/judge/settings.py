@@ -37,6 +37,21 @@ def is_loopback(base_url: str) -> bool:
         return False
 
 
+def mlflow_model_uri(model: str) -> str:
+    """A model as MLflow's judges name it, ``openai:/gpt-4o-mini``, is the model ``gpt-4o-mini`` (the judge speaks the
+    OpenAI protocol, whatever serves it); another provider's prefix is refused, saying what to do instead."""
+    provider, separator, name = model.partition(":/")
+    if not separator or "/" in provider or " " in provider:
+        return model
+    if provider == "openai" and name:
+        return name
+    raise ValueError(
+        f"judge model {model!r}: this judge speaks the OpenAI protocol, so it takes openai:/<model> or a bare model id; "
+        f"for {provider!r}, point base_url= at an OpenAI-compatible endpoint that serves the model (many providers have one, "
+        "as do vLLM, llama.cpp and Ollama) and pass the model id"
+    )
+
+
 def environment_context_window(model: str | None, environ: Mapping[str, str] | None = None) -> int | None:
     """``MGM_JUDGE_CONTEXT``: the context window, in tokens, of the model ``MGM_JUDGE_MODEL`` names (``mgm serve``
     prints both), so it holds for a judge of that model, or of any model when ``MGM_JUDGE_MODEL`` is unset.
@@ -159,6 +174,7 @@ class JudgeSettings(BaseModel):
                 "No judge model given: pass Judge(model=...) or set MGM_JUDGE_MODEL "
                 "(e.g. gpt-4o-mini, or the model id a local server reports at /v1/models)."
             )
+        model = mlflow_model_uri(model)
         url = (base_url or env.get("MGM_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         _check_base_url(url)
         key = api_key or _environment_key(env, url)
