@@ -46,6 +46,7 @@ from .answer_rows import AnswerCall, AnswerKeys, AnswerOutcome, AnswerRows, uniq
 from .evaluate import _ONE_EVALUATION, EVALUATION_WORKERS, RunRowsMismatch, SummaryEvaluation, _records, _workers
 from .feedback import card_feedback, error_feedback, judge_cost, judge_source
 from .genai import root_span, trace_id_of
+from .judge_sets import one_setting
 from .judges import JudgeSpec, Registrable, _aggregated, judge_and_spec
 from .scored_rows import hook_number
 
@@ -213,9 +214,9 @@ def answer_rows_of(judges: Sequence[_AnswerScorer], *, statistics: StatisticsOpt
                    all_metrics: bool = False) -> AnswerRows:
     """One set of rows for ``judges`` (they must share one judge's settings and where the texts are), made for the
     call that uses it: each row judged once for all of them."""
-    _shared(judges, "one judge's settings", lambda j: j.judge)
-    keys = _shared(judges, "where the texts are (question_key, passages_key, id_key, answer_key)", _AnswerScorer.keys)
-    return AnswerRows(judges[0].live_judge(), keys=keys, max_source_tokens=_shared(judges, "max_source_tokens", lambda j: j.max_source_tokens),
+    one_setting(judges, "one judge's settings", lambda j: j.judge)
+    keys = one_setting(judges, "where the texts are (question_key, passages_key, id_key, answer_key)", _AnswerScorer.keys)
+    return AnswerRows(judges[0].live_judge(), keys=keys, max_source_tokens=one_setting(judges, "max_source_tokens", lambda j: j.max_source_tokens),
                       statistics=statistics, all_metrics=all_metrics)
 
 
@@ -225,13 +226,6 @@ class AnswerEvaluation(SummaryEvaluation):
     interval, the signature) and MLflow's own ``EvaluationResult`` (``result_df``: one card per judge per row)."""
 
     result: AnswersResult  # type: ignore[assignment]
-
-
-def _shared(judges: Sequence[_AnswerScorer], what: str, read: Any) -> Any:
-    values = {repr(read(j)): read(j) for j in judges}
-    if len(values) > 1:
-        raise ValueError(f"the answer judges of one evaluation judge each row once, so they must share {what}; got {sorted(values)}")
-    return next(iter(values.values()))
 
 
 def _record_row(record: dict[str, Any]) -> tuple[Any, Any, Any, Any]:

@@ -18,10 +18,12 @@ from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, 
 from .scored_rows import ScoredRows
 
 
-def _one(judges: Sequence[_SummaryScorer], what: str, read: Any) -> Any:
-    values = {repr(read(j)) : read(j) for j in judges}
+def one_setting(judges: Sequence[Any], what: str, read: Any) -> Any:
+    """What ``read`` gives for every judge of a set, which must be one value (``ValueError`` naming them): a set
+    judges each row once for all its judges (summaries' and answers')."""
+    values = {repr(read(j)): read(j) for j in judges}
     if len(values) > 1:
-        raise ValueError(f"one pipeline judges every row once, so its judges must share {what}; got {sorted(values)}")
+        raise ValueError(f"the judges of one set judge each row once, so they must share {what}; got {sorted(values)}")
     return next(iter(values.values()))
 
 
@@ -32,13 +34,13 @@ def shared_pipeline(
     row once for all of them; coverage only when a ``KeyPointCoverage`` is among them; TER against the references
     with ``ter``; the intervals as ``statistics`` say."""
     judged = [j for j in judges if isinstance(j, _JudgedScorer)]
-    keys = _one(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
+    keys = one_setting(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
     if not judged:
         return Pipeline(None, options=JudgingOptions(coverage=False, ter=ter), statistics=statistics, keys=keys)
-    _one(judged, "one judge's settings", lambda j: j.judge)
+    one_setting(judged, "one judge's settings", lambda j: j.judge)
     options = JudgingOptions(
         coverage=any(isinstance(j, KeyPointCoverage) for j in judges), ter=ter,
-        max_source_tokens=_one(judged, "max_source_tokens", lambda j: j.max_source_tokens),
+        max_source_tokens=one_setting(judged, "max_source_tokens", lambda j: j.max_source_tokens),
     )
     return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys)
 
