@@ -172,9 +172,12 @@ def build(system: str, base_url: str, model: str) -> Peer:
         from mlflow.genai.scorers import RetrievalGroundedness
 
         # its scorer reads the retrieved documents from a trace, which must be in a store to be read back (an
-        # in-memory SQLite database is a new one on each connection)
-        mlflow.set_tracking_uri(f"sqlite:///{tempfile.mkdtemp(prefix='peer-traces-')}/traces.db")
-        mlflow.set_experiment("retrieval-groundedness")
+        # in-memory SQLite database is a new one on each connection); its artifacts (the traces) go there too, not
+        # to ./mlruns of the working directory
+        store = tempfile.mkdtemp(prefix="peer-traces-")
+        mlflow.set_tracking_uri(f"sqlite:///{store}/traces.db")
+        mlflow.set_experiment(experiment_id=mlflow.create_experiment("retrieval-groundedness",
+                                                                     artifact_location=f"file://{store}/artifacts"))
         scorer = RetrievalGroundedness(model=f"openai:/{model}")
 
         @mlflow.trace(span_type=SpanType.RETRIEVER)
