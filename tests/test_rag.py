@@ -323,3 +323,20 @@ def test_answers_judged_in_batch_mode_give_the_online_results(scripted_server):
     usage = [c for c in online.rows.columns if c.startswith("judge_")]
     assert batched.rows.drop(columns=usage).equals(online.rows.drop(columns=usage)) and batched.claims.equals(online.claims)
     assert batched.metrics["judge/batched_calls"] == batched.metrics["judge/calls"] > 0
+
+
+def test_a_share_of_the_calls_the_answers_need_judges_that_share_of_the_rows_and_starts_no_other(scripted_server):
+    # A budget is spent on whole rows, as for summaries: each row sets aside its calls before its first one, so the
+    # rows it cannot pay for are budget errors with no call made, never rows half judged.
+    server = scripted_server(AnswersJudgeScript(), latency_s=0.02, slots=64)
+    rows = ([f"How tall is tower {k}?" for k in range(24)], [[TOWER, CAPITAL]] * 24,
+            [f"The Eiffel Tower is 330 metres tall. Tower {k} is in Paris." for k in range(24)])
+    needed = judge_answers(*rows, judge=judge_for(server, max_concurrency=16), progress=False, expected=[TOWER] * 24).usage.calls
+    per_row = needed // 24
+    judge = judge_for(server, max_concurrency=16, max_calls=needed // 2)
+    result = judge_answers(*rows, judge=judge, progress=False, expected=[TOWER] * 24)
+    failed = [j for j in result.judgements if j.error is not None]
+    assert len(result.judgements) - len(failed) == (needed // 2) // per_row == 12
+    assert {j.error.kind for j in failed} == {"budget"} and all(j.usage.calls == 0 for j in failed)
+    assert all("cannot pay for this row's" in str(j.error) for j in failed)
+    assert judge.usage.calls <= needed // 2 and result.rows.loc[result.rows["error"] != "", "strictly_aligned"].isna().all()

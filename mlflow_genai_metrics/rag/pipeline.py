@@ -10,7 +10,9 @@ in the passage they cite: a yes or no whose quote is not there counts as idk, an
 claims, relevance, facts, is its error; only ``JudgeConfigError`` stops the run (answers so far are cached).
 
 An empty answer makes no claim and addresses nothing (relevance no), with no call; no passage at all makes every
-claim and fact idk, with no verification call.
+claim and fact idk, with no verification call. With a budget on the judge, each row first sets aside what its
+passes will take (``answer_need``, ``Budget.earmark``), as a summary's does: a short budget finishes the rows it
+starts, and a row it cannot pay for is a ``budget`` error with no call made.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
-from ..judge import Judge, JudgeReply, Usage, run_sync
+from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync
 from ..summarization.extraction import extract_claims
+from ..summarization.passes import MAX_CLAIMS, extract_claims_request
 from ..summarization.records import CheckedClaim, JudgePass, RowError
+from ..summarization.row_needs import WORDS_PER_CLAIM, RowNeed, likely_statements
 from ..summarization.statements import distinct_statements, has_words
 from .passages import PassageChunk, chunk_passages, quote_found
-from .passes import ClaimCitation, expected_facts_request, relevance_request, verify_passages_request
+from .passes import MAX_FACTS, ClaimCitation, expected_facts_request, relevance_request, verify_passages_request
 from .records import AnswerInput, AnswerJudgement, AnswerRelevance, Cited, FactCheck
 
 ROWS_PER_SLOT = 4  # rows under way per slot of the judge, as for summaries
@@ -36,6 +40,24 @@ def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_sou
                            progress: bool | None = None) -> list[AnswerJudgement]:
     """One ``AnswerJudgement`` per row, in order."""
     return run_sync(_Answers(rows, judge, max_source_tokens).run(progress))
+
+
+def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk]) -> RowNeed:
+    """What judging ``row`` will take of the judge's budget when every pass answers: its claims (one call) and their
+    verification (one per chunk of passages), its relevance (one), and with an expected answer its facts (one), their
+    check against each chunk and against the answer (one). Statements not known yet are priced by stand-ins of the
+    likely size (``summarization.row_needs``); retries and repair turns draw from what is free."""
+    requests: list[JudgeRequest] = []
+    if has_words(row.answer):
+        likely = likely_statements(row.answer, WORDS_PER_CLAIM, MAX_CLAIMS)
+        requests += [extract_claims_request(row.answer), *(verify_passages_request(chunk, likely) for chunk in chunks)]
+        requests.append(relevance_request(row.question, row.answer))
+    if row.expected is not None and has_words(row.expected):
+        facts = likely_statements(row.expected, WORDS_PER_CLAIM, MAX_FACTS)
+        requests += [expected_facts_request(row.question, row.expected), *(verify_passages_request(chunk, facts) for chunk in chunks)]
+        if has_words(row.answer):
+            requests.append(verify_passages_request(PassageChunk((1,), (row.answer,)), facts))
+    return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests))
 
 
 def cite(check: ClaimCitation, chunk: PassageChunk) -> Cited:
@@ -97,6 +119,25 @@ class _Answers:
         return records  # type: ignore[return-value]
 
     async def _row(self, index: int) -> AnswerJudgement:
+        """The row's judgement, once the judge's budget (if any) has set aside what its passes need."""
+        budget = self.judge.budget
+        if budget is None:
+            return await self._passes(index)
+        row = self.rows[index]
+        need = answer_need(self.judge, row, self.chunks[index])
+        try:
+            earmark = await budget.earmark(need.calls, need.cost_usd)
+        except BudgetExhausted as exc:
+            message = f"not sent: the judge's budget cannot pay for this row's {need.calls} calls ({exc})"
+            error = RowError(stage="judging", error=JudgeError(kind="budget", message=message, attempts=0))
+            return AnswerJudgement(id=row.id, source_key=row.source_key, passage_count=len(row.passages), error=error)
+        try:
+            with drawing_from(earmark):
+                return await self._passes(index)
+        finally:
+            budget.close(earmark)
+
+    async def _passes(self, index: int) -> AnswerJudgement:
         row, chunks = self.rows[index], self.chunks[index]
         expected = row.expected is not None and has_words(row.expected)
         state = _Row(usage={"claims": Usage(), "relevance": Usage(), **({"facts": Usage()} if expected else {})})

@@ -51,17 +51,23 @@ def row_need(
         requests += [extract_key_points_request(chunk) for chunk in chunks]
     if has_words(row.summary):
         if claims:
-            words = row.summary.split()
-            stand_ins = _stand_ins(words, WORDS_PER_CLAIM, min(max(math.ceil(len(words) / WORDS_PER_CLAIM), 1), MAX_CLAIMS))
+            likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
-            requests += [verify_claims_request(chunk, stand_ins) for chunk in chunks]
+            requests += [verify_claims_request(chunk, likely) for chunk in chunks]
         if coverage:
-            points = key_points or _stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
+            points = key_points or stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
             requests.append(check_coverage_request(points, row.summary))
     return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests))
 
 
-def _stand_ins(words: list[str], size: int, count: int) -> list[str]:
+def likely_statements(text: str, size: int, most: int) -> list[str]:
+    """Stand-ins for the statements a judge will find in ``text``: one per ``size`` words, at least one, at most
+    ``most`` (``stand_ins``)."""
+    words = text.split()
+    return stand_ins(words, size, min(max(math.ceil(len(words) / size), 1), most))
+
+
+def stand_ins(words: list[str], size: int, count: int) -> list[str]:
     """``count`` statements of ``size`` words each, taken in turn from ``words``: text of the likely length."""
     words = words or ["-"]
     return [" ".join(words[(n * size + k) % len(words)] for k in range(size)) for n in range(count)]
