@@ -192,11 +192,18 @@ def build_answers_result(judgements: Sequence[AnswerJudgement], *, judge: Judge,
     table = answer_rows_table(judgements, suspect=grounding)
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(histograms, usage, prices=judge.prices, statistics=statistics)
-    signature = summarization_signature(judge, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
-                                        statistics=statistics, prompts=ANSWER_SIGNATURE_PROMPTS, grounding=model_tag() if grounding else None)
+    signature = answers_signature(judge, max_source_tokens=max_source_tokens, usage=usage, statistics=statistics, grounding=grounding)
     return AnswersResult(rows=table, claims=answer_claims_table(judgements), facts=facts_table(judgements), metrics=metrics,
                          signature=signature, judgements=list(judgements), usage=usage, reported_models=dict(usage.reported_models),
                          estimates=found)
+
+
+def answers_signature(judge: Judge, *, max_source_tokens: int | None, usage: Usage, statistics: StatisticsOptions,
+                      grounding: bool) -> str:
+    """What produced an answers run's numbers: the judge, the answer prompts, the chunk size, the response mode its
+    replies came in (from ``usage``), the statistics and the model-free check's model (``grounding``)."""
+    return summarization_signature(judge, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
+                                   statistics=statistics, prompts=ANSWER_SIGNATURE_PROMPTS, grounding=model_tag() if grounding else None)
 
 
 def judge_answers_frame(

@@ -25,11 +25,15 @@ A row the judge fails on carries its error, as everywhere else; a job-wide confi
 fails the Spark job. Reruns make no calls when the judge's cache directory is shared by the workers (one machine:
 the default; a cluster: a directory on shared storage, see ``docs/scale.md``).
 
-Modules: ``job`` (``judge_summaries_spark``), ``plan`` (what each task runs), ``result``
-(``SparkSummarizationResult``), ``budget`` (each partition's share of the judge's budget).
+Answers from retrieved passages run the same way (``judge_answers_spark``, module ``answers``), partitioned by id.
+
+Modules: ``job`` (``judge_summaries_spark``), ``plan`` (what each task runs), ``result`` (``SparkJudged``, what
+every Spark result does, and ``SparkSummarizationResult``), ``answers`` (``judge_answers_spark``,
+``SparkAnswersResult``), ``budget`` (each partition's share of the judge's budget).
 """
 
+from .answers import SparkAnswersResult, judge_answers_spark
 from .job import judge_summaries_spark
-from .result import SparkSummarizationResult
+from .result import SparkJudged, SparkSummarizationResult
 
-__all__ = ["SparkSummarizationResult", "judge_summaries_spark"]
+__all__ = ["SparkAnswersResult", "SparkJudged", "SparkSummarizationResult", "judge_answers_spark", "judge_summaries_spark"]

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -20,7 +20,7 @@ from .budget import partition_budgets
 from .plan import PartitionPlan, judged_schema
 from .result import SparkSummarizationResult
 
-_ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
 def _validate(
@@ -31,11 +31,9 @@ def _validate(
     missing = [c for c in wanted if c not in df.columns]
     if missing:
         raise MissingColumnError(f"the DataFrame has no column {missing}; it has {df.columns}")
-    clashes = [c for c in carry_cols if c in judged_schema(T.StringType(), [], True, True).fieldNames()]
-    if clashes:
-        raise ValueError(f"carry_cols {clashes} would overwrite result columns of the same name; rename them first")
+    carried_clashes(carry_cols, judged_schema(T.StringType(), [], True, True))
     types = {f.name: f.dataType for f in df.schema.fields}
-    if not isinstance(types[id_col], _ID_TYPES):
+    if not isinstance(types[id_col], ID_TYPES):
         raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
     for name in (source_col, summary_col, *([reference_col] if reference_col else [])):
         if not isinstance(types[name], T.StringType):
@@ -48,12 +46,37 @@ def _validate(
     ]
     if reference_col:
         problems.append((F.col(reference_col).isNull(), "the reference is missing"))
+    refuse_problems(df, id_col, problems)
+
+
+def carried_clashes(carry_cols: tuple[str, ...], schema: T.StructType) -> None:
+    """Refuse carried columns that would overwrite the judged rows' own columns."""
+    clashes = [c for c in carry_cols if c in schema.fieldNames()]
+    if clashes:
+        raise ValueError(f"carry_cols {clashes} would overwrite result columns of the same name; rename them first")
+
+
+def refuse_problems(df: DataFrame, id_col: str, problems: list[tuple[Column, str]]) -> None:
+    """Raise naming the rows (at most 20 of each kind) where a test of ``problems`` holds, and every repeated id;
+    one Spark job each, before any judge call."""
     problem = F.coalesce(*[F.when(test, F.lit(text)) for test, text in problems])
     found = [f"id {r[id_col]!r}: {r['_problem']}" for r in df.select(id_col, problem.alias("_problem")).where("_problem IS NOT NULL").limit(20).collect()]
     repeated = df.groupBy(id_col).count().where("count > 1").limit(20).collect()
     found += [f"id {r[id_col]!r}: the id appears {r['count']} times; ids must be unique" for r in repeated]
     if found:
         raise ValueError("cannot judge these rows (at most 20 of each kind shown):\n  " + "\n  ".join(found))
+
+
+def judge_share(df: DataFrame, judge: Judge, partitions: int | None) -> tuple[int, Judge]:
+    """The partitions to use (default: Spark's default parallelism) and the judge each task gets: the job's
+    ``max_concurrency`` and ``max_requests_per_s`` split evenly over the partitions that run at once."""
+    parallelism = df.sparkSession.sparkContext.defaultParallelism
+    partitions = partitions or parallelism
+    at_once = max(1, min(partitions, parallelism))
+    return partitions, judge.with_limits(
+        max_concurrency=max(1, judge.max_concurrency // at_once),
+        max_requests_per_s=None if judge.max_requests_per_s is None else judge.max_requests_per_s / at_once,
+    )
 
 
 def judge_summaries_spark(
@@ -86,14 +109,7 @@ def judge_summaries_spark(
     _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
     if options.grounding and (store := grounding_cache(judge)) is not None:
         store.close()  # opened once here: a grounding cache that cannot be read stops the job before any call
-    spark = df.sparkSession
-    parallelism = spark.sparkContext.defaultParallelism
-    partitions = partitions or parallelism
-    at_once = max(1, min(partitions, parallelism))
-    share = judge.with_limits(
-        max_concurrency=max(1, judge.max_concurrency // at_once),
-        max_requests_per_s=None if judge.max_requests_per_s is None else judge.max_requests_per_s / at_once,
-    )
+    partitions, share = judge_share(df, judge, partitions)
     options = options.for_judge(judge)
     carried = [df.schema[name] for name in carry_cols]
     schema = judged_schema(df.schema[id_col].dataType, carried, options.coverage, reference_col is not None, options.ter, options.grounding)

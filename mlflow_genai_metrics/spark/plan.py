@@ -4,7 +4,7 @@ the same code one process runs (``prepare_rows``, ``judge_rows``, ``rows_table``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -16,6 +16,7 @@ from ..summarization.grounded import grounding_cache
 from ..summarization.judging import judge_rows, prepare_rows
 from ..summarization.metrics import METRICS, MetricRegistry
 from ..summarization.options import JudgingOptions
+from ..summarization.records import RowJudgement
 from ..summarization.scoring import USAGE_COLUMNS, row_families, rows_table
 from .budget import BudgetShares, keep_to_partition_share
 
@@ -24,6 +25,24 @@ USAGE_COUNTS = ("reported_models", "response_modes")  # per-row counts summed in
 # result's usage has them all: one added to Usage later is summed here too, never a silent 0.
 HIDDEN_USAGE_SUMS = tuple(name for name in USAGE_SUMS if f"judge_{name}" not in (*USAGE_COLUMNS, "judge_requests"))
 INTERNAL_COLUMNS = ["_claims", "_key_points", "_usage_counts", *(f"_usage_{name}" for name in HIDDEN_USAGE_SUMS)]
+
+
+def usage_fields() -> list[T.StructField]:
+    """The judged rows' usage columns: the rows table's (``USAGE_COLUMNS``), Spark's own request count, and the
+    hidden ones (``add_usage_columns``) the result sums into its usage."""
+    long = T.LongType()
+    fields = [T.StructField(name, T.DoubleType() if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
+    fields += [T.StructField("judge_requests", long), T.StructField("_usage_counts", T.StringType())]
+    return fields + [T.StructField(f"_usage_{name}", long) for name in HIDDEN_USAGE_SUMS]
+
+
+def add_usage_columns(table: pd.DataFrame, judgements: Sequence[RowJudgement]) -> None:
+    """Each row's usage beyond the rows table's own columns, for ``SparkJudged.usage`` to sum: requests, the
+    per-model and per-mode counts (JSON), and every other usage sum (``HIDDEN_USAGE_SUMS``)."""
+    table["judge_requests"] = [j.usage.requests for j in judgements]
+    table["_usage_counts"] = [json.dumps(j.usage.model_dump(include=set(USAGE_COUNTS))) for j in judgements]
+    for name in HIDDEN_USAGE_SUMS:
+        table[f"_usage_{name}"] = [getattr(j.usage, name) for j in judgements]
 
 
 def corpus_names(ter: bool) -> tuple[str, ...]:
@@ -41,17 +60,14 @@ def judged_schema(
     fields += [T.StructField("reasoning", text)]
     fields += [T.StructField("coverage_reasoning", text)] if coverage else []
     fields += [T.StructField("grounding_reasoning", text)] if grounding else []
-    fields += [T.StructField("error", text)]
-    fields += [T.StructField(name, double if name in ("judge_latency_s", "judge_cost_usd") else long) for name in USAGE_COLUMNS]
-    fields += [T.StructField("judge_requests", long), T.StructField("source_key", text)]
+    fields += [T.StructField("error", text), *usage_fields(), T.StructField("source_key", text)]
     fields += [T.StructField("key_points_key", text)] if coverage else []
     if references:
         fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, *corpus_names(ter), "summary_words", "compression_ratio")]
         # sacreBLEU's per-row statistics stay in the rows, as in one process: corpus scores and paired tests use them
         fields += [T.StructField(statistics_column(name), T.ArrayType(double)) for name in corpus_names(ter)]
         fields += [T.StructField("reference_key", text)]
-    fields += [T.StructField("_claims", text), T.StructField("_key_points", text), T.StructField("_usage_counts", text)]
-    fields += [T.StructField(f"_usage_{name}", long) for name in HIDDEN_USAGE_SUMS]
+    fields += [T.StructField("_claims", text), T.StructField("_key_points", text)]
     return T.StructType(fields)
 
 
@@ -103,10 +119,7 @@ class PartitionPlan:
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()
-        table["judge_requests"] = [j.usage.requests for j in judgements]
-        table["_usage_counts"] = [json.dumps(j.usage.model_dump(include=set(USAGE_COUNTS))) for j in judgements]
-        for name in HIDDEN_USAGE_SUMS:
-            table[f"_usage_{name}"] = [getattr(j.usage, name) for j in judgements]
+        add_usage_columns(table, judgements)
         table["source_key"] = [row.source_key for row in rows]
         table["_claims"] = [
             json.dumps([

@@ -1,4 +1,6 @@
-"""``SparkSummarizationResult``: the judged rows as Spark DataFrames, and the aggregates Spark counts from them."""
+"""Spark results: the judged rows as Spark DataFrames, and the aggregates Spark counts from them. ``SparkJudged`` is
+what every task's result does with them (histograms, usage, metrics, warnings, tables, report); the summaries'
+(``SparkSummarizationResult``) adds key points, the reference metrics and its signature."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -29,7 +31,7 @@ from ..summarization.scoring import Estimate, rate_statistics, result_metrics
 from ..summarization.warnings import RunWarning, implausible_usage_warning, verification_warning
 from .plan import HIDDEN_USAGE_SUMS, INTERNAL_COLUMNS, USAGE_COUNTS, corpus_names
 
-_CLAIMS = T.ArrayType(T.StructType([
+CLAIM_FIELDS = T.StructType([
     T.StructField("claim_index", T.IntegerType()),
     T.StructField("claim", T.StringType()),
     T.StructField("verdict", T.StringType()),
@@ -37,13 +39,13 @@ _CLAIMS = T.ArrayType(T.StructType([
     T.StructField("duplicates_removed", T.IntegerType()),
     T.StructField("lexical_support", T.DoubleType()),
     T.StructField("suspect", T.BooleanType()),
-]))
-_KEY_POINTS = T.ArrayType(T.StructType([
+])
+KEY_POINT_FIELDS = T.StructType([
     T.StructField("key_point_index", T.IntegerType()),
     T.StructField("key_point", T.StringType()),
     T.StructField("covered", T.BooleanType()),
     T.StructField("reason", T.StringType()),
-]))
+])
 
 def _count_histograms(batches: Iterator[pd.DataFrame], registry: MetricRegistry) -> Iterator[pd.DataFrame]:
     """A partition's rows -> one record per (rate, numerator, denominator): how many rows have that pair."""
@@ -55,48 +57,35 @@ def _count_histograms(batches: Iterator[pd.DataFrame], registry: MetricRegistry)
         yield pd.DataFrame.from_records(records, columns=["name", "numerator", "denominator", "rows"])
 
 
-@dataclass
-class SparkSummarizationResult:
-    """What ``judge_summaries_spark`` returns. ``rows`` (one row per input, the per-row columns of
-    ``docs/metrics.md``, as ``SummarizationResult.rows``), ``claims`` (one row per claim) and ``key_points`` (one row
-    per summary and key point) are Spark DataFrames over the persisted judged rows; ``metrics`` are computed by
-    Spark on first use and are the same numbers, with the same names, as ``judge_summaries`` gives."""
+@dataclass(kw_only=True)
+class SparkJudged:
+    """What a Spark result does with its persisted judged rows, whichever the task: ``rows`` (the per-row columns, as
+    one process gives them) and ``claims`` (one row per claim, from the rows' ``_claims`` JSON, typed by
+    ``CLAIM_FIELDS``) are Spark DataFrames over them; ``metrics``, ``usage`` and ``warnings`` are computed by Spark
+    on first use, only counts and sums reaching the driver, and are the numbers one process gives. A task's result
+    adds its ``signature`` (and its own tables)."""
 
-    TABLE_NAMES = ("rows", "claims", "key_points")
+    TABLE_NAMES: ClassVar[tuple[str, ...]] = ("rows", "claims")
+    INTERNAL: ClassVar[tuple[str, ...]] = tuple(INTERNAL_COLUMNS)  # the judged rows' columns that are not ``rows``'
+    CLAIM_FIELDS: ClassVar[T.StructType] = CLAIM_FIELDS
     judged: DataFrame = field(repr=False)
     judge: Judge = field(repr=False)
     registry: MetricRegistry = field(repr=False)
-    options: JudgingOptions  # as judged: max_source_tokens settled (JudgingOptions.for_judge)
-    references: bool
     prices: Any = field(default=None, repr=False)
     statistics: StatisticsOptions = StatisticsOptions()
 
-    @cached_property
-    def signature(self) -> str:
-        """As one process signs: the response mode the workers' replies came in is known once they are judged."""
-        options = self.options
-        return summarization_signature(
-            self.judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
-            response_mode=response_mode_of(self.usage), statistics=self.statistics,
-            reference=traditional_signatures(options.ter) if self.references else None,
-            grounding=model_tag() if options.grounding else None,
-        )
-
     @property
     def rows(self) -> DataFrame:
-        return self.judged.drop(*[c for c in INTERNAL_COLUMNS if c in self.judged.columns])
+        return self.judged.drop(*[c for c in self.INTERNAL if c in self.judged.columns])
 
     @property
     def claims(self) -> DataFrame:
-        exploded = self.judged.select("id", F.explode(F.from_json("_claims", _CLAIMS)).alias("c"))
-        return exploded.select(
-            "id", "c.claim_index", "c.claim", "c.verdict", "c.reason", "c.duplicates_removed", "c.lexical_support", "c.suspect"
-        )
+        return self._nested("_claims", self.CLAIM_FIELDS)
 
-    @property
-    def key_points(self) -> DataFrame:
-        exploded = self.judged.select("id", "source_key", F.explode(F.from_json("_key_points", _KEY_POINTS)).alias("p"))
-        return exploded.select("id", "source_key", "p.key_point_index", "p.key_point", "p.covered", "p.reason")
+    def _nested(self, column: str, fields: T.StructType, *keys: str) -> DataFrame:
+        """One row per item of the rows' JSON list ``column``: ``id`` (and ``keys``), then the item's ``fields``."""
+        exploded = self.judged.select("id", *keys, F.explode(F.from_json(column, T.ArrayType(fields))).alias("item"))
+        return exploded.select("id", *keys, *(f"item.{name}" for name in fields.fieldNames()))
 
     @cached_property
     def histograms(self) -> dict[str, RatioHistogram]:
@@ -145,18 +134,12 @@ class SparkSummarizationResult:
     @cached_property
     def _numbers(self) -> tuple[dict[str, Estimate], dict[str, float]]:
         # The same function as one process: the histograms Spark counted, the usage, the corpus statistics.
-        corpus = self._corpus_metrics() if self.references else None
         return result_metrics(
-            self.histograms, self.usage, prices=self.prices, corpus=corpus, statistics=self.statistics,
+            self.histograms, self.usage, prices=self.prices, corpus=self._corpus_metrics(), statistics=self.statistics,
         )
 
-    def _corpus_metrics(self) -> dict[str, float]:
-        summed = {}
-        for name in corpus_names(self.options.ter):
-            column = statistics_column(name)
-            by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
-            summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
-        return corpus_scores(summed)
+    def _corpus_metrics(self) -> dict[str, float] | None:
+        return None  # the corpus statistics of the reference metrics, for a task that has them
 
     @cached_property
     def warnings(self) -> list[RunWarning]:
@@ -193,3 +176,40 @@ class SparkSummarizationResult:
 
     def unpersist(self) -> None:
         self.judged.unpersist()
+
+
+@dataclass(kw_only=True)
+class SparkSummarizationResult(SparkJudged):
+    """What ``judge_summaries_spark`` returns. ``rows`` (one row per input, the per-row columns of
+    ``docs/metrics.md``, as ``SummarizationResult.rows``), ``claims`` (one row per claim) and ``key_points`` (one row
+    per summary and key point) are Spark DataFrames over the persisted judged rows; ``metrics`` are computed by
+    Spark on first use and are the same numbers, with the same names, as ``judge_summaries`` gives."""
+
+    TABLE_NAMES: ClassVar[tuple[str, ...]] = ("rows", "claims", "key_points")
+    options: JudgingOptions  # as judged: max_source_tokens settled (JudgingOptions.for_judge)
+    references: bool
+
+    @cached_property
+    def signature(self) -> str:
+        """As one process signs: the response mode the workers' replies came in is known once they are judged."""
+        options = self.options
+        return summarization_signature(
+            self.judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
+            response_mode=response_mode_of(self.usage), statistics=self.statistics,
+            reference=traditional_signatures(options.ter) if self.references else None,
+            grounding=model_tag() if options.grounding else None,
+        )
+
+    @property
+    def key_points(self) -> DataFrame:
+        return self._nested("_key_points", KEY_POINT_FIELDS, "source_key")
+
+    def _corpus_metrics(self) -> dict[str, float] | None:
+        if not self.references:
+            return None
+        summed = {}
+        for name in corpus_names(self.options.ter):
+            column = statistics_column(name)
+            by_position = self.judged.select(F.posexplode(column)).groupBy("pos").agg(F.sum("col").alias("total")).collect()
+            summed[name] = [total for _, total in sorted((r["pos"], r["total"]) for r in by_position)]
+        return corpus_scores(summed)
