@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import signal
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -54,10 +55,34 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
         coroutine.close()
         raise RuntimeError("a synchronous Judge method was called from the judge's own event loop; await the async one")
     future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    interrupted = threading.Event()
+    previous = _catch_interrupts(interrupted)
     try:
         while not concurrent.futures.wait([future], timeout=WAKE_S).done:
-            pass  # awake: a pending KeyboardInterrupt is raised here
+            if interrupted.is_set():  # awake: a pending KeyboardInterrupt is raised here, or by this
+                raise KeyboardInterrupt
+        if interrupted.is_set():
+            raise KeyboardInterrupt
         return future.result()
     except BaseException:
         future.cancel()
         raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _catch_interrupts(interrupted: threading.Event) -> Any:
+    """While a caller waits on the loop, a Ctrl-C (SIGINT) is also remembered in ``interrupted``: Python runs a
+    signal's handler wherever the main thread is, and a KeyboardInterrupt raised inside a finalizer or a garbage
+    collector callback is printed and dropped ("Exception ignored in ..."), so the run went on to the end and exited
+    0. The wait raises it again from the flag. Only Python's default handler is replaced (in the main thread), and
+    it is put back after; the previous handler is returned (None: nothing replaced)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+
+    def remember(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, remember)
