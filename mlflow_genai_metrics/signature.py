@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .stats import StatisticsOptions
 
 Part = Literal["judge", "reference", "grounding", "statistics"]
-_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed")
+_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed", "stability")
 _REFERENCE_FIELDS = ("rouge", "bleu", "chrf", "ter")
 _STATISTICS_FIELDS = ("resamples", "confidence", "bootstrap_seed")
 # Which parts must match for two runs' values of a metric family to be compared pair by pair (the package version
@@ -61,6 +61,7 @@ class JudgePart(BaseModel):
     chunk: int | None = None
     temp: str = "0"
     seed: str = "none"
+    stability: int | None = None  # each verification asked this many times, the majority kept (None: once)
 
 
 class Signature(BaseModel):
@@ -85,6 +86,8 @@ class Signature(BaseModel):
             if self.judge.chunk:
                 out["chunk"] = str(self.judge.chunk)
             out.update(temp=self.judge.temp, seed=self.judge.seed)
+            if self.judge.stability:
+                out["stability"] = str(self.judge.stability)
         for name, value in (self.reference or {}).items():
             out[name] = value.replace("|", ",").replace(":", "=")
         if self.grounding is not None:
@@ -107,11 +110,11 @@ class Signature(BaseModel):
         judge = None
         if "judge" in fields:
             prompts = {name: fields[name] for name in PROMPT_NAMES if name in fields}
-            chunk = fields.get("chunk")
+            chunk, stability = fields.get("chunk"), fields.get("stability")
             judge = JudgePart(
                 model=fields["judge"], base=fields.get("base", ""), mode=fields.get("mode", "unknown"),
                 max_tokens=fields.get("max_tokens", "default"), prompts=prompts, chunk=int(chunk) if chunk else None,
-                temp=fields.get("temp", "0"), seed=fields.get("seed", "none"),
+                temp=fields.get("temp", "0"), seed=fields.get("seed", "none"), stability=int(stability) if stability else None,
             )
         reference = {name: fields[name] for name in _REFERENCE_FIELDS if name in fields} or None
         statistics = {name: fields[name] for name in _STATISTICS_FIELDS if name in fields}
@@ -176,6 +179,7 @@ def summarization_signature(
             model=judge.model, base=judge.endpoint_label, mode=mode,
             max_tokens=str(judge.max_tokens) if judge.max_tokens else "default", prompts=prompts,
             chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
+            stability=judge.stability if judge.stability > 1 else None,
         )
     return Signature(
         judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None,

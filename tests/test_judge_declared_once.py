@@ -20,39 +20,39 @@ from mlflow_genai_metrics.tracking import JudgeSpec
 LOCAL = "http://127.0.0.1:9/v1"
 
 
-class StableSettings(JudgeSettings):
-    """Issue 29's setting, declared the one way a setting is."""
+class PatientSettings(JudgeSettings):
+    """A new setting, declared the one way a setting is (issue 29's ``stability`` was added so)."""
 
-    stability: int = setting(1, "how many times each request is asked; the answers must agree", flag="--stability", ge=1)
+    patience: int = setting(1, "how many times each request is asked; the answers must agree", flag="--patience", ge=1)
 
 
-class StableJudge(Judge, settings_type=StableSettings):
+class PatientJudge(Judge, settings_type=PatientSettings):
     pass
 
 
 def test_a_setting_declared_once_shows_in_the_constructor_the_cli_and_the_docs_table():
-    parameter = inspect.signature(StableJudge).parameters["stability"]
+    parameter = inspect.signature(PatientJudge).parameters["patience"]
     assert (parameter.kind, parameter.default, parameter.annotation) == (parameter.KEYWORD_ONLY, 1, int)
-    judge = StableJudge("m", LOCAL, stability=3, cache_dir=None)
-    assert judge.stability == 3 and judge.settings.stability == 3 and "stability=3" in repr(judge)
-    assert "``stability`` (1): how many times" in StableJudge.__doc__
+    judge = PatientJudge("m", LOCAL, patience=3, cache_dir=None)
+    assert judge.patience == 3 and judge.settings.patience == 3 and "patience=3" in repr(judge)
+    assert "``patience`` (1): how many times" in PatientJudge.__doc__
     with pytest.raises(AttributeError, match="with_limits"):
-        judge.stability = 2  # type: ignore[misc]
-    with pytest.raises(ValueError, match="stability"):
-        StableJudge("m", LOCAL, stability=0)
-    assert pickle.loads(pickle.dumps(judge)).stability == 3
-    assert judge.with_limits(max_concurrency=2, max_requests_per_s=None).stability == 3
+        judge.patience = 2  # type: ignore[misc]
+    with pytest.raises(ValueError, match="patience"):
+        PatientJudge("m", LOCAL, patience=0)
+    assert pickle.loads(pickle.dumps(judge)).patience == 3
+    assert judge.with_limits(max_concurrency=2, max_requests_per_s=None).patience == 3
 
     parser = argparse.ArgumentParser()
-    judge_options(parser, settings_type=StableSettings)
-    assert "--stability STABILITY" in parser.format_help()
-    given = judge_arguments(parser.parse_args(["--stability", "2", "--judge-model", "m", "--judge-base-url", LOCAL]),
-                            settings_type=StableSettings)
-    assert (given["stability"], given["model"]) == (2, "m")
-    assert StableJudge(**given, cache_dir=None).stability == 2
+    judge_options(parser, settings_type=PatientSettings)
+    assert "--patience PATIENCE" in parser.format_help()
+    given = judge_arguments(parser.parse_args(["--patience", "2", "--judge-model", "m", "--judge-base-url", LOCAL]),
+                            settings_type=PatientSettings)
+    assert (given["patience"], given["model"]) == (2, "m")
+    assert PatientJudge(**given, cache_dir=None).patience == 2
 
-    assert "| `stability` | `1` | how many times each request is asked; the answers must agree |" in settings_table(StableSettings)
-    assert "stability" not in inspect.signature(Judge).parameters  # the base judge is left as it was
+    assert "| `patience` | `1` | how many times each request is asked; the answers must agree |" in settings_table(PatientSettings)
+    assert "patience" not in inspect.signature(Judge).parameters  # the base judge is left as it was
 
 
 def test_every_declared_setting_is_a_parameter_and_the_rest_are_not():
@@ -79,12 +79,12 @@ def test_the_mgm_flags_are_the_declared_ones_with_their_names():
     parser = argparse.ArgumentParser()
     judge_options(parser)
     flags = {option for action in parser._actions for option in action.option_strings} - {"-h", "--help"}
-    assert flags == {"--judge-model", "--judge-base-url", "--judge-context", "--concurrency", "--prices", "--max-calls",
+    assert flags == {"--judge-model", "--judge-base-url", "--stability", "--judge-context", "--concurrency", "--prices", "--max-calls",
                      "--max-cost-usd", "--batch", "--batch-poll-s", "--batch-dir", "--batch-command"}
     left_out = argparse.ArgumentParser()
     judge_options(left_out, leave_out=("batch",))
     assert judge_arguments(left_out.parse_args([])) == {
-        "model": None, "base_url": None, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
+        "model": None, "base_url": None, "stability": 1, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
         "max_cost_usd": None}
 
 

@@ -37,7 +37,7 @@ def gate(args: argparse.Namespace) -> int:
     set_tracking(args)
     result = register_if_passing(
         args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion,
-        beat_metric=args.beat_metric or "strict_alignment",
+        beat_metric=args.beat_metric or "strict_alignment", require_stability=args.require_stability,
     )
     print(result)
     return EXIT_OK if result.passed else EXIT_GATE_FAILED
@@ -72,6 +72,10 @@ def add_commands(commands) -> None:
     gate_parser.add_argument(
         "--beat-metric", action="append",
         help="a metric the champion must be beaten on (repeatable, Holm-adjusted together; default: strict_alignment)",
+    )
+    gate_parser.add_argument(
+        "--require-stability", action="store_true",
+        help="the beat rules must hold with the candidate's unstable claims counted as contradicted (judge it with --stability K)",
     )
     tracking_option(gate_parser)
     gate_parser.set_defaults(run=gate)

@@ -21,7 +21,7 @@ from typing import Any
 from .answers import MODES, AnswerParseError, answer_schema, answer_schema_json, parse_answer, response_format, with_schema_instruction
 from .cache import JudgeCache, Transcript, cache_key
 from .modes import EndpointMode
-from .records import JudgeError, JudgeReply, JudgeRequest, TextAnswer, Usage
+from .records import JudgeError, JudgeReply, JudgeRequest, TextAnswer, Usage, request_seed
 from .replies import CallResult, without_secrets
 from .settings import JudgeSettings
 from .transport import Call, CallFailed
@@ -91,9 +91,10 @@ def _exchange(
 ) -> Conversation:
     messages = [m.model_dump() for m in request.messages]
     max_tokens = request.max_tokens or settings.max_tokens
+    seed = request_seed(settings.seed, request.repetition)
     if not needs_response_mode(request):
         try:
-            result = yield from _result(tape, Call(messages, None, max_tokens, probing=False), settings)
+            result = yield from _result(tape, Call(messages, None, max_tokens, probing=False, seed=seed), settings)
         except CallFailed as failed:
             return JudgeReply(error=failed.error, usage=usage)
         if result.refusal or result.finish_reason == "content_filter":
@@ -107,7 +108,7 @@ def _exchange(
     for position, mode in enumerate(modes):
         probing = known is None and position < len(modes) - 1
         call = Call(with_schema_instruction(messages, mode, schema), response_format(mode, request.answer_type, schema),
-                    max_tokens, probing)
+                    max_tokens, probing, seed)
         try:
             result = yield from _result(tape, call, settings)
         except CallFailed as failed:
@@ -168,7 +169,7 @@ def conversation(
         messages=[m.model_dump() for m in request.messages],
         answer_schema=answer_schema_json(request.answer_type),
         temperature=settings.temperature,
-        seed=settings.seed,
+        seed=request_seed(settings.seed, request.repetition),
         max_tokens=request.max_tokens or settings.max_tokens,
         prompt_version=request.prompt_version,
     )

@@ -39,11 +39,20 @@ class Message(BaseModel):
     content: str
 
 
+def request_seed(seed: int | None, repetition: int) -> int | None:
+    """The seed a request is sent with: the judge's own for the request itself, the judge's (0 when it has none)
+    plus ``repetition`` for a repetition. A repetition is thus the very request a judge seeded that way sends, and
+    shares its cache entry, as two identical requests should."""
+    return seed if repetition == 0 else (seed or 0) + repetition
+
+
 class JudgeRequest(BaseModel, Generic[AnswerT]):
     """One question for the judge: the messages and the pydantic type the answer must validate as.
 
     ``prompt_version`` (e.g. ``"claims:v1-3f2a"``) is part of the cache key, so changing a prompt never
-    returns an answer produced by the old one. ``purpose`` only labels usage and logs.
+    returns an answer produced by the old one. ``purpose`` only labels usage and logs. ``repetition`` (0: the
+    request itself) asks the same question again as a distinct request: it is sent with its own seed
+    (``request_seed``), so it is cached apart and, at a temperature above 0, sampled afresh (verdict stability).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -53,6 +62,11 @@ class JudgeRequest(BaseModel, Generic[AnswerT]):
     prompt_version: str = ""
     purpose: str = "judge"
     max_tokens: int | None = Field(default=None, gt=0)
+    repetition: int = Field(default=0, ge=0)
+
+    def repeated(self, repetition: int) -> JudgeRequest[AnswerT]:
+        """This request asked for the ``repetition``-th time (0: itself)."""
+        return self if repetition == self.repetition else self.model_copy(update={"repetition": repetition})
 
     @model_validator(mode="before")
     @classmethod

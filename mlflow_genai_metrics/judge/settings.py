@@ -108,6 +108,9 @@ class JudgeSettings(BaseModel):
                                  env="OPENAI_API_KEY", positional=True, repr=False)
     temperature: float = setting(0.0, "sent with every request; part of the judge's signature", spec=True)
     seed: int | None = setting(None, "sent with every request; part of the judge's signature", spec=True)
+    stability: int = setting(1, "ask each verification this many times, as distinct requests (a seed each), and keep each "
+                             "claim's majority verdict; claims whose answers differ are unstable (judge/flip_rate); part of "
+                             "the signature", flag="--stability", metavar="K", spec=True, ge=1)
     max_tokens: int | None = setting(None, "the completion limit of a request that names none; part of the signature",
                                      spec=True, gt=0)
     context_window: int | None = setting(

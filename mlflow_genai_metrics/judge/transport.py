@@ -50,6 +50,7 @@ class Call:
     response_format: dict[str, Any] | None
     max_tokens: int | None
     probing: bool  # while probing, a mode rejection is not retried: it moves on to the next mode
+    seed: int | None = None  # sent when set (``records.request_seed``: the judge's, or a repetition's)
 
 
 class CallFailed(Exception):
@@ -196,8 +197,8 @@ class Transport:
     def _completion_kwargs(self, call: Call) -> dict[str, Any]:
         settings = self.settings
         kwargs: dict[str, Any] = {"model": settings.model, "messages": call.messages, "temperature": settings.temperature}
-        if settings.seed is not None:
-            kwargs["seed"] = settings.seed
+        if call.seed is not None:
+            kwargs["seed"] = call.seed
         if call.max_tokens is not None:
             kwargs["max_tokens"] = call.max_tokens
         if call.response_format is not None:

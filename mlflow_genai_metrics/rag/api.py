@@ -170,10 +170,18 @@ def judge_answers(
         raise TypeError(f"judge_answers(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
     if not isinstance(judge, Judge):
         raise TypeError(f"judge_answers(): judge= must be a Judge, not {type(judge).__name__}")
+    refuse_repetitions(judge)
     chunk = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens  # checked like a summary's
     rows = prepare_answer_rows(questions, passages, answers, ids, expected)
     judgements = judge_answer_rows(rows, judge, max_source_tokens=chunk, grounding=grounding, progress=progress)
     return build_answers_result(judgements, judge=judge, max_source_tokens=chunk, statistics=statistics, grounding=grounding)
+
+
+def refuse_repetitions(judge: Judge) -> None:
+    """Answers are verified once per chunk: a judge asking for ``stability`` above 1 would sign what it did not do."""
+    if judge.stability > 1:
+        raise ValueError(f"stability={judge.stability}: repeated verification is built for summaries and rewrites, not yet for "
+                         "answers from passages; judge answers with a Judge of stability=1")
 
 
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..judge import Judge
-from ..rag.api import answers_signature, judge_answer_rows, prepare_answer_rows
+from ..rag.api import answers_signature, judge_answer_rows, prepare_answer_rows, refuse_repetitions
 from ..rag.scoring import ANSWER_CLAIM_COLUMNS, ANSWER_COLUMNS, FACT_COLUMNS, INTEGER_COLUMNS, answer_claims_table, answer_rows_table, facts_table
 from ..stats import StatisticsOptions
 from ..summarization.grounded import grounding_cache
@@ -154,6 +154,7 @@ def judge_answers_spark(
         raise TypeError(f"judge_answers_spark(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
     if not isinstance(judge, Judge):
         raise TypeError(f"judge_answers_spark(): judge= must be a Judge, not {type(judge).__name__}")
+    refuse_repetitions(judge)
     columns = {"question": question_col, "passages": passages_col, "answer": answer_col, "id": id_col, "expected": expected_col}
     carry_cols = tuple(c for c in carry_cols if c not in columns.values())
     _validate(df, columns, carry_cols)

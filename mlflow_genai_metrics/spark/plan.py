@@ -51,11 +51,12 @@ def corpus_names(ter: bool) -> tuple[str, ...]:
 
 
 def judged_schema(
-    id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False, grounding: bool = True
+    id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False, grounding: bool = True,
+    stability: bool = False,
 ) -> T.StructType:
     long, double, text = T.LongType(), T.DoubleType(), T.StringType()
     fields = [T.StructField("id", id_type), *carried]
-    families = row_families(coverage=coverage, grounding=grounding)
+    families = row_families(coverage=coverage, grounding=grounding, stability=stability)
     fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows(*families)]
     fields += [T.StructField("reasoning", text)]
     fields += [T.StructField("coverage_reasoning", text)] if coverage else []
@@ -115,7 +116,8 @@ class PartitionPlan:
         keep_to_partition_share(self.judge, self.budgets)  # the task's judge came with the whole budget
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
         judgements = judge_rows(rows, self.judge, self.options, progress=False)
-        table = rows_table(judgements, coverage=self.options.coverage, grounding=self.options.grounding, registry=self.registry)
+        table = rows_table(judgements, coverage=self.options.coverage, grounding=self.options.grounding, registry=self.registry,
+                           stability=self.judge.stability > 1)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()
@@ -124,7 +126,7 @@ class PartitionPlan:
         table["_claims"] = [
             json.dumps([
                 {"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates,
-                 "lexical_support": c.lexical_support, "suspect": c.suspect}
+                 "lexical_support": c.lexical_support, "suspect": c.suspect, "agreement": c.agreement}
                 for n, c in enumerate(j.claims, start=1)
             ])
             for j in judgements

@@ -39,6 +39,7 @@ CLAIM_FIELDS = T.StructType([
     T.StructField("duplicates_removed", T.IntegerType()),
     T.StructField("lexical_support", T.DoubleType()),
     T.StructField("suspect", T.BooleanType()),
+    T.StructField("agreement", T.DoubleType()),
 ])
 KEY_POINT_FIELDS = T.StructType([
     T.StructField("key_point_index", T.IntegerType()),

@@ -86,7 +86,8 @@ def build_result(
     ``judge=None`` the rows carry no judge column and the metrics no judge usage.
     """
     usage = Usage.total([j.usage for j in judgements])
-    table = rows_table(judgements, coverage=options.coverage, judged=judge is not None, grounding=options.grounding)
+    table = rows_table(judgements, coverage=options.coverage, judged=judge is not None, grounding=options.grounding,
+                       stability=judge is not None and judge.stability > 1)
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
         table.insert(position, name, list(values))
     corpus, reference_signatures = None, None

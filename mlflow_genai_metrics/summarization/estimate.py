@@ -89,10 +89,10 @@ class _Tally:
         self.count = count
         self.passes: dict[str, PassEstimate] = {}
 
-    def add(self, name: str, request: JudgeRequest, completion_tokens: int) -> None:
+    def add(self, name: str, request: JudgeRequest, completion_tokens: int, times: int = 1) -> None:
         prompt = sum(self.count(m.content) + MESSAGE_OVERHEAD_TOKENS for m in request.messages)
         p = self.passes.get(name, PassEstimate(name))
-        self.passes[name] = PassEstimate(name, p.calls + 1, p.prompt_tokens + prompt, p.completion_tokens + completion_tokens)
+        self.passes[name] = PassEstimate(name, p.calls + times, p.prompt_tokens + times * prompt, p.completion_tokens + times * completion_tokens)
 
 
 def estimate_cost(
@@ -131,13 +131,14 @@ def estimate_cost(
                     points = _stand_in_key_points(chunk)
                     answer = allowance.json + sum(allowance.item + count(point) for point in points)
                     tally.add("keypoints", extract_key_points_request(chunk), answer)
+    repetitions = judge.stability if judge is not None else 1  # each verification asked this many times
     for row in rows:
         if not has_words(row.summary):
             continue  # an empty summary costs no call
         claims = split_sentences(row.summary) or [row.summary]
         tally.add("claims", extract_claims_request(row.summary), allowance.json + sum(allowance.item + count(c) for c in claims))
         for chunk in chunks_of[row.source_key]:
-            tally.add("verify", verify_claims_request(chunk, claims), allowance.json + len(claims) * (allowance.item + allowance.reason))
+            tally.add("verify", verify_claims_request(chunk, claims), allowance.json + len(claims) * (allowance.item + allowance.reason), repetitions)
         if coverage:
             points = [p for chunk in chunks_of[row.source_key] for p in _stand_in_key_points(chunk)]
             points = list(dict.fromkeys(points))

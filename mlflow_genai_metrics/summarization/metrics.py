@@ -35,7 +35,8 @@ Kind = Literal["proportion", "mean", "ratio", "corpus"]
 # "suspect": the judge's verdicts checked by the grounding model (needs both); "rag": what only answers from
 # retrieved passages have (``rag.scoring`` computes their row values); "rewrite": what only rewrites have
 # (``rewrites.api`` computes their row values)
-Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag", "rewrite"]
+# "stability": how far the judge's repeated verifications agree (``Judge(stability=k)``, k > 1)
+Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag", "rewrite", "stability"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RowFacts:
     grounding: float | None = None
     grounded: int | None = None
     suspects: int | None = None  # judged claims whose verdict the check finds suspect (None: not checked)
+    unstable: int | None = None  # judged claims whose repeated verifications disagreed (None: asked once)
 
 
 def closest_names(unknown: list[str], known: list[str] | set[str], *, most: int = 3) -> str:
@@ -76,7 +78,7 @@ RUN_METRICS = ("alignment", "strict_alignment", "defect_rate/contradiction", "ri
 # An answers run's own headline beside the claim figures above (a summary run has none of them).
 ANSWER_RUN_METRICS = ("answer_relevance", "context_utilisation", "context_sufficiency", "quote_failure_rate")
 REWRITE_RUN_METRICS = ("instruction_following",)  # a rewrites run's own, beside the claim and coverage figures
-RUN_USAGE = ("judge/calls", "judge/cost_usd")
+RUN_USAGE = ("judge/calls", "judge/cost_usd", "judge/flip_rate")  # the flip rate: only with stability k > 1
 
 
 def run_metrics(metrics: dict[str, float], *, all_metrics: bool = False) -> dict[str, float]:
@@ -96,6 +98,7 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
     verdicts = [claim.verdict for claim in judgement.claims]
     points = judgement.key_points
     flags = [claim.suspect for claim in judgement.claims]
+    unstable = [claim.unstable for claim in judgement.claims]
     return RowFacts(
         judgement,
         claim_count=len(verdicts),
@@ -106,6 +109,7 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
         covered=sum(p.covered for p in points) if points else None,
         # checked claims: a summary's with its row's grounding, an answer's against its passages (no row grounding)
         suspects=None if None in flags or (checked is None and not flags) else sum(flags),
+        unstable=None if None in unstable else sum(unstable),
         **grounding,
     )
 
@@ -256,6 +260,13 @@ def _quote_failures(rows: pd.DataFrame) -> RatioStatistic:
     return RatioStatistic(np.nan_to_num(_column(rows, "quote_failures")), np.nan_to_num(_column(rows, "claim_count")))
 
 
+def _flip_rate(rows: pd.DataFrame) -> RatioStatistic:
+    """Unstable claims / judged claims, over the judged rows (``summarization.stability``)."""
+    unstable = _column(rows, "unstable_claims")
+    judged = ~np.isnan(unstable)
+    return RatioStatistic(np.where(judged, unstable, 0.0), np.where(judged, np.nan_to_num(_column(rows, "claim_count")), 0.0))
+
+
 def _suspect_rate(rows: pd.DataFrame) -> RatioStatistic:
     """Suspect verdicts / judged claims, over the rows whose verdicts were checked."""
     suspects = _column(rows, "suspect_verdicts")
@@ -293,6 +304,8 @@ METRICS = MetricRegistry(
         _row("defect_empty", "1 when the summary has no word", False, _flag(lambda f: f.claim_count == 0)),
         _row("suspect_verdicts", "verdicts the model-free check disagrees with sharply (yes to a claim the source barely "
              "supports, no/idk to one it plainly supports)", False, lambda f: f.suspects, family="suspect"),
+        _row("unstable_claims", "claims whose repeated verifications (stability k > 1) did not all give the majority verdict",
+             False, lambda f: f.unstable, family="stability"),
         _row("grounding", "model-free grounding score in [0, 1] (empty when the summary has no sentence)", True,
              lambda f: f.grounding, integer=False, family="grounding", reasoning="grounding_reasoning"),
         _row("grounded", "1 when grounding is at or above the model's fixed threshold", True, lambda f: f.grounded,
@@ -328,6 +341,9 @@ METRICS = MetricRegistry(
         _aggregate("coverage", "mean coverage of the judged rows", True, "mean", of="coverage", family="coverage", headline=True),
         _aggregate("judge/suspect_rate", "suspect verdicts / judged claims (the model-free second opinion)", False, "ratio",
                    statistic=_suspect_rate, reads=("suspect_verdicts", "claim_count"), family="suspect"),
+        _aggregate("judge/flip_rate", "unstable claims / judged claims: how often asking the same verification again changed "
+                   "a verdict (stability k > 1)", False, "ratio", statistic=_flip_rate, reads=("unstable_claims", "claim_count"),
+                   family="stability"),
         _aggregate("judge_error_rate", "rows the judge failed on / all rows", False, "proportion", statistic=_error_rate,
                    over="all", headline=True),
         *(_aggregate(name, f"mean {name} over the rows", True, "mean", of=name, family="reference", over="all")

@@ -27,6 +27,7 @@ from .extraction import extract_claims
 from .passes import check_coverage_request, extract_key_points_request, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
+from .stability import majority_verdict
 from .statements import distinct_statements, has_words
 from .stored_rows import Asked, RowStore, StoredRow
 
@@ -43,7 +44,7 @@ distinct_claims = distinct_statements
 class _RowState:
     claims: list[str] | None = None
     duplicates: list[int] = field(default_factory=list)  # per claim kept: copies removed
-    verdicts: list[list[tuple[str, str]]] = field(default_factory=list)  # per claim, per chunk
+    verdicts: list[list[list[tuple[str, str]]]] = field(default_factory=list)  # per claim, per repetition, per chunk
     key_points: list[CoveredKeyPoint] | None = None
     usage: dict[JudgePass, Usage] = field(default_factory=dict)  # per pass asked: what its calls for this row cost
     error: RowError | None = None
@@ -237,8 +238,9 @@ class _Pipelines:
             return
         chunks = self.chunks_of[row.source_key]
         asks: list[Awaitable[JudgeReply]] = []
-        if state.claims:
-            asks += [self.judge.aask(verify_claims_request(chunk, state.claims)) for chunk in chunks]
+        repetitions = self.judge.stability
+        if state.claims:  # each chunk asked once per repetition (``stability``), repetition by repetition
+            asks += [self.judge.aask(verify_claims_request(chunk, state.claims).repeated(r)) for r in range(repetitions) for chunk in chunks]
         points = key_points.points if key_points is not None else []
         covering = key_points is not None and has_words(row.summary)
         if covering:
@@ -248,7 +250,7 @@ class _Pipelines:
         replies = await _each(asks)
         # Taken in the order asked, not the order answered: a row's error is the same whichever came back first.
         if state.claims:
-            self._take_verdicts(state, replies[: len(chunks)])
+            self._take_verdicts(state, replies[: len(chunks) * repetitions], len(chunks))
         if covering:
             self._take_coverage(state, replies[-1], points)
 
@@ -261,15 +263,16 @@ class _Pipelines:
             state.claims, state.duplicates = found.claims, found.duplicates
 
     @staticmethod
-    def _take_verdicts(state: _RowState, replies: list[JudgeReply]) -> None:
-        state.verdicts = [[] for _ in state.claims or []]
-        for reply in replies:
+    def _take_verdicts(state: _RowState, replies: list[JudgeReply], chunks: int) -> None:
+        repetitions = len(replies) // chunks
+        state.verdicts = [[[] for _ in range(repetitions)] for _ in state.claims or []]
+        for position, reply in enumerate(replies):
             state.usage["claims"].add(reply.usage)
             if not reply.ok:
                 state.fail("claim verification", reply)
                 continue
             for claim_verdicts, check in zip(state.verdicts, reply.answer.verdicts):
-                claim_verdicts.append((check.verdict, check.reason))
+                claim_verdicts[position // chunks].append((check.verdict, check.reason))
 
     @staticmethod
     def _take_coverage(state: _RowState, reply: JudgeReply, points: list[str]) -> None:
@@ -304,7 +307,8 @@ def _record(row: RowInput, state: _RowState) -> RowJudgement:
     if state.error is not None:
         return RowJudgement(id=row.id, source_key=row.source_key, error=state.error, **_usage(state))
     claims = []
-    for claim, duplicates, per_chunk in zip(state.claims or [], state.duplicates, state.verdicts):
-        verdict, reason = combine_verdicts(per_chunk)
-        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates))
+    for claim, duplicates, per_repetition in zip(state.claims or [], state.duplicates, state.verdicts):
+        verdict, reason, agreement = majority_verdict([combine_verdicts(per_chunk) for per_chunk in per_repetition])
+        claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates,
+                                   agreement=agreement if len(per_repetition) > 1 else None))
     return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, **_usage(state))

@@ -43,6 +43,13 @@ class CheckedClaim(BaseModel):
     quote: str | None = None
     quote_found: bool | None = None
     judge_verdict: Literal["yes", "no", "idk"] | None = None
+    # With the judge's ``stability`` above 1: the share of repetitions that gave the (majority) verdict; below 1 the
+    # claim is unstable (``summarization.stability``). None when each verification was asked once.
+    agreement: float | None = None
+
+    @property
+    def unstable(self) -> bool | None:
+        return None if self.agreement is None else self.agreement < 1.0
 
 
 class CoveredKeyPoint(BaseModel):

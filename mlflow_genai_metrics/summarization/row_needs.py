@@ -53,7 +53,7 @@ def row_need(
         if claims:
             likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
-            requests += [verify_claims_request(chunk, likely) for chunk in chunks]
+            requests += [verify_claims_request(chunk, likely) for chunk in chunks] * judge.stability  # each repetition
         if coverage:
             points = key_points or stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
             requests.append(check_coverage_request(points, row.summary))

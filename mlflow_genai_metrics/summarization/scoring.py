@@ -41,6 +41,8 @@ def row_values(judgement: RowJudgement, *, coverage: bool = True) -> dict[str, f
 
 def _claim_line(number: int, claim) -> str:
     mark = f", suspect: source support {claim.lexical_support:.2f}" if claim.suspect else ""
+    if claim.unstable:
+        mark += f", unstable: {claim.agreement:.0%} of repetitions agree"
     return f"[{claim.verdict}{mark}] claim {number}: {claim.claim} -- {claim.reason}"
 
 
@@ -59,6 +61,9 @@ def reasoning(judgement: RowJudgement) -> str:
     suspects = sum(bool(c.suspect) for c in judgement.claims)
     if suspects:
         head += f" {suspects} suspect verdict{'s' if suspects > 1 else ''} (the model-free check disagrees)."
+    unstable = sum(bool(c.unstable) for c in judgement.claims)
+    if unstable:
+        head += f" {unstable} unstable verdict{'s' if unstable > 1 else ''} (asked again, the judge answered otherwise)."
     return "\n".join([head, *(_claim_line(number, claim) for number, claim in ordered)])
 
 
@@ -82,15 +87,18 @@ def explanation(judgement: RowJudgement, column: str | None) -> str | None:
     return explain[column](judgement) if column else None
 
 
-def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool = True, suspect: bool | None = None) -> tuple[str, ...]:
+def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool = True, suspect: bool | None = None,
+                 stability: bool = False) -> tuple[str, ...]:
     """The registry families a result's rows carry: the judge's (and coverage) when a judge was asked, grounding
     when the check is on, the suspect verdicts when the check second-guessed the judge (``suspect``; by default
-    with grounding: an answer's claims are checked against its passages with no row grounding)."""
+    with grounding: an answer's claims are checked against its passages with no row grounding), the unstable
+    claims when each verification was asked more than once (``stability``)."""
     return (
         *(("judge",) if judged else ()),
         *(("coverage",) if judged and coverage else ()),
         *(("grounding",) if grounding else ()),
         *(("suspect",) if judged and (grounding if suspect is None else suspect) else ()),
+        *(("stability",) if judged and stability else ()),
     )
 
 
@@ -112,11 +120,12 @@ def rows_table(
     grounding: bool = True,
     suspect: bool | None = None,
     registry: MetricRegistry = METRICS,
+    stability: bool = False,
 ) -> pd.DataFrame:
     """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
     only when it matches), with coverage the key points' fingerprint (``key_points_key``), every per-row value of the registry's families (``row_families``), the reasoning
     columns, error and judge usage."""
-    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding, suspect=suspect))
+    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding, suspect=suspect, stability=stability))
     reasons = [
         *(["reasoning"] if judged else []),
         *(["coverage_reasoning"] if judged and coverage else []),
@@ -150,20 +159,22 @@ def rows_table(
     return table
 
 
-CLAIM_COLUMNS = ["id", "claim_index", "claim", "verdict", "reason", "duplicates_removed", "lexical_support", "suspect"]
+CLAIM_COLUMNS = ["id", "claim_index", "claim", "verdict", "reason", "duplicates_removed", "lexical_support", "suspect", "agreement"]
 
 
 def claims_table(judgements: Sequence[RowJudgement]) -> pd.DataFrame:
     """One row per (summary, distinct claim): the verdict, its reason, how many repeats of the claim were removed,
-    and the model-free second opinion (``lexical_support``, ``suspect``; empty when the check is off)."""
+    the model-free second opinion (``lexical_support``, ``suspect``; empty when the check is off), and the share of
+    repeated verifications that gave the verdict (``agreement``; empty when each was asked once)."""
     records = [
-        (j.id, number, c.claim, c.verdict, c.reason, c.duplicates, c.lexical_support, c.suspect)
+        (j.id, number, c.claim, c.verdict, c.reason, c.duplicates, c.lexical_support, c.suspect, c.agreement)
         for j in judgements
         for number, c in enumerate(j.claims, start=1)
     ]
     table = pd.DataFrame.from_records(records, columns=CLAIM_COLUMNS)
     table["lexical_support"] = table["lexical_support"].astype("float64")
     table["suspect"] = table["suspect"].astype("boolean")
+    table["agreement"] = table["agreement"].astype("float64")
     return table
 
 

@@ -83,7 +83,7 @@ class RowStore(OwnerOnlyStore):
         settings = judge.settings
         material = {
             "model": settings.model, "base_url": settings.cache_endpoint, "temperature": settings.temperature,
-            "seed": settings.seed, "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
+            "seed": settings.seed, "stability": settings.stability, "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
             "coverage": coverage, "max_source_tokens": max_source_tokens, "code": _code_hash(), "mgm": __version__,
         }
         self._run = hashlib.sha256(canonical_json(material).encode("utf-8"))

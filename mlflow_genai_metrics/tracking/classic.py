@@ -225,7 +225,8 @@ def summarization_metrics(
         all_metrics=all_metrics, progress=progress,
     )
     families = (
-        *row_families(judged=judge is not None, coverage=options.coverage, grounding=options.grounding),
+        *row_families(judged=judge is not None, coverage=options.coverage, grounding=options.grounding,
+                      stability=judge is not None and judge.stability > 1),
         *(("reference",) if traditional else ()), "length",
     )
     metrics = []

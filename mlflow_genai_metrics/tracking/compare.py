@@ -74,13 +74,19 @@ def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | No
     signature = run.data.tags.get(SIGNATURE_TAG)
     if signature is None:
         raise ValueError(f"run {run_id} has no {SIGNATURE_TAG} tag: it was not evaluated with mlflow_genai_metrics")
-    with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp:
-        path = client.download_artifacts(run_id, f"{ARTIFACT_DIR}/rows.parquet", tmp)
-        rows = pd.read_parquet(path)
-    if "id" in rows:  # ids are stored as text; keep them so, whatever pandas infers
-        rows["id"] = rows["id"].astype(str)
+    rows = load_table(run_id, "rows", client)
     metrics = figures if figures is not None else run_figures(run, client)
     return EvaluatedRun(run_id, run.info.run_name or run_id[:8], metrics, signature, rows)
+
+
+def load_table(run_id: str, name: str, client: MlflowClient) -> pd.DataFrame:
+    """A run's table ``name`` ("rows", "claims", ...) whole, from its Parquet copy (``mgm/<name>.parquet``, a file or
+    Spark's folder of parts), ids as the text they are stored in."""
+    with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp:
+        table = pd.read_parquet(client.download_artifacts(run_id, f"{ARTIFACT_DIR}/{name}.parquet", tmp))
+    if "id" in table:  # ids are stored as text; keep them so, whatever pandas infers
+        table["id"] = table["id"].astype(str)
+    return table
 
 
 def compare_runs(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,6 +12,7 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from ..signature import parse_signature
 from ..stats import StatisticsOptions
 from ..summarization.comparison import (
     InsufficientPairsError,
@@ -32,7 +34,8 @@ from ..summarization.gating import (
 )
 from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
-from .compare import evaluated_run, load_run, run_figures
+from ..summarization.stability import counted_against
+from .compare import evaluated_run, load_run, load_table, run_figures
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
@@ -54,6 +57,7 @@ def register_if_passing(
     beat_champion: bool = False,
     beat_metric: str | Sequence[str] = "strict_alignment",
     statistics: StatisticsOptions | None = None,
+    require_stability: bool = False,
     **keywords: Any,
 ) -> GateResult:
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
@@ -70,7 +74,10 @@ def register_if_passing(
     that cover at least half of the champion's judged rows. A candidate worse than the champion on a beat rule is
     refused whatever the p-value; too few pairs to test is refused; a refused comparison fails the gate, with the
     reason. The pairs used and left out, and each test (kind, n, p, adjusted
-    p, direction), are tagged on the version. On a pass the version is registered and ``alias`` is moved to it; the
+    p, direction), are tagged on the version. ``require_stability=True`` makes the beat rules hold with the
+    candidate's unstable claims counted against it (``summarization.stability.counted_against``: each claim whose
+    repeated verifications disagreed counted as contradicted); a candidate judged with each verification asked
+    once (no ``stability`` in its signature) is refused. On a pass the version is registered and ``alias`` is moved to it; the
     version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (a champion
     rule's key is ``mgm.gate.rule.<beat_metric>_vs_<alias>``), the tags ``mgm.signature`` and
     ``mgm.evaluation_run_id``, and a description naming the run, the rules with their values and the signature.
@@ -101,7 +108,8 @@ def register_if_passing(
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
-        outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags)
+        outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags,
+                                       require_stability)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         return result
@@ -164,7 +172,7 @@ def _check_alias(alias: str) -> None:
 
 def _champion_outcomes(
     client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
-    statistics: StatisticsOptions, messages: list[str], tags: dict[str, str],
+    statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], require_stability: bool = False,
 ) -> list[RuleOutcome]:
     """One outcome per beat rule: better than the champion in the metric's direction, one-sided, Holm-adjusted
     (``run`` is the candidate's, with the ``figures`` the rules read)."""
@@ -184,6 +192,13 @@ def _champion_outcomes(
     if not champion_run_id:
         return refused(f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
     candidate, incumbent = evaluated_run(run, client, figures), load_run(champion_run_id, client)
+    if require_stability:
+        if not parse_signature(candidate.signature).get("stability"):
+            return refused("refused: stability is required, but the candidate was judged with each verification asked once "
+                           "(judge it with Judge(stability=k), k > 1, at the temperature it will be used at)")
+        rows, counted = counted_against(candidate.rows, load_table(run.info.run_id, "claims", client))
+        candidate = dataclasses.replace(candidate, rows=rows)
+        tags["mgm.gate.stability"] = f"required: {counted} unstable claim(s) of the candidate counted as contradicted"
     alternatives = {metric: "greater" if direction(metric) == "higher" else "less" for metric in metrics}
     try:  # the one comparison every path uses: pairs by id and source, errored pairs out, too few refused
         comparison = compare_results(

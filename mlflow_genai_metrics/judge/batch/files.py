@@ -39,7 +39,7 @@ def completion_body(settings: JudgeSettings, call: Call) -> dict[str, Any]:
     """The chat completion body the online transport sends for ``call`` (model, messages, temperature, seed,
     max_tokens, response_format; what is unset left out, as the ``openai`` client leaves it out)."""
     body: dict[str, Any] = {"model": settings.model, "messages": call.messages, "temperature": settings.temperature}
-    optional = {"seed": settings.seed, "max_tokens": call.max_tokens, "response_format": call.response_format}
+    optional = {"seed": call.seed, "max_tokens": call.max_tokens, "response_format": call.response_format}
     body.update((name, value) for name, value in optional.items() if value is not None)
     return body
 
