@@ -45,6 +45,8 @@ FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
     "suspect": ("judge", "grounding"),
     "rag": ("judge",),
     "rewrite": ("judge",),
+    "stability": ("judge",),
+    "order": ("judge",),
 }
 
 

@@ -360,3 +360,30 @@ def test_a_judge_set_up_with_other_prompts_is_refused(scripted_server):
     other = spec.model_copy(update={"prompts": {**spec.prompts, "verify": "v0-0000"}})
     with pytest.raises(ValueError, match="its numbers would not be the same judge's"):
         other.build()
+
+
+def test_make_scorer_ensemble_takes_our_judges_and_checks_their_declared_value_types(scripted_server, mlflow_store):
+    # issue 29: MLflow's ensembles accept our judges; their declared value types (yes/no, a number) are checked up
+    # front as MLflow's own judges' are, so a numeric ensemble over a yes/no judge is refused before any row.
+    from mlflow.exceptions import MlflowException
+    from mlflow.genai.scorers import make_scorer_ensemble
+
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    with pytest.raises(MlflowException, match="requires numeric sub-scorer values"):
+        make_scorer_ensemble(name="mean_alignment", scorers=[ClaimAlignment(judge_for(server))], ensemble_fn="mean")
+    faithful = make_scorer_ensemble(name="faithful", scorers=[ClaimAlignment(judge_for(server))], ensemble_fn="agg_all")
+    covered = make_scorer_ensemble(name="covered_and_grounded", scorers=[KeyPointCoverage(judge_for(server)), Grounding()],
+                                   ensemble_fn="minimum")
+
+    result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=[faithful, covered])
+
+    single = judge_summaries([r["inputs"]["text"] for r in records(contradicted=True)], [r["outputs"] for r in records(contradicted=True)],
+                             judge=judge_for(server), ids=[r["inputs"]["id"] for r in records()]).rows.set_index("id")
+    traces = {row_id(t): t for t in run_traces(result.run_id) if row_id(t)}
+    assert set(traces) == set(single.index)
+    for key, trace in traces.items():
+        (verdict,) = feedback(trace, "faithful")
+        assert verdict.value is bool(single.loc[key, "strictly_aligned"]), key
+        (lowest,) = feedback(trace, "covered_and_grounded")
+        assert lowest.value == pytest.approx(min(single.loc[key, "coverage"], single.loc[key, "grounding"]), abs=5e-3), key
+    assert not traces["biz/1"].info.assessments or feedback(traces["biz/1"], "faithful")[0].value is False

@@ -111,6 +111,10 @@ class JudgeSettings(BaseModel):
     stability: int = setting(1, "ask each verification this many times, as distinct requests (a seed each), and keep each "
                              "claim's majority verdict; claims whose answers differ are unstable (judge/flip_rate); part of "
                              "the signature", flag="--stability", metavar="K", spec=True, ge=1)
+    order_check: float = setting(0.0, "the share of rows (a fixed sample) whose claims are verified again in a shuffled "
+                                 "order, and key points checked again shuffled: judge/order_sensitivity is the share of "
+                                 "answers that changed; 0: no check", flag="--order-check", metavar="SHARE", spec=True,
+                                 ge=0, le=1)
     max_tokens: int | None = setting(None, "the completion limit of a request that names none; part of the signature",
                                      spec=True, gt=0)
     context_window: int | None = setting(

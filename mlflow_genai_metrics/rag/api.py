@@ -178,10 +178,14 @@ def judge_answers(
 
 
 def refuse_repetitions(judge: Judge) -> None:
-    """Answers are verified once per chunk: a judge asking for ``stability`` above 1 would sign what it did not do."""
+    """Answers are verified once per chunk, in one order: a judge asking for ``stability`` above 1 or an
+    ``order_check`` would sign or promise what was not done."""
     if judge.stability > 1:
         raise ValueError(f"stability={judge.stability}: repeated verification is built for summaries and rewrites, not yet for "
                          "answers from passages; judge answers with a Judge of stability=1")
+    if judge.order_check > 0:
+        raise ValueError(f"order_check={judge.order_check}: the order check is built for summaries and rewrites, not yet for "
+                         "answers from passages; judge answers with a Judge of order_check=0")
 
 
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,

@@ -113,7 +113,7 @@ def judge_summaries_spark(
     options = options.for_judge(judge)
     carried = [df.schema[name] for name in carry_cols]
     schema = judged_schema(df.schema[id_col].dataType, carried, options.coverage, reference_col is not None, options.ter, options.grounding,
-                           judge.stability > 1)
+                           judge.stability > 1, judge.order_check > 0)
     registry = METRICS.snapshot()
     plan = PartitionPlan(
         share, source_col, summary_col, id_col, reference_col, options, schema.fieldNames(), carry_cols,

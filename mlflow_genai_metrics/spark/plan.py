@@ -52,11 +52,11 @@ def corpus_names(ter: bool) -> tuple[str, ...]:
 
 def judged_schema(
     id_type: T.DataType, carried: list[T.StructField], coverage: bool, references: bool, ter: bool = False, grounding: bool = True,
-    stability: bool = False,
+    stability: bool = False, order: bool = False,
 ) -> T.StructType:
     long, double, text = T.LongType(), T.DoubleType(), T.StringType()
     fields = [T.StructField("id", id_type), *carried]
-    families = row_families(coverage=coverage, grounding=grounding, stability=stability)
+    families = row_families(coverage=coverage, grounding=grounding, stability=stability, order=order)
     fields += [T.StructField(s.name, long if s.integer else double) for s in METRICS.rows(*families)]
     fields += [T.StructField("reasoning", text)]
     fields += [T.StructField("coverage_reasoning", text)] if coverage else []
@@ -117,7 +117,7 @@ class PartitionPlan:
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
         judgements = judge_rows(rows, self.judge, self.options, progress=False)
         table = rows_table(judgements, coverage=self.options.coverage, grounding=self.options.grounding, registry=self.registry,
-                           stability=self.judge.stability > 1)
+                           stability=self.judge.stability > 1, order=self.judge.order_check > 0)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()

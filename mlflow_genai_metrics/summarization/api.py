@@ -87,7 +87,7 @@ def build_result(
     """
     usage = Usage.total([j.usage for j in judgements])
     table = rows_table(judgements, coverage=options.coverage, judged=judge is not None, grounding=options.grounding,
-                       stability=judge is not None and judge.stability > 1)
+                       stability=judge is not None and judge.stability > 1, order=judge is not None and judge.order_check > 0)
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
         table.insert(position, name, list(values))
     corpus, reference_signatures = None, None

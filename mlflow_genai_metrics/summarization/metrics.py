@@ -35,8 +35,9 @@ Kind = Literal["proportion", "mean", "ratio", "corpus"]
 # "suspect": the judge's verdicts checked by the grounding model (needs both); "rag": what only answers from
 # retrieved passages have (``rag.scoring`` computes their row values); "rewrite": what only rewrites have
 # (``rewrites.api`` computes their row values)
-# "stability": how far the judge's repeated verifications agree (``Judge(stability=k)``, k > 1)
-Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag", "rewrite", "stability"]
+# "stability": how far the judge's repeated verifications agree (``Judge(stability=k)``, k > 1); "order": whether its
+# answers change when a list is asked in another order (``Judge(order_check=share)``)
+Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag", "rewrite", "stability", "order"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class RowFacts:
     grounded: int | None = None
     suspects: int | None = None  # judged claims whose verdict the check finds suspect (None: not checked)
     unstable: int | None = None  # judged claims whose repeated verifications disagreed (None: asked once)
+    order_checked: int | None = None  # items asked again shuffled (None: the row is not in the order check's sample)
+    order_changed: int | None = None
 
 
 def closest_names(unknown: list[str], known: list[str] | set[str], *, most: int = 3) -> str:
@@ -78,7 +81,8 @@ RUN_METRICS = ("alignment", "strict_alignment", "defect_rate/contradiction", "ri
 # An answers run's own headline beside the claim figures above (a summary run has none of them).
 ANSWER_RUN_METRICS = ("answer_relevance", "context_utilisation", "context_sufficiency", "quote_failure_rate")
 REWRITE_RUN_METRICS = ("instruction_following",)  # a rewrites run's own, beside the claim and coverage figures
-RUN_USAGE = ("judge/calls", "judge/cost_usd", "judge/flip_rate")  # the flip rate: only with stability k > 1
+# the flip rate only with stability k > 1, the order sensitivity only with an order check
+RUN_USAGE = ("judge/calls", "judge/cost_usd", "judge/flip_rate", "judge/order_sensitivity")
 
 
 def run_metrics(metrics: dict[str, float], *, all_metrics: bool = False) -> dict[str, float]:
@@ -110,6 +114,8 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
         # checked claims: a summary's with its row's grounding, an answer's against its passages (no row grounding)
         suspects=None if None in flags or (checked is None and not flags) else sum(flags),
         unstable=None if None in unstable else sum(unstable),
+        order_checked=judgement.order_check.checked if judgement.order_check is not None else None,
+        order_changed=judgement.order_check.changed if judgement.order_check is not None else None,
         **grounding,
     )
 
@@ -260,6 +266,11 @@ def _quote_failures(rows: pd.DataFrame) -> RatioStatistic:
     return RatioStatistic(np.nan_to_num(_column(rows, "quote_failures")), np.nan_to_num(_column(rows, "claim_count")))
 
 
+def _order_sensitivity(rows: pd.DataFrame) -> RatioStatistic:
+    """Answers changed when shuffled / answers compared, over the judged rows of the order check's sample."""
+    return RatioStatistic(np.nan_to_num(_column(rows, "order_changed")), np.nan_to_num(_column(rows, "order_checked")))
+
+
 def _flip_rate(rows: pd.DataFrame) -> RatioStatistic:
     """Unstable claims / judged claims, over the judged rows (``summarization.stability``)."""
     unstable = _column(rows, "unstable_claims")
@@ -306,6 +317,9 @@ METRICS = MetricRegistry(
              "supports, no/idk to one it plainly supports)", False, lambda f: f.suspects, family="suspect"),
         _row("unstable_claims", "claims whose repeated verifications (stability k > 1) did not all give the majority verdict",
              False, lambda f: f.unstable, family="stability"),
+        _row("order_checked", "claims and key points asked again in a shuffled order (rows of the order check's sample)", False,
+             lambda f: f.order_checked, family="order"),
+        _row("order_changed", "of those, the ones whose answer changed when shuffled", False, lambda f: f.order_changed, family="order"),
         _row("grounding", "model-free grounding score in [0, 1] (empty when the summary has no sentence)", True,
              lambda f: f.grounding, integer=False, family="grounding", reasoning="grounding_reasoning"),
         _row("grounded", "1 when grounding is at or above the model's fixed threshold", True, lambda f: f.grounded,
@@ -344,6 +358,9 @@ METRICS = MetricRegistry(
         _aggregate("judge/flip_rate", "unstable claims / judged claims: how often asking the same verification again changed "
                    "a verdict (stability k > 1)", False, "ratio", statistic=_flip_rate, reads=("unstable_claims", "claim_count"),
                    family="stability"),
+        _aggregate("judge/order_sensitivity", "answers that changed when the claims or key points were asked in a shuffled "
+                   "order / answers compared (the order check's sample)", False, "ratio", statistic=_order_sensitivity,
+                   reads=("order_changed", "order_checked"), family="order"),
         _aggregate("judge_error_rate", "rows the judge failed on / all rows", False, "proportion", statistic=_error_rate,
                    over="all", headline=True),
         *(_aggregate(name, f"mean {name} over the rows", True, "mean", of=name, family="reference", over="all")

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
 from .extraction import extract_claims
+from .order import OrderCheck, changed_answers, in_sample, shuffled_order
 from .passes import check_coverage_request, extract_key_points_request, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
@@ -48,6 +49,7 @@ class _RowState:
     key_points: list[CoveredKeyPoint] | None = None
     usage: dict[JudgePass, Usage] = field(default_factory=dict)  # per pass asked: what its calls for this row cost
     error: RowError | None = None
+    order: OrderCheck | None = None  # the order check, on the rows of its sample
 
     def fail(self, stage: str, reply: JudgeReply) -> None:
         if self.error is None:  # the first failure of a row is its error: the kind, the message, the raw excerpt
@@ -179,7 +181,8 @@ class _Pipelines:
         """What to store of a row judged now: its record, what its own requests counted (its claim passes, its
         coverage check), and its source's key points'."""
         key_points = self.key_points.get(record.source_key)
-        return StoredRow(claims=record.claims, key_points=record.key_points, asked=asked["claims"], coverage_asked=asked.get("key_points"),
+        return StoredRow(claims=record.claims, key_points=record.key_points, order_check=record.order_check, asked=asked["claims"],
+                         coverage_asked=asked.get("key_points"),
                          key_points_asked=Asked.of(key_points.result().usage) if key_points is not None else None)
 
     async def _key_points(self, key: str) -> _KeyPoints:
@@ -247,12 +250,60 @@ class _Pipelines:
             asks.append(self.judge.aask(check_coverage_request(points, row.summary)))
         elif key_points is not None:
             state.key_points = [CoveredKeyPoint(key_point=p, covered=False, reason="The summary is empty.") for p in points]
-        replies = await _each(asks)
+        orders = self._orders(row, state.claims or [], points if covering else [])
+        shuffled = self._order_asks(row, chunks, state.claims or [], points, orders)
+        replies = await _each([*asks, *shuffled])
+        replies, order_replies = replies[: len(asks)], replies[len(asks):]
         # Taken in the order asked, not the order answered: a row's error is the same whichever came back first.
         if state.claims:
             self._take_verdicts(state, replies[: len(chunks) * repetitions], len(chunks))
         if covering:
             self._take_coverage(state, replies[-1], points)
+        if shuffled and state.error is None:
+            self._take_order(state, order_replies, orders, len(chunks))
+
+    def _orders(self, row: RowInput, claims: list[str], points: list[str]) -> tuple[list[int] | None, list[int] | None]:
+        """The shuffled orders of the row's claims and key points when it is in the order check's sample (None for
+        a list of fewer than two items: it has no other order)."""
+        if not in_sample(row.source_key, row.summary, self.judge.order_check):
+            return None, None
+        return tuple(shuffled_order(len(items), row.source_key, row.summary) if len(items) >= 2 else None  # type: ignore[return-value]
+                     for items in (claims, points))
+
+    def _order_asks(self, row: RowInput, chunks: list[str], claims: list[str], points: list[str],
+                    orders: tuple[list[int] | None, list[int] | None]) -> list[Awaitable[JudgeReply]]:
+        claim_order, point_order = orders
+        asks = [self.judge.aask(verify_claims_request(chunk, [claims[i] for i in claim_order])) for chunk in chunks] if claim_order else []
+        if point_order:
+            asks.append(self.judge.aask(check_coverage_request([points[i] for i in point_order], row.summary)))
+        return asks
+
+    @staticmethod
+    def _take_order(state: _RowState, replies: list[JudgeReply], orders: tuple[list[int] | None, list[int] | None], chunks: int) -> None:
+        """Each item's answer in the shuffled request against its answer in the request itself (the first
+        repetition's verdicts, combined over the chunks)."""
+        claim_order, point_order = orders
+        check = OrderCheck()
+        if claim_order:
+            verdicts: list[list[tuple[str, str]]] = [[] for _ in claim_order]
+            for reply in replies[:chunks]:
+                state.usage["claims"].add(reply.usage)
+                if not reply.ok:
+                    return state.fail("order check (claims verified again, shuffled)", reply)
+                for asked, answer in zip(verdicts, reply.answer.verdicts):
+                    asked.append((answer.verdict, answer.reason))
+            original = [combine_verdicts(per_repetition[0])[0] for per_repetition in state.verdicts]
+            check.checked += len(claim_order)
+            check.changed += changed_answers(original, [combine_verdicts(v)[0] for v in verdicts], claim_order)
+        if point_order:
+            reply = replies[-1]
+            state.usage["key_points"].add(reply.usage)
+            if not reply.ok:
+                return state.fail("order check (key points checked again, shuffled)", reply)
+            original = [point.covered for point in state.key_points or []]
+            check.checked += len(point_order)
+            check.changed += changed_answers(original, [answer.covered == "yes" for answer in reply.answer.covered], point_order)
+        state.order = check
 
     async def _claims(self, row: RowInput, state: _RowState) -> None:
         found = await extract_claims(self.judge, row.summary)
@@ -300,7 +351,8 @@ def _usage(state: _RowState) -> dict[str, Any]:
 
 
 def _stored_record(row: RowInput, stored: StoredRow, state: _RowState) -> RowJudgement:
-    return RowJudgement(id=row.id, source_key=row.source_key, claims=stored.claims, key_points=stored.key_points, **_usage(state))
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=stored.claims, key_points=stored.key_points,
+                        order_check=stored.order_check, **_usage(state))
 
 
 def _record(row: RowInput, state: _RowState) -> RowJudgement:
@@ -311,4 +363,5 @@ def _record(row: RowInput, state: _RowState) -> RowJudgement:
         verdict, reason, agreement = majority_verdict([combine_verdicts(per_chunk) for per_chunk in per_repetition])
         claims.append(CheckedClaim(claim=claim, verdict=verdict, reason=reason, duplicates=duplicates,
                                    agreement=agreement if len(per_repetition) > 1 else None))
-    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, **_usage(state))
+    return RowJudgement(id=row.id, source_key=row.source_key, claims=claims, key_points=state.key_points, order_check=state.order,
+                        **_usage(state))

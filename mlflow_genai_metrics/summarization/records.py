@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..grounding.scoring import RowGrounding
 from ..judge import JudgeError, Usage
+from .order import OrderCheck
 
 # What a judge call of a row was for: its claims (extraction, verification) or its source's key points (their
 # extraction, the coverage check); of an answer (``rag``) also its relevance to the question and the expected
@@ -89,6 +90,8 @@ class RowJudgement(BaseModel):
     id: str | int
     source_key: str
     claims: list[CheckedClaim] = Field(default_factory=list)
+    # The order check (``summarization.order``): None when the row was not in its sample.
+    order_check: OrderCheck | None = None
     key_points: list[CoveredKeyPoint] | None = None
     usage: Usage = Field(default_factory=Usage)
     usage_by_pass: dict[JudgePass, Usage] = Field(default_factory=dict)

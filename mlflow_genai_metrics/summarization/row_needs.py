@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from ..judge import Judge, JudgeRequest
+from .order import in_sample
 from .passes import (
     MAX_CLAIMS,
     MAX_KEY_POINTS,
@@ -53,10 +54,11 @@ def row_need(
         if claims:
             likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
-            requests += [verify_claims_request(chunk, likely) for chunk in chunks] * judge.stability  # each repetition
+            shuffled = len(likely) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)  # the order check's
+            requests += [verify_claims_request(chunk, likely) for chunk in chunks] * (judge.stability + shuffled)
         if coverage:
             points = key_points or stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
-            requests.append(check_coverage_request(points, row.summary))
+            requests += [check_coverage_request(points, row.summary)] * (1 + (len(points) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)))
     return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests))
 
 

@@ -88,17 +88,19 @@ def explanation(judgement: RowJudgement, column: str | None) -> str | None:
 
 
 def row_families(*, judged: bool = True, coverage: bool = True, grounding: bool = True, suspect: bool | None = None,
-                 stability: bool = False) -> tuple[str, ...]:
+                 stability: bool = False, order: bool = False) -> tuple[str, ...]:
     """The registry families a result's rows carry: the judge's (and coverage) when a judge was asked, grounding
     when the check is on, the suspect verdicts when the check second-guessed the judge (``suspect``; by default
     with grounding: an answer's claims are checked against its passages with no row grounding), the unstable
-    claims when each verification was asked more than once (``stability``)."""
+    claims when each verification was asked more than once (``stability``), the order check's counts when the
+    judge checks the order (``order``)."""
     return (
         *(("judge",) if judged else ()),
         *(("coverage",) if judged and coverage else ()),
         *(("grounding",) if grounding else ()),
         *(("suspect",) if judged and (grounding if suspect is None else suspect) else ()),
         *(("stability",) if judged and stability else ()),
+        *(("order",) if judged and order else ()),
     )
 
 
@@ -121,11 +123,12 @@ def rows_table(
     suspect: bool | None = None,
     registry: MetricRegistry = METRICS,
     stability: bool = False,
+    order: bool = False,
 ) -> pd.DataFrame:
     """One row per input, in input order: id, the source's fingerprint (``source_key``: rows of two runs pair
     only when it matches), with coverage the key points' fingerprint (``key_points_key``), every per-row value of the registry's families (``row_families``), the reasoning
     columns, error and judge usage."""
-    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding, suspect=suspect, stability=stability))
+    specs = registry.rows(*row_families(judged=judged, coverage=coverage, grounding=grounding, suspect=suspect, stability=stability, order=order))
     reasons = [
         *(["reasoning"] if judged else []),
         *(["coverage_reasoning"] if judged and coverage else []),

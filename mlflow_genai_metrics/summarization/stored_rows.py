@@ -26,6 +26,7 @@ from .._version import __version__
 from ..judge import CACHE_FILE, Judge, Usage, canonical_json
 from ..prompts import SUMMARY_PROMPTS, load_prompt
 from ..sqlite_store import OwnerOnlyStore
+from .order import OrderCheck
 from .records import CheckedClaim, CoveredKeyPoint, RowInput
 
 _SCHEMA = """
@@ -58,6 +59,7 @@ class StoredRow(BaseModel):
 
     claims: list[CheckedClaim]
     key_points: list[CoveredKeyPoint] | None
+    order_check: OrderCheck | None = None
     asked: Asked
     coverage_asked: Asked | None = None
     key_points_asked: Asked | None = None
@@ -83,7 +85,8 @@ class RowStore(OwnerOnlyStore):
         settings = judge.settings
         material = {
             "model": settings.model, "base_url": settings.cache_endpoint, "temperature": settings.temperature,
-            "seed": settings.seed, "stability": settings.stability, "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
+            "seed": settings.seed, "stability": settings.stability, "order_check": settings.order_check,
+            "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
             "coverage": coverage, "max_source_tokens": max_source_tokens, "code": _code_hash(), "mgm": __version__,
         }
         self._run = hashlib.sha256(canonical_json(material).encode("utf-8"))

@@ -47,7 +47,7 @@ from .evaluate import _ONE_EVALUATION, EVALUATION_WORKERS, RunRowsMismatch, Summ
 from .feedback import card_feedback, error_feedback, judge_cost, judge_source
 from .genai import root_span, trace_id_of
 from .judge_sets import one_setting
-from .judges import JudgeSpec, Registrable, _aggregated, judge_and_spec
+from .judges import YES_NO, JudgeSpec, Registrable, _aggregated, judge_and_spec
 from .scored_rows import hook_number
 
 
@@ -153,6 +153,7 @@ class AnswerFaithfulness(_AnswerScorer):
 
     name: str = "answer_faithfulness"
     judge_kind: ClassVar[str] = "answer_faithfulness"
+    feedback_value_type: ClassVar[Any] = YES_NO  # as the summary judges declare theirs (make_scorer_ensemble reads it)
     description: str | None = (
         "Splits the answer into claims and checks each against the retrieved passages, citing the passage and a quote "
         "(checked to be in it): yes when every claim is supported."
@@ -172,6 +173,7 @@ class AnswerRelevance(_AnswerScorer):
 
     name: str = "answer_relevance"
     judge_kind: ClassVar[str] = "answer_relevance"
+    feedback_value_type: ClassVar[Any] = float
     description: str | None = "Whether the answer addresses the question: 1 yes, 0.5 partly, 0 no (judged, with a reason)."
 
     def card(self, judgement: AnswerJudgement) -> Card:
@@ -183,6 +185,7 @@ class ContextSufficiency(_AnswerScorer):
 
     name: str = "context_sufficiency"
     judge_kind: ClassVar[str] = "context_sufficiency"
+    feedback_value_type: ClassVar[Any] = float
     description: str | None = "The share of the expected answer's facts that the retrieved passages support (needs expectations)."
     hook_metric: ClassVar[str] = "facts"
     judge_pass: ClassVar[JudgePass] = "facts"

@@ -33,7 +33,7 @@ import threading
 import types
 import typing
 import urllib.parse
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import mlflow
 import pydantic
@@ -68,6 +68,8 @@ _Travelling: Any = pydantic.create_model(
     **{setting.name: _travelling(setting) for setting in declared(JudgeSettings) if setting.spec},
 )
 
+
+YES_NO = Literal["yes", "no"]  # a yes/no judge's value type, as MLflow's built-in judges declare theirs
 
 class JudgeSpec(_Travelling):
     """A judge's serialisable settings: what rebuilds the same judge elsewhere. The settings ``JudgeSettings`` marks
@@ -280,6 +282,9 @@ class ClaimAlignment(_JudgedScorer):
         "(contradicted first, then unverifiable) and reason."
     )
     judge_kind: ClassVar[str] = "claim_alignment"
+    # The value type declared as MLflow's own judges declare it: make_scorer_ensemble checks it before any row
+    # (agg_all, agg_any and majority_vote take a yes/no judge; mean refuses it up front).
+    feedback_value_type: ClassVar[Any] = YES_NO
     needs: ClassVar[frozenset[str]] = frozenset({CLAIMS})
     hook_metric: ClassVar[str | None] = "claims"
 
@@ -296,6 +301,7 @@ class KeyPointCoverage(_JudgedScorer):
     name: str = "key_point_coverage"
     description: str | None = "The share of the source's key points (listed by the judge) that the summary covers."
     judge_kind: ClassVar[str] = "key_point_coverage"
+    feedback_value_type: ClassVar[Any] = float
     needs: ClassVar[frozenset[str]] = frozenset({CLAIMS, KEY_POINTS})  # its result is the claims' too, when alone
     hook_metric: ClassVar[str | None] = "key_points"
 
@@ -312,6 +318,7 @@ class Grounding(_SummaryScorer):
     name: str = "grounding"
     description: str | None = "Model-free grounding score in [0, 1]: how well the source supports each summary sentence (no judge call)."
     judge_kind: ClassVar[str] = "grounding"
+    feedback_value_type: ClassVar[Any] = float
     needs: ClassVar[frozenset[str]] = frozenset({GROUNDING})
     hook_metric: ClassVar[str | None] = "rows"
 
