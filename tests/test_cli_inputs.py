@@ -16,7 +16,7 @@ from conftest import SECRET_KEY
 
 from mlflow_genai_metrics.cli import build_parser
 from mlflow_genai_metrics.cli import main as mgm
-from mlflow_genai_metrics.cli.common import port_number, positive_int, positive_number
+from mlflow_genai_metrics.cli.common import port_number, positive_int, positive_number, share
 
 # Every number a command takes that must be above 0 (--seed alone may be 0).
 POSITIVE_OPTIONS = [
@@ -26,7 +26,9 @@ POSITIVE_OPTIONS = [
     ("meta-eval", "--concurrency"), ("meta-eval", "--judge-context"), ("meta-eval", "--max-calls"),
     ("meta-eval", "--max-cost-usd"), ("monitor", "--max-traces"), ("monitor", "--concurrency"),
     ("monitor", "--judge-context"), ("monitor", "--max-calls"), ("monitor", "--max-cost-usd"),
+    *((command, "--stability") for command in ("evaluate", "meta-eval", "monitor")),
 ]
+SHARE_OPTIONS = [(command, "--order-check") for command in ("evaluate", "meta-eval", "monitor")]
 REQUIRED = {"evaluate": ["rows.csv"], "meta-eval": ["labelled.jsonl"]}
 
 
@@ -61,14 +63,22 @@ def test_every_count_size_or_cap_refuses_0_negatives_and_nan(command, option, va
 
 
 def test_the_list_of_positive_options_is_every_number_option_of_every_command():
-    numbers = (int, float, positive_int, positive_number, port_number)
+    numbers = (int, float, positive_int, positive_number, port_number, share)
     found = {
         (name, action.option_strings[0])
         for name, command in build_parser()._subparsers._group_actions[0].choices.items()
         for action in command._actions
         if action.type in numbers and action.option_strings and action.dest != "seed"
     }
-    assert found == set(POSITIVE_OPTIONS)
+    assert found == set(POSITIVE_OPTIONS) | set(SHARE_OPTIONS)
+
+
+@pytest.mark.parametrize(("command", "option"), SHARE_OPTIONS)
+@pytest.mark.parametrize("value", ["-0.1", "1.5", "x"])
+def test_a_share_must_be_a_number_from_0_to_1(command, option, value, capsys):
+    line = refused([command, *REQUIRED.get(command, []), option, value], capsys)
+    assert line.endswith(f"argument {option}: must be a number from 0 to 1, not {value!r}")
+    assert build_parser().parse_args([command, *REQUIRED.get(command, []), option, "0"]).order_check == 0.0
 
 
 def test_a_port_above_65535_is_refused(capsys):

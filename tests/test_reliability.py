@@ -57,6 +57,11 @@ def _fingerprint(body: dict) -> str:
 RESUME_ROWS = 40
 
 
+def _sigint_as_a_terminal_sends_it() -> None:
+    """In the child, before it runs: SIGINT's default disposition (so Python turns it into KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _write_resume_rows(path: Path) -> Path:
     pd.DataFrame({
         "id": [f"r{i}" for i in range(RESUME_ROWS)],
@@ -114,8 +119,10 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
     # The first run waits on its 20th answer when it is killed, however slowly this machine runs the test: a
     # latency alone let a starved test thread send its signal after the run had finished (exit 0).
     with ScriptedJudgeServer(script, models=("scripted-judge",)) as server:
-        process = subprocess.Popen(_evaluate_command(data, store, server), env=env, cwd=tmp_path,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Ctrl-C as a terminal delivers it: a suite started in the background (``./run tests &``, a CI script)
+        # has SIGINT ignored, children inherit that, and Python then installs no handler for it at all.
+        process = subprocess.Popen(_evaluate_command(data, store, server), env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, preexec_fn=_sigint_as_a_terminal_sends_it)
         try:
             assert answering_20th.wait(timeout=120), "the run never reached its 20th answer"
             assert process.poll() is None, process.stdout.read().decode()[-2000:]

@@ -11,16 +11,9 @@ from mlflow_genai_metrics.local import LocalModelServer
 
 pytestmark = pytest.mark.local_model
 
-SOURCES = [
-    "The council approved the new budget on Monday. The mayor said the budget protects libraries. Critics said it cuts bus routes.",
-    "Everton beat Liverpool 1-0 on Saturday. The win lifts Everton to third in the Premiership. David Weir scored the goal.",
-    "Shares in Harbour Foods rose 6% in morning trading after the firm reported higher profits. Its chief executive will retire in May.",
-]
-SUMMARIES = [
-    "The council approved a budget that protects libraries. Critics said it cuts bus routes.",
-    "Everton beat Liverpool and are second in the Premiership. David Weir scored.",
-    "Harbour Foods shares rose 6% after higher profits. Its chief executive will retire in June.",
-]
+# One row keeps the test short: three verifications of a 135M model on a CPU take seconds each.
+SOURCES = ["Everton beat Liverpool 1-0 on Saturday. The win lifts Everton to third in the Premiership. David Weir scored the goal."]
+SUMMARIES = ["Everton beat Liverpool and are second in the Premiership. David Weir scored."]
 
 
 @pytest.mark.timeout(600)
@@ -31,7 +24,7 @@ def test_smollm2_with_stability_3_reports_its_flip_rate_and_a_rerun_makes_no_cal
                          seed=seed, stability=3, max_concurrency=2)
 
         # At temperature 0 this model lists no claim at all (every row a no_claims error); sampled, it lists some for
-        # some seeds (6 on the machines this was written on): the first seed that gives a judged row is used.
+        # some seeds (6 on the machine this was written on): the first seed that gives a judged row is used.
         for seed in (6, 9, *range(20, 40)):
             first = judge_summaries(SOURCES, SUMMARIES, judge=judge(seed), coverage=False, grounding=False, progress=False)
             judged = first.rows[first.rows["error"] == ""]
@@ -39,7 +32,7 @@ def test_smollm2_with_stability_3_reports_its_flip_rate_and_a_rerun_makes_no_cal
             if len(judged):
                 break
         else:
-            pytest.fail(f"SmolLM2 listed no claim for any of these summaries with 22 seeds: {list(first.rows['error'])}")
+            pytest.fail(f"SmolLM2 listed no claim for this summary with 22 seeds: {list(first.rows['error'])}")
         claims = int(judged["claim_count"].sum())
         assert claims > 0 and (judged["unstable_claims"] >= 0).all()
         flip_rate = first.metrics["judge/flip_rate"]

@@ -53,6 +53,17 @@ def positive_number(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """An argparse type: a share, a number from 0 to 1 (``--order-check 0.2``: a fifth of the rows)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, not {text!r}")
+    return value
+
+
 def port_number(text: str) -> int:
     """An argparse type: a TCP port, 1 to 65535 (a socket refuses anything else with an ``OverflowError``)."""
     value = positive_int(text)
@@ -77,15 +88,17 @@ def tracking_option(command: argparse.ArgumentParser) -> None:
 
 def judge_options(command: argparse.ArgumentParser, *, leave_out: Collection[str] = (), settings_type: Any = None) -> None:
     """The flag each judge setting declares (of ``JudgeSettings``, else ``settings_type``; not those in ``leave_out``),
-    with its help and default (``$VARIABLE``: read from the environment), an ``int`` or ``float`` above 0. A setting
+    with its help and default (``$VARIABLE``: read from the environment), an ``int`` or ``float`` above 0 (a share,
+    0 to 1, for a setting declared ``le=1``). A setting
     whose options declare flags (``batch``: ``BatchOptions``) is a switch beside them. Read by ``judge_arguments``."""
     for setting, options in _flagged(settings_type, leave_out):
         if options:
             command.add_argument(setting.flag, action="store_true", help=setting.help)
         for flag in options or [setting]:
             text = f"{flag.help} (default: ${flag.env})" if flag.env and f"${flag.env}" not in flag.help else flag.help
-            command.add_argument(flag.flag, type={int: positive_int, float: positive_number}.get(flag.kind, str), help=text,
-                                 default=None if flag.env else flag.default, metavar=flag.metavar)
+            kind = share if any(getattr(limit, "le", None) == 1 for limit in flag.field.metadata) else \
+                {int: positive_int, float: positive_number}.get(flag.kind, str)
+            command.add_argument(flag.flag, type=kind, help=text, default=None if flag.env else flag.default, metavar=flag.metavar)
 
 
 def judge_arguments(args: argparse.Namespace, *, settings_type: Any = None) -> dict[str, Any]:
