@@ -148,13 +148,29 @@ MADE_ONCE_PER_MODULE = ("uninterrupted", "whole_method", "evaluated_once", "eval
                         "custom_scorer_server", "judged_cache")
 
 
+# The longest work first: xdist hands out work in collection order, so a group of minutes (the Spark session's
+# tests, the UI's) or a test of a minute (a doc page on the local model) collected last kept one worker busy while
+# the other had nothing left. Ahead of the rest, in this order; the rest keep theirs.
+LONGEST_FIRST = ("spark", "mlflow-ui", "test_docs.py", "test_study.py", "test_local_model.py", "test_prefix_prompts.py",
+                 "test_benchmarks_smoke.py", "test_examples.py", "test_one_evaluation.py", "test_reliability.py")
+
+
+def longest_first(item: pytest.Item) -> int:
+    """Where ``item`` goes in the run: its place in ``LONGEST_FIRST`` (by xdist group, else by file), else after."""
+    group = next((m.args[0] for m in item.iter_markers("xdist_group") if m.args), None)
+    for position, name in enumerate(LONGEST_FIRST):
+        if name in (group, item.path.name):
+            return position
+    return len(LONGEST_FIRST)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that use one of ``SHARED_ON_ONE_WORKER`` run on one worker,
     so that one Spark session, or one ``mlflow ui``, serves them all, and the tests of a module that use one of its
     ``MADE_ONCE_PER_MODULE`` fixtures run on one worker; without xdist the mark does nothing. pytest 9 does not see
     pytest-xdist 3.8's groups (xdist sets ``item._nodeid``, pytest 9 reads ``item._id``): hence ``pytest<9``
-    (``tests/test_suite_groups.py`` fails otherwise)."""
+    (``tests/test_suite_groups.py`` fails otherwise). Then the longest work goes first (``LONGEST_FIRST``)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         group = next((group for fixture, group in SHARED_ON_ONE_WORKER.items() if fixture in fixtures), None)
@@ -162,6 +178,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             group = next((f"{item.path.stem}-{fixture}" for fixture in MADE_ONCE_PER_MODULE if fixture in fixtures), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=longest_first)  # stable: within a place, the collection order
 
 
 @dataclasses.dataclass(frozen=True)
