@@ -8,6 +8,5 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 .venv-peers/bin/python -m pip install --quiet --upgrade pip
 # The versions measured in docs/benchmarks.md, pinned so a peer's release cannot change the figures or break the
 # smoke tests unnoticed. Ragas imports langchain_community.chat_models.vertexai, which langchain-community 0.4 removed.
-# No bytecode at install: each module is compiled when a peer first imports it (./run unsets PYTHONDONTWRITEBYTECODE).
-.venv-peers/bin/python -m pip install --quiet --no-compile "deepeval==4.3.1" "ragas==0.4.3" "mlflow==3.17.2" "langchain-community==0.3.31"
+.venv-peers/bin/python -m pip install --quiet "deepeval==4.3.1" "ragas==0.4.3" "mlflow==3.17.2" "langchain-community==0.3.31"
 .venv-peers/bin/python -c "import deepeval, ragas, mlflow; print('peers:', 'deepeval', deepeval.__version__, '| ragas', ragas.__version__, '| mlflow', mlflow.__version__)"
