@@ -340,3 +340,20 @@ def test_a_grounding_cache_that_cannot_be_read_stops_the_job_before_any_call(spa
     with pytest.raises(StoreUnreadable, match="grounding-cache.sqlite3 cannot be read"):
         judge_summaries_spark(spark.createDataFrame(corpus(6).drop(columns=["reference"])), judge=loopback_judge(server, cache_dir=tmp_path))
     assert server.request_count == 0
+
+
+def test_stability_and_the_order_check_give_the_one_process_figures_on_spark(spark, scripted_server):
+    # issue 29: the repeated verifications and the shuffled ones run in each partition as in one process
+    data = corpus(18).drop(columns=["reference"])
+    server = scripted_server(contradicting_script())
+    judge = loopback_judge(server, stability=3, order_check=0.5)
+    single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], coverage=False)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, coverage=False)
+    for name in ("judge/flip_rate", "judge/flip_rate_n", "judge/order_sensitivity", "strict_alignment"):
+        assert result.metrics[name] == single.metrics[name], name
+    ours = result.rows.toPandas().set_index("id").sort_index()
+    theirs = single.rows.set_index("id").sort_index()
+    for column in ("unstable_claims", "order_checked", "order_changed"):
+        assert ours[column].astype(object).where(ours[column].notna(), None).tolist() == \
+            theirs[column].astype(object).where(theirs[column].notna(), None).tolist(), column
+    assert result.claims.toPandas()["agreement"].eq(1.0).all() and result.signature == single.signature
