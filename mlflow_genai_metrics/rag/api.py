@@ -165,27 +165,29 @@ def judge_answers(
                                  statistics=statistics, grounding=grounding, progress=progress)
         finally:
             batched.close()
-    statistics = statistics if statistics is not None else StatisticsOptions()
-    if not isinstance(statistics, StatisticsOptions):
-        raise TypeError(f"judge_answers(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
-    if not isinstance(judge, Judge):
-        raise TypeError(f"judge_answers(): judge= must be a Judge, not {type(judge).__name__}")
-    refuse_repetitions(judge)
-    chunk = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens  # checked like a summary's
+    statistics, chunk = checked_arguments("judge_answers", judge, statistics, max_source_tokens)
     rows = prepare_answer_rows(questions, passages, answers, ids, expected)
     judgements = judge_answer_rows(rows, judge, max_source_tokens=chunk, grounding=grounding, progress=progress)
     return build_answers_result(judgements, judge=judge, max_source_tokens=chunk, statistics=statistics, grounding=grounding)
 
 
-def refuse_repetitions(judge: Judge) -> None:
-    """Answers are verified once per chunk, in one order: a judge asking for ``stability`` above 1 or an
-    ``order_check`` would sign or promise what was not done."""
+def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_tokens: int | None) -> tuple[StatisticsOptions, int | None]:
+    """The statistics (default: ``StatisticsOptions()``) and the passages' chunk size (checked like a summary's
+    source's) for ``caller`` (``judge_answers``, its Spark twin), after refusing a judge or statistics of the wrong
+    type. Answers are verified once per chunk, in one order: a judge asking for ``stability`` above 1 or an
+    ``order_check`` would sign or promise what was not done, and is refused too."""
+    statistics = statistics if statistics is not None else StatisticsOptions()
+    if not isinstance(statistics, StatisticsOptions):
+        raise TypeError(f"{caller}(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
+    if not isinstance(judge, Judge):
+        raise TypeError(f"{caller}(): judge= must be a Judge, not {type(judge).__name__}")
     if judge.stability > 1:
         raise ValueError(f"stability={judge.stability}: repeated verification is built for summaries and rewrites, not yet for "
                          "answers from passages; judge answers with a Judge of stability=1")
     if judge.order_check > 0:
         raise ValueError(f"order_check={judge.order_check}: the order check is built for summaries and rewrites, not yet for "
                          "answers from passages; judge answers with a Judge of order_check=0")
+    return statistics, JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
 
 
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,

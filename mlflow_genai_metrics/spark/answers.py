@@ -24,12 +24,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..judge import Judge
-from ..rag.api import answers_signature, judge_answer_rows, prepare_answer_rows, refuse_repetitions
+from ..rag.api import answers_signature, checked_arguments, judge_answer_rows, prepare_answer_rows
 from ..rag.scoring import ANSWER_CLAIM_COLUMNS, ANSWER_COLUMNS, FACT_COLUMNS, INTEGER_COLUMNS, answer_claims_table, answer_rows_table, facts_table
 from ..stats import StatisticsOptions
 from ..summarization.grounded import grounding_cache
 from ..summarization.metrics import METRICS, MetricRegistry
-from ..summarization.options import JudgingOptions
 from ..summarization.scoring import row_families
 from ..tables import MissingColumnError
 from .budget import BudgetShares, keep_to_partition_share, partition_budgets
@@ -149,16 +148,10 @@ def judge_answers_spark(
     documentation. The judge's concurrency, request rate and budget are the job's totals, as in
     ``judge_summaries_spark``; ``carry_cols`` are carried into ``rows``. The judging runs when the result is first
     used and the judged rows are persisted, so it runs once. Bad input raises before any call, naming rows."""
-    statistics = statistics if statistics is not None else StatisticsOptions()
-    if not isinstance(statistics, StatisticsOptions):
-        raise TypeError(f"judge_answers_spark(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
-    if not isinstance(judge, Judge):
-        raise TypeError(f"judge_answers_spark(): judge= must be a Judge, not {type(judge).__name__}")
-    refuse_repetitions(judge)
+    statistics, chunk = checked_arguments("judge_answers_spark", judge, statistics, max_source_tokens)
     columns = {"question": question_col, "passages": passages_col, "answer": answer_col, "id": id_col, "expected": expected_col}
     carry_cols = tuple(c for c in carry_cols if c not in columns.values())
     _validate(df, columns, carry_cols)
-    chunk = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens  # as one process
     if grounding and (store := grounding_cache(judge)) is not None:
         store.close()  # a grounding cache that cannot be read stops the job before any call
     partitions, share = judge_share(df, judge, partitions)
