@@ -60,6 +60,19 @@ def test_bench_throughput_smoke(run):
     assert "Peers on the same" not in out
 
 
+def test_bench_one_call_smoke(run):
+    """Ours and MLflow's make_judge claim judge on the same rows: the call counts, the rerun from the cache, the
+    rows a broken reply costs the one-call judge and the long sources only ours can split (issue 29)."""
+    out = run("bench_one_call.py", "--rows", "8", "--latency", "0.01")
+    rows = {(row["case"], row["judge"]): row for row in markdown_table(out, "case")}
+    first, long = "first run, rerun", "sources past a window of 500 words"
+    assert rows[(first, "ours")]["calls per row"] == "2.00" and rows[(first, "ours")]["rerun calls per row"] == "0.0"
+    assert rows[(first, "one call")]["calls per row"] == "1.00" and rows[(first, "one call")]["rerun calls per row"] == "1.0"
+    broken = "not JSON on 1 row in 4"
+    assert rows[(broken, "ours")]["rows with an error"] == "0" and rows[(broken, "one call")]["rows with an error"] == "2"
+    assert rows[(long, "ours")]["rows judged"] == "8" and rows[(long, "one call")]["rows with an error"] == "8"
+
+
 def test_bench_rerun_smoke(run):
     out = run("bench_rerun.py", "--rows", "12", "--case", "0.01:4", "--repeat", "1", "--reruns", "2")
     [row] = markdown_table(out, "endpoint")

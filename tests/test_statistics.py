@@ -328,14 +328,15 @@ def test_the_core_does_not_import_mlflow():
 
 def test_the_docs_show_every_prompt_as_it_is_in_the_package():
     """The summaries' prompts in docs/metrics.md, the answers' own in docs/rag.md, the rewrites' in docs/rewrites.md,
-    each byte for byte."""
+    the make_judge claim judge's instructions in docs/judges.md, each byte for byte."""
     from pathlib import Path
 
-    from mlflow_genai_metrics.prompts import ANSWER_PROMPTS, PROMPT_NAMES, REWRITE_PROMPTS, SUMMARY_PROMPTS
+    from mlflow_genai_metrics.prompts import ANSWER_PROMPTS, MLFLOW_PROMPTS, PROMPT_NAMES, REWRITE_PROMPTS, SUMMARY_PROMPTS
 
     root = Path(__file__).resolve().parents[1]
-    assert set(PROMPT_NAMES) == {*SUMMARY_PROMPTS, *ANSWER_PROMPTS, *REWRITE_PROMPTS}
-    for page, names in (("metrics.md", SUMMARY_PROMPTS), ("rag.md", ANSWER_PROMPTS), ("rewrites.md", REWRITE_PROMPTS)):
+    assert set(PROMPT_NAMES) == {*SUMMARY_PROMPTS, *ANSWER_PROMPTS, *REWRITE_PROMPTS, *MLFLOW_PROMPTS}
+    pages = (("metrics.md", SUMMARY_PROMPTS), ("rag.md", ANSWER_PROMPTS), ("rewrites.md", REWRITE_PROMPTS), ("judges.md", MLFLOW_PROMPTS))
+    for page, names in pages:
         doc = (root / "docs" / page).read_text()
         for name in names:
             assert (root / "mlflow_genai_metrics" / "prompts" / f"{name}.txt").read_text() in doc, f"docs/{page} is out of date for the {name} prompt"

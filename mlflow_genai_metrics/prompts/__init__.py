@@ -26,14 +26,15 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib.resources import files
 
-__all__ = ["ANSWER_PROMPTS", "PROMPT_NAMES", "REWRITE_PROMPTS", "SOURCE_PROMPTS", "SUMMARY_PROMPTS", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
+__all__ = ["ANSWER_PROMPTS", "MLFLOW_PROMPTS", "PROMPT_NAMES", "REWRITE_PROMPTS", "SOURCE_PROMPTS", "SUMMARY_PROMPTS", "Prompt", "load_prompt", "marker", "neutralise", "numbered_lines"]
 
 # The summaries' prompts (``summarization``), those only answers from passages use (``rag``; an answer's claims are
 # asked with the summaries' ``claims`` prompts), and those only rewrites use (``rewrites``).
 SUMMARY_PROMPTS = ("claims", "claims_retry", "verify", "keypoints", "coverage")
 ANSWER_PROMPTS = ("verify_passages", "relevance", "facts")
 REWRITE_PROMPTS = ("instruction",)  # a rewrite's own (``rewrites``; its claims and key points are a summary's)
-PROMPT_NAMES = (*SUMMARY_PROMPTS, *ANSWER_PROMPTS, *REWRITE_PROMPTS)
+MLFLOW_PROMPTS = ("claims_mlflow",)  # the instructions of the claim judge MLflow's make_judge builds (tracking.one_call)
+PROMPT_NAMES = (*SUMMARY_PROMPTS, *ANSWER_PROMPTS, *REWRITE_PROMPTS, *MLFLOW_PROMPTS)
 # The prompts that read the source: each opens with the same bytes, up to and including the source block.
 SOURCE_PROMPTS = ("keypoints", "verify")
 _HEADER = re.compile(r"^# (?P<name>[a-z_]+) (?P<version>v\d+)\n")

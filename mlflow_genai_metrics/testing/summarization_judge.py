@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ..prompts import load_prompt
 from ..text import split_sentences
 from .script import Reply, ScriptedRequest
 
@@ -30,6 +31,7 @@ _SECTION = re.compile(
 )
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
 _WORD = re.compile(r"[a-z0-9]{4,}")
+_ONE_CALL_OPENING = load_prompt("claims_mlflow").template.splitlines()[0]
 
 
 def marked_sections(prompt: str) -> dict[str, str]:
@@ -59,6 +61,17 @@ def _numbered_items(text: str) -> list[str]:
 
 def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
+
+
+def one_call_material(request: ScriptedRequest) -> tuple[str, str] | None:
+    """The article and summary of a request from the one-call claim judge (MLflow's ``make_judge`` sends the
+    instructions as a system message, then ``inputs: <json>\\noutputs: <json>``); None for any other request."""
+    system = next((str(m.get("content", "")) for m in request.messages if m.get("role") == "system"), "")
+    if _ONE_CALL_OPENING not in system:
+        return None
+    inputs, _, outputs = request.last_user_message.removeprefix("inputs: ").rpartition("\noutputs: ")
+    article = json.loads(inputs)
+    return str(article.get("text", article) if isinstance(article, dict) else article), str(json.loads(outputs))
 
 
 class MarkedPromptScript:
@@ -98,6 +111,22 @@ class SummarizationJudgeScript(MarkedPromptScript):
     fault: Callable[[ScriptedRequest, str], object] | None = None
 
     kind_of = staticmethod(pass_of)
+
+    def __call__(self, request: ScriptedRequest):
+        material = one_call_material(request)
+        if material is None:
+            return super().__call__(request)
+        if self.fault is not None and (injected := self.fault(request, "one_call")) is not None:
+            return injected
+        return Reply(json.dumps(self.one_call_answer(*material)))
+
+    def one_call_answer(self, article: str, summary: str) -> dict:
+        """What the one-call claim judge (MLflow's ``make_judge``, ``tracking.one_call``) answers: the claims and
+        verdicts the two passes would give, in one reply."""
+        claims = list(self.claims.get(summary, split_sentences(summary)))
+        verdicts = [self.verdict(article, claim) for claim in claims]
+        listed = "\n".join(f"{n}. {claim} - {verdict}: rule for claim {n}" for n, (claim, verdict) in enumerate(zip(claims, verdicts), start=1))
+        return {"result": "yes" if claims and set(verdicts) == {"yes"} else "no", "rationale": listed or "no claim"}
 
     def answer(self, kind: str, sections: Mapping[str, str]) -> dict:
         if kind == "claims":

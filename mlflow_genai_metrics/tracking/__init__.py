@@ -12,6 +12,7 @@ from .judge_sets import summarization_scorers
 from .judges import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage
 from .model import SummarizerModel
 from .monitor import MonitorReport, score_traces
+from .one_call import make_claim_judge
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_result
 
 __all__ = [
@@ -19,6 +20,6 @@ __all__ = [
     "ClaimAlignment", "ContextSufficiency", "EvaluatedRun", "GateResult", "Grounding",
     "JudgeSpec", "KeyPointCoverage", "MonitorReport", "Rule", "RuleOutcome", "SummarizerModel", "SummaryEvaluation",
     "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
-    "log_summary_results", "parse_rules", "register_if_passing", "score_traces", "summarization_metrics",
+    "log_summary_results", "make_claim_judge", "parse_rules", "register_if_passing", "score_traces", "summarization_metrics",
     "summarization_scorers",
 ]

@@ -1,0 +1,76 @@
+"""The claim judge as MLflow's own ``make_judge`` builds it: one call per row, the claims and their verdicts in one
+structured answer (``result`` yes/no, the numbered claims with their verdicts in ``rationale``).
+
+    from mlflow_genai_metrics import Judge
+    from mlflow_genai_metrics.tracking import ClaimAlignment, make_claim_judge
+    one_call = make_claim_judge(Judge("gpt-4o-mini"))
+    mlflow.genai.evaluate(data=rows, scorers=[ClaimAlignment(judge), one_call])   # side by side
+    one_call.register(experiment_id=...)                                           # then .start(), .align(...)
+
+Its value means what ``claim_alignment``'s does: "yes" when the summary makes claims and the source supports every
+one. It is an MLflow judge through and through, so MLflow's machinery takes it (server-side scheduling with
+``register().start()``, ``align()``, ``make_scorer_ensemble``), and it has none of ours: no cache, no chunking of
+long sources, no repair turn, no per-claim table, no signature. docs/judges.md ("Our pipeline or MLflow's
+make_judge") has the measured trade-off.
+
+The judge's model, temperature, seed and completion limit are the ``Judge``'s; MLflow reads the key from
+``$OPENAI_API_KEY`` where the judge runs (a server on 127.0.0.1 takes any value). A registered judge keeps its
+instructions, model and parameters but not its endpoint (MLflow 3.x stores no ``base_url``): where it is loaded,
+``$OPENAI_BASE_URL`` says where to send it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..judge import DEFAULT_BASE_URL, Judge
+from ..prompts import load_prompt
+
+if TYPE_CHECKING:
+    from mlflow.genai.judges import Judge as MlflowJudge
+
+ONE_CALL_NAME = "claim_alignment_one_call"
+ONE_CALL_PROMPT = "claims_mlflow"
+
+
+def one_call_instructions() -> str:
+    """The instructions the judge is built with (``prompts/claims_mlflow.txt``, without its version line)."""
+    return load_prompt(ONE_CALL_PROMPT).template.strip()
+
+
+def inference_params(judge: Judge) -> dict[str, Any]:
+    """What every request of the judge carries besides the messages: the ``Judge``'s temperature, seed and
+    completion limit (those set)."""
+    params: dict[str, Any] = {"temperature": judge.temperature}
+    if judge.seed is not None:
+        params["seed"] = judge.seed
+    if judge.max_tokens is not None:
+        params["max_tokens"] = judge.max_tokens
+    return params
+
+
+def make_claim_judge(judge: Judge, *, name: str = ONE_CALL_NAME) -> MlflowJudge:
+    """The claim judge built by ``mlflow.genai.judges.make_judge`` for ``judge``'s model and endpoint, named
+    ``name``; its description carries the instructions' version (``claims_mlflow:v1-....``)."""
+    from mlflow.genai.judges import make_judge
+
+    if not isinstance(judge, Judge):
+        raise TypeError(f"judge must be a mlflow_genai_metrics.Judge, not {type(judge).__name__}")
+    if not os.environ.get("OPENAI_API_KEY"):
+        warnings.warn(
+            "OPENAI_API_KEY is not set: MLflow's judges read the key from it when they run (a server on 127.0.0.1 "
+            "takes any value, e.g. OPENAI_API_KEY=local)", stacklevel=2,
+        )
+    prompt = load_prompt(ONE_CALL_PROMPT)
+    endpoint = None if judge.base_url == DEFAULT_BASE_URL else f"{judge.base_url}/chat/completions"
+    return make_judge(
+        name=name,
+        instructions=one_call_instructions(),
+        model=f"openai:/{judge.model}",
+        description=f"Is every claim of the summary supported by the source? One call per row ({prompt.tag}).",
+        feedback_value_type=Literal["yes", "no"],
+        inference_params=inference_params(judge),
+        base_url=endpoint,
+    )
