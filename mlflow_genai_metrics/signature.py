@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .stats import StatisticsOptions
 
 Part = Literal["judge", "reference", "grounding", "statistics"]
-_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed", "stability")
+_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed", "stability", "examples")
 _REFERENCE_FIELDS = ("rouge", "bleu", "chrf", "ter")
 _STATISTICS_FIELDS = ("resamples", "confidence", "bootstrap_seed")
 # Which parts must match for two runs' values of a metric family to be compared pair by pair (the package version
@@ -64,6 +64,7 @@ class JudgePart(BaseModel):
     temp: str = "0"
     seed: str = "none"
     stability: int | None = None  # each verification asked this many times, the majority kept (None: once)
+    examples: str | None = None  # the tag of people's corrected verdicts shown as examples (None: none)
 
 
 class Signature(BaseModel):
@@ -90,6 +91,8 @@ class Signature(BaseModel):
             out.update(temp=self.judge.temp, seed=self.judge.seed)
             if self.judge.stability:
                 out["stability"] = str(self.judge.stability)
+            if self.judge.examples:
+                out["examples"] = self.judge.examples
         for name, value in (self.reference or {}).items():
             out[name] = value.replace("|", ",").replace(":", "=")
         if self.grounding is not None:
@@ -117,6 +120,7 @@ class Signature(BaseModel):
                 model=fields["judge"], base=fields.get("base", ""), mode=fields.get("mode", "unknown"),
                 max_tokens=fields.get("max_tokens", "default"), prompts=prompts, chunk=int(chunk) if chunk else None,
                 temp=fields.get("temp", "0"), seed=fields.get("seed", "none"), stability=int(stability) if stability else None,
+                examples=fields.get("examples"),
             )
         reference = {name: fields[name] for name in _REFERENCE_FIELDS if name in fields} or None
         statistics = {name: fields[name] for name in _STATISTICS_FIELDS if name in fields}
@@ -174,14 +178,15 @@ def summarization_signature(
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
     judge_part = None
     if judge is not None:
-        names = list(prompts) if prompts is not None else ["claims", "claims_retry", "verify", *(["keypoints", "coverage"] if coverage else [])]
+        verify = "verify_examples" if judge.examples is not None else "verify"
+        names = list(prompts) if prompts is not None else ["claims", "claims_retry", verify, *(["keypoints", "coverage"] if coverage else [])]
         prompts = {name: load_prompt(name).tag.split(":", 1)[1] for name in names}
         mode = response_mode or judge.response_mode or "unknown"
         judge_part = JudgePart(
             model=judge.model, base=judge.endpoint_label, mode=mode,
             max_tokens=str(judge.max_tokens) if judge.max_tokens else "default", prompts=prompts,
             chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
-            stability=judge.stability if judge.stability > 1 else None,
+            stability=judge.stability if judge.stability > 1 else None, examples=judge.examples.tag if judge.examples is not None else None,
         )
     return Signature(
         judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None,

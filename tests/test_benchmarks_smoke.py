@@ -73,6 +73,18 @@ def test_bench_one_call_smoke(run):
     assert rows[(long, "ours")]["rows judged"] == "8" and rows[(long, "one call")]["rows with an error"] == "8"
 
 
+def test_bench_align_smoke(run):
+    """FRANK valid and SummEdits evaluation logged as people's feedback, examples built and held-back agreement
+    measured, then the test splits judged without and with them (the scripted judge: issue 29)."""
+    if not (SHARED_DATA / "faithfulness" / "frank.jsonl").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    out = run("bench_align.py", "--scripted", "--feedback", "12", "--test", "6")
+    rows = {row["set"]: row for row in markdown_table(out, "set")}
+    assert set(rows) == {"frank", "summedits"}, out
+    assert rows["frank"]["feedback (examples, held back)"].startswith("valid: 12 (")
+    assert rows["summedits"]["test pairs"] == "test: 6" and " -> " in rows["summedits"]["test balanced accuracy, without -> with"]
+
+
 def test_bench_rerun_smoke(run):
     out = run("bench_rerun.py", "--rows", "12", "--case", "0.01:4", "--repeat", "1", "--reruns", "2")
     [row] = markdown_table(out, "endpoint")

@@ -79,12 +79,12 @@ def test_the_mgm_flags_are_the_declared_ones_with_their_names():
     parser = argparse.ArgumentParser()
     judge_options(parser)
     flags = {option for action in parser._actions for option in action.option_strings} - {"-h", "--help"}
-    assert flags == {"--judge-model", "--judge-base-url", "--stability", "--order-check", "--judge-context", "--concurrency", "--prices", "--max-calls",
+    assert flags == {"--judge-model", "--judge-base-url", "--stability", "--order-check", "--examples", "--judge-context", "--concurrency", "--prices", "--max-calls",
                      "--max-cost-usd", "--batch", "--batch-poll-s", "--batch-dir", "--batch-command"}
     left_out = argparse.ArgumentParser()
     judge_options(left_out, leave_out=("batch",))
     assert judge_arguments(left_out.parse_args([])) == {
-        "model": None, "base_url": None, "stability": 1, "order_check": 0.0, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
+        "model": None, "base_url": None, "stability": 1, "order_check": 0.0, "examples": None, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
         "max_cost_usd": None}
 
 

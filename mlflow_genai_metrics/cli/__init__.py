@@ -8,6 +8,7 @@
     mgm gate RUN_ID --model-uri models:/... --name summarizer --rule "strict_alignment>=0.8" --rule "rougeL>=0.3"
     mgm meta-eval ../shared/data/faithfulness/frank.jsonl [--grounding-only]   # people.py
     mgm agreement --experiment NAME                                    # the judge against people's feedback on traces
+    mgm align --experiment NAME -o examples.json                       # their corrections as examples; agreement before/after
     mgm monitor --experiment NAME                                      # score traces not yet scored
     mgm serve smollm2-135m --port 8080                                 # local.py
     mgm demo

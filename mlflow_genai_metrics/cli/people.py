@@ -1,11 +1,11 @@
-"""``mgm meta-eval``, ``mgm agreement`` and ``mgm monitor``: the judge measured against people, and traces scored."""
+"""``mgm meta-eval``, ``mgm agreement``, ``mgm align`` and ``mgm monitor``: the judge measured against people and\ntaught by their corrections, and traces scored."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from .common import EXIT_OK, figure, judge_options, make_judge, positive_int, prepare_experiment, set_tracking, tracking_option
+from .common import EXIT_OK, figure, judge_options, make_judge, positive_int, prepare_experiment, set_tracking, share, tracking_option
 
 
 def meta_eval(args: argparse.Namespace) -> int:
@@ -96,6 +96,29 @@ def agreement(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def align(args: argparse.Namespace) -> int:
+    from ..tracking import align_judge
+
+    set_tracking(args)
+    judge = make_judge(args)
+    report = align_judge(args.experiment, judge=judge, output=args.output, run_id=args.run_id, name=args.name, held_out=args.held_out,
+                         seed=args.seed, per_request=args.per_request, log=not args.no_log)
+    counts = report.counts
+    print(f"{counts['examples']} examples from people's feedback on {args.name!r} written to {report.output} ({report.examples.tag}); "
+          f"{counts['held_out']} labelled traces held back to measure on")
+    for label, metrics in (("without examples", report.before), ("with examples", report.after)):
+        print(f"agreement with people on the held-back traces, {label}:")
+        for name in ("balanced_accuracy", "cohen_kappa"):
+            print(figure(name, metrics))
+    failed = counts["judge_failed_before"] + counts["judge_failed_after"]
+    if failed:
+        print(f"the judge failed on {counts['judge_failed_before']} held-back rows without examples and {counts['judge_failed_after']} with them: left out of the figures")
+    print(f"judge with them: --examples {report.output} (signature {report.signature})")
+    if report.run_id:
+        print(f"logged as run {report.run_id}")
+    return EXIT_OK
+
+
 def monitor(args: argparse.Namespace) -> int:
     from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage, answer_scorers, score_traces
 
@@ -143,6 +166,20 @@ def add_commands(commands) -> None:
     for reporting in (meta_parser, agreement_parser):  # both log their report as a run
         reporting.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
         tracking_option(reporting)
+    align_parser = commands.add_parser("align", help="few-shot examples from people's corrections on traces, and the judge's agreement before and after")
+    align_source = align_parser.add_mutually_exclusive_group()
+    align_source.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to read (default: $MLFLOW_EXPERIMENT_NAME)")
+    align_source.add_argument("--run-id", default=None, help="read the traces of this run only (default: every trace of the experiment)")
+    align_parser.add_argument("--name", default="claim_alignment", help="feedback name")
+    align_parser.add_argument("--output", "-o", default="examples.json", help="the examples file to write (default: examples.json)")
+    align_parser.add_argument("--held-out", type=share, default=0.3, metavar="SHARE",
+                              help="the share of labelled traces held back to measure agreement on (default: 0.3)")
+    align_parser.add_argument("--seed", type=int, default=0, help="seed of the held-back draw (default: 0)")
+    align_parser.add_argument("--per-request", type=positive_int, default=3, metavar="N", help="examples shown per verification (default: 3)")
+    judge_options(align_parser, leave_out=("batch", "examples"))
+    align_parser.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
+    tracking_option(align_parser)
+    align_parser.set_defaults(run=align)
     monitor_parser = commands.add_parser("monitor", help="score an experiment's traces not yet scored (production monitoring)")
     monitor_parser.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to score (default: $MLFLOW_EXPERIMENT_NAME)")
     monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\" (default: every trace)")

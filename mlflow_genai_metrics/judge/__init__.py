@@ -12,6 +12,7 @@ from .cache import CACHE_FILE, JudgeCache, cache_key, canonical_json
 from .client import Judge
 from .declaration import Declared, declared, setting
 from .errors import JudgeConfigError, redact, redact_url
+from .examples import CorrectedVerdict, ExampleSet, text_key
 from .models import same_model
 from .modes import EndpointModes
 from .preflight import Preflight, preflight
@@ -25,7 +26,9 @@ __all__ = [
     "AnswerParseError",
     "BatchFilesWritten",
     "BatchOptions",
+    "CorrectedVerdict",
     "EndpointModes",
+    "ExampleSet",
     "ErrorKind",
     "Judge",
     "JudgeCache",
@@ -58,6 +61,7 @@ __all__ = [
     "drawing_from",
     "environment_context_window",
     "estimate_tokens",
+    "text_key",
     "preflight",
     "run_sync",
     "same_model",

@@ -175,7 +175,7 @@ def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_token
     """The statistics (default: ``StatisticsOptions()``) and the passages' chunk size (checked like a summary's
     source's) for ``caller`` (``judge_answers``, its Spark twin), after refusing a judge or statistics of the wrong
     type. Answers are verified once per chunk, in one order: a judge asking for ``stability`` above 1 or an
-    ``order_check`` would sign or promise what was not done, and is refused too."""
+    ``order_check``, or showing ``examples``, would sign or promise what was not done, and is refused too."""
     statistics = statistics if statistics is not None else StatisticsOptions()
     if not isinstance(statistics, StatisticsOptions):
         raise TypeError(f"{caller}(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
@@ -187,6 +187,9 @@ def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_token
     if judge.order_check > 0:
         raise ValueError(f"order_check={judge.order_check}: the order check is built for summaries and rewrites, not yet for "
                          "answers from passages; judge answers with a Judge of order_check=0")
+    if judge.examples is not None:
+        raise ValueError("examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers "
+                         "from passages; judge answers with a Judge without examples")
     return statistics, JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
 
 

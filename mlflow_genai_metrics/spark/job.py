@@ -105,6 +105,9 @@ def judge_summaries_spark(
     rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
     """
     options, statistics = resolve("judge_summaries_spark", keywords, options, statistics)
+    if judge.examples is not None:  # each partition sees its own rows only: it could show an example from another's
+        raise ValueError("examples: a partition knows only its own rows, so it could show an example drawn from rows "
+                         "another partition judges; judge with examples in one process (judge_summaries)")
     carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
     _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
     if options.grounding and (store := grounding_cache(judge)) is not None:

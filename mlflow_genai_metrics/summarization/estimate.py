@@ -24,7 +24,7 @@ from .chunking import split_source
 from .judging import prepare_rows
 from .options import PROMPT_RESERVE_TOKENS, source_token_budget
 from .order import in_sample
-from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, verify_claims_request
+from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, run_examples, verify_request
 from .pipeline import has_words
 from .records import RowInput
 
@@ -134,6 +134,7 @@ def estimate_cost(
                     answer = allowance.json + sum(allowance.item + count(point) for point in points)
                     tally.add("keypoints", extract_key_points_request(chunk), answer)
     repetitions = judge.stability if judge is not None else 1  # each verification asked this many times
+    examples = run_examples(judge, rows)
 
     def sampled(row: RowInput) -> bool:  # in the order check's sample: its lists asked again, shuffled
         return judge is not None and in_sample(row.source_key, row.summary, judge.order_check)
@@ -144,7 +145,7 @@ def estimate_cost(
         claims = split_sentences(row.summary) or [row.summary]
         tally.add("claims", extract_claims_request(row.summary), allowance.json + sum(allowance.item + count(c) for c in claims))
         for chunk in chunks_of[row.source_key]:
-            tally.add("verify", verify_claims_request(chunk, claims), allowance.json + len(claims) * (allowance.item + allowance.reason),
+            tally.add("verify", verify_request(chunk, claims, examples), allowance.json + len(claims) * (allowance.item + allowance.reason),
                       repetitions + (len(claims) >= 2 and sampled(row)))  # the order check asks once more, shuffled
         if coverage:
             points = [p for chunk in chunks_of[row.source_key] for p in _stand_in_key_points(chunk)]

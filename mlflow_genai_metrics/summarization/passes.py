@@ -16,13 +16,15 @@ the error shown. With ``json_schema`` or llama.cpp's grammar the count is enforc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
-from ..judge import JudgeRequest
+from ..judge import CorrectedVerdict, ExampleSet, Judge, JudgeRequest, text_key
 from ..prompts import load_prompt, marker, neutralise, numbered_lines
+from .records import RowInput
 
 MAX_CLAIMS = 60
 MAX_KEY_POINTS = 10
@@ -134,17 +136,50 @@ def extract_claims_retry_request(summary: str) -> JudgeRequest:
     )
 
 
-def verify_claims_request(source: str, claims: list[str]) -> JudgeRequest:
-    prompt = load_prompt("verify")
+def verify_claims_request(source: str, claims: list[str], examples: Sequence[CorrectedVerdict] = ()) -> JudgeRequest:
+    """The claims checked against ``source``; with ``examples`` (people's corrected verdicts), under the examples
+    prompt, which shows them after the source."""
+    prompt = load_prompt("verify_examples" if examples else "verify")
     listed = numbered_lines(claims)
+    shown = {}
+    if examples:
+        shown["examples"] = examples_text(examples)
+        shown["examples_marker"] = marker("EXAMPLES", source, shown["examples"])
     text = prompt.render(
         source=source,
         source_marker=marker("ARTICLE", source),
         claims=listed,
         claims_marker=marker("CLAIMS", source, listed),  # over the source too: the verbatim source cannot hold it
         claim_count=len(claims),
+        **shown,
     )
     return judge_request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
+
+
+def run_examples(judge: Judge | None, rows: Sequence[RowInput]) -> ExampleSet | None:
+    """The judge's examples less those from ``rows`` (their sources and summaries): what a run shows (None: none)."""
+    if judge is None or judge.examples is None:
+        return None
+    return judge.examples.without({text_key(text) for row in rows for text in (row.source, row.summary)})
+
+
+def verify_request(source: str, claims: list[str], examples: ExampleSet | None) -> JudgeRequest:
+    """``verify_claims_request`` with the examples of ``examples`` most like these claims (None: no examples)."""
+    return verify_claims_request(source, claims, examples.choose(claims) if examples is not None else ())
+
+
+def examples_text(examples: Sequence[CorrectedVerdict]) -> str:
+    """Each example on three lines (excerpt, statement, verdict and reason), each line's text neutralised and
+    flattened as a listed item is, so no example can forge a marker or a line of its own."""
+    def line(text: str) -> str:
+        return " ".join(neutralise(text).split())
+
+    verdicts = {"yes": "yes (the article supports all of it)", "no": "no (some of it is contradicted or not in the article)"}
+    return "\n\n".join(
+        f"Example {n}. Article excerpt: {line(e.excerpt())}\nStatement: {line(e.statement)}\n"
+        f"People's verdict: {verdicts[e.verdict]}." + (f" Their reason: {line(e.rationale)}" if e.rationale.strip() else "")
+        for n, e in enumerate(examples, start=1)
+    )
 
 
 def extract_key_points_request(source: str) -> JudgeRequest:

@@ -25,7 +25,7 @@ from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawi
 from .chunking import combine_verdicts, split_source
 from .extraction import extract_claims
 from .order import OrderCheck, changed_answers, in_sample, shuffled_order
-from .passes import check_coverage_request, extract_key_points_request, verify_claims_request
+from .passes import check_coverage_request, extract_key_points_request, run_examples, verify_request
 from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
 from .stability import majority_verdict
@@ -107,6 +107,7 @@ class _Pipelines:
                 self.chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
                 self.first_row_of[row.source_key] = index
         self.key_points: dict[str, asyncio.Task[_KeyPoints]] = {}
+        self.examples = run_examples(judge, rows)  # people's corrected verdicts, less those from these rows
 
     async def run(self, progress: bool | None) -> list[RowJudgement]:
         from tqdm.auto import tqdm
@@ -115,7 +116,7 @@ class _Pipelines:
         bar = tqdm(total=len(self.rows), desc="judging rows", unit="row", disable=None if show is None else not show, leave=False)
         # Whole rows are stored with their claims: a row of key points alone replays its transcripts instead.
         stores = self.judge.cache is not None and self.claims
-        store = RowStore(self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens) if stores else None
+        store = RowStore(self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, examples=self.examples) if stores else None
         try:
             keys = [store.key(row) for row in self.rows] if store is not None else []
             stored = store.read(keys) if store is not None else {}
@@ -222,7 +223,7 @@ class _Pipelines:
         answered = asked is not None and asked.done() and not asked.cancelled() and asked.exception() is None
         known = asked.result().points or None if answered else None  # type: ignore[union-attr]
         return row_need(self.judge, row, self.chunks_of[row.source_key], coverage=self.coverage,
-                        asks_key_points=asked is None, key_points=known, claims=self.claims)
+                        asks_key_points=asked is None, key_points=known, claims=self.claims, examples=self.examples)
 
     async def _passes(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
         row = self.rows[index]
@@ -243,7 +244,7 @@ class _Pipelines:
         asks: list[Awaitable[JudgeReply]] = []
         repetitions = self.judge.stability
         if state.claims:  # each chunk asked once per repetition (``stability``), repetition by repetition
-            asks += [self.judge.aask(verify_claims_request(chunk, state.claims).repeated(r)) for r in range(repetitions) for chunk in chunks]
+            asks += [self.judge.aask(verify_request(chunk, state.claims, self.examples).repeated(r)) for r in range(repetitions) for chunk in chunks]
         points = key_points.points if key_points is not None else []
         covering = key_points is not None and has_words(row.summary)
         if covering:
@@ -273,7 +274,7 @@ class _Pipelines:
     def _order_asks(self, row: RowInput, chunks: list[str], claims: list[str], points: list[str],
                     orders: tuple[list[int] | None, list[int] | None]) -> list[Awaitable[JudgeReply]]:
         claim_order, point_order = orders
-        asks = [self.judge.aask(verify_claims_request(chunk, [claims[i] for i in claim_order])) for chunk in chunks] if claim_order else []
+        asks = [self.judge.aask(verify_request(chunk, [claims[i] for i in claim_order], self.examples)) for chunk in chunks] if claim_order else []
         if point_order:
             asks.append(self.judge.aask(check_coverage_request([points[i] for i in point_order], row.summary)))
         return asks

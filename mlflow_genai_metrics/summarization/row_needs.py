@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..judge import Judge, JudgeRequest
+from ..judge import ExampleSet, Judge, JudgeRequest
 from .order import in_sample
 from .passes import (
     MAX_CLAIMS,
@@ -23,7 +23,7 @@ from .passes import (
     check_coverage_request,
     extract_claims_request,
     extract_key_points_request,
-    verify_claims_request,
+    verify_request,
 )
 from .records import RowInput
 from .statements import has_words
@@ -42,11 +42,11 @@ class RowNeed:
 
 def row_need(
     judge: Judge, row: RowInput, chunks: list[str], *, coverage: bool, asks_key_points: bool, key_points: list[str] | None,
-    claims: bool = True,
+    claims: bool = True, examples: ExampleSet | None = None,
 ) -> RowNeed:
     """What judging ``row`` against its source's ``chunks`` will take. ``asks_key_points``: this row asks for its
     source's key points (no row has yet); ``key_points``: the source's, when they are already known; ``claims``:
-    whether its claims are asked (False: the key-point passes alone)."""
+    whether its claims are asked (False: the key-point passes alone); ``examples``: the run's (``run_examples``)."""
     requests: list[JudgeRequest] = []
     if coverage and asks_key_points:
         requests += [extract_key_points_request(chunk) for chunk in chunks]
@@ -55,7 +55,7 @@ def row_need(
             likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
             shuffled = len(likely) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)  # the order check's
-            requests += [verify_claims_request(chunk, likely) for chunk in chunks] * (judge.stability + shuffled)
+            requests += [verify_request(chunk, likely, examples) for chunk in chunks] * (judge.stability + shuffled)
         if coverage:
             points = key_points or stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
             requests += [check_coverage_request(points, row.summary)] * (1 + (len(points) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)))

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from .._version import __version__
-from ..judge import CACHE_FILE, Judge, Usage, canonical_json
+from ..judge import CACHE_FILE, ExampleSet, Judge, Usage, canonical_json
 from ..prompts import SUMMARY_PROMPTS, load_prompt
 from ..sqlite_store import OwnerOnlyStore
 from .order import OrderCheck
@@ -79,7 +79,7 @@ class RowStore(OwnerOnlyStore):
 
     FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "row_records"
 
-    def __init__(self, judge: Judge, *, coverage: bool, max_source_tokens: int | None):
+    def __init__(self, judge: Judge, *, coverage: bool, max_source_tokens: int | None, examples: ExampleSet | None = None):
         assert judge.cache is not None, "rows are stored only beside a judge's cache"
         super().__init__(judge.cache.directory)
         settings = judge.settings
@@ -88,6 +88,7 @@ class RowStore(OwnerOnlyStore):
             "seed": settings.seed, "stability": settings.stability, "order_check": settings.order_check,
             "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
             "coverage": coverage, "max_source_tokens": max_source_tokens, "code": _code_hash(), "mgm": __version__,
+            "examples": examples.tag if examples is not None else None,  # the run's: the judge's less the rows'
         }
         self._run = hashlib.sha256(canonical_json(material).encode("utf-8"))
 

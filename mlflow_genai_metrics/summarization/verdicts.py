@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-_JUDGE, _HUMAN = "LLM_JUDGE", "HUMAN"  # MLflow's AssessmentSourceType values
+JUDGE_SOURCE, HUMAN_SOURCE = "LLM_JUDGE", "HUMAN"  # MLflow's AssessmentSourceType values
 OUTCOMES = ("pairs_used", "judge_only", "human_only", "judge_error", "unusable_values", "human_ties", "unlabelled")
 COMBINE_RULE = "majority of each person's latest verdict; ties left out"
 _YES, _NO = frozenset({"yes", "true", "1"}), frozenset({"no", "false", "0"})
@@ -41,7 +41,7 @@ class TraceVerdicts:
     outcome: str
 
 
-def _latest(feedback: list[Any]) -> Any:
+def latest_feedback(feedback: list[Any]) -> Any:
     # Two feedback logged in the same millisecond: the store's order (creation order) decides.
     return max(enumerate(feedback), key=lambda p: (p[1].last_update_time_ms or 0, p[1].create_time_ms or 0, p[0]))[1]
 
@@ -49,13 +49,13 @@ def _latest(feedback: list[Any]) -> Any:
 def trace_verdicts(trace_id: str, assessments: list, name: str, judge_source_id: str | None = None) -> TraceVerdicts:
     """Sort a trace's assessments under ``name`` into the judge's verdict and the people's (rules in the module doc)."""
     feedback = [a for a in assessments if getattr(a, "feedback", None) is not None and a.name == name and a.valid is not False]
-    judged = [f for f in feedback if f.source.source_type == _JUDGE and judge_source_id in (None, f.source.source_id)]
-    labelled = [f for f in feedback if f.source.source_type == _HUMAN and f.error is None]
+    judged = [f for f in feedback if f.source.source_type == JUDGE_SOURCE and judge_source_id in (None, f.source.source_id)]
+    labelled = [f for f in feedback if f.source.source_type == HUMAN_SOURCE and f.error is None]
     verdicts = [f for f in judged if f.error is None]
-    judge = normalise_verdict(_latest(verdicts).value) if verdicts else None
+    judge = normalise_verdict(latest_feedback(verdicts).value) if verdicts else None
     people = {}
     for person in dict.fromkeys(f.source.source_id for f in labelled):
-        people[person] = normalise_verdict(_latest([f for f in labelled if f.source.source_id == person]).value)
+        people[person] = normalise_verdict(latest_feedback([f for f in labelled if f.source.source_id == person]).value)
     votes = Counter(v for v in people.values() if v is not None)
     human = None if votes[True] == votes[False] else votes[True] > votes[False]
     if not judged and not labelled:

@@ -3,6 +3,7 @@ run artifacts, run comparison, the candidate-model wrapper and the registration 
 results into MLflow objects."""
 
 from .agreement import AgreementReport, judge_agreement
+from .align import AlignmentReport, align_judge
 from .answer_judges import AnswerEvaluation, AnswerFaithfulness, AnswerRelevance, ContextSufficiency, answer_scorers, evaluate_answers
 from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
@@ -16,10 +17,10 @@ from .one_call import make_claim_judge
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_result
 
 __all__ = [
-    "ARTIFACT_DIR", "SIGNATURE_TAG", "AgreementReport", "AnswerEvaluation", "AnswerFaithfulness", "AnswerRelevance",
+    "ARTIFACT_DIR", "SIGNATURE_TAG", "AgreementReport", "AlignmentReport", "AnswerEvaluation", "AnswerFaithfulness", "AnswerRelevance",
     "ClaimAlignment", "ContextSufficiency", "EvaluatedRun", "GateResult", "Grounding",
     "JudgeSpec", "KeyPointCoverage", "MonitorReport", "Rule", "RuleOutcome", "SummarizerModel", "SummaryEvaluation",
-    "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
+    "align_judge", "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
     "log_summary_results", "make_claim_judge", "parse_rules", "register_if_passing", "score_traces", "summarization_metrics",
     "summarization_scorers",
 ]
