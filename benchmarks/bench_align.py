@@ -1,7 +1,7 @@
 """Alignment from people's corrections, measured on the labelled sets: FRANK's valid split and SummEdits' evaluation
 split play people's feedback on traces; agreement is reported on their test splits, without and with the examples.
 
-    .venv/bin/python benchmarks/bench_align.py --local --feedback 40 --test 30       # SmolLM2-135M on llama.cpp
+    .venv/bin/python benchmarks/bench_align.py --local --feedback 40 --test 30 --temperature 0.8 --judge-seed 6   # SmolLM2-135M
     MGM_JUDGE_MODEL=gpt-4o-mini OPENAI_API_KEY=... .venv/bin/python benchmarks/bench_align.py --feedback 200 --test 200
     .venv/bin/python benchmarks/bench_align.py --scripted --feedback 12 --test 8      # the scripted judge: a smoke run
 
@@ -73,7 +73,7 @@ def judge_for(args, folder: Path):
         from mlflow_genai_metrics.local import LocalModelServer
 
         with LocalModelServer("smollm2-135m", n_ctx=8192) as llama:
-            yield llama.judge(cache_dir=folder / "cache", max_concurrency=2)
+            yield llama.judge(cache_dir=folder / "cache", max_concurrency=2, temperature=args.temperature, seed=args.judge_seed)
     else:
         yield Judge(cache_dir=folder / "cache")  # MGM_JUDGE_MODEL and the endpoint from the environment
 
@@ -84,6 +84,8 @@ def main() -> None:
     parser.add_argument("--test", type=int, default=30, help="pairs of each test split judged without and with the examples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--temperature", type=float, default=0.0, help="with --local: the judge's temperature (at 0 SmolLM2 lists no claim)")
+    parser.add_argument("--judge-seed", type=int, default=None, help="with --local: the seed the judge sends")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--local", action="store_true", help="SmolLM2-135M on llama.cpp as the judge")
     source.add_argument("--scripted", action="store_true", help="the scripted judge (a smoke run: its verdicts follow a word rule)")
@@ -96,7 +98,7 @@ def main() -> None:
         folder = Path(tmp)
         mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
         with judge_for(args, folder) as judge:
-            print(f"judge {judge.model}; feedback pairs {args.feedback} per set, test pairs {args.test} per set, seed {args.seed}")
+            print(f"judge {judge.model} (temperature {judge.temperature:g}, seed {judge.seed}); feedback pairs {args.feedback} per set, test pairs {args.test} per set, seed {args.seed}")
             print("| set | feedback (examples, held back) | held-back balanced accuracy, without -> with | test pairs | "
                   "test balanced accuracy, without -> with | test Cohen's kappa | judge error rate |")
             print("|---|---|---|---|---|---|---|")
