@@ -105,6 +105,14 @@ def confusion_frame(matrix, *, people=("inconsistent", "consistent"), judge=("no
     return pd.DataFrame(np.asarray(matrix, dtype=int), index=[f"people: {p}" for p in people], columns=[f"{rater}: {j}" for j in judge])
 
 
+def binary_agreement_metrics(confusion, statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, float]:
+    """``binary_agreement`` as flat metrics: each figure with its ``_ci_low``, ``_ci_high`` and ``_n``."""
+    metrics: dict[str, float] = {}
+    for estimate in binary_agreement(confusion, statistics).values():
+        metrics.update(estimate.as_metrics())
+    return metrics
+
+
 def agreement(
     human_binary, judge_aligned, human_graded, judge_support_rate, statistics: StatisticsOptions = StatisticsOptions()
 ) -> tuple[dict[str, float], pd.DataFrame]:
@@ -115,9 +123,7 @@ def agreement(
     both = ~np.isnan(human_binary) & ~np.isnan(judge_aligned)
     y_true, y_pred = human_binary[both].astype(int), judge_aligned[both].astype(int)
     matrix = np.bincount(2 * y_true + y_pred, minlength=4).reshape(2, 2)
-    metrics: dict[str, float] = {"rows_compared": float(both.sum())}
-    for estimate in binary_agreement(matrix, statistics).values():
-        metrics.update(estimate.as_metrics())
+    metrics: dict[str, float] = {"rows_compared": float(both.sum()), **binary_agreement_metrics(matrix, statistics)}
     graded, support = np.asarray(human_graded, dtype=float), np.asarray(judge_support_rate, dtype=float)
     usable = ~np.isnan(graded) & ~np.isnan(support)
     metrics["rows_correlated"] = float(usable.sum())

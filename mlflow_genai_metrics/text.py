@@ -12,6 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 _SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
+_CONTENT_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def content_words(text: str) -> set[str]:
+    """The words of four or more letters or digits, lower-cased: what two texts are compared on by word overlap."""
+    return set(_CONTENT_WORD.findall(text.lower()))
 
 
 def split_sentences(text: str) -> list[str]:

@@ -150,7 +150,7 @@ def test_examples_choose_the_nearest_and_leave_out_the_judged_and_the_file_round
         CorrectedVerdict(source="The team won the final.", statement="The team won the cup final.", verdict="yes"),
     ), per_request=2)
     assert [e.statement for e in examples.choose(["Prices fell this year."])] == ["Prices fell sharply.", "The mayor opened the bridge."]
-    assert [e.statement for e in examples.choose(["The team won."], exclude={text_key("The team won the final.")})][0] != "The team won the cup final."
+    assert [e.statement for e in examples.without({text_key("The team won the final.")}).choose(["The team won."])][0] != "The team won the cup final."
     assert examples.examples[0].excerpt(1) == "The mayor opened the bridge."
     path = examples.write(tmp_path / "sub" / "examples.json")
     assert ExampleSet.read(path) == examples and ExampleSet.read(path).tag == examples.tag

@@ -4,7 +4,7 @@ An example is a statement people judged against its source (a summary, as a trac
 judges it), their verdict (``yes``: the source supports all of it; ``no``: some of it is contradicted or not in the
 source) and their reason. Each verification request shows the ``per_request`` examples most like its claims (the
 share of content words in common), each with the source sentences nearest its statement, never an example whose
-source or statement is one of the rows being judged (``choose``'s ``exclude``). The set's ``tag`` (a hash of its
+source or statement is one of the rows being judged (``without``). The set's ``tag`` (a hash of its
 content) is in the judge's signature, beside the examples prompt's version, so aligned and unaligned runs are never
 compared as equals.
 
@@ -16,26 +16,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..text import split_sentences
+from ..text import content_words, split_sentences
 
-_WORD = re.compile(r"[a-z0-9]{4,}")
 EXCERPT_SENTENCES = 2  # the source sentences shown with an example's statement
 
 
 def text_key(text: str) -> str:
     """What identifies a text whatever its spacing: a hash of its words."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
-
-
-def content_words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
 
 
 class CorrectedVerdict(BaseModel):
@@ -75,17 +69,16 @@ class ExampleSet(BaseModel):
         text = json.dumps(self.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
         return "ex-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
-    def choose(self, claims: Collection[str], exclude: Collection[str] = ()) -> list[CorrectedVerdict]:
+    def choose(self, claims: Collection[str]) -> list[CorrectedVerdict]:
         """The ``per_request`` examples most like ``claims`` (content words in common over those of either; ties by
-        their order in the set), none whose source or statement has a ``text_key`` in ``exclude``."""
+        their order in the set)."""
         words = set().union(*(content_words(claim) for claim in claims)) if claims else set()
-        allowed = [e for e in self.examples if text_key(e.source) not in exclude and text_key(e.statement) not in exclude]
 
         def likeness(example: CorrectedVerdict) -> float:
             theirs = content_words(example.statement)
             return len(words & theirs) / len(words | theirs) if words | theirs else 0.0
 
-        return sorted(allowed, key=likeness, reverse=True)[: self.per_request]  # stable: ties keep the set's order
+        return sorted(self.examples, key=likeness, reverse=True)[: self.per_request]  # stable: ties keep the set's order
 
     def without(self, keys: Collection[str]) -> ExampleSet:
         """This set less the examples whose source or statement has a ``text_key`` in ``keys`` (the rows a run

@@ -24,7 +24,7 @@ from .chunking import split_source
 from .judging import prepare_rows
 from .options import PROMPT_RESERVE_TOKENS, source_token_budget
 from .order import in_sample
-from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, run_examples, verify_request
+from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, run_examples, verify_claims_request
 from .pipeline import has_words
 from .records import RowInput
 
@@ -145,7 +145,7 @@ def estimate_cost(
         claims = split_sentences(row.summary) or [row.summary]
         tally.add("claims", extract_claims_request(row.summary), allowance.json + sum(allowance.item + count(c) for c in claims))
         for chunk in chunks_of[row.source_key]:
-            tally.add("verify", verify_request(chunk, claims, examples), allowance.json + len(claims) * (allowance.item + allowance.reason),
+            tally.add("verify", verify_claims_request(chunk, claims, examples), allowance.json + len(claims) * (allowance.item + allowance.reason),
                       repetitions + (len(claims) >= 2 and sampled(row)))  # the order check asks once more, shuffled
         if coverage:
             points = [p for chunk in chunks_of[row.source_key] for p in _stand_in_key_points(chunk)]

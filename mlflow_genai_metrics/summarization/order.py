@@ -31,9 +31,14 @@ def _draw(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
 
 
+def hashed_fraction(key: str) -> float:
+    """A number in [0, 1) drawn from a hash of ``key``: the same key, the same number, in every process."""
+    return _draw(key) / 2**64
+
+
 def in_sample(source_key: str, text: str, share: float) -> bool:
     """Is this row among the ``share`` of rows the order check asks again? (A hash of its texts decides.)"""
-    return share > 0 and _draw(f"order-sample\0{source_key}\0{text}") / 2**64 < share
+    return share > 0 and hashed_fraction(f"order-sample\0{source_key}\0{text}") < share
 
 
 def shuffled_order(count: int, source_key: str, text: str) -> list[int]:

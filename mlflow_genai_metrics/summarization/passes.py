@@ -136,14 +136,15 @@ def extract_claims_retry_request(summary: str) -> JudgeRequest:
     )
 
 
-def verify_claims_request(source: str, claims: list[str], examples: Sequence[CorrectedVerdict] = ()) -> JudgeRequest:
-    """The claims checked against ``source``; with ``examples`` (people's corrected verdicts), under the examples
-    prompt, which shows them after the source."""
-    prompt = load_prompt("verify_examples" if examples else "verify")
+def verify_claims_request(source: str, claims: list[str], examples: ExampleSet | None = None) -> JudgeRequest:
+    """The claims checked against ``source``; with ``examples`` (people's corrected verdicts: the run's,
+    ``run_examples``), under the examples prompt, which shows those most like these claims after the source."""
+    chosen = examples.choose(claims) if examples is not None else []
+    prompt = load_prompt("verify_examples" if chosen else "verify")
     listed = numbered_lines(claims)
     shown = {}
-    if examples:
-        shown["examples"] = examples_text(examples)
+    if chosen:
+        shown["examples"] = examples_text(chosen)
         shown["examples_marker"] = marker("EXAMPLES", source, shown["examples"])
     text = prompt.render(
         source=source,
@@ -161,11 +162,6 @@ def run_examples(judge: Judge | None, rows: Sequence[RowInput]) -> ExampleSet | 
     if judge is None or judge.examples is None:
         return None
     return judge.examples.without({text_key(text) for row in rows for text in (row.source, row.summary)})
-
-
-def verify_request(source: str, claims: list[str], examples: ExampleSet | None) -> JudgeRequest:
-    """``verify_claims_request`` with the examples of ``examples`` most like these claims (None: no examples)."""
-    return verify_claims_request(source, claims, examples.choose(claims) if examples is not None else ())
 
 
 def examples_text(examples: Sequence[CorrectedVerdict]) -> str:

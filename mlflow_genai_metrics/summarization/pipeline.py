@@ -25,7 +25,7 @@ from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawi
 from .chunking import combine_verdicts, split_source
 from .extraction import extract_claims
 from .order import OrderCheck, changed_answers, in_sample, shuffled_order
-from .passes import check_coverage_request, extract_key_points_request, run_examples, verify_request
+from .passes import check_coverage_request, extract_key_points_request, run_examples, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
 from .stability import majority_verdict
@@ -244,7 +244,7 @@ class _Pipelines:
         asks: list[Awaitable[JudgeReply]] = []
         repetitions = self.judge.stability
         if state.claims:  # each chunk asked once per repetition (``stability``), repetition by repetition
-            asks += [self.judge.aask(verify_request(chunk, state.claims, self.examples).repeated(r)) for r in range(repetitions) for chunk in chunks]
+            asks += [self.judge.aask(verify_claims_request(chunk, state.claims, self.examples).repeated(r)) for r in range(repetitions) for chunk in chunks]
         points = key_points.points if key_points is not None else []
         covering = key_points is not None and has_words(row.summary)
         if covering:
@@ -274,7 +274,7 @@ class _Pipelines:
     def _order_asks(self, row: RowInput, chunks: list[str], claims: list[str], points: list[str],
                     orders: tuple[list[int] | None, list[int] | None]) -> list[Awaitable[JudgeReply]]:
         claim_order, point_order = orders
-        asks = [self.judge.aask(verify_request(chunk, [claims[i] for i in claim_order], self.examples)) for chunk in chunks] if claim_order else []
+        asks = [self.judge.aask(verify_claims_request(chunk, [claims[i] for i in claim_order], self.examples)) for chunk in chunks] if claim_order else []
         if point_order:
             asks.append(self.judge.aask(check_coverage_request([points[i] for i in point_order], row.summary)))
         return asks

@@ -23,7 +23,7 @@ from .passes import (
     check_coverage_request,
     extract_claims_request,
     extract_key_points_request,
-    verify_request,
+    verify_claims_request,
 )
 from .records import RowInput
 from .statements import has_words
@@ -55,7 +55,7 @@ def row_need(
             likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
             shuffled = len(likely) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)  # the order check's
-            requests += [verify_request(chunk, likely, examples) for chunk in chunks] * (judge.stability + shuffled)
+            requests += [verify_claims_request(chunk, likely, examples) for chunk in chunks] * (judge.stability + shuffled)
         if coverage:
             points = key_points or stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
             requests += [check_coverage_request(points, row.summary)] * (1 + (len(points) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)))

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..text import split_sentences
+from ..text import content_words, split_sentences
 from .script import ScriptedRequest
-from .summarization_judge import MarkedPromptScript, _numbered_items, _words
+from .summarization_judge import MarkedPromptScript, _numbered_items
 
 Citation = tuple[str, int, str]  # verdict, passage number (0 for none), quote
 QUOTE_WORDS = 25  # the verification prompt asks for at most 25 words of quote
@@ -65,7 +65,7 @@ class AnswersJudgeScript(MarkedPromptScript):
             return {"facts": list(self.facts.get(expected, split_sentences(expected)))}
         if kind == "relevance":
             question, answer = sections["QUESTION"], sections["ANSWER"]
-            verdict = self.relevance.get(question) or ("yes" if _words(question) & _words(answer) else "no")
+            verdict = self.relevance.get(question) or ("yes" if content_words(question) & content_words(answer) else "no")
             return {"reason": f"rule for the question {question[:40]!r}", "relevance": verdict}
         if kind == "verify_passages":
             passages = {int(label.split()[1]): body for label, body in sections.items() if label.startswith("PASSAGE ")}
@@ -83,9 +83,9 @@ class AnswersJudgeScript(MarkedPromptScript):
             return rule(passages, claim)
         if rule is not None:
             return rule
-        words = _words(claim)
+        words = content_words(claim)
         for number, text in sorted(passages.items()):
-            if words and words <= _words(text):
-                quote = max(split_sentences(text), key=lambda sentence: len(words & _words(sentence)))
+            if words and words <= content_words(text):
+                quote = max(split_sentences(text), key=lambda sentence: len(words & content_words(sentence)))
                 return "yes", number, " ".join(quote.split(" ")[:QUOTE_WORDS])  # at most 25 words, as the prompt asks
         return "idk", 0, ""

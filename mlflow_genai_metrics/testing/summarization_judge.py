@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..prompts import load_prompt
-from ..text import split_sentences
+from ..text import content_words, split_sentences
 from .script import Reply, ScriptedRequest
 
 # A section is a marker line, the text, and the same marker line again (markers quoted inside sentences don't count).
@@ -30,7 +30,6 @@ _SECTION = re.compile(
     re.DOTALL | re.MULTILINE,
 )
 _NUMBERED = re.compile(r"^\d+\. ", re.MULTILINE)
-_WORD = re.compile(r"[a-z0-9]{4,}")
 _ONE_CALL_OPENING = load_prompt("claims_mlflow").template.splitlines()[0]
 
 
@@ -57,10 +56,6 @@ def pass_of(sections: Mapping[str, str]) -> str:
 
 def _numbered_items(text: str) -> list[str]:
     return [item.strip() for item in _NUMBERED.split(text) if item.strip()]
-
-
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
 
 
 def one_call_material(request: ScriptedRequest) -> tuple[str, str] | None:
@@ -165,10 +160,10 @@ class SummarizationJudgeScript(MarkedPromptScript):
             return rule(article, claim)
         if rule is not None:
             return rule
-        return "yes" if _words(claim) <= _words(article) else "idk"
+        return "yes" if content_words(claim) <= content_words(article) else "idk"
 
     def is_covered(self, point: str, summary: str) -> bool:
         if (point, summary) in self.covered:
             return self.covered[(point, summary)]
-        words = _words(point)
-        return bool(words) and len(words & _words(summary)) >= len(words) / 2
+        words = content_words(point)
+        return bool(words) and len(words & content_words(summary)) >= len(words) / 2

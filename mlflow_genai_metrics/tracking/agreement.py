@@ -43,7 +43,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..meta_evaluation import binary_agreement, confusion_frame
+from ..meta_evaluation import binary_agreement_metrics, confusion_frame
 from ..summarization.verdicts import COMBINE_RULE, OUTCOMES, trace_verdicts
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
 
@@ -130,9 +130,7 @@ def judge_agreement(
     matrix = [[0, 0], [0, 0]]
     for pair in pairs:
         matrix[int(pair.human)][int(pair.judge)] += 1
-    metrics: dict[str, float] = {}
-    for estimate in binary_agreement(matrix).values():
-        metrics.update(estimate.as_metrics())
+    metrics = binary_agreement_metrics(matrix)
     outcomes = Counter(t.outcome for t in sorted_traces)
     counts = {"traces_seen": len(sorted_traces), **{o: outcomes[o] for o in OUTCOMES}}
     counts["people"] = len({p for t in sorted_traces for p in t.people})

@@ -18,7 +18,6 @@ hash are in the signature of every run judged with them.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,10 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 
 from ..judge import CorrectedVerdict, ExampleSet, Judge
-from ..meta_evaluation import binary_agreement
+from ..meta_evaluation import binary_agreement_metrics
 from ..signature import summarization_signature
 from ..summarization import judge_summaries
+from ..summarization.order import hashed_fraction
 from ..summarization.verdicts import HUMAN_SOURCE, latest_feedback, normalise_verdict, trace_verdicts
 from .agreement import _source, log_report_run
 
@@ -87,8 +87,7 @@ def _reason(assessments: list, name: str, verdict: bool) -> str:
 
 def held_back(trace_id: str, share: float, seed: int) -> bool:
     """Whether a trace is among the held-back share: a hash of its id and ``seed``, so the split is the same every run."""
-    digest = hashlib.sha256(f"{seed}\0{trace_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < share
+    return hashed_fraction(f"{seed}\0{trace_id}") < share
 
 
 def align_judge(
@@ -159,7 +158,4 @@ def _agreement(judge: Judge, rows: list[LabelledTrace]) -> tuple[dict[str, float
             failed += 1
             continue
         matrix[int(row.human)][int(bool(verdict))] += 1
-    metrics: dict[str, float] = {}
-    for estimate in binary_agreement(matrix).values():
-        metrics.update(estimate.as_metrics())
-    return metrics, failed
+    return binary_agreement_metrics(matrix), failed
