@@ -257,6 +257,18 @@ def test_bench_agreement_grounding_smoke(run):
     assert "grounding model `grounding:v2-" in out
 
 
+def test_probe_contextual_smoke(run):
+    """The contextual-embedding probe's plumbing (sentences, features, the fits on the training splits only, the
+    table), with hashed bags of words standing in for the model (its torch environment is made by hand)."""
+    if not (SHARED_DATA / "faithfulness").exists():
+        pytest.skip(f"the labelled sets are not at {SHARED_DATA / 'faithfulness'} (../shared/data beside the project)")
+    out = run("probe_contextual.py", "--embedder", "hashing", "--per-set", "8")
+    rows = {row["fitted on FRANK valid + SummEdits evaluation"]: row for row in markdown_table(out, "fitted on FRANK valid + SummEdits evaluation")}
+    assert set(rows) == {"shipped grounding alone", "embedding features alone", "both", "mean best cosine, untrained"}
+    assert all(0 <= float(rows["both"][f"{name} AUC"]) <= 1 for name in ("FRANK test", "QAGS-CNNDM", "QAGS-XSum", "SummEdits test"))
+    assert "hashed bags of words (no model)" in out and out.startswith("48 pairs")
+
+
 def test_bench_robustness_smoke(tmp_path, run):
     """The paraphrase-or-error benchmark on a few articles: every error and rewrite kind made, each ranked."""
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():

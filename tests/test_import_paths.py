@@ -64,3 +64,18 @@ def test_a_name_the_top_level_exported_before_still_resolves_for_one_release(nam
     assert moved is getattr(home, name)
     with pytest.raises(AttributeError, match="no_such_name"):
         top.no_such_name  # noqa: B018
+
+
+def test_importing_the_grounding_check_imports_no_other_part(tmp_path):
+    """The top level loads its names on first use: the grounding check (its worker process starts with this import)
+    brings neither the judge, the statistics, the tables nor MLflow; ``import mlflow_genai_metrics`` then
+    ``.Judge`` still gives the judge's class."""
+    import subprocess
+    import sys
+
+    code = ("import sys, mlflow_genai_metrics.grounding.worker; "
+            "print(sorted(m for m in ('openai', 'scipy', 'pandas', 'mlflow', 'mlflow_genai_metrics.judge', 'mlflow_genai_metrics.stats') if m in sys.modules)); "
+            "import mlflow_genai_metrics as top; from mlflow_genai_metrics.judge import Judge; print(top.Judge is Judge)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "True"]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 
 from ..sqlite_store import OwnerOnlyStore, default_cache_dir
+from .features import SourceIndex
 from .model import load_model
 from .scoring import RowGrounding, lexical_supports, score_pairs
 
@@ -72,24 +73,36 @@ def _through_cache(keys: list[Key], cache: GroundingCache | None, compute) -> tu
     return [found[key] for key in keys], len(missing), hits
 
 
-def cached_groundings(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache | None) -> tuple[list[RowGrounding], int, int]:
+def cached_groundings(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache | None,
+                      indexes: dict[str, SourceIndex] | None = None) -> tuple[list[RowGrounding], int, int]:
     """Each (source, summary) pair's ``RowGrounding`` with the shipped model, computed once per distinct pair and
-    only when the cache lacks it; also how many pairs were computed now and how many rows came from the cache."""
+    only when the cache lacks it; also how many pairs were computed now and how many rows came from the cache.
+    ``indexes``: the caller's source indexes (``scoring.source_indexes``), shared with its next call."""
     model = load_model()
     keys = [(model.tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
     return _through_cache(
-        keys, cache, lambda positions: score_pairs([sources[p] for p in positions], [summaries[p] for p in positions], model=model)
+        keys, cache, lambda positions: score_pairs([sources[p] for p in positions], [summaries[p] for p in positions], model=model, indexes=indexes)
     )
 
 
-def cached_supports(claims: Sequence[str], sources: Sequence[str], cache: GroundingCache | None) -> list[float]:
-    """Each claim's ``lexical_support`` against its source (NaN for a claim with no word), through the cache."""
+def uncached_rows(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache) -> list[int]:
+    """The positions of the (source, summary) pairs whose grounding the cache lacks."""
+    tag = load_model().tag
+    keys = [(tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+    stored = cache.get_many(keys)
+    return [position for position, key in enumerate(keys) if key not in stored]
+
+
+def cached_supports(claims: Sequence[str], sources: Sequence[str], cache: GroundingCache | None,
+                    indexes: dict[str, SourceIndex] | None = None) -> list[float]:
+    """Each claim's ``lexical_support`` against its source (NaN for a claim with no word), through the cache;
+    ``indexes`` as for ``cached_groundings``."""
     model = load_model()
     # A claim's entry is keyed apart from a summary's: the same text scored as a claim is stored as its support.
     keys = [(model.tag, text_hash(source), "claim:" + text_hash(claim)) for claim, source in zip(claims, sources)]
 
     def compute(positions: list[int]) -> list[RowGrounding]:
-        supports = lexical_supports([claims[p] for p in positions], [sources[p] for p in positions], model=model)
+        supports = lexical_supports([claims[p] for p in positions], [sources[p] for p in positions], model=model, indexes=indexes)
         return [RowGrounding(None if math.isnan(s) else s, None, "") for s in supports]
 
     results, _, _ = _through_cache(keys, cache, compute)

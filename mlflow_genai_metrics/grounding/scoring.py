@@ -32,8 +32,15 @@ class RowGrounding:
     reasoning: str
 
 
-def source_indexes(texts: Sequence[str]) -> Iterator[SourceIndex]:
-    """Each text's index, in order; one index per distinct text, kept only until its last row (memory stays flat)."""
+def source_indexes(texts: Sequence[str], known: dict[str, SourceIndex] | None = None) -> Iterator[SourceIndex]:
+    """Each text's index, in order; one index per distinct text, kept only until its last row (memory stays flat).
+    ``known``: the caller's own indexes by text, used and added to (kept for the caller's next call)."""
+    if known is not None:
+        for text in texts:
+            if text not in known:
+                known[text] = SourceIndex(text)
+            yield known[text]
+        return
     remaining = Counter(texts)
     built: dict[str, SourceIndex] = {}
     for text in texts:
@@ -80,11 +87,13 @@ def _why(sentence: SentenceFeatures) -> str:
 
 
 
-def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: GroundingModel | None = None) -> list[RowGrounding]:
-    """Grounding, grounded and reasoning for each (source, summary) pair, in order."""
+def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: GroundingModel | None = None,
+                indexes: dict[str, SourceIndex] | None = None) -> list[RowGrounding]:
+    """Grounding, grounded and reasoning for each (source, summary) pair, in order. ``indexes``: sources already
+    indexed by the caller (``source_indexes``), e.g. to score a row's claims against the same index after."""
     model = model or load_model()
     with _collection_paused():
-        return _score_pairs(sources, summaries, model)
+        return _score_pairs(sources, summaries, model, indexes)
 
 
 def _readable(sources: Sequence[str], texts: Sequence[str]) -> tuple[list[str | None], list[int]]:
@@ -93,12 +102,13 @@ def _readable(sources: Sequence[str], texts: Sequence[str]) -> tuple[list[str | 
     return reasons, [p for p, reason in enumerate(reasons) if reason is None]
 
 
-def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: GroundingModel) -> list[RowGrounding]:
+def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: GroundingModel,
+                 indexes: dict[str, SourceIndex] | None) -> list[RowGrounding]:
     reasons, readable = _readable(sources, summaries)
     per_row: list[list[SentenceFeatures]] = [[] for _ in summaries]
     matrix: list[list[float]] = []
     singles: list[list[float]] = []
-    for position, index in zip(readable, source_indexes([sources[p] for p in readable])):
+    for position, index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
         sentences = per_row[position] = summary_features(summaries[position], index)
         if sentences:
             matrix.append(row_features(sentences, index))
@@ -122,14 +132,16 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
     return results
 
 
-def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: GroundingModel | None = None) -> list[float]:
+def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: GroundingModel | None = None,
+                     indexes: dict[str, SourceIndex] | None = None) -> list[float]:
     """``lexical_support`` of each claim against its source (a source shared by many claims is indexed once);
-    NaN for a claim with no word or number, or one the check cannot read (``readable.unreadable``)."""
+    NaN for a claim with no word or number, or one the check cannot read (``readable.unreadable``). ``indexes`` as
+    for ``score_pairs``."""
     model = model or load_model()
     vectors, positions = [], []
     _, readable = _readable(sources, claims)  # a claim or source the check cannot read has no support (never suspect)
     with _collection_paused():
-        for position, index in zip(readable, source_indexes([sources[p] for p in readable])):
+        for position, index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
             claim = claims[position]
             sentences = summary_features(" ".join(claim.split()), index)  # a claim is one statement: one line
             if sentences:

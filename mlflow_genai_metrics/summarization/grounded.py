@@ -9,12 +9,14 @@ recomputes nothing.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import sys
 from collections import deque
 from collections.abc import Sequence
 
-from ..grounding.cache import GroundingCache, cached_groundings, cached_supports
+from ..grounding.cache import GroundingCache, cached_groundings, cached_supports, uncached_rows
 from ..grounding.model import load_model
 from ..grounding.scoring import suspect
 from ..judge import Judge
@@ -22,6 +24,8 @@ from .records import RowInput, RowJudgement
 
 _log = logging.getLogger(__name__)
 ROWS_PER_STEP = 4  # a step of the check holds the judge's loop while it scores this many rows (BBC: about 10 ms each)
+ROWS_FOR_A_PROCESS = 200  # from this many rows, the check runs in a process of its own (starting one costs ~2.5 s of CPU)
+ROWS_PER_TASK = 32  # rows sent to that process in one line
 
 
 class _Default:
@@ -118,3 +122,85 @@ class GroundingWhileJudging:
             while self._rows and len(step) < ROWS_PER_STEP:
                 step.append(self._rows.popleft())
         return step
+
+
+class GroundingInAnotherProcess:
+    """The same work as ``GroundingWhileJudging``, in a process of its own (``grounding.worker``) on another core:
+    the judge's loop only writes each task as a line to the worker's input, so the check neither holds the loop nor
+    takes its core. A row goes to the worker when its claims are extracted, summary and claims together (one index
+    of the source for both); the rows still unsent when the judge is done (no claims, a failure) go then. The
+    worker stores what it scores in the same grounding cache, and ``ground_judgements`` afterwards reads it back.
+    Only an optimisation, like the in-loop check: a worker that cannot start or fails is logged, and whatever it
+    did not store is scored after the judge. When the run stops (a configuration error, Ctrl-C), the worker is
+    killed."""
+
+    command = (sys.executable, "-m", "mlflow_genai_metrics.grounding.worker")
+
+    def __init__(self, rows: Sequence[RowInput], cache: GroundingCache, unscored: Sequence[int]):
+        self.rows, self.directory = rows, cache.directory
+        self._unsent = dict.fromkeys(unscored)  # rows the cache lacks, in order, not yet sent
+        self._process: asyncio.subprocess.Process | None = None  # set once started; kept for the caller to inspect
+        self._waiting: list[dict] = []  # tasks told before the worker started
+        self._closed = asyncio.Event()
+
+    def claims_ready(self, index: int, claims: list[str]) -> None:
+        task: dict = {"source": self.rows[index].source, "claims": list(claims)}
+        if index in self._unsent:
+            del self._unsent[index]
+            task["summary"] = self.rows[index].summary
+        self._send(task)
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _send(self, task: dict) -> None:
+        if self._process is None:
+            self._waiting.append(task)
+        elif self._process.returncode is None and not self._process.stdin.is_closing():
+            self._process.stdin.write((json.dumps(task) + "\n").encode("utf-8"))
+
+    async def run(self) -> None:
+        # The worker finds modules where this process does (this copy of the package among them), in the same order.
+        environment = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)}
+        for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            environment.setdefault(variable, "1")  # one core: numpy's own threads would take the judge's
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self.command, env=environment,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        except OSError as error:
+            _log.warning("the grounding check could not start a process of its own (%s); it runs after the judge instead", error)
+            return
+        errors = asyncio.ensure_future(process.stderr.read())
+        try:
+            process.stdin.write((json.dumps({"cache": str(self.directory)}) + "\n").encode("utf-8"))
+            self._process, waiting, self._waiting = process, self._waiting, []
+            for task in waiting:
+                self._send(task)
+            await self._closed.wait()
+            rest, self._unsent = list(self._unsent), {}
+            for start in range(0, len(rest), ROWS_PER_TASK):
+                batch = [self.rows[p] for p in rest[start : start + ROWS_PER_TASK]]
+                self._send({"sources": [r.source for r in batch], "summaries": [r.summary for r in batch]})
+            process.stdin.close()
+            returncode = await process.wait()
+            message = (await errors).decode("utf-8", "replace").strip()
+            if returncode:
+                _log.warning("the grounding check's process failed (exit %s: %s); what it did not store is scored after the judge",
+                             returncode, message[-500:])
+        except BaseException:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            errors.cancel()
+            raise
+
+
+def grounding_alongside(rows: Sequence[RowInput], cache: GroundingCache) -> GroundingWhileJudging | GroundingInAnotherProcess:
+    """The check to run while the judge waits: in a process of its own when a run has many rows the cache lacks and
+    the machine more than one core, else on the judge's loop (which reads the cached rows as it goes)."""
+    if len(rows) >= ROWS_FOR_A_PROCESS and (os.cpu_count() or 1) > 1:
+        missing = uncached_rows([r.source for r in rows], [r.summary for r in rows], cache)
+        if len(missing) >= ROWS_FOR_A_PROCESS:
+            return GroundingInAnotherProcess(rows, cache, missing)
+    return GroundingWhileJudging(rows, cache)

@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..judge import Judge
 from ..text import texts
-from .grounded import DEFAULT_GROUNDING_CACHE, GroundingWhileJudging, ground_judgements, grounding_cache
+from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_alongside, grounding_cache
 from .ids import canonical_id
 from .options import JudgingOptions
 from .pipeline import judge_row_pipelines
@@ -175,7 +175,7 @@ def judge_rows(
             judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
         else:
             # With a cache, the check runs while the judge waits (its results stored, read back below).
-            alongside = GroundingWhileJudging(rows, store) if store is not None else None
+            alongside = grounding_alongside(rows, store) if store is not None else None
             judgements = judge_row_pipelines(rows, judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
                                              progress=progress, alongside=alongside)
         return ground_judgements(rows, judgements, store) if options.grounding else judgements

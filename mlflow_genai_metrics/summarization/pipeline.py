@@ -66,8 +66,9 @@ class _KeyPoints:
 
 
 class Alongside(Protocol):
-    """Work done on the judge's loop while its requests are in flight (``grounded.GroundingWhileJudging``): started
-    with the rows, told each row's claims as they are extracted, closed when every row is judged, then awaited."""
+    """Work done while the judge's requests are in flight (``grounded.GroundingWhileJudging`` on the judge's loop,
+    ``grounded.GroundingInAnotherProcess`` beside it): started with the rows, told each row's claims as they are
+    extracted, closed when every row is judged, then awaited."""
 
     async def run(self) -> None: ...
 

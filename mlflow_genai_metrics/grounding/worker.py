@@ -1,0 +1,75 @@
+"""The grounding check in a process of its own, filling the grounding cache while the caller does other work.
+
+    python -m mlflow_genai_metrics.grounding.worker      # reads JSON lines on standard input
+
+The first line names the cache folder, ``{"cache": DIR}``; then each line is one row, its summary and the claims
+judged so far, ``{"source": "...", "summary": "...", "claims": [...]}`` (``cached_groundings`` and
+``cached_supports`` on one index of the source; ``summary`` may be left out), or a batch of rows,
+``{"sources": [...], "summaries": [...]}``. End of input ends the process (exit 0). Anything else, or a failure,
+is written to standard error and exits 1: what it had stored stays stored, the rest is left for the caller to
+compute. Nothing is written to standard output.
+
+``summarization.grounded.GroundingInAnotherProcess`` starts it for a large run, so the check uses another core
+instead of holding the judge's loop; it is a plain interpreter started with ``-m`` (never a fork of the caller,
+nor a re-import of the caller's script, as ``multiprocessing`` would do), and it lowers its own priority so that
+it takes only the CPU the caller leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from .cache import GroundingCache, cached_groundings, cached_supports
+from .features import SourceIndex
+
+
+def serve(stream: BinaryIO) -> None:
+    """Fill the cache named by the first line with what the next lines ask, until the input ends. The lines that
+    have arrived together are scored together (one model pass, one write), so a worker that falls behind catches
+    up faster."""
+    lines = _batches(stream)
+    first = next(lines, [])
+    if not first:
+        return
+    cache = GroundingCache(json.loads(first[0])["cache"])
+    try:
+        _score(first[1:], cache)
+        for batch in lines:
+            _score(batch, cache)
+    finally:
+        cache.close()
+
+
+def _batches(stream: BinaryIO) -> Iterator[list[bytes]]:
+    """The complete lines of ``stream``, a list of those that arrived together at a time."""
+    pending = b""
+    while chunk := stream.read1(1 << 20):
+        *lines, pending = (pending + chunk).split(b"\n")
+        if lines:
+            yield lines
+    if pending.strip():
+        yield [pending]
+
+
+def _score(lines: list[bytes], cache: GroundingCache) -> None:
+    tasks = [json.loads(line) for line in lines if line.strip()]
+    sources = [source for t in tasks for source in t.get("sources", [t["source"]] if "summary" in t else [])]
+    summaries = [summary for t in tasks for summary in t.get("summaries", [t["summary"]] if "summary" in t else [])]
+    claims = [(claim, t["source"]) for t in tasks for claim in t.get("claims", [])]
+    indexes: dict[str, SourceIndex] = {}  # one index per source for these lines' summaries and claims, gone after
+    if summaries:
+        cached_groundings(sources, summaries, cache, indexes)
+    if claims:
+        cached_supports([c for c, _ in claims], [s for _, s in claims], cache, indexes)
+
+
+if __name__ == "__main__":
+    if hasattr(os, "nice"):
+        os.nice(10)  # behind the caller: the judge's loop and the endpoint get the cores first, this gets what is left
+    serve(sys.stdin.buffer)
+    sys.stderr.flush()
+    os._exit(0)  # everything is stored: the interpreter's teardown (a third of a second) would only delay the caller

@@ -1,0 +1,181 @@
+"""The grounding check in a process of its own (``grounding.worker``), for large runs: the same numbers as on the
+judge's loop, stored while the judge waits, a worker that fails or cannot start costing nothing but time, and a
+stopped run taking its worker with it."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import sqlite3
+import sys
+import time
+
+import pytest
+from helpers import judge_for
+
+from mlflow_genai_metrics import JudgeConfigError, judge_summaries
+from mlflow_genai_metrics.grounding import GroundingCache, cached_groundings, cached_supports
+from mlflow_genai_metrics.grounding.worker import serve
+from mlflow_genai_metrics.summarization import grounded
+from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
+
+ROWS = grounded.ROWS_FOR_A_PROCESS + 16
+SOURCES = [f"Article {i}: the council approved budget {i} on Monday. The mayor welcomed budget {i}. Critics objected to cuts." for i in range(ROWS)]
+SUMMARIES = [f"The council approved budget {i}. The mayor welcomed it." if i % 3 else f"The council rejected budget {i + 7} on Friday." for i in range(ROWS)]
+
+
+def stored(directory) -> tuple[int, int]:
+    """(rows, claims) in the grounding cache file under ``directory``."""
+    path = directory / "grounding-cache.sqlite3"
+    if not path.exists():
+        return 0, 0
+    with sqlite3.connect(path) as db:
+        keys = [k for (k,) in db.execute("SELECT key FROM grounding")]
+    return sum("|claim:" not in k for k in keys), sum("|claim:" in k for k in keys)
+
+
+class Spy:
+    """Records every ``GroundingInAnotherProcess`` made (the worker it started, if any)."""
+
+    def __init__(self, monkeypatch, command=None):
+        self.made: list[grounded.GroundingInAnotherProcess] = []
+        original = grounded.GroundingInAnotherProcess.__init__
+        spy = self
+
+        def init(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            if command is not None:
+                self.command = command
+            spy.made.append(self)
+
+        monkeypatch.setattr(grounded.GroundingInAnotherProcess, "__init__", init)
+
+
+def row_columns(result) -> list[tuple]:
+    rows = result.rows.sort_values("id")
+    return list(zip(rows["id"], rows["grounding"], rows["grounded"], rows["grounding_reasoning"]))
+
+
+def claim_columns(result) -> list[tuple]:
+    claims = result.claims.sort_values(["id", "claim"])
+    return list(zip(claims["id"], claims["claim"], claims["lexical_support"].round(12), claims["suspect"]))
+
+
+def test_a_large_run_checks_in_another_process_while_the_judge_waits_with_the_in_loop_numbers(scripted_server, tmp_path, monkeypatch):
+    """Before the judge's last answer every row is stored (the worker checked each as its claims came), and the
+    rows and claims are exactly those the check gives on the judge's loop."""
+    judge_script, seen = SummarizationJudgeScript(), {}
+
+    def script(request):
+        if request.index == 2 * ROWS - 1:  # the last verification: every row's claims were extracted before it
+            deadline = time.monotonic() + 30
+            while stored(tmp_path / "worker")[0] < ROWS and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen["rows"], seen["claims"] = stored(tmp_path / "worker")
+        return judge_script(request)
+
+    spy = Spy(monkeypatch)
+    server = scripted_server(script)
+    ids = list(range(ROWS))
+    judge = judge_for(server, cache_dir=tmp_path / "worker", max_concurrency=8)
+    worker = judge_summaries(SOURCES, SUMMARIES, judge=judge, coverage=False, ids=ids)
+    assert len(spy.made) == 1 and spy.made[0]._process is not None and spy.made[0]._process.returncode == 0
+    assert seen["rows"] == ROWS and seen["claims"] > 0
+
+    monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)  # the same run, the check on the judge's loop
+    in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
+    assert len(spy.made) == 1
+    assert row_columns(worker) == row_columns(in_loop)
+    assert claim_columns(worker) == claim_columns(in_loop)
+    assert worker.rows["grounded"].sum() == in_loop.rows["grounded"].sum() < ROWS  # the rejected budgets are not grounded
+
+
+def test_a_rerun_starts_no_worker_and_a_small_run_none(scripted_server, tmp_path, monkeypatch):
+    spy = Spy(monkeypatch)
+    server = scripted_server(SummarizationJudgeScript())
+    judge = judge_for(server, cache_dir=tmp_path / "cache", max_concurrency=8)
+    judge_summaries(SOURCES, SUMMARIES, judge=judge, coverage=False)
+    judge_summaries(SOURCES, SUMMARIES, judge=judge, coverage=False)  # every row from the caches
+    judge_summaries(SOURCES[:20], [s + " Extra." for s in SUMMARIES[:20]], judge=judge, coverage=False)
+    assert len(spy.made) == 1
+
+
+@pytest.mark.parametrize("command, said", [
+    ((sys.executable, "-c", "import sys; sys.stdin.readline(); sys.stderr.write('worker broke'); sys.exit(3)"), "exit 3: worker broke"),
+    (("/nonexistent/python-for-grounding",), "could not start a process of its own"),
+])
+def test_a_worker_that_fails_or_cannot_start_costs_only_time(scripted_server, tmp_path, monkeypatch, caplog, command, said):
+    """Nothing stored by the worker: the check then scores every row after the judge, the same numbers, with a
+    warning that says why."""
+    spy = Spy(monkeypatch, command=command)
+    server = scripted_server(SummarizationJudgeScript())
+    ids = list(range(ROWS))
+    with caplog.at_level(logging.WARNING, logger=grounded.__name__):
+        failed = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "failed", max_concurrency=8), coverage=False, ids=ids)
+    assert len(spy.made) == 1 and said in caplog.text
+    monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
+    in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
+    assert row_columns(failed) == row_columns(in_loop) and claim_columns(failed) == claim_columns(in_loop)
+    assert failed.rows["grounding"].notna().all()
+
+
+def test_a_stopped_run_kills_its_worker(scripted_server, tmp_path, monkeypatch):
+    """A configuration error after the worker has started (403 once a few rows are judged) raises at once, and
+    the worker is gone with the run: killed and reaped, not left scoring."""
+    spy = Spy(monkeypatch)
+    judge_script = SummarizationJudgeScript()
+    server = scripted_server(lambda request: judge_script(request) if request.index < 60 else Fault.http(403, "Project does not have access to model"))
+    with pytest.raises(JudgeConfigError, match="refused access"):
+        judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "cache", max_concurrency=4), coverage=False)
+    process = spy.made[0]._process
+    assert process is not None and process.returncode is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(process.pid, 0)  # reaped: no such process any more
+    assert stored(tmp_path / "cache")[0] < ROWS
+
+
+class Pipe(io.RawIOBase):
+    """A stream that hands out ``chunks`` one a read, as a pipe hands out what has arrived."""
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks = list(chunks)
+
+    def read1(self, n: int = -1) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+
+def pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[start : start + size] for start in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("size", [7, 1 << 20])
+def test_the_worker_stores_what_its_lines_ask_however_they_arrive(tmp_path, size):
+    """Rows with their claims, claims alone and batches of rows, split at any byte: the cache ends with exactly
+    what ``cached_groundings`` and ``cached_supports`` give."""
+    lines = [{"cache": str(tmp_path / "worker")},
+             {"source": SOURCES[0], "summary": SUMMARIES[0], "claims": ["The council approved budget 0."]},
+             {"source": SOURCES[1], "claims": ["The mayor welcomed it.", "Budget 1 doubled ünexpectedly."]},
+             {"sources": SOURCES[2:5], "summaries": SUMMARIES[2:5]}]
+    serve(Pipe(pieces("".join(json.dumps(line) + "\n" for line in lines).encode("utf-8"), size)))
+    worker, direct = GroundingCache(tmp_path / "worker"), GroundingCache(tmp_path / "direct")
+    try:
+        pairs = [(SOURCES[0], SUMMARIES[0]), *zip(SOURCES[2:5], SUMMARIES[2:5])]
+        claims = [("The council approved budget 0.", SOURCES[0]), ("The mayor welcomed it.", SOURCES[1]), ("Budget 1 doubled ünexpectedly.", SOURCES[1])]
+        expected_rows, computed, _ = cached_groundings([s for s, _ in pairs], [m for _, m in pairs], direct)
+        expected_claims = cached_supports([c for c, _ in claims], [s for _, s in claims], direct)
+        assert stored(tmp_path / "worker") == (4, 3)
+        assert cached_groundings([s for s, _ in pairs], [m for _, m in pairs], worker) == (expected_rows, 0, 4)
+        assert cached_supports([c for c, _ in claims], [s for _, s in claims], worker) == expected_claims
+    finally:
+        worker.close()
+        direct.close()
+
+
+def test_a_bad_line_fails_the_worker_with_what_it_stored_kept(tmp_path):
+    """The rows that arrived before a bad line are stored; the bad line raises (the process exits 1 and says why)."""
+    good = (json.dumps({"cache": str(tmp_path)}) + "\n" + json.dumps({"sources": SOURCES[:2], "summaries": SUMMARIES[:2]}) + "\n").encode("utf-8")
+    with pytest.raises(json.JSONDecodeError):
+        serve(Pipe([good, b"not json\n", json.dumps({"sources": SOURCES[2:4], "summaries": SUMMARIES[2:4]}).encode("utf-8") + b"\n"]))
+    assert stored(tmp_path) == (2, 0)
