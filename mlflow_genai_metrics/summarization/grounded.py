@@ -168,7 +168,7 @@ class GroundingInAnotherProcess:
             process = await asyncio.create_subprocess_exec(
                 *self.command, env=environment,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        except OSError as error:
+        except (OSError, NotImplementedError) as error:  # NotImplementedError: an event loop with no subprocesses
             _log.warning("the grounding check could not start a process of its own (%s); it runs after the judge instead", error)
             return
         errors = asyncio.ensure_future(process.stderr.read())
@@ -197,9 +197,10 @@ class GroundingInAnotherProcess:
 
 
 def grounding_alongside(rows: Sequence[RowInput], cache: GroundingCache) -> GroundingWhileJudging | GroundingInAnotherProcess:
-    """The check to run while the judge waits: in a process of its own when a run has many rows the cache lacks and
-    the machine more than one core, else on the judge's loop (which reads the cached rows as it goes)."""
-    if len(rows) >= ROWS_FOR_A_PROCESS and (os.cpu_count() or 1) > 1:
+    """The check to run while the judge waits: in a process of its own when a run has many rows the cache lacks, the
+    machine more than one core and this process a Python interpreter to start (not a frozen application), else on
+    the judge's loop (which reads the cached rows as it goes)."""
+    if len(rows) >= ROWS_FOR_A_PROCESS and (os.cpu_count() or 1) > 1 and sys.executable and not getattr(sys, "frozen", False):
         missing = uncached_rows([r.source for r in rows], [r.summary for r in rows], cache)
         if len(missing) >= ROWS_FOR_A_PROCESS:
             return GroundingInAnotherProcess(rows, cache, missing)
