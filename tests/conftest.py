@@ -36,6 +36,10 @@ os.environ.setdefault("MGM_LOCAL_THREADS", "1")  # unless the run sets its own
 # loaded; every custom scorer loaded later in that process then refuses to run ("loaded without its code"), so one
 # test calling a scorer directly would fail another that loads one, depending on their order on a worker.
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+# MLflow's own judges (make_judge: tracking.one_call) look their model up in a catalogue they download from GitHub
+# at first use in a process; offline that is about 7 s of retries and a network attempt a test must not make. An
+# empty value is MLflow's documented switch for machines without network access.
+os.environ["MLFLOW_MODEL_CATALOG_URI"] = ""
 
 
 class Verdict(BaseModel):

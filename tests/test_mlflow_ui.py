@@ -120,3 +120,25 @@ def test_a_rag_applications_trace_shows_its_faithfulness_card_with_the_passage_a
     interact(url, click=OPEN_CARD, wait_for=[card_shows("No"), drawer_says("1 unverifiable claim (the passages do not support it)"),
                                              drawer_says(f"unverifiable: {INVENTED}"), drawer_says("(passage 1: “Tomas Reyes won the Coastal Book Prize")],
              screenshot=tmp_path / "rag-card.png")
+
+
+def test_the_one_call_judges_card_sits_beside_ours_with_its_numbered_claims(scripted_server, mlflow_ui, ui_store, tmp_path, monkeypatch):
+    # issue 29: MLflow's own make_judge variant (tracking.make_claim_judge) in the real UI, its card beside ours
+    from test_mlflow_judges import CONTRADICTED, records, row_id, run_traces
+
+    from mlflow_genai_metrics.tracking import make_claim_judge
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local")  # MLflow's judges read it; the loopback server takes any value
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    judge = judge_for(server)
+    result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=[ClaimAlignment(judge), make_claim_judge(judge)])
+    trace = next(t for t in run_traces(result.run_id) if row_id(t) == "biz/1")
+    url = mlflow_ui.trace_url(trace.info.experiment_id, trace.info.trace_id)
+    # Both cards, each expanded once (whichever comes first): its rationale is the numbered claims, shown as a list.
+    toggles = f"document.querySelectorAll({OPEN_CARD[2]!r})"
+    expand_both = f"window.mgmExpanded ||= ({toggles}.length >= 2 && ([...{toggles}].forEach(toggle => toggle.click()), true))"
+    interact(url, click=OPEN_CARD[:2], wait_for=[expand_both, drawer_says("claim_alignment_one_call"), drawer_says("claim_alignment\n"),
+                                                 card_shows("No"), drawer_says(f"{CONTRADICTED} - no: rule for claim 1"),
+                                                 drawer_says(f"contradicted: {CONTRADICTED}"), drawer_says("openai:/scripted-judge")],
+             screenshot=tmp_path / "one-call-card.png")
+    assert (tmp_path / "one-call-card.png").stat().st_size > 10_000
