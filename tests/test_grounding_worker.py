@@ -179,3 +179,28 @@ def test_a_bad_line_fails_the_worker_with_what_it_stored_kept(tmp_path):
     with pytest.raises(json.JSONDecodeError):
         serve(Pipe([good, b"not json\n", json.dumps({"sources": SOURCES[2:4], "summaries": SUMMARIES[2:4]}).encode("utf-8") + b"\n"]))
     assert stored(tmp_path) == (2, 0)
+
+
+def test_a_source_shared_by_many_rows_is_indexed_once_however_its_rows_arrive(tmp_path, monkeypatch):
+    """Ten summaries of one article, each with its claims, in ten reads: one index of the article (the worker keeps
+    the latest sources' indexes); the oldest are let go past ``KEPT_INDEXES``."""
+    from mlflow_genai_metrics.grounding import scoring, worker
+
+    built = []
+    original = scoring.SourceIndex
+
+    def counted(text):
+        built.append(text)
+        return original(text)
+
+    monkeypatch.setattr(scoring, "SourceIndex", counted)
+    monkeypatch.setattr(worker, "KEPT_INDEXES", 2)
+    article = SOURCES[0]
+    reads = [(json.dumps({"cache": str(tmp_path)}) + "\n").encode("utf-8")]
+    reads += [(json.dumps({"source": article, "summary": f"The council approved budget 0 in week {week}.", "claims": [f"Budget 0 passed in week {week}."]}) + "\n").encode("utf-8")
+              for week in range(10)]
+    reads += [(json.dumps({"source": source, "summary": SUMMARIES[i + 1]}) + "\n").encode("utf-8") for i, source in enumerate(SOURCES[1:4])]
+    reads.append((json.dumps({"source": article, "summary": "The mayor welcomed budget 0."}) + "\n").encode("utf-8"))
+    serve(Pipe(reads))
+    assert built.count(article) == 2  # once for its ten rows; again after three other sources pushed it out
+    assert stored(tmp_path) == (14, 10)

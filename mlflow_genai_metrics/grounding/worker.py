@@ -26,20 +26,23 @@ from typing import BinaryIO
 from .cache import GroundingCache, cached_groundings, cached_supports
 from .features import SourceIndex
 
+KEPT_INDEXES = 64  # sources whose index the worker keeps for their next rows (a BBC article's: tens of kB)
+
 
 def serve(stream: BinaryIO) -> None:
     """Fill the cache named by the first line with what the next lines ask, until the input ends. The lines that
     have arrived together are scored together (one model pass, one write), so a worker that falls behind catches
-    up faster."""
+    up faster; the latest sources' indexes are kept, so a source shared by many rows is indexed once."""
     lines = _batches(stream)
     first = next(lines, [])
     if not first:
         return
     cache = GroundingCache(json.loads(first[0])["cache"])
     try:
-        _score(first[1:], cache)
+        recent: dict[str, SourceIndex] = {}  # the latest sources' indexes, oldest first: a shared source is indexed once
+        _score(first[1:], cache, recent)
         for batch in lines:
-            _score(batch, cache)
+            _score(batch, cache, recent)
     finally:
         cache.close()
 
@@ -55,16 +58,25 @@ def _batches(stream: BinaryIO) -> Iterator[list[bytes]]:
         yield [pending]
 
 
-def _score(lines: list[bytes], cache: GroundingCache) -> None:
+def _keep_recent(recent: dict[str, SourceIndex], sources: list[str]) -> None:
+    """Mark ``sources`` as the newest in ``recent``, and drop its oldest indexes beyond ``KEPT_INDEXES``."""
+    for source in dict.fromkeys(sources):
+        if source in recent:
+            recent[source] = recent.pop(source)
+    while len(recent) > KEPT_INDEXES:
+        del recent[next(iter(recent))]
+
+
+def _score(lines: list[bytes], cache: GroundingCache, recent: dict[str, SourceIndex]) -> None:
     tasks = [json.loads(line) for line in lines if line.strip()]
     sources = [source for t in tasks for source in t.get("sources", [t["source"]] if "summary" in t else [])]
     summaries = [summary for t in tasks for summary in t.get("summaries", [t["summary"]] if "summary" in t else [])]
     claims = [(claim, t["source"]) for t in tasks for claim in t.get("claims", [])]
-    indexes: dict[str, SourceIndex] = {}  # one index per source for these lines' summaries and claims, gone after
     if summaries:
-        cached_groundings(sources, summaries, cache, indexes)
+        cached_groundings(sources, summaries, cache, recent)
     if claims:
-        cached_supports([c for c, _ in claims], [s for _, s in claims], cache, indexes)
+        cached_supports([c for c, _ in claims], [s for _, s in claims], cache, recent)
+    _keep_recent(recent, sources + [s for _, s in claims])
 
 
 if __name__ == "__main__":
