@@ -73,13 +73,17 @@ def _through_cache(keys: list[Key], cache: GroundingCache | None, compute) -> tu
     return [found[key] for key in keys], len(missing), hits
 
 
+def _row_keys(tag: str, sources: Sequence[str], summaries: Sequence[str]) -> list[Key]:
+    return [(tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+
+
 def cached_groundings(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache | None,
                       indexes: dict[str, SourceIndex] | None = None) -> tuple[list[RowGrounding], int, int]:
     """Each (source, summary) pair's ``RowGrounding`` with the shipped model, computed once per distinct pair and
     only when the cache lacks it; also how many pairs were computed now and how many rows came from the cache.
     ``indexes``: the caller's source indexes (``scoring.source_indexes``), shared with its next call."""
     model = load_model()
-    keys = [(model.tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+    keys = _row_keys(model.tag, sources, summaries)
     return _through_cache(
         keys, cache, lambda positions: score_pairs([sources[p] for p in positions], [summaries[p] for p in positions], model=model, indexes=indexes)
     )
@@ -87,8 +91,7 @@ def cached_groundings(sources: Sequence[str], summaries: Sequence[str], cache: G
 
 def uncached_rows(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache) -> list[int]:
     """The positions of the (source, summary) pairs whose grounding the cache lacks."""
-    tag = load_model().tag
-    keys = [(tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+    keys = _row_keys(load_model().tag, sources, summaries)
     stored = cache.get_many(keys)
     return [position for position, key in enumerate(keys) if key not in stored]
 
