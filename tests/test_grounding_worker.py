@@ -19,7 +19,7 @@ from mlflow_genai_metrics import JudgeConfigError, judge_summaries
 from mlflow_genai_metrics.grounding import GroundingCache, cached_groundings, cached_supports
 from mlflow_genai_metrics.grounding.worker import serve
 from mlflow_genai_metrics.summarization import grounded
-from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
+from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 
 ROWS = grounded.ROWS_FOR_A_PROCESS + 16
 SOURCES = [f"Article {i}: the council approved budget {i} on Monday. The mayor welcomed budget {i}. Critics objected to cuts." for i in range(ROWS)]
@@ -204,3 +204,31 @@ def test_a_source_shared_by_many_rows_is_indexed_once_however_its_rows_arrive(tm
     serve(Pipe(reads))
     assert built.count(article) == 2  # once for its ten rows; again after three other sources pushed it out
     assert stored(tmp_path) == (14, 10)
+
+
+def test_rows_the_judge_failed_on_are_checked_by_the_worker_too(scripted_server, tmp_path, monkeypatch):
+    """A judge that answers no JSON for a third of the rows' claims: those rows carry their error and no claim, and
+    still get their grounding (sent to the worker when the judge is done), the in-loop check's numbers."""
+    def fault(request, kind):
+        text = json.dumps(request.body["messages"])
+        return Reply("no JSON here, sorry") if kind == "claims" and "rejected budget" in text else None
+
+    spy, computed_after = Spy(monkeypatch), []
+    read_back = grounded.cached_groundings
+
+    def reading_back(*args, **kwargs):  # ground_judgements' read after the judge: what it had to compute itself
+        found = read_back(*args, **kwargs)
+        computed_after.append(found[1])
+        return found
+
+    monkeypatch.setattr(grounded, "cached_groundings", reading_back)
+    server = scripted_server(SummarizationJudgeScript(fault=fault))
+    ids = list(range(ROWS))
+    worker = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "worker", max_concurrency=8), coverage=False, ids=ids)
+    failed = worker.rows["error"] != ""
+    assert len(spy.made) == 1 and spy.made[0]._process.returncode == 0
+    assert failed.sum() == sum(1 for s in SUMMARIES if "rejected" in s) and worker.rows["grounding"].notna().all()
+    assert computed_after == [0]  # every row, failed ones included, was scored by the worker
+    monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
+    in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
+    assert row_columns(worker) == row_columns(in_loop) and claim_columns(worker) == claim_columns(in_loop)
