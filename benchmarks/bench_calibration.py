@@ -1,41 +1,46 @@
-"""Calibration of the paired tests and the confidence intervals, by simulation with known truth.
+"""Calibration of the paired tests, the confidence intervals and the gate, by simulation with known truth.
 
-    .venv/bin/python benchmarks/bench_calibration.py                  # the full run, n = 2 .. 1000: ~2,100 CPU s
-    .venv/bin/python benchmarks/bench_calibration.py --quick          # under a minute on 2 cores: 200 reps, n <= 30
-    .venv/bin/python benchmarks/bench_calibration.py --ns 5 30 --reps 400 --metrics richness bleu
+    .venv/bin/python benchmarks/bench_calibration.py                  # the full run, n = 2 .. 1000, and the gate
+    .venv/bin/python benchmarks/bench_calibration.py --quick          # a few minutes on 2 cores: 200 reps, n <= 30
+    .venv/bin/python benchmarks/bench_calibration.py --ns 5 30 --reps 400 --metrics richness bleu --gate-reps 0
 
 For every metric kind of ``guide/metrics.md`` ("Comparing two runs") simulated paired runs A and B, whose true
 aggregates are known, are given to the very functions a comparison and a gate call:
 
 - proportion (``alignment``): 0/1 rows from a Gaussian copula (a latent per-row quality shared by the pair,
-  correlation 0.5 on the latent scale), test ``paired.paired_proportion`` (exact McNemar, Newcombe's interval),
-  one aggregate ``stats.wilson_interval``;
+  correlation 0.5 on the latent scale), test ``paired.paired_proportion`` (exact McNemar, Tango's interval),
+  one aggregate ``stats.proportion_interval`` (Clopper-Pearson);
 - mean (``richness``: claim counts, Poisson-gamma mixtures; ``coverage``: covered key points k of K, K uniform in
-  3..8 and shared by the pair, k binomial with a Beta latent share), test ``paired.paired_ratio(kind="mean")``,
-  one aggregate ``stats.bootstrap_interval`` of ``RatioStatistic.mean_of``;
+  3..8 and shared by the pair, k binomial with a Beta latent share), test ``paired.paired_ratio(kind="mean")``
+  (its interval the paired t), one aggregate ``stats.bootstrap_interval`` (BCa) of ``RatioStatistic.mean_of``;
 - ratio (``claim_support_rate``: claims n_i negative binomial with a mean that falls as the latent support p_i
   rises, supported y_i ~ Binomial(n_i, p_i); rows with no claim included), test
-  ``paired.paired_ratio(kind="ratio")``, one aggregate ``stats.bootstrap_interval`` of ``RatioStatistic(y, n)``;
+  ``paired.paired_ratio(kind="ratio")`` (its interval MOVER with Fieller's per side), one aggregate
+  ``stats.ratio_interval`` (the logit delta method) of ``RatioStatistic(y, n)``;
 - corpus (``bleu``): a finite population of 5,000 synthetic segments' BLEU statistics under A and B, its true
   corpus difference computed on the whole population, n pairs drawn from it; test ``paired.paired_corpus``.
 
 Under the null A and B are exchangeable within a pair (same marginal, symmetric dependence; for the corpus each
 drawn pair's two systems are swapped at random), so the truth of B - A is 0; under the effect the truth is each
-scenario's stated effect. A test rejects when p < alpha (0.05), as the gate decides; "too few pairs to test"
-never rejects. Reported per scenario and n: the false-positive rate (two-sided, and one-sided "greater", the
-gate's), the power at the stated effect, and the coverage of the interval of one aggregate (A's, under the null)
-and of the difference (under the null and under the effect), each over the reps in which it was reported, beside
-the share reported. Every figure carries its Monte Carlo standard error.
+scenario's stated effect. A test rejects when p < alpha (0.05); "too few pairs to test" never rejects. Reported per
+scenario and n: the false-positive rate (two-sided, and one-sided "greater"), the power at the stated effect, and
+the coverage of the interval of one aggregate (A's, under the null) and of the difference (under the null and under
+the effect), each over the reps in which it was reported, beside the share reported. Every figure carries its Monte
+Carlo standard error. Below the table: the exact coverage of the Clopper-Pearson interval (a binomial sum) at the
+proportion scenarios' rates, the smallest exact coverage of Tango's paired interval (a trinomial sum, to n = 100),
+and the gate as users call it (``gate_scenarios``): the chance it registers an equal or worse candidate (skewed
+rows, unreadable rows counted against the candidate, retries, several candidates), beside its power.
 
 Targets: false-positive rate <= 0.05 and coverage >= 0.93 within Monte Carlo error; an interval reported must have
-width > 0, none may be reported below its kind's minimum n (2 rows for proportions, ``MIN_INTERVAL_ROWS`` for
-means and ratios, ``MIN_DIFFERENCE_ROWS`` for their paired differences, ``MIN_CORPUS_ROWS`` for the corpus), none may be missing at or above it unless the rows leave
-nothing to vary. A cell beyond 2 standard errors of its target is flagged ``(!)``; the exit code is 1 when a cell
-misses its target beyond Monte Carlo error across the whole table (an exact binomial test at a Bonferroni level,
-so that a correct implementation fails the gate with probability under 5% however many cells there are), or when
-any structural check fails, or when the exact coverage of the Wilson interval (a binomial sum, printed below the
-table for the proportion scenarios' rates) is under 0.93 at an n of the run. Resamples and permutations are 999 each by default (the package's defaults are 1,000
-and 9,999), to keep the run bounded.
+width > 0, none may be reported below its kind's minimum n (2 rows for proportions, ``MIN_PAIRED_PROPORTION_ROWS``
+for their paired difference, ``MIN_INTERVAL_ROWS`` for means, ``MIN_RATIO_ROWS`` for ratios, ``MIN_DIFFERENCE_ROWS``
+and ``MIN_RATIO_DIFFERENCE_ROWS`` for their paired differences, ``MIN_CORPUS_ROWS`` for the corpus), none may be
+missing at or above it unless the rows leave nothing to vary. A cell beyond 2 standard errors of its target is flagged
+``(!)``; the exit code is 1 when a cell misses its target beyond Monte Carlo error across its table (an exact binomial
+test at a Bonferroni level, so that a correct implementation fails with probability under 5% however many cells
+there are), when any structural check fails, when an exact coverage is under 0.93, or when the gate registers an
+equal or worse candidate more often than 0.05 beyond Monte Carlo error. Resamples and permutations are 999 each by
+default (the package's defaults are 1,000 and 9,999), to keep the run bounded.
 """
 
 from __future__ import annotations
@@ -51,11 +56,22 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
+from gate_scenarios import gate_scenarios, simulate_gate
 from scipy import stats as scipy_stats
 from scipy.special import expit, ndtr, ndtri
 
-from mlflow_genai_metrics.paired import MIN_CORPUS_ROWS, MIN_DIFFERENCE_ROWS, PairedTest, paired_corpus, paired_proportion, paired_ratio
-from mlflow_genai_metrics.stats import MIN_INTERVAL_ROWS, RatioStatistic, bootstrap_interval, wilson_interval
+from mlflow_genai_metrics.paired import (
+    MIN_CORPUS_ROWS,
+    MIN_DIFFERENCE_ROWS,
+    MIN_PAIRED_PROPORTION_ROWS,
+    MIN_RATIO_DIFFERENCE_ROWS,
+    PairedTest,
+    paired_corpus,
+    paired_proportion,
+    paired_ratio,
+    tango_interval,
+)
+from mlflow_genai_metrics.stats import MIN_INTERVAL_ROWS, MIN_RATIO_ROWS, RatioStatistic, bootstrap_interval, proportion_interval, ratio_interval
 
 ALPHA = 0.05
 COVERAGE_TARGET = 0.93
@@ -63,6 +79,7 @@ GATE_LEVEL = 0.05  # family-wise chance that a correct implementation fails the 
 NS = (2, 5, 10, 20, 30, 100, 1000)
 QUICK_NS = (2, 5, 10, 30)
 LARGE_N = 1000  # from this n on, --large-reps replications
+GATE_NS = (5, 20, 100, 200)
 POPULATION = 5000  # segments in the corpus population
 
 
@@ -294,18 +311,22 @@ def paired_test(kind: str, pairs: Pairs, alternative: str, *, resamples: int, pe
 def one_interval(kind: str, pairs: Pairs, *, resamples: int, seed: int) -> tuple[float, float] | None:
     """The interval of A's aggregate (None for the corpus kind: the package gives none)."""
     if kind == "proportion":
-        return wilson_interval(pairs.a.histogram())
-    if kind in ("mean", "ratio"):
+        return proportion_interval(pairs.a.histogram())
+    if kind == "mean":
         return bootstrap_interval(pairs.a, resamples=resamples, seed=seed)
+    if kind == "ratio":
+        return ratio_interval(pairs.a.histogram())
     return None
 
 
 def minimum_rows(kind: str, interval: str) -> int:
     """The fewest rows (or pairs) from which the interval must be reported."""
     if kind == "proportion":
-        return 2
+        return 2 if interval == "one" else MIN_PAIRED_PROPORTION_ROWS
     if kind == "corpus":
         return MIN_CORPUS_ROWS
+    if kind == "ratio":
+        return MIN_RATIO_ROWS if interval == "one" else MIN_RATIO_DIFFERENCE_ROWS
     return MIN_INTERVAL_ROWS if interval == "one" else MIN_DIFFERENCE_ROWS
 
 
@@ -323,21 +344,23 @@ def interval_expected(kind: str, pairs: Pairs, interval: str) -> tuple[bool, int
     rows leave the bootstrap something to vary."""
     if kind == "proportion":
         n = len(pairs.a.numerator)
-        return n >= 2, n
+        return n >= minimum_rows(kind, interval), n
     if kind == "corpus":
         n = len(pairs.a)
         return n >= MIN_CORPUS_ROWS and bool(np.any(np.ptp(np.column_stack([pairs.a, pairs.b]), axis=0) > 0)), n
     a, b = pairs.a, pairs.b
     if interval == "one":
         values = _ratios(a)
-        return len(values) >= MIN_INTERVAL_ROWS and _varies(values), len(values)
+        if kind == "ratio":  # every claim agreeing still has its exact bound; only one row or claim has none
+            return len(values) >= minimum_rows(kind, "one") and (_varies(values) or a.denominator.sum() >= 2), len(values)
+        return len(values) >= minimum_rows(kind, "one") and _varies(values), len(values)
     if kind == "mean":
         counted = (a.denominator > 0) & (b.denominator > 0)
         differences = b.numerator[counted] - a.numerator[counted]
         return counted.sum() >= MIN_DIFFERENCE_ROWS and _varies(differences), int(counted.sum())
     counted = int(((a.denominator > 0) | (b.denominator > 0)).sum())
     varies = _varies(_ratios(a)) or _varies(_ratios(b))
-    return counted >= MIN_DIFFERENCE_ROWS and varies, counted
+    return counted >= MIN_RATIO_DIFFERENCE_ROWS and varies, counted
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -446,33 +469,77 @@ def simulate(scenario: Scenario, n: int, reps: int, *, seed: int, index: int, re
     return cell
 
 
-def wilson_exact_coverage(n: int, rate: float) -> float:
-    """The exact coverage of ``wilson_interval`` over n rows of a proportion ``rate`` (a sum over the binomial
-    outcomes: the proportion scenarios' one-aggregate counts are binomial, so this is what their Monte Carlo
-    column estimates); NaN below 2 rows, where no interval is reported."""
+def proportion_exact_coverage(n: int, rate: float) -> float:
+    """The exact coverage of ``proportion_interval`` (Clopper-Pearson) over n rows of a proportion ``rate`` (a sum over
+    the binomial outcomes: the proportion scenarios' one-aggregate counts are binomial, so this is what their Monte
+    Carlo column estimates); NaN below 2 rows, where no interval is reported."""
     if n < 2:
         return math.nan
     covered = 0.0
     for successes in range(n + 1):
-        low, high = wilson_interval(RatioStatistic.mean_of(np.r_[np.ones(successes), np.zeros(n - successes)]).histogram())
+        low, high = proportion_interval(RatioStatistic.mean_of(np.r_[np.ones(successes), np.zeros(n - successes)]).histogram())
         covered += scipy_stats.binom.pmf(successes, n, rate) * (low <= rate <= high)
     return covered
 
 
-def wilson_lines(rates: list[float], ns: list[int]) -> tuple[list[str], list[str]]:
-    """A table of ``wilson_exact_coverage`` (the rates of A and B in the proportion scenarios), and its misses."""
-    lines = ["Exact coverage of the Wilson interval of one proportion (binomial sum, no Monte Carlo error):", "",
+def proportion_lines(rates: list[float], ns: list[int]) -> tuple[list[str], list[str]]:
+    """A table of ``proportion_exact_coverage`` (the rates of A and B in the proportion scenarios), and its misses."""
+    lines = ["Exact coverage of the Clopper-Pearson interval of one proportion (binomial sum, no Monte Carlo error):", "",
              "| rate | " + " | ".join(f"n={n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
     misses = []
     for rate in rates:
         cells = []
         for n in ns:
-            coverage = wilson_exact_coverage(n, rate)
+            coverage = proportion_exact_coverage(n, rate)
             missed = coverage < COVERAGE_TARGET
             cells.append("not reported" if math.isnan(coverage) else f"{coverage:.4f}" + (" **MISS**" if missed else ""))
             if missed:
-                misses.append(f"Wilson interval, rate {rate:g}, n={n}: exact coverage {coverage:.4f} < {COVERAGE_TARGET}")
+                misses.append(f"Clopper-Pearson interval, rate {rate:g}, n={n}: exact coverage {coverage:.4f} < {COVERAGE_TARGET}")
         lines.append(f"| {rate:g} | " + " | ".join(cells) + " |")
+    return lines, misses
+
+
+# The grid of (A alone, B alone) pair probabilities over which Tango's exact coverage is taken: every pair of shares
+# whose sum (the runs' disagreement) is at most TANGO_DISAGREEMENT.
+TANGO_SHARES = (0.001, 0.005, *np.round(np.arange(0.01, 0.5, 0.01), 2), 0.5)
+TANGO_DISAGREEMENT = 0.5
+TANGO_MAX_N = 100  # beyond it the sum over outcomes is too long for a benchmark; the simulation's column speaks there
+
+
+def tango_exact_coverage(n: int) -> tuple[float, tuple[float, float]]:
+    """The smallest exact coverage of ``paired.tango_interval`` over n pairs, across ``TANGO_SHARES`` (a sum over
+    every outcome (A alone, B alone, the rest) of the trinomial), and where it is."""
+    outcomes = [(b, c) for b in range(n + 1) for c in range(n + 1 - b)]
+    intervals = np.array([tango_interval(b, c, n) for b, c in outcomes])
+    counts = np.array([(b, c, n - b - c) for b, c in outcomes])
+    worst = (1.0, (math.nan, math.nan))
+    for only_a in TANGO_SHARES:
+        for only_b in TANGO_SHARES:
+            if only_a + only_b > TANGO_DISAGREEMENT + 1e-12:
+                continue
+            truth = only_b - only_a
+            chances = np.exp(scipy_stats.multinomial.logpmf(counts, n, [only_a, only_b, 1 - only_a - only_b]))
+            covered = float(chances[(intervals[:, 0] <= truth + 1e-12) & (truth - 1e-12 <= intervals[:, 1])].sum())
+            if covered < worst[0]:
+                worst = (covered, (only_a, only_b))
+    return worst
+
+
+def tango_lines(ns: list[int]) -> tuple[list[str], list[str]]:
+    """The smallest exact coverage of Tango's paired interval at each n of the run it is reported at (to TANGO_MAX_N)."""
+    shown = [n for n in ns if MIN_PAIRED_PROPORTION_ROWS <= n <= TANGO_MAX_N]
+    if not shown:
+        return [], []
+    lines = [f"Smallest exact coverage of Tango's interval of a paired difference of proportions (a sum over every outcome; "
+             f"shares of pairs 'A alone' and 'B alone' from 0.001 to 0.5, disagreeing on at most {TANGO_DISAGREEMENT:g} of the pairs):",
+             "", "| n | smallest coverage | at (A alone, B alone) |", "|---|---|---|"]
+    misses = []
+    for n in shown:
+        coverage, (only_a, only_b) = tango_exact_coverage(n)
+        missed = coverage < COVERAGE_TARGET
+        lines.append(f"| {n} | {coverage:.4f}{' **MISS**' if missed else ''} | ({only_a:g}, {only_b:g}) |")
+        if missed:
+            misses.append(f"Tango interval, n={n}: smallest exact coverage {coverage:.4f} < {COVERAGE_TARGET} at ({only_a:g}, {only_b:g})")
     return lines, misses
 
 
@@ -600,6 +667,41 @@ def table(cells: list[Cell], verdict: Verdict) -> list[str]:
     return lines
 
 
+def _gate_task(task: tuple) -> tuple[int, int]:
+    index, n, reps, seed = task
+    return simulate_gate(index, n, reps, seed)
+
+
+def gate_lines(ns: list[int], reps: int, seed: int, jobs: int) -> tuple[list[str], list[str]]:
+    """The chance that the gate registers each scenario's candidate (``gate_scenarios``), and the misses: an equal or
+    worse candidate registered more often than ALPHA beyond Monte Carlo error (an exact binomial test at a Bonferroni
+    level over the gate's cells)."""
+    everything = gate_scenarios()
+    tasks = [(i, n, reps, seed) for i, scenario in enumerate(everything) for n in ns if not scenario.attempts or n == max(ns)]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            done = list(pool.map(_gate_task, tasks))
+    else:
+        done = [_gate_task(task) for task in tasks]
+    checked = sum(everything[i].truth != "better" for i, *_ in tasks)
+    level = GATE_LEVEL / max(checked, 1)
+    lines = ["The gate as users call it (compare_results with unreadable rows counted, then decide at the attempt's level): "
+             f"the chance it registers the candidate, {reps} replications per cell; an equal or worse one must stay at "
+             f"{ALPHA} or below.", "", "| candidate | beat metric | truth | n | registered |", "|---|---|---|---|---|"]
+    misses = []
+    for (index, n, *_), (hits, total) in zip(tasks, done):
+        scenario = everything[index]
+        text = _share(hits, total)
+        if scenario.truth != "better" and fpr_bad(hits, total, level):
+            text += " **MISS**"
+            misses.append(f"gate: {scenario.name}, n={n}: registered {hits}/{total} = {hits / total:.3f} (an {scenario.truth} candidate)")
+        elif scenario.truth != "better" and beyond_two_se_fpr(hits, total):
+            text += " (!)"
+        shown_n = f"{'20..' if scenario.attempts else ''}{n}"
+        lines.append(f"| {scenario.name} | {scenario.beat_metric} | {scenario.truth} | {shown_n} | {text} |")
+    return lines, misses
+
+
 def _run(task: tuple) -> Cell:
     scenario_index, n, reps, seed, resamples, permutations = task
     return simulate(scenarios(seed)[scenario_index], n, reps, seed=seed, index=scenario_index, resamples=resamples,
@@ -617,6 +719,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="worker processes (default 2, or 1 on one core); the figures do not depend on it")
+    parser.add_argument("--gate-ns", type=int, nargs="*", default=list(GATE_NS), help=f"pairs for the gate's scenarios (default {' '.join(map(str, GATE_NS))})")
+    parser.add_argument("--gate-reps", type=int, default=None, help="replications per gate scenario and n (default 1000; --quick 200; 0 skips the gate)")
     parser.add_argument("--quick", action="store_true", help=f"n in {' '.join(map(str, QUICK_NS))}, 200 reps (a smoke run)")
     args = parser.parse_args(argv)
     ns = args.ns or (QUICK_NS if args.quick else NS)
@@ -658,10 +762,14 @@ def main(argv: list[str] | None = None) -> int:
     verdict.misses += [f"structural: {failure}" for failure in structural]
     rates = sorted({round(r, 6) for i in selected if everything[i].kind == "proportion"
                     for r in (everything[i].truth, everything[i].truth + everything[i].truth_difference)})
-    wilson, wilson_misses = wilson_lines(rates, list(ns)) if rates else ([], [])
-    verdict.misses += wilson_misses
+    exact, exact_misses = proportion_lines(rates, list(ns)) if rates else ([], [])
+    verdict.misses += exact_misses
+    tango, tango_misses = tango_lines(list(ns)) if rates else ([], [])
+    verdict.misses += tango_misses
+    gate, gate_misses = gate_lines(args.gate_ns, args.gate_reps or (200 if args.quick else 1000), args.seed, args.jobs) if args.gate_reps != 0 else ([], [])
+    verdict.misses += gate_misses
 
-    out = ["", *table(cells, verdict), "", *wilson, "",
+    out = ["", *table(cells, verdict), "", *exact, "", *tango, "", *gate, "",
            "FPR: share of null replications where the test rejected (over all replications; 'tested' is the share that "
            "were not 'too few pairs'). Coverage: over the replications where the interval was reported (share in brackets). "
            f"± is one Monte Carlo standard error. (!): beyond 2 SE of the target (FPR {ALPHA}, coverage {COVERAGE_TARGET}); "

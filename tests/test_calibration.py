@@ -21,6 +21,7 @@ from scipy import stats as scipy_stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench_calibration  # noqa: E402
+import gate_scenarios  # noqa: E402
 from bench_calibration import ALPHA, minimum_rows, scenarios, simulate, structural_checks  # noqa: E402
 
 SEED = 20261201
@@ -73,9 +74,10 @@ def test_at_two_pairs_no_test_runs_and_no_interval_has_zero_width(index):
     assert set(cell.tested.values()) == {0}, cell.tested  # "too few pairs to test", both sides, null and effect
     for tally in (cell.one, cell.difference_null, cell.difference_effect):
         assert tally.zero_width == 0 and tally.below_minimum == 0 and tally.missing == 0, tally.examples
-    # Proportions keep an honest interval from 2 rows; means, ratios and the corpus (their minimum n is higher) none.
+    # A proportion keeps an honest interval from 2 rows; its paired difference, means, ratios and the corpus (their
+    # minimum n is higher) none.
     reported = [cell.one.reported, cell.difference_null.reported, cell.difference_effect.reported]
-    assert reported == ([cell.reps] * 3 if scenario.kind == "proportion" else [0, 0, 0])
+    assert reported == ([cell.reps, 0, 0] if scenario.kind == "proportion" else [0, 0, 0])
 
 
 @pytest.mark.parametrize("n", FPR_NS)
@@ -115,14 +117,33 @@ def test_the_simulated_bleu_is_sacrebleus():
     assert bench_calibration.check_bleu(null_a, np.random.default_rng(1), samples=100) == 100
 
 
-def test_the_exact_wilson_coverage_matches_a_hand_computed_case():
-    # 2 rows at rate 0.95: 2 successes give [0.34, 1] (covers), 1 gives [0.09, 0.91] and 0 gives [0, 0.66] (both
-    # miss), so the exact coverage is P(2 successes) = 0.95^2, under the 0.93 target.
-    assert math.isclose(bench_calibration.wilson_exact_coverage(2, 0.95), 0.95**2, rel_tol=1e-12)
+def test_the_exact_clopper_pearson_coverage_matches_a_hand_computed_case():
+    # 2 rows at rate 0.95: 2 successes give [0.158, 1] (covers), 1 gives [0.013, 0.987] (covers), 0 gives [0, 0.842]
+    # (misses), so the exact coverage is 1 - P(0 successes) = 1 - 0.05^2.
+    assert math.isclose(bench_calibration.proportion_exact_coverage(2, 0.95), 1 - 0.05**2, rel_tol=1e-12)
+
+
+def test_tango_s_smallest_exact_coverage_is_on_target_where_it_is_reported():
+    coverage, where = bench_calibration.tango_exact_coverage(bench_calibration.MIN_PAIRED_PROPORTION_ROWS)
+    assert coverage >= COVERAGE_REFERENCE, (coverage, where)
+
+
+@pytest.mark.parametrize(("index", "n", "most"), [
+    pytest.param(1, 40, 0, id="20%-unreadable-worse-counted"),
+    pytest.param(2, 40, 0, id="40%-unreadable-worse-counted"),
+    pytest.param(3, 100, 0, id="skewed-equal-ratio-too-few-pairs"),
+    pytest.param(0, 100, 11, id="equal-proportion"),
+])
+def test_the_gate_does_not_register_equal_or_worse_candidates(index, n, most):
+    # 60 seeded replications of the gate as users call it; "most" is the binomial bound of a 0.05 chance (P < 1e-4
+    # to exceed it) where registering can happen at all, 0 where a rule must refuse every one
+    hits, reps = gate_scenarios.simulate_gate(index, n, 60, SEED)
+    assert reps == 60 and hits <= most, f"{gate_scenarios.gate_scenarios()[index].name}: registered {hits}/60"
 
 
 def test_the_script_prints_its_table_and_gates_on_it(capsys):
-    code = bench_calibration.main(["--ns", "2", "30", "--reps", "8", "--metrics", "richness", "bleu", "--jobs", "1", "--resamples", "99"])
+    code = bench_calibration.main(["--ns", "2", "30", "--reps", "8", "--metrics", "richness", "bleu", "--jobs", "1", "--resamples", "99",
+                                   "--gate-reps", "0"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(("| richness |", "| bleu |"))]
     assert len(rows) == 2 * 4 and all(len(row.split("|")) == 14 for row in rows)  # 3 richness + 1 bleu scenario, 2 n

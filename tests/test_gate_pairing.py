@@ -36,8 +36,8 @@ def test_beat_champion_is_not_fooled_by_judge_failures_on_the_champion_s_bad_row
     gate = register_if_passing(candidate_uri, "summarizer", run_id=candidate_run, rules={"richness": ">= 1"}, beat_champion=True)
 
     assert not gate.passed and gate.registered_version is None
-    detail = gate.failed[0].detail
-    assert "difference +0 " in detail and "too few pairs to test" in detail and "20 dropped for judge errors" in detail
+    detail = gate.failed[0].detail  # the missing pairs could decide it: refused, not decided on the rest
+    assert detail.startswith("refused: 20 of the 40 shared pairs failed for the infrastructure") and "20 dropped for judge errors" in detail
     assert str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version) == "1"
 
 

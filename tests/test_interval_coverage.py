@@ -12,7 +12,7 @@ import pytest
 from helpers import judge_for
 
 from mlflow_genai_metrics import judge_summaries
-from mlflow_genai_metrics.stats import MIN_INTERVAL_ROWS, RatioStatistic
+from mlflow_genai_metrics.stats import MIN_INTERVAL_ROWS, MIN_RATIO_ROWS, RatioStatistic
 from mlflow_genai_metrics.summarization.scoring import result_metrics
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 
@@ -33,18 +33,18 @@ def _supported_claims(rng: np.random.Generator, n: int) -> RatioStatistic:
     return RatioStatistic(rng.binomial(claims, rng.beta(8.0, 2.0, n)).astype(float), claims.astype(float))
 
 
-@pytest.mark.parametrize(("name", "draw", "truth"), [
-    ("richness", _claim_counts, 6.0),
-    ("claim_support_rate", _supported_claims, 0.8),
+@pytest.mark.parametrize(("name", "draw", "truth", "method", "rows"), [
+    ("richness", _claim_counts, 6.0, "bca", MIN_INTERVAL_ROWS),
+    ("claim_support_rate", _supported_claims, 0.8, "logit delta", MIN_RATIO_ROWS),
 ])
-def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time_at_the_fewest_rows(name, draw, truth):
+def test_the_95_percent_interval_covers_the_truth_about_95_percent_of_the_time_at_the_fewest_rows(name, draw, truth, method, rows):
     # Through result_metrics, the one way from counted rows to a result's Estimates (judge_summaries, Spark).
     rng = np.random.default_rng(20240601)
     covered = 0
     for _ in range(SIMULATIONS):
-        statistic = draw(rng, MIN_INTERVAL_ROWS)
+        statistic = draw(rng, rows)
         estimate = result_metrics({name: statistic.histogram()}, None)[0][name]
-        assert estimate.method == "bca" and estimate.n == MIN_INTERVAL_ROWS
+        assert estimate.method == method and estimate.n == rows
         # Rows that vary always get an interval at this n, of positive width, around the value.
         assert estimate.ci_low < estimate.ci_high, (name, estimate)
         assert estimate.ci_low <= estimate.value <= estimate.ci_high, (name, estimate)
@@ -75,9 +75,9 @@ def test_a_judged_mean_and_ratio_have_an_interval_strictly_around_their_value(sc
     n = MIN_INTERVAL_ROWS + 4
     result = judge_summaries([ARTICLE] * n, _varied_summaries(n), judge=judge_for(server), grounding=False)
     assert (result.rows["error"] == "").all()
-    for name in ("richness", "coverage", "claim_support_rate"):
+    for name, method in (("richness", "bca"), ("coverage", "bca"), ("claim_support_rate", "logit delta")):
         estimate = result.estimates[name]
-        assert estimate.method == "bca" and estimate.n == n, estimate
+        assert estimate.method == method and estimate.n == n, estimate
         assert estimate.ci_low < estimate.value < estimate.ci_high, estimate
         low, high = result.metrics[f"{name}_ci_low"], result.metrics[f"{name}_ci_high"]
         assert (low, result.metrics[name], high) == (estimate.ci_low, estimate.value, estimate.ci_high)

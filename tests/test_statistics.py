@@ -10,15 +10,15 @@ from helpers import judge_for
 from scipy import stats as scipy_stats
 
 from mlflow_genai_metrics import compare_results, judge_summaries
-from mlflow_genai_metrics.paired import holm, newcombe_interval, paired_proportion, paired_ratio
+from mlflow_genai_metrics.paired import MIN_PAIRED_PROPORTION_ROWS, holm, paired_proportion, paired_ratio, tango_interval
 from mlflow_genai_metrics.stats import (
     MIN_INTERVAL_ROWS,
     RatioHistogram,
     RatioStatistic,
     bca_interval,
     bootstrap_interval,
+    proportion_interval,
     ratio_of_sums,
-    wilson_interval,
 )
 from mlflow_genai_metrics.summarization import SignatureMismatchError
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
@@ -29,31 +29,38 @@ def _proportion(successes: int, rows: int) -> RatioHistogram:
 
 
 def test_a_proportion_where_every_row_agrees_keeps_an_honest_interval():
-    assert wilson_interval(_proportion(2, 2)) == pytest.approx((0.3424, 1.0), abs=1e-4)
-    assert wilson_interval(_proportion(10, 10)) == pytest.approx((0.7225, 1.0), abs=1e-4)
-    assert wilson_interval(_proportion(0, 10)) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    # the guide's figures: 2 of 2 rows give [0.158, 1.0], 20 of 20 [0.832, 1.0]; never a zero width
+    assert proportion_interval(_proportion(2, 2)) == pytest.approx((0.1581, 1.0), abs=1e-4)
+    assert proportion_interval(_proportion(20, 20)) == pytest.approx((0.8316, 1.0), abs=1e-4)
+    assert proportion_interval(_proportion(0, 10)) == pytest.approx((0.0, 0.3085), abs=1e-4)
 
 
-def test_the_wilson_interval_matches_its_formula():
-    successes, rows, z = 37, 50, scipy_stats.norm.ppf(0.975)
-    share = successes / rows
-    centre = (share + z * z / (2 * rows)) / (1 + z * z / rows)
-    half = z / (1 + z * z / rows) * math.sqrt(share * (1 - share) / rows + z * z / (4 * rows * rows))
-    assert wilson_interval(_proportion(successes, rows)) == pytest.approx((centre - half, centre + half), abs=1e-9)
+def test_the_proportion_interval_is_clopper_pearson_from_the_beta_quantiles():
+    successes, rows = 37, 50
+    low, high = scipy_stats.beta.ppf(0.025, successes, rows - successes + 1), scipy_stats.beta.ppf(0.975, successes + 1, rows - successes)
+    assert proportion_interval(_proportion(successes, rows)) == pytest.approx((low, high), abs=1e-9)
+
+
+def test_each_clopper_pearson_bound_errs_at_most_its_share_at_every_rate():
+    # exact: the chance that ci_low overstates the rate, summed over every outcome of n rows (Wilson's reached 6.8%)
+    for rows in (5, 20, 60):
+        lows = np.array([proportion_interval(_proportion(k, rows))[0] for k in range(rows + 1)])
+        for rate in np.linspace(0.01, 0.99, 197):
+            assert scipy_stats.binom.pmf(np.arange(rows + 1), rows, rate)[lows > rate].sum() <= 0.025 + 1e-12
 
 
 def test_rows_that_do_not_count_are_not_trials():
     # Failed rows (denominator 0) are in no share: 3 of 3 judged rows aligned, 2 failed.
     histogram = RatioStatistic.mean_of(np.array([1.0, 1.0, 1.0, np.nan, np.nan])).histogram()
-    assert histogram.counted_rows == 3 and wilson_interval(histogram) == wilson_interval(_proportion(3, 3))
+    assert histogram.counted_rows == 3 and proportion_interval(histogram) == proportion_interval(_proportion(3, 3))
 
 
-def test_proportions_get_wilson_and_means_no_interval_below_the_rows_where_bca_holds(scripted_server):
+def test_proportions_get_clopper_pearson_and_means_no_interval_below_the_rows_where_bca_holds(scripted_server):
     server = scripted_server()
     server.script = SummarizationJudgeScript()
     result = judge_summaries([ARTICLE] * 2, ["The council approved the budget."] * 2, judge=judge_for(server), coverage=False)
     m = result.metrics
-    assert (m["alignment"], m["alignment_ci_low"], m["alignment_ci_high"], m["alignment_n"]) == pytest.approx((1.0, 0.3424, 1.0, 2), abs=1e-4)
+    assert (m["alignment"], m["alignment_ci_low"], m["alignment_ci_high"], m["alignment_n"]) == pytest.approx((1.0, 0.1581, 1.0, 2), abs=1e-4)
     # Two rows that agree: a mean's bootstrap would be [1, 1]; below MIN_INTERVAL_ROWS there is no interval at all.
     assert math.isnan(m["richness_ci_low"]) and math.isnan(m["richness_ci_high"]) and m["richness_n"] == 2
     assert math.isnan(m["claim_support_rate_ci_low"]) and m["claim_support_rate_n"] == 2
@@ -65,7 +72,7 @@ def test_a_constant_gets_no_interval_rather_than_a_zero_width_one():
 
 
 def test_one_row_gets_no_interval_of_any_kind():
-    assert all(math.isnan(bound) for bound in wilson_interval(_proportion(1, 1)))
+    assert all(math.isnan(bound) for bound in proportion_interval(_proportion(1, 1)))
     assert all(math.isnan(bound) for bound in bootstrap_interval(RatioStatistic.mean_of(np.array([4.0])), min_rows=1))
 
 
@@ -172,7 +179,7 @@ def test_two_pairs_both_better_are_too_few_to_test():
     a, b = RatioStatistic.mean_of(np.zeros(2)), RatioStatistic.mean_of(np.ones(2))
     for paired in (paired_proportion(a, b), paired_ratio(a, b, kind="mean"), paired_ratio(a, b)):
         assert paired.too_few and math.isnan(paired.p_value) and paired.note.startswith("too few pairs to test")
-    assert paired_proportion(a, b).ci_high - paired_proportion(a, b).ci_low > 0.5  # an honest, wide interval
+    assert math.isnan(paired_proportion(a, b).ci_low)  # and no interval that would promise what 2 pairs cannot
 
 
 def test_five_pairs_with_three_discordant_are_too_few_for_an_exact_test():
@@ -204,13 +211,41 @@ def test_the_ratio_test_swaps_numerator_and_denominator_together():
     assert paired_ratio(a, b).p_value == pytest.approx(2 / 256)
 
 
-def test_newcombe_mirrors_when_the_runs_swap_and_never_collapses():
-    low, high = newcombe_interval(8, 5, 4, 38)
+def test_tango_mirrors_when_the_runs_swap_and_never_collapses():
+    low, high = tango_interval(5, 4, 55)
     assert low < (4 - 5) / 55 < high
-    assert newcombe_interval(8, 4, 5, 38) == pytest.approx((-high, -low))
-    no_discordance = newcombe_interval(10, 0, 0, 10)
-    assert no_discordance[0] < 0 < no_discordance[1]
-    assert newcombe_interval(0, 0, 2, 0)[1] == 1.0 and newcombe_interval(0, 0, 2, 0)[0] < 0.5
+    assert tango_interval(4, 5, 55) == pytest.approx((-high, -low))
+    # no discordant pair: the score equation solves in closed form, d = z^2 / (n + z^2), a positive width
+    z2 = scipy_stats.norm.ppf(0.975) ** 2
+    assert tango_interval(0, 0, 10) == pytest.approx((-z2 / (10 + z2), z2 / (10 + z2)), abs=1e-9)
+    assert tango_interval(0, 2, 2)[1] == 1.0 and all(math.isnan(b) for b in tango_interval(0, 1, 1))
+
+
+def test_tango_bounds_are_where_the_score_test_with_the_constrained_likelihood_meets_the_quantile():
+    # the bounds found again without the closed-form root: the constrained MLE by numerical maximisation
+    from scipy import optimize
+
+    b, c, n, z = 7, 16, 161, scipy_stats.norm.ppf(0.975)
+
+    def score(d: float) -> float:
+        def minus_log_likelihood(q: float) -> float:  # cells: A alone q, B alone q + d, the rest 1 - 2q - d
+            cells = np.array([q, q + d, 1 - 2 * q - d])
+            return -float(np.array([b, c, n - b - c]) @ np.log(np.clip(cells, 1e-300, None)))
+        q = optimize.minimize_scalar(minus_log_likelihood, bounds=(max(0.0, -d) + 1e-12, (1 - d) / 2 - 1e-12), method="bounded",
+                                     options={"xatol": 1e-13}).x
+        return (c - b - n * d) / math.sqrt(n * (2 * q + d * (1 - d)))
+
+    low, high = tango_interval(b, c, n)
+    assert score(low) == pytest.approx(z, abs=1e-4) and score(high) == pytest.approx(-z, abs=1e-4)
+
+
+def test_a_paired_proportion_interval_needs_its_pairs():
+    # 2 pairs, both better: Newcombe's [0.07, 1.00] covered a true 0 half the time; no interval below the measured n
+    two = paired_proportion(RatioStatistic.mean_of(np.zeros(2)), RatioStatistic.mean_of(np.ones(2)))
+    assert math.isnan(two.ci_low) and math.isnan(two.ci_high) and two.too_few
+    enough = paired_proportion(RatioStatistic.mean_of(np.zeros(MIN_PAIRED_PROPORTION_ROWS)),
+                               RatioStatistic.mean_of(np.ones(MIN_PAIRED_PROPORTION_ROWS)))
+    assert 0 < enough.ci_low < enough.ci_high == 1.0
 
 
 def test_holm_adjusts_the_smallest_p_most_and_keeps_the_order():
@@ -249,7 +284,7 @@ def test_compare_results_reports_b_minus_a_with_its_test_interval_and_holm_p_val
     # A judged every row misaligned, B every row aligned: 30 discordant pairs, all for B.
     assert (alignment["a"], alignment["b"], alignment["difference"]) == (0.0, 1.0, 1.0)
     assert (alignment["kind"], alignment["test"], alignment["direction"], alignment["better"]) == ("proportion", "exact McNemar", "higher", "B")
-    assert 0.8 < alignment["ci_low"] < 1.0 and alignment["ci_high"] == 1.0  # Newcombe's interval, never [1, 1]
+    assert 0.75 < alignment["ci_low"] < 1.0 and alignment["ci_high"] == 1.0  # Tango's interval, never [1, 1]
     assert alignment["p_value"] == pytest.approx(2 * 0.5**30)
     assert alignment["p_value"] <= alignment["p_holm"] < 0.01 and alignment["significant"]
 

@@ -22,10 +22,10 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio
+from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio, paired_skew_corrected_t
 from ..reference import paired_corpus_difference, statistics_column
 from ..signature import FAMILY_PARTS, Signature
-from ..stats import StatisticsOptions
+from ..stats import RatioStatistic, StatisticsOptions
 from .ids import canonical_id
 from .metrics import METRICS, MetricSpec
 from .options import resolve
@@ -37,7 +37,11 @@ INPUT_KEYS: dict[str, tuple[str, str]] = {
     "reference": ("reference_key", "references differ"),
     "coverage": ("key_points_key", "key points differ"),
 }
-
+# Judge failures caused by what a run wrote: a reply refused for its content, no claim in a text that has words. For
+# a decision such a row is a failure of the run that wrote it, never a row to leave out (guide "Decisions"); every
+# other failure (timeouts, 5xx, rate limits, the budget, a bad reply) is the infrastructure's and leaves the pair.
+CONTENT_FAILURES = frozenset({"no_claims", "refused"})
+_ERROR_KIND = r"^(?:[^:]*? failed: )?([a-z_]+)(?: \(HTTP \d+\))?:"
 
 
 class SignatureMismatchError(ValueError):
@@ -74,6 +78,7 @@ class Pairing:
     pairs_dropped_for_errors: int
     only_in_a: int
     only_in_b: int
+    pairs_unreadable: int = 0  # pairs kept with a content failure on a side, counted against it (a decision)
 
     @property
     def pairs_used(self) -> int:
@@ -85,13 +90,14 @@ class Pairing:
         return 2 * self.pairs_used < max(self.rows_in_a, self.rows_in_b)
 
     def describe(self) -> str:
-        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b)
+        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b, self.pairs_unreadable)
 
 
-def rows_note(pairs_used: int, dropped_for_errors: int, only_in_a: int, only_in_b: int) -> str:
+def rows_note(pairs_used: int, dropped_for_errors: int, only_in_a: int, only_in_b: int, unreadable: int = 0) -> str:
     """What a comparison stands on, in one line (tables, plots and the gate's tags say the same)."""
+    counted = f" ({unreadable} with an output the judge could not read, counted as a failure of its side)" if unreadable else ""
     return (
-        f"{pairs_used} pairs used, {dropped_for_errors} dropped for judge errors, "
+        f"{pairs_used} pairs used{counted}, {dropped_for_errors} dropped for judge errors, "
         f"{only_in_a} rows only in A, {only_in_b} only in B"
     )
 
@@ -112,12 +118,29 @@ def _keyed(rows: pd.DataFrame, side: str) -> pd.DataFrame:
     return keyed
 
 
-def _failed(rows: pd.DataFrame) -> pd.Series:
-    return rows["error"].fillna("").astype(str) != ""
+def error_kinds(rows: pd.DataFrame) -> pd.Series:
+    """Each row's judge error kind (``"no_claims"``, ``"timeout"``, ...; ``""`` when it was judged, ``"unknown"`` for
+    an error text of another form), read from the row's ``error`` text: ``"<stage> failed: <kind>[ (HTTP n)]: ..."``
+    (``RowError.__str__``) or ``"<kind>[ (HTTP n)]: ..."`` (``JudgeError.__str__``)."""
+    errors = rows["error"].fillna("").astype(str)
+    kinds = errors.str.extract(_ERROR_KIND, expand=False).fillna("unknown")
+    return kinds.where(errors.str.strip() != "", "")
 
 
-def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False) -> Pairing:
-    """Pair two per-row tables by id and source; see the module's docstring for the rules."""
+def content_failed(rows: pd.DataFrame) -> pd.Series:
+    """Rows the judge could not read because of what was written (``CONTENT_FAILURES``)."""
+    return error_kinds(rows).isin(CONTENT_FAILURES)
+
+
+def _failed(rows: pd.DataFrame, decision: bool = False) -> pd.Series:
+    failed = rows["error"].fillna("").astype(str) != ""
+    return failed & ~content_failed(rows) if decision else failed
+
+
+def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False, decision: bool = False) -> Pairing:
+    """Pair two per-row tables by id and source; see the module's docstring for the rules. With
+    ``decision=True`` a pair whose only failures are content failures stays, to be counted against
+    the side that wrote it (``paired_table``); only infrastructure failures leave the pair."""
     keyed_a, keyed_b = _keyed(a, "A"), _keyed(b, "B")
     shared = [key for key in keyed_a.index if key in keyed_b.index]
     if shared:
@@ -131,8 +154,9 @@ def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False) 
                 "them would compare summaries of different articles; give each article the same id in every run "
                 "(e.g. an id column) and evaluate again."
             )
-    failed_a, failed_b = _failed(keyed_a), _failed(keyed_b)
+    failed_a, failed_b = _failed(keyed_a, decision), _failed(keyed_b, decision)
     usable = [key for key in shared if not failed_a[key] and not failed_b[key]]
+    unreadable_a, unreadable_b = content_failed(keyed_a), content_failed(keyed_b)
     pairing = Pairing(
         rows_a=keyed_a.loc[usable].reset_index(drop=True),
         rows_b=keyed_b.loc[usable].reset_index(drop=True),
@@ -141,6 +165,7 @@ def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False) 
         pairs_dropped_for_errors=len(shared) - len(usable),
         only_in_a=len(keyed_a) - len(shared),
         only_in_b=len(keyed_b) - len(shared),
+        pairs_unreadable=sum(1 for key in usable if unreadable_a[key] or unreadable_b[key]),
     )
     if pairing.pairs_used == 0:
         raise InsufficientPairsError(f"no usable pair of rows: nothing to compare ({pairing.describe()})")
@@ -180,9 +205,44 @@ def _subset(statistic, mask: np.ndarray):
     return type(statistic)(statistic.numerator[mask], statistic.denominator[mask])
 
 
-def _test(spec: MetricSpec, a, b, *, alternative: Alternative, statistics: StatisticsOptions) -> PairedTest:
+def _unreadable(spec: MetricSpec, rows: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
+    """The rows of one side the metric could not be read on because of what that side wrote: a content failure of
+    the judge; for the grounding check (no judge), a text it cannot read (no score) where the other side has one."""
+    if spec.family == "grounding":
+        column = spec.of or "grounding"
+        if column not in rows or column not in other:
+            return np.zeros(len(rows), dtype=bool)
+        mine, theirs = (frame[column].to_numpy(dtype=float, na_value=np.nan) for frame in (rows, other))
+        if np.isnan(mine).all():  # the check did not run on this side at all: nothing it wrote was unreadable
+            return np.zeros(len(rows), dtype=bool)
+        return np.isnan(mine) & ~np.isnan(theirs)
+    return content_failed(rows).to_numpy(dtype=bool)
+
+
+def counted_against(spec: MetricSpec, a: RatioStatistic, b: RatioStatistic, rows_a: pd.DataFrame, rows_b: pd.DataFrame,
+                    ) -> tuple[RatioStatistic, RatioStatistic]:
+    """A decision's view of one metric over paired rows (guide "Decisions"): a row a side's output made unreadable
+    is a failure of that side on a proportion (0 where higher is better, 1 where lower is), never left out; a mean
+    or a ratio cannot score such a row, so the pair leaves it (and the not-worse rules beside it catch the
+    failures). The judge error rate itself needs nothing: its rows are already 1 where the judge failed."""
+    if spec.name == "judge_error_rate" or spec.kind == "corpus":
+        return a, b
+    unreadable_a, unreadable_b = _unreadable(spec, rows_a, rows_b), _unreadable(spec, rows_b, rows_a)
+    if spec.kind != "proportion":
+        keep = ~(unreadable_a | unreadable_b)
+        return tuple(RatioStatistic(s.numerator * keep, s.denominator * keep) for s in (a, b))  # type: ignore[return-value]
+    failure = 0.0 if spec.greater_is_better else 1.0
+    return tuple(  # type: ignore[return-value]
+        RatioStatistic(np.where(unreadable, failure, s.numerator), np.where(unreadable, 1.0, s.denominator))
+        for s, unreadable in ((a, unreadable_a), (b, unreadable_b))
+    )
+
+
+def _test(spec: MetricSpec, a, b, *, alternative: Alternative, statistics: StatisticsOptions, decision: bool = False) -> PairedTest:
     if spec.kind == "proportion":
         return paired_proportion(a, b, alternative=alternative, confidence=statistics.confidence)
+    if decision:  # a decision asks whether B's aggregate is larger, not whether the pairs are exchangeable
+        return paired_skew_corrected_t(a, b, kind=spec.kind, alternative=alternative, confidence=statistics.confidence)
     return paired_ratio(a, b, kind=spec.kind, alternative=alternative, resamples=statistics.resamples, seed=statistics.seed,
                         confidence=statistics.confidence)
 
@@ -195,16 +255,22 @@ def paired_table(
     left_out: set[str] = frozenset(),
     metrics: list[str] | None = None,
     alternatives: dict[str, Alternative] | None = None,
+    decision: bool = False,
 ) -> pd.DataFrame:
     """B minus A for every registered aggregate both row tables support (but those of the families ``left_out``,
     and only ``metrics`` when given); row i of each table is the same pair. Each metric's test is two-sided unless
-    ``alternatives`` names it ("greater": B - A > 0). Holm's adjustment runs over the metrics of the table."""
+    ``alternatives`` names it ("greater": B - A > 0). Holm's adjustment runs over the metrics of the table. With
+    ``decision`` (a decision: ``pair_rows`` kept the pairs with content failures) each metric is read as
+    ``counted_against`` says, the judge error rate is compared too, and a mean or ratio is tested with
+    ``paired_skew_corrected_t`` (is B's aggregate larger?) instead of the sign-flip test (are the pairs exchangeable?)."""
     stats_a, stats_b = rate_statistics(rows_a), rate_statistics(rows_b)
     wanted = set(metrics) if metrics is not None else None
     records = []
     for spec in METRICS.aggregates():
-        if spec.family in left_out or (wanted is not None and spec.name not in wanted) or spec.name == "judge_error_rate":
-            continue  # errored pairs are out of every comparison: the error rate is 0 on both sides
+        if spec.family in left_out or (wanted is not None and spec.name not in wanted):
+            continue
+        if spec.name == "judge_error_rate" and not decision:
+            continue  # errored pairs are out of a plain comparison: the error rate is 0 on both sides
         alternative = (alternatives or {}).get(spec.name, "two-sided")
         same, why = _same_input(rows_a, rows_b, spec.family)
         options = dict(alternative=alternative, statistics=statistics)
@@ -216,7 +282,10 @@ def paired_table(
             statistics_a, statistics_b = ([list(map(float, cell)) for cell in rows[column][same]] for rows in (rows_a, rows_b))
             paired = paired_corpus_difference(spec.name, statistics_a, statistics_b, **options)
         elif spec.name in stats_a and spec.name in stats_b:
-            paired = _test(spec, _subset(stats_a[spec.name], same), _subset(stats_b[spec.name], same), **options)
+            a, b = stats_a[spec.name], stats_b[spec.name]
+            if decision:
+                a, b = counted_against(spec, a, b, rows_a, rows_b)
+            paired = _test(spec, _subset(a, same), _subset(b, same), decision=decision, **options)
         else:
             continue
         records.append(_record(spec, paired, int((~same).sum()), why))
@@ -279,6 +348,7 @@ class Comparison:
     signature_a: str
     signature_b: str
     signature_differences: list[str]
+    pairs_unreadable: int = 0
 
     @property
     def shared_rows(self) -> int:
@@ -291,7 +361,7 @@ class Comparison:
 
     @property
     def rows_note(self) -> str:
-        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b)
+        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b, self.pairs_unreadable)
 
     @property
     def label(self) -> str:
@@ -315,6 +385,7 @@ def compare_results(
     allow_partial: bool = False,
     metrics: list[str] | None = None,
     alternatives: dict[str, Alternative] | None = None,
+    decision: bool = False,
     **keywords: Any,
 ) -> Comparison:
     """Compare B with A over the usable pairs of rows, each metric with the test of its kind (``paired_table``).
@@ -324,7 +395,9 @@ def compare_results(
     usable pairs than half of either run remain once rows with a judge error on either side are left out,
     unless ``allow_partial=True``. A comparison made on request says so in its ``label``. ``metrics`` limits the
     table (and Holm's adjustment) to those aggregates; ``alternatives`` makes a metric's test one-sided
-    (``{"strict_alignment": "greater"}``: B - A > 0), as a decision does. ``statistics`` (a
+    (``{"strict_alignment": "greater"}``: B - A > 0), as a decision does; ``decision=True`` (the gate)
+    keeps the pairs where a side's output made the judge fail and counts them against that side (``counted_against``),
+    leaving out only infrastructure failures. ``statistics`` (a
     ``stats.StatisticsOptions``, or its fields as keywords: ``resamples=200``) sets the intervals and the level.
     """
     statistics = resolve("compare_results", keywords, statistics=statistics, judging=False).statistics
@@ -340,10 +413,10 @@ def compare_results(
             + ". Rejudge both with the same judge, or pass allow_signature_mismatch=True to compare anyway."
         )
     left_out = set() if allow_signature_mismatch else set(differing)
-    pairing = pair_rows(a.rows, b.rows, allow_partial=allow_partial)
+    pairing = pair_rows(a.rows, b.rows, allow_partial=allow_partial, decision=decision)
     table = paired_table(
         pairing.rows_a, pairing.rows_b, statistics=statistics, left_out=left_out,
-        metrics=metrics, alternatives=alternatives,
+        metrics=metrics, alternatives=alternatives, decision=decision,
     )
     return Comparison(
         table=table,
@@ -355,4 +428,5 @@ def compare_results(
         signature_a=a.signature,
         signature_b=b.signature,
         signature_differences=differences,
+        pairs_unreadable=pairing.pairs_unreadable,
     )

@@ -42,10 +42,18 @@ class Rule:
 
 @dataclass(frozen=True)
 class RuleOutcome:
+    """A rule's verdict; a rule decided by a paired test (against a champion) also carries the test's kind, its n,
+    p-value, Holm-adjusted p-value and the metric's direction, for the decision's record."""
+
     rule: Rule
     actual: float | None
     passed: bool
     detail: str = ""
+    test: str = ""
+    n: int | None = None
+    p_value: float = math.nan
+    p_holm: float = math.nan
+    direction: str = ""
 
     def __str__(self) -> str:
         return f"{'PASS' if self.passed else 'FAIL'} {self.rule}: actual {self.actual_text()}{self.because}"
@@ -151,19 +159,3 @@ def check_beat_metrics(metrics: list[str]) -> None:
 
 def p_text(value: float) -> str:
     return "not tested" if math.isnan(value) else f"{value:.3g}"
-
-
-def beat_outcome(rule: Rule, metric: str, row, confidence: float, champion: str, pairs: str) -> RuleOutcome:
-    """Better in the metric's direction with the Holm-adjusted one-sided p-value below the level; never a worse one."""
-    adjusted = float(row["p_holm"])
-    difference, higher = float(row["difference"]), row["direction"] == "higher"
-    where = (f"{champion}: difference {difference:+.4g} ({row['direction']} is better), {row['test']}, one-sided "
-             f"p = {p_text(row['p_value'])}, Holm-adjusted p = {p_text(adjusted)}, n = {int(row['n'])} pairs; {pairs}")
-    if row["better"] == "A":
-        way = "lower" if higher else "higher"
-        return RuleOutcome(rule, difference, False, f"worse than the champion: {metric} is {way} than the champion's "
-                           f"({row['b']:.4g} against {row['a']:.4g}) and {row['direction']} is better; {where}")
-    if math.isnan(float(row["p_value"])):
-        return RuleOutcome(rule, difference, False, f"{row['note'] or 'too few pairs to test'}; {where}")
-    passed = row["better"] == "B" and adjusted < 1 - confidence
-    return RuleOutcome(rule, difference, passed, where if passed else f"not significantly better; {where}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..judge import Prices, Usage
-from ..stats import RatioHistogram, RatioStatistic, StatisticsOptions, bootstrap_interval, wilson_interval
+from ..stats import RatioHistogram, RatioStatistic, StatisticsOptions, bootstrap_interval, proportion_interval, ratio_interval
 from .metrics import METRICS, MetricRegistry, row_facts
 from .records import RowJudgement
 
@@ -283,14 +283,15 @@ def interval_names(name: str) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class Estimate:
-    """One aggregate: its value, its interval (Wilson for a proportion, bootstrap otherwise) and the rows it stands on."""
+    """One aggregate: its value, its interval (Clopper-Pearson for a proportion, BCa for a mean, the logit delta
+    method for a ratio) and the rows it stands on."""
 
     name: str
     value: float
     ci_low: float
     ci_high: float
     n: int
-    method: str  # "wilson" (proportions), "bca" (means and ratios) or "bootstrap" (percentile, agreement figures)
+    method: str  # "clopper-pearson" (proportions), "bca" (means), "logit delta" (ratios), "bootstrap" (percentile, agreement figures)
 
     def as_metrics(self) -> dict[str, float]:
         """``{name: value, name_ci_low: .., name_ci_high: .., name_n: ..}``: the names every MLflow store accepts."""
@@ -305,7 +306,9 @@ def estimates(histograms: dict[str, RatioHistogram], statistics: StatisticsOptio
     for name, histogram in histograms.items():
         spec = METRICS.aggregate(name)
         if spec is not None and spec.kind == "proportion":
-            (low, high), method = wilson_interval(histogram, confidence=statistics.confidence), "wilson"
+            (low, high), method = proportion_interval(histogram, confidence=statistics.confidence), "clopper-pearson"
+        elif spec is not None and spec.kind == "ratio":
+            (low, high), method = ratio_interval(histogram, confidence=statistics.confidence), "logit delta"
         else:
             interval = bootstrap_interval(histogram, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence)
             (low, high), method = interval, "bca"

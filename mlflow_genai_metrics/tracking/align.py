@@ -8,8 +8,8 @@
 The traces are those ``judge_agreement`` reads: each trace whose people's verdict under ``name`` (default
 ``claim_alignment``: yes = every statement of the summary supported) is decided (their majority; a tie or no verdict
 is left out) is a labelled row, its source and summary what the trace's root span was given and gave back (the
-source is ``inputs`` when a string, else ``inputs[source_key]``). A fixed share of them (``held_out``, drawn from a
-hash of each trace id and ``seed``) is held back; the rest become the examples, each with the reason of the latest
+source is ``inputs`` when a string, else ``inputs[source_key]``). An exact count of them (``floor(held_out * n)``, drawn
+by ``seed`` from the sorted trace ids) is held back; the rest become the examples, each with the reason of the latest
 person who gave the majority's verdict. The held-back rows are then judged twice with ``judge``: without examples
 and with them; the people's agreement with each (balanced accuracy, Cohen's kappa, with intervals) is the report.
 Judging rows never shows an example drawn from them (``ExampleSet.without``), and the examples prompt and the set's
@@ -18,6 +18,9 @@ hash are in the signature of every run judged with them.
 
 from __future__ import annotations
 
+import math
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,6 @@ from ..judge import CorrectedVerdict, ExampleSet, Judge
 from ..meta_evaluation import binary_agreement_metrics
 from ..signature import summarization_signature
 from ..summarization import judge_summaries
-from ..summarization.order import hashed_fraction
 from ..summarization.verdicts import HUMAN_SOURCE, latest_feedback, normalise_verdict, trace_verdicts
 from .agreement import _source, log_report_run
 
@@ -85,9 +87,14 @@ def _reason(assessments: list, name: str, verdict: bool) -> str:
     return (latest_feedback(agreeing).rationale or "") if agreeing else ""
 
 
-def held_back(trace_id: str, share: float, seed: int) -> bool:
-    """Whether a trace is among the held-back share: a hash of its id and ``seed``, so the split is the same every run."""
-    return hashed_fraction(f"{seed}\0{trace_id}") < share
+def held_back(trace_ids: Sequence[str], share: float, seed: int) -> set[str]:
+    """The held-back traces: exactly ``floor(share * n)`` of the ``n`` ids (at least 1, at most n - 1, so both sides
+    have one when n >= 2), drawn by ``seed`` from the ids in sorted order. The same ids and seed give the same split
+    in every run, whatever order the ids arrive in; a count, not a per-id coin, so 12 traces at 0.3 always hold back
+    3 (a coin per id left nothing held back about 3% of the time)."""
+    ordered = sorted(set(trace_ids))
+    count = min(max(math.floor(share * len(ordered)), 1), len(ordered) - 1)
+    return set(random.Random(seed).sample(ordered, count)) if count > 0 else set()
 
 
 def align_judge(
@@ -113,8 +120,9 @@ def align_judge(
         raise ValueError(f"held_out={held_out}: the share of labelled traces held back must be between 0 and 1")
     experiment_id, source_run_id = _source(MlflowClient(), experiment_id_or_name, run_id)
     labelled = labelled_traces(experiment_id, source_run_id, name, source_key)
-    test = [t for t in labelled if held_back(t.trace_id, held_out, seed)]
-    train = [t for t in labelled if not held_back(t.trace_id, held_out, seed)]
+    held = held_back([t.trace_id for t in labelled], held_out, seed)
+    test = [t for t in labelled if t.trace_id in held]
+    train = [t for t in labelled if t.trace_id not in held]
     if not train or not test:
         raise ValueError(
             f"{len(labelled)} traces carry a decided people's verdict under {name!r}: too few to build examples from some and "

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import mlflow
+import pandas as pd
 from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -19,14 +21,15 @@ from ..summarization.comparison import (
     SignatureMismatchError,
     SourceMismatchError,
     compare_results,
+    content_failed,
     direction,
 )
+from ..summarization.decision import attempt_level, decide, decision_metrics
 from ..summarization.gating import (
     GateResult,
     Rule,
     RuleOutcome,
     aggregate_names_logged,
-    beat_outcome,
     check_beat_metrics,
     p_text,
     parse_rules,
@@ -40,6 +43,7 @@ from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
+ATTEMPTS_TAG = "mgm.gate.attempts"  # on the champion's version: the gate attempts against it that spent a test
 # The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
 _MODEL_URI_FORMS = {
     "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
@@ -112,6 +116,7 @@ def register_if_passing(
                                        require_stability)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
+        _record_decision(client, run_id, name, result, comparison_tags)
         return result
     version = mlflow.register_model(model_uri, name)
     signature = run.data.tags.get(SIGNATURE_TAG, "")
@@ -128,7 +133,34 @@ def register_if_passing(
     if alias:
         client.set_registered_model_alias(name, alias, version.version)
         result.alias_moved = True
+    _record_decision(client, run_id, name, result, comparison_tags)
     return result
+
+
+DECISION_TAG = "mgm.gate.decision"  # on the candidate's run: what the latest gate decided, in one line
+DECISION_TABLE = "mgm/gate_decisions.json"  # on the candidate's run: every rule of every gate call, appended
+
+
+def decision_table(result: GateResult, name: str) -> pd.DataFrame:
+    """One row per rule: what it required, the actual value, passed or not, and its test (kind, n, p, Holm-adjusted
+    p, direction) where a paired test decided it; the detail says why."""
+    decided = "passed: registered version " + str(result.registered_version) if result.passed else "failed: nothing registered"
+    return pd.DataFrame.from_records([{
+        "registered_model": name, "decision": decided, "rule": str(o.rule), "required": f"{o.rule.op} {o.rule.threshold:g}",
+        "actual": o.actual, "passed": o.passed, "test": o.test, "n": o.n, "p_value": o.p_value, "p_holm": o.p_holm,
+        "direction": o.direction, "detail": o.detail,
+    } for o in result.outcomes])
+
+
+def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateResult, tags: dict[str, str]) -> None:
+    """Passed or failed, the decision goes on the candidate's run where people look: a one-line tag, the comparison's
+    tags, and the rules' table (``mgm/gate_decisions.json``, one row per rule of each gate call)."""
+    failed = result.failed
+    line = (f"passed: registered version {result.registered_version} of {name}" if result.passed
+            else f"failed ({len(failed)} of {len(result.outcomes)} rules) for {name}: {failed[0]}")
+    for key, value in {DECISION_TAG: line[:4900], **tags}.items():
+        client.set_tag(run_id, key, value)
+    client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
 
 
 def check_model_uri(model_uri: str) -> None:
@@ -174,12 +206,12 @@ def _champion_outcomes(
     client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
     statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], require_stability: bool = False,
 ) -> list[RuleOutcome]:
-    """One outcome per beat rule: better than the champion in the metric's direction, one-sided, Holm-adjusted
-    (``run`` is the candidate's, with the ``figures`` the rules read)."""
-    rules = [Rule(f"{metric} vs {alias}", ">" if direction(metric) == "higher" else "<", 0.0) for metric in metrics]
+    """The decision's rules against the champion (``summarization.decision.decide``), this attempt counted on the
+    champion's version (``run`` is the candidate's, with the ``figures`` the rules read)."""
+    beat_rules = [Rule(f"{metric} vs {alias}", ">" if direction(metric) == "higher" else "<", 0.0) for metric in metrics]
 
     def refused(why: str, *, passed: bool = False) -> list[RuleOutcome]:
-        return [RuleOutcome(rule, None, passed, why) for rule in rules]
+        return [RuleOutcome(rule, None, passed, why) for rule in beat_rules]
 
     try:
         champion = client.get_model_version_by_alias(name, alias)
@@ -199,39 +231,40 @@ def _champion_outcomes(
         rows, counted = counted_against(candidate.rows, load_table(run.info.run_id, "claims", client))
         candidate = dataclasses.replace(candidate, rows=rows)
         tags["mgm.gate.stability"] = f"required: {counted} unstable claim(s) of the candidate counted as contradicted"
-    alternatives = {metric: "greater" if direction(metric) == "higher" else "less" for metric in metrics}
-    try:  # the one comparison every path uses: pairs by id and source, errored pairs out, too few refused
-        comparison = compare_results(
-            incumbent, candidate, statistics=statistics, metrics=metrics, alternatives=alternatives,
-        )
+    compared, alternatives = decision_metrics(metrics)
+    try:  # the one comparison every path uses: pairs by id and source; a decision counts unreadable outputs as failures
+        comparison = compare_results(incumbent, candidate, statistics=statistics, metrics=compared, alternatives=alternatives,
+                                     allow_partial=True, decision=True)
     except SignatureMismatchError as error:
         return refused(f"refused: judge signatures differ from the champion's ({error})")
     except (SourceMismatchError, InsufficientPairsError) as error:
         return refused(f"refused: {error}")
     tags.update({
         "mgm.gate.pairs_used": str(comparison.pairs_used),
+        "mgm.gate.pairs_unreadable": str(comparison.pairs_unreadable),
         "mgm.gate.pairs_dropped_for_errors": str(comparison.pairs_dropped_for_errors),
         "mgm.gate.only_in_champion": str(comparison.only_in_a),
         "mgm.gate.only_in_candidate": str(comparison.only_in_b),
     })
-    judged = int((incumbent.rows["error"].fillna("").astype(str) == "").sum())
-    if 2 * comparison.pairs_used < judged:  # a hand-picked handful of the champion's articles does not speak for it
-        return refused(
-            f"refused: the {comparison.pairs_used} usable pairs cover fewer than half of the champion's {judged} judged "
-            f"rows (champion version {champion.version}; {comparison.rows_note}); judge the candidate on the champion's rows"
-        )
-    table = comparison.table.set_index("metric")  # only the beat metrics: its p_holm adjusts them together
-    outcomes = []
-    for rule, metric in zip(rules, metrics):
-        if metric not in table.index:
-            outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
-            continue
-        row = table.loc[metric]
-        outcomes.append(beat_outcome(rule, metric, row, statistics.confidence, f"champion version {champion.version}", comparison.rows_note))
-        tags[f"mgm.gate.test.{metric}"] = (
-            f"{row['test']}, one-sided ({row['direction']} is better), n {int(row['n'])}, p {p_text(row['p_value'])}, "
-            f"Holm-adjusted p {p_text(row['p_holm'])}"
-        )
+    infrastructure = incumbent.rows["error"].fillna("").astype(str).ne("") & ~content_failed(incumbent.rows)
+    attempt = int(champion.tags.get(ATTEMPTS_TAG, "0") or 0) + 1
+    alpha = attempt_level(1 - statistics.confidence, attempt)
+    outcomes = decide(comparison, metrics, alias=alias, champion=f"champion version {champion.version}",
+                      champion_judged=int((~infrastructure).sum()), alpha=alpha, level=1 - statistics.confidence)
+    for outcome in outcomes:
+        if outcome.test:
+            metric = outcome.rule.metric.split(" vs ")[0]
+            kind = "not worse" if outcome.rule.metric.endswith("not worse") else "better"
+            tags[f"mgm.gate.test.{metric}"] = (
+                f"{outcome.test}, one-sided ({kind}; {outcome.direction} is better), n {outcome.n}, p {p_text(outcome.p_value)}"
+                + (f", Holm-adjusted p {p_text(outcome.p_holm)}, level {alpha:.3g}" if kind == "better" else "")
+            )
+    if any(not math.isnan(o.p_value) for o in outcomes[: len(metrics)]):  # a test was spent: the next attempt pays
+        passed = all(o.passed for o in outcomes)
+        client.set_model_version_tag(name, champion.version, ATTEMPTS_TAG, str(attempt))
+        client.set_model_version_tag(name, champion.version, f"{ATTEMPTS_TAG}.{attempt}",
+                                     f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
+        tags["mgm.gate.attempt"] = f"{attempt} against version {champion.version} of {name}, decided at level {alpha:.3g}"
+        messages.append(f"attempt {attempt} against champion version {champion.version}: decided at level {alpha:.3g} "
+                        f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under alpha)")
     return outcomes
-
-

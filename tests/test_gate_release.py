@@ -1,0 +1,219 @@
+"""A gate that failures, skew and retries cannot fool (issue 44): each reproduction of the audit, on real MLflow runs in
+a SQLite store judged by the scripted server.
+
+- rows the judge could not read because of what the candidate wrote count against it, and a not-worse rule on the
+  failures its outputs caused runs beside every beat rule;
+- a mean or ratio needs 100 pairs, beside a strict-alignment not-worse rule;
+- every attempt against one champion is counted on its version and spends its own level;
+- the half-of-the-champion rule counts the beat metric's own pairs; a candidate judged on more articles is compared on
+  the champion's;
+- passed or failed, the decision is on the candidate's run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+from helpers import judge_for
+from mlflow.tracking import MlflowClient
+
+from mlflow_genai_metrics import SummarizerModel, judge_summaries, register_if_passing
+from mlflow_genai_metrics.summarization.decision import MIN_MEAN_PAIRS, attempt_level
+from mlflow_genai_metrics.testing import SummarizationJudgeScript
+from mlflow_genai_metrics.tracking import log_result
+
+GOOD = "The council approved budget {i}."
+BAD = "The council rejected budget {i}."
+VAGUE = "Aliens visited town {i}."
+REFUSAL = "I am sorry, but I cannot summarize this article."
+
+
+def _article(i: int) -> str:
+    return f"Article {i}. The council approved budget {i}. The mayor welcomed decision {i}."
+
+
+def _script(**fields) -> SummarizationJudgeScript:
+    verdicts = {**{BAD.format(i=i): "no" for i in range(200)}, **{VAGUE.format(i=i): "idk" for i in range(200)}}
+    return SummarizationJudgeScript(verdicts=verdicts, claims={REFUSAL: []}, **fields)
+
+
+def _logged(server, summaries: list[str], *, run_name: str, first: int = 0, coverage: bool = False, grounding: bool = False,
+            **script) -> tuple[str, str]:
+    server.script = _script(**script)
+    indices = range(first, first + len(summaries))
+    with mlflow.start_run(run_name=run_name) as run:
+        info = SummarizerModel(run_name, "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
+        result = judge_summaries([_article(i) for i in indices], summaries, judge=judge_for(server), ids=[f"a{i}" for i in indices],
+                                 coverage=coverage, grounding=grounding)
+        log_result(result, log_metrics=True)
+    return run.info.run_id, info.model_uri
+
+
+def _champion(server, summaries: list[str], **options) -> str:
+    run_id, uri = _logged(server, summaries, run_name="champion", **options)
+    assert register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}).passed
+    return run_id
+
+
+def _gate(run_id: str, uri: str, **options):
+    return register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True, **options)
+
+
+def _champion_version() -> str:
+    return str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version)
+
+
+def _outcome(gate, metric: str):
+    return next(o for o in gate.outcomes if o.rule.metric == metric)
+
+
+def test_a_candidate_refusing_half_the_articles_is_refused_by_its_failures(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) if i < 4 else GOOD.format(i=i) for i in range(40)])  # strict alignment 0.9
+    # the audit's candidate: 20 refusals (words, no claim) and 20 faithful rows; once 1.000 "over 20 rows", registered
+    run_id, uri = _logged(server, [REFUSAL if i % 2 else GOOD.format(i=i) for i in range(40)], run_name="refuses")
+
+    gate = _gate(run_id, uri)
+
+    assert not gate.passed and gate.registered_version is None and _champion_version() == "1"
+    beat = _outcome(gate, "strict_alignment vs champion")
+    assert beat.detail.startswith("worse than the champion: strict_alignment is lower than the champion's (0.5 against 0.9)")
+    assert beat.n == 40 and "40 pairs used (20 with an output the judge could not read" in beat.detail
+    failures = _outcome(gate, "judge_error_rate vs champion, not worse")
+    assert not failures.passed and failures.detail.startswith("significantly worse than the champion; champion version 1: failures the outputs caused")
+    assert failures.test == "exact McNemar" and failures.p_value == pytest.approx(0.5**20)
+
+
+def test_summaries_the_grounding_check_cannot_read_count_against_their_run(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) if i < 10 else GOOD.format(i=i) for i in range(40)], grounding=True)
+    # 30 of 40 summaries in Cyrillic get no grounding: once registered on the other 10 pairs (p = 2^-10)
+    run_id, uri = _logged(server, [GOOD.format(i=i) if i < 10 else f"Совет одобрил бюджет {i}." for i in range(40)],
+                          run_name="cyrillic", grounding=True)
+
+    gate = _gate(run_id, uri, beat_metric="grounded_rate")
+
+    assert not gate.passed and _champion_version() == "1"
+    beat = _outcome(gate, "grounded_rate vs champion")
+    assert beat.n == 40 and beat.detail.startswith("worse than the champion: grounded_rate is lower than the champion's (0.25 against 0.75)")
+
+
+def test_infrastructure_failures_leave_the_pair_and_a_few_of_them_do_not_stop_the_decision(scripted_server, mlflow_store):
+    from mlflow_genai_metrics.testing import Fault
+
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) if i < 12 else GOOD.format(i=i) for i in range(40)])
+    # two rows' verification answers HTTP 500 every time: the pairs leave, counted, and the rest decides
+    broken = {GOOD.format(i=38), GOOD.format(i=39)}
+    def fault(request, kind):
+        prompt = request.messages[0]["content"]
+        return Fault("status", 500) if kind == "verify" and any(text in prompt for text in broken) else None
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="two 500s", fault=fault)
+
+    gate = _gate(run_id, uri)
+
+    assert gate.passed, str(gate)
+    tags = MlflowClient().get_model_version("summarizer", "2").tags
+    assert tags["mgm.gate.pairs_dropped_for_errors"] == "2" and tags["mgm.gate.pairs_used"] == "38"
+
+
+def test_a_ratio_decided_on_twenty_pairs_is_refused_for_too_few_pairs(scripted_server, mlflow_store):
+    server = scripted_server()
+    # the skewed candidate: better on 19 rows, one long summary mostly unsupported; equal claim support or worse
+    _champion(server, [f"{GOOD.format(i=i)} {VAGUE.format(i=i)}" for i in range(20)])
+    long_bad = " ".join(VAGUE.format(i=100 + k) for k in range(12))
+    run_id, uri = _logged(server, [long_bad if i == 0 else GOOD.format(i=i) for i in range(20)], run_name="skewed")
+
+    gate = _gate(run_id, uri, beat_metric="claim_support_rate")
+
+    assert not gate.passed
+    beat = _outcome(gate, "claim_support_rate vs champion")
+    assert beat.detail.startswith(f"refused: too few pairs for a decision on a ratio (20; it needs {MIN_MEAN_PAIRS}")
+    beside = _outcome(gate, "strict_alignment vs champion, not worse")  # the exact rule beside a ratio's
+    assert beside.test == "exact McNemar" and beside.n == 20
+
+
+def test_each_attempt_against_a_champion_spends_its_own_level(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(60)])
+    # attempt 1: 5 of 30 articles fixed, p = 1/32: registered at 0.05 before attempts counted, not at 0.025
+    first, uri = _logged(server, [GOOD.format(i=i) if i < 5 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)],
+                         run_name="try 1")
+    gate = _gate(first, uri, beat_metric="defect_rate/contradiction")
+    assert not gate.passed and "p = 0.0312, Holm-adjusted p = 0.0312 at level 0.025" in gate.failed[0].detail
+    # attempt 2, the candidate again with 10 more rows and 6 fixed: p = 1/64 = 0.016 would pass at the first attempt's
+    # 0.025; the second attempt is decided at 0.0125
+    second, uri = _logged(server, [GOOD.format(i=i) if i < 6 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(40)],
+                          run_name="try 2")
+    gate = _gate(second, uri, beat_metric="defect_rate/contradiction")
+
+    assert not gate.passed and _champion_version() == "1"
+    beat = _outcome(gate, "defect_rate/contradiction vs champion")
+    assert beat.p_value == pytest.approx(1 / 64) and "at level 0.0125" in beat.detail and beat.detail.startswith("not significantly better")
+    tags = MlflowClient().get_model_version("summarizer", "1").tags
+    assert tags["mgm.gate.attempts"] == "2"
+    assert tags["mgm.gate.attempts.1"] == f"run {first}: level 0.025, failed"
+    assert tags["mgm.gate.attempts.2"] == f"run {second}: level 0.0125, failed"
+    assert MlflowClient().get_run(second).data.tags["mgm.gate.attempt"] == "2 against version 1 of summarizer, decided at level 0.0125"
+
+
+def test_attempt_levels_sum_to_alpha_whatever_the_number_of_attempts():
+    assert [attempt_level(0.05, k) for k in (1, 2, 3)] == [0.025, 0.0125, 0.00625]
+    assert sum(attempt_level(0.05, k) for k in range(1, 60)) <= 0.05
+    with pytest.raises(ValueError, match="from 1"):
+        attempt_level(0.05, 0)
+
+
+def test_a_candidate_judged_on_more_articles_is_compared_on_the_champion_s(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 10 else GOOD.format(i=i) for i in range(40)])
+    # the champion's 40 articles and 60 more: once refused ("fewer than half of run B's 100 rows")
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(100)], run_name="superset")
+
+    gate = _gate(run_id, uri)
+
+    assert gate.passed and _champion_version() == "2"
+    assert _outcome(gate, "strict_alignment vs champion").n == 40
+    tags = MlflowClient().get_model_version("summarizer", "2").tags
+    assert (tags["mgm.gate.pairs_used"], tags["mgm.gate.only_in_candidate"]) == ("40", "60")
+
+
+def test_coverage_decided_on_the_pairs_whose_key_points_match_needs_half_the_champion(scripted_server, mlflow_store):
+    server = scripted_server()
+    # the champion's judge listed other key points for 28 of its 40 articles: coverage pairs only on the other 12
+    other = {_article(i): [f"Point {i} elsewhere."] for i in range(12, 40)}
+    _champion(server, [GOOD.format(i=i) for i in range(40)], coverage=True, key_points=other)
+    run_id, uri = _logged(server, [f"{GOOD.format(i=i)} The mayor welcomed decision {i}." for i in range(40)], run_name="covers",
+                          coverage=True)
+
+    gate = _gate(run_id, uri, beat_metric="coverage")
+
+    assert not gate.passed and _champion_version() == "1"
+    beat = _outcome(gate, "coverage vs champion")
+    assert beat.n == 12  # once decided on these 12 (p = 0.013), registered and tagged "40 pairs used"
+    assert beat.detail.startswith("refused: coverage stands on 12 pairs, fewer than half of the champion's 40 judged rows")
+
+
+def test_a_failed_gate_is_recorded_on_the_candidate_s_run(scripted_server, mlflow_store, tmp_path):
+    server = scripted_server()
+    _champion(server, [GOOD.format(i=i) for i in range(6)])
+    run_id, uri = _logged(server, [BAD.format(i=i) if i < 5 else GOOD.format(i=i) for i in range(6)], run_name="worse")
+
+    gate = _gate(run_id, uri, beat_metric="defect_rate/contradiction")
+
+    assert not gate.passed
+    tags = MlflowClient().get_run(run_id).data.tags
+    assert tags["mgm.gate.decision"].startswith("failed (1 of 3 rules) for summarizer: FAIL defect_rate/contradiction vs champion < 0")
+    assert tags["mgm.gate.test.defect_rate/contradiction"].startswith("exact McNemar, one-sided (better; lower is better), n 6")
+    path = MlflowClient().download_artifacts(run_id, "mgm/gate_decisions.json", str(tmp_path))
+    table = json.loads(Path(path).read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    assert [r["rule"] for r in rows] == ["richness >= 0", "defect_rate/contradiction vs champion < 0",
+                                        "judge_error_rate vs champion, not worse <= 0"]
+    assert [r["passed"] for r in rows] == [True, False, True]
+    beat = rows[1]
+    assert (beat["required"], beat["test"], beat["n"], beat["direction"]) == ("< 0", "exact McNemar", 6, "lower")
+    assert beat["actual"] == pytest.approx(5 / 6) and beat["decision"] == "failed: nothing registered"
