@@ -86,7 +86,9 @@ def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
 def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, Estimate]:
     """Balanced accuracy and Cohen's kappa of a judge against people from the 2 x 2 confusion matrix (rows: people
     no/yes, columns: judge no/yes), each with its percentile bootstrap interval (pairs resampled: a multinomial draw
-    over the four cells, ``stats.category_bootstrap_interval``) and n, the pairs it stands on.
+    over the four cells, ``stats.category_bootstrap_interval``) and n, the pairs it stands on. Where every resample
+    gives the same figure (a few pairs that all agree) there is no interval (NaN), never a zero-width one; where
+    people or the judge used one class only, the figure itself is undefined (NaN).
 
         binary_agreement([[3, 1], [0, 4]])["cohen_kappa"].value  # 0.75
     """
@@ -96,6 +98,8 @@ def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOption
         low, high = category_bootstrap_interval(
             cells, statistic, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence
         )
+        if not high - low > 0:  # every resample agrees (3 of 3 on the diagonal): no interval rather than [1, 1]
+            low, high = math.nan, math.nan
         found[name] = Estimate(name, float(statistic(cells)), low, high, int(cells.sum()), "bootstrap")
     return found
 

@@ -147,7 +147,7 @@ def test_a_rule_on_the_lower_bound_of_an_interval_fails_on_two_rows(scripted_ser
     gate = register_if_passing(uri, "summarizer", run_id=run_id, rules={"claim_support_rate_ci_low": ">= 0.95"})
     assert not gate.passed  # no interval from 2 rows: a missing bound never passes a rule, and says why
     assert gate.failed[0].detail == (
-        "no interval: claim_support_rate stands on 2 rows, and an interval that holds its coverage needs 20 rows that do not all agree"
+        "no interval: claim_support_rate stands on 2 rows, and an interval that holds its coverage needs 10 rows with claims"
     )
 
 

@@ -201,6 +201,7 @@ def test_a_failed_gate_is_recorded_on_the_candidate_s_run(scripted_server, mlflo
     server = scripted_server()
     _champion(server, [GOOD.format(i=i) for i in range(6)])
     run_id, uri = _logged(server, [BAD.format(i=i) if i < 5 else GOOD.format(i=i) for i in range(6)], run_name="worse")
+    MlflowClient().set_tag(run_id, "mlflow.note.content", "Our notes on this run.")
 
     gate = _gate(run_id, uri, beat_metric="defect_rate/contradiction")
 
@@ -208,12 +209,65 @@ def test_a_failed_gate_is_recorded_on_the_candidate_s_run(scripted_server, mlflo
     tags = MlflowClient().get_run(run_id).data.tags
     assert tags["mgm.gate.decision"].startswith("failed (1 of 3 rules) for summarizer: FAIL defect_rate/contradiction vs champion < 0")
     assert tags["mgm.gate.test.defect_rate/contradiction"].startswith("exact McNemar, one-sided (better; lower is better), n 6")
-    path = MlflowClient().download_artifacts(run_id, "mgm/gate_decisions.json", str(tmp_path))
+    path = MlflowClient().download_artifacts(run_id, "mgm_gate_decisions.json", str(tmp_path))
     table = json.loads(Path(path).read_text())
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert [r["rule"] for r in rows] == ["richness >= 0", "defect_rate/contradiction vs champion < 0",
                                         "judge_error_rate vs champion, not worse <= 0"]
     assert [r["passed"] for r in rows] == [True, False, True]
+    assert list(table["columns"][:6]) == ["rule", "passed", "actual", "required", "test", "n"]
+    note = MlflowClient().get_run(run_id).data.tags["mlflow.note.content"]  # the run's description: theirs, then the decision
+    assert note.startswith("Our notes on this run.\n\n<!-- mlflow_genai_metrics gate decision -->\n"
+                           "**Registry gate (summarizer): failed 1 of 3 rules, nothing registered**")
+    _gate(run_id, uri, beat_metric="defect_rate/contradiction")  # gated again: the latest decision replaces the last
+    note = MlflowClient().get_run(run_id).data.tags["mlflow.note.content"]
+    assert note.startswith("Our notes on this run.\n\n") and note.count("gate decision -->") == 1
     beat = rows[1]
     assert (beat["required"], beat["test"], beat["n"], beat["direction"]) == ("< 0", "exact McNemar", 6, "lower")
     assert beat["actual"] == pytest.approx(5 / 6) and beat["decision"] == "failed: nothing registered"
+
+
+def _table_run(run_id: str, strict: list[int], bleu_better: bool = False):
+    from dataclasses import dataclass as _dataclass
+
+    import pandas as pd
+
+    @_dataclass(frozen=True)
+    class Run:
+        run_id: str
+        name: str
+        metrics: dict
+        signature: str
+        rows: pd.DataFrame
+
+    n = len(strict)
+    rows = pd.DataFrame({"id": [f"a{i}" for i in range(n)], "source_key": [f"s{i}" for i in range(n)], "error": [""] * n,
+                         "strictly_aligned": [float(v) for v in strict], "claim_count": [1.0] * n, "supported_claims": [float(v) for v in strict]})
+    return Run(run_id, run_id, {"strict_alignment": sum(strict) / n}, "judge:x|mgm:0", rows)
+
+
+def test_compare_runs_adjusts_every_candidate_s_p_values_together():
+    from mlflow_genai_metrics.summarization.run_table import comparison_table
+
+    base = _table_run("base", [0] * 6 + [1] * 34)
+    # three candidates, each fixing the baseline's 6 failures: raw p = 2^-5 = 0.031 two-sided each
+    candidates = [_table_run(f"cand{k}", [1] * 40) for k in range(3)]
+    table, _ = comparison_table([base, *candidates], metrics=["strict_alignment"])
+    tested = table[table["run_id"] != "base"]
+    assert tested["p_value"].tolist() == pytest.approx([2 * 0.5**6] * 3)
+    assert tested["p_holm"].tolist() == pytest.approx([3 * 2 * 0.5**6] * 3)  # one family of three, not three of one
+
+
+def test_a_line_says_when_lexical_and_faithfulness_metrics_disagree():
+    import pandas as pd
+
+    from mlflow_genai_metrics.summarization.run_table import disagreements
+
+    table = pd.DataFrame([
+        {"run_id": "b" * 32, "run_name": "copycat", "metric": "bleu", "test": "paired approximate randomization", "p_holm": 0.001, "better": "this"},
+        {"run_id": "b" * 32, "run_name": "copycat", "metric": "strict_alignment", "test": "exact McNemar", "p_holm": 0.0001, "better": "first"},
+        {"run_id": "c" * 32, "run_name": "fine", "metric": "bleu", "test": "paired approximate randomization", "p_holm": 0.001, "better": "this"},
+    ])
+    lines = disagreements(table)
+    assert lines == ["copycat (bbbbbbbb): lexical and faithfulness metrics disagree: better on bleu, worse on strict_alignment "
+                     "(Holm p < 0.05); the decision metric is strict_alignment: overlap with a reference is not faithfulness to the article"]

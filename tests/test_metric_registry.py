@@ -39,7 +39,7 @@ def test_a_registered_metric_is_in_the_per_row_table_and_the_aggregates(scripted
     assert result.rows["long_summary"].tolist() == [1, 0, 1, 0, 1, 0, 1, 0]
     assert (result.metrics["long_summary_rate"], result.metrics["long_summary_rate_n"]) == (0.5, 8)
     assert result.metrics["long_summary_rate_ci_low"] < 0.5 < result.metrics["long_summary_rate_ci_high"]
-    assert result.estimates["long_summary_rate"].method == "wilson"
+    assert result.estimates["long_summary_rate"].method == "clopper-pearson"
 
 
 def test_a_registered_metric_is_compared_pair_by_pair(scripted_server):

@@ -142,3 +142,33 @@ def test_the_one_call_judges_card_sits_beside_ours_with_its_numbered_claims(scri
                                                  drawer_says(f"contradicted: {CONTRADICTED}"), drawer_says("openai:/scripted-judge")],
              screenshot=tmp_path / "one-call-card.png")
     assert (tmp_path / "one-call-card.png").stat().st_size > 10_000
+
+
+def test_a_failed_gate_is_visible_on_the_candidate_s_run_page(scripted_server, mlflow_ui, ui_store, tmp_path):
+    from mlflow_genai_metrics import SummarizerModel, register_if_passing
+    from mlflow_genai_metrics.testing import SummarizationJudgeScript
+
+    server = scripted_server(SummarizationJudgeScript(verdicts={f"The council rejected budget {i}.": "no" for i in range(6)}))
+    articles = [f"Article {i}. The council approved budget {i}." for i in range(6)]
+    run_ids = {}
+    for name, summaries in (("champion", [f"The council approved budget {i}." for i in range(6)]),
+                            ("candidate", [f"The council rejected budget {i}." for i in range(6)])):
+        with mlflow.start_run(run_name=name) as run:
+            uri = SummarizerModel(name, "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer").model_uri
+            log_result(judge_summaries(articles, summaries, judge=judge_for(server), ids=[f"a{i}" for i in range(6)],
+                                       coverage=False, grounding=False), log_metrics=True)
+        run_ids[name] = run.info.run_id
+        if name == "champion":
+            assert register_if_passing(uri, "ui-summarizer", run_id=run.info.run_id, rules={"richness": ">= 0"}).passed
+    gate = register_if_passing(uri, "ui-summarizer", run_id=run_ids["candidate"], rules={"richness": ">= 0"}, beat_champion=True,
+                               beat_metric="defect_rate/contradiction")
+    assert not gate.passed
+
+    experiment_id = mlflow.get_run(run_ids["candidate"]).info.experiment_id
+    overview = render(mlflow_ui.run_url(experiment_id, run_ids["candidate"]), screenshot=tmp_path / "failed-gate.png", height=1600)
+    assert "mgm.gate.decision" in overview and "failed (1 of 3 rules) for ui-summarizer" in overview
+    assert "Registry gate (ui-summarizer): failed 1 of 3 rules, nothing registered" in overview  # the description
+    table = render(mlflow_ui.run_url(experiment_id, run_ids["candidate"], "artifacts/mgm_gate_decisions.json"),
+                   screenshot=tmp_path / "failed-gate-table.png")
+    assert "mgm_gate_decisions.json" in table and "View as table" in table and "p_holm" in table
+    assert "defect_rate/contradiction vs champion" in table and "exact McNemar" in table and "failed: nothing registered" in table

@@ -375,3 +375,58 @@ def test_the_docs_show_every_prompt_as_it_is_in_the_package():
         doc = (root / "docs" / page).read_text()
         for name in names:
             assert (root / "mlflow_genai_metrics" / "prompts" / f"{name}.txt").read_text() in doc, f"docs/{page} is out of date for the {name} prompt"
+
+
+def test_agreement_figures_have_no_zero_width_interval_and_say_why_one_is_missing():
+    from mlflow_genai_metrics.cli.common import figure
+    from mlflow_genai_metrics.meta_evaluation import binary_agreement_metrics
+
+    perfect = binary_agreement_metrics([[2, 0], [0, 1]])  # mgm align once printed 1.000 [1.000, 1.000] n=3
+    assert perfect["cohen_kappa"] == 1.0 and math.isnan(perfect["cohen_kappa_ci_low"]) and math.isnan(perfect["cohen_kappa_ci_high"])
+    assert figure("cohen_kappa", perfect).endswith("1.000  no interval  n=3: too few rows for one that holds its coverage, or rows that all agree")
+    one_class = binary_agreement_metrics([[0, 0], [2, 5]])  # people said "consistent" every time: once nan [nan, nan] n=7
+    assert math.isnan(one_class["balanced_accuracy"])
+    assert figure("balanced_accuracy", one_class).endswith("undefined  n=7: people's labels or the judge's verdicts are all of one class, so it is undefined")
+
+
+def test_a_perfect_claim_support_rate_gets_the_exact_bound_so_a_ci_low_rule_can_pass_it():
+    from mlflow_genai_metrics.stats import MIN_RATIO_ROWS, ratio_interval
+
+    claims = np.full(MIN_RATIO_ROWS, 3.0)  # 10 rows, 30 claims, every one supported
+    low, high = ratio_interval(RatioStatistic(claims.copy(), claims).histogram())
+    assert (low, high) == pytest.approx((0.025 ** (1 / 30), 1.0)) and low > 0.88  # once no interval: a _ci_low rule failed it
+    none = ratio_interval(RatioStatistic(np.zeros(MIN_RATIO_ROWS), claims).histogram())
+    assert none == pytest.approx((0.0, 1 - 0.025 ** (1 / 30)))
+    assert all(math.isnan(b) for b in ratio_interval(RatioStatistic(claims[:-1].copy(), claims[:-1]).histogram()))  # 9 rows
+
+
+def test_the_ratio_interval_is_the_logit_delta_method_with_t_quantiles():
+    from scipy.special import expit, logit
+
+    from mlflow_genai_metrics.stats import ratio_interval
+
+    supported, claims = np.array([2.0, 3, 1, 4, 0, 5, 2, 3, 1, 2]), np.array([3.0, 3, 2, 5, 1, 6, 2, 4, 3, 2])
+    value = supported.sum() / claims.sum()
+    residuals = (supported - value * claims) / claims.mean()
+    se = math.sqrt((residuals**2).sum() / (10 * 9)) / (value * (1 - value))
+    t = scipy_stats.t.ppf(0.975, 9)
+    assert ratio_interval(RatioStatistic(supported, claims).histogram()) == pytest.approx(
+        (expit(logit(value) - t * se), expit(logit(value) + t * se)))
+
+
+def test_the_mover_fieller_difference_of_ratios_contains_its_estimate_and_mirrors():
+    from mlflow_genai_metrics.paired import fieller_interval, mover_ratio_interval
+
+    rng = np.random.default_rng(4)
+    claims_a, claims_b = 1 + rng.poisson(5, 40), 1 + rng.poisson(5, 40)
+    a = np.column_stack([rng.binomial(claims_a, 0.8), claims_a]).astype(float)
+    b = np.column_stack([rng.binomial(claims_b, 0.9), claims_b]).astype(float)
+    low, high = mover_ratio_interval(a, b)
+    difference = b[:, 0].sum() / b[:, 1].sum() - a[:, 0].sum() / a[:, 1].sum()
+    assert low < difference < high
+    assert mover_ratio_interval(b, a) == pytest.approx((-high, -low))
+    # Fieller's bounds solve (mean y - r mean n)^2 = t^2 var(mean y - r mean n)
+    y, n = a[:, 0], a[:, 1]
+    for r in fieller_interval(y, n):
+        variance = np.var(y - r * n, ddof=1) / len(y)
+        assert (y.mean() - r * n.mean()) ** 2 == pytest.approx(scipy_stats.t.ppf(0.975, len(y) - 1) ** 2 * variance)

@@ -196,9 +196,19 @@ def make_judge(args: argparse.Namespace, *, batch_files: bool = False):
 
 
 def figure(name: str, metrics: dict[str, float], width: int = 24) -> str:
-    """``name  value  [low, high]  n=..`` where the metric has an interval, else ``name  value``."""
+    """``name  value  [low, high]  n=..`` where the metric has an interval; a sentence instead of ``nan`` where the
+    value or its interval is missing; ``name  value`` for a figure that has none."""
     from ..summarization.scoring import interval_names
 
+    value = metrics[name]
     low, high, n = (metrics.get(k) for k in interval_names(name))
-    interval = f"  [{low:.3f}, {high:.3f}]  n={n:.0f}" if low is not None and high is not None and n is not None else ""
-    return f"  {name:<{width}} {metrics[name]:.3f}{interval}"
+    if n is None:
+        return f"  {name:<{width}} {value:.3f}"
+    if value is None or math.isnan(value):
+        why = ("people's labels or the judge's verdicts are all of one class, so it is undefined"
+               if name.endswith(("balanced_accuracy", "cohen_kappa")) else "no row to stand on")
+        return f"  {name:<{width}} undefined  n={n:.0f}: {why}"
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return (f"  {name:<{width}} {value:.3f}  no interval  n={n:.0f}: too few rows for one that holds its coverage, "
+                "or rows that all agree")
+    return f"  {name:<{width}} {value:.3f}  [{low:.3f}, {high:.3f}]  n={n:.0f}"

@@ -34,7 +34,7 @@ DEMO_NOTE = (
     "Set MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and OPENAI_API_KEY to judge with a real model."
 )
 # The gate: the judge's faithfulness and its error rate, and the model-free check (confident that most summaries
-# are grounded: the Wilson lower bound of grounded_rate, so that 8 articles must be nearly all grounded to pass).
+# are grounded: the Clopper-Pearson lower bound of grounded_rate, so that 8 articles must be nearly all grounded to pass).
 # strict_alignment, not the study's alignment: a judge that answers idk to every claim gives alignment 1 (nothing
 # contradicted) and strict_alignment 0. 0.3: 3 of the 8 summaries with every claim supported (small models add
 # details the source does not hold; the grounded rule carries the demo's bar).

@@ -8,6 +8,7 @@ from .common import EXIT_GATE_FAILED, EXIT_OK, set_tracking, tracking_option
 
 
 def compare(args: argparse.Namespace) -> int:
+    from ..summarization.run_table import DECISION_METRIC, disagreements
     from ..tracking import compare_runs
 
     set_tracking(args)
@@ -17,7 +18,7 @@ def compare(args: argparse.Namespace) -> int:
     )
     columns = [
         "run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "difference_ci_low", "difference_ci_high",
-        "p_value", "p_holm", "better", "pairs", "pairs_dropped_for_errors",
+        "p_holm", "p_value", "better", "pairs", "pairs_dropped_for_errors",
     ]
     # every column and row, figures to 4 significant digits, blanks where a figure does not apply (the first run)
     print(table[columns].to_string(index=False, na_rep="", float_format=lambda v: f"{v:.4g}"))
@@ -25,7 +26,10 @@ def compare(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     for _, row in table[table["metric_note"] != ""].iterrows():
         print(f"note: {row['run_name']} {row['metric']}: {row['metric_note']}")
-    print("p_value: the test of each metric's kind against the first run (two-sided); p_holm: Holm-adjusted over the metrics shown")
+    for line in disagreements(table):
+        print(f"note: {line}")
+    print("p_holm: the test of each metric's kind against the first run (two-sided), Holm-adjusted over every metric and run "
+          f"shown: read this one; p_value: the raw p beside it. Decisions (mgm gate) read {DECISION_METRIC} by default.")
     if args.log:
         print(f"comparison logged as run {table.attrs['comparison_run_id']}")
     return EXIT_OK

@@ -43,8 +43,8 @@ def judge_summaries(
     computed ``statistics`` (a ``stats.StatisticsOptions``); either one's fields may be given as keywords instead
     (``coverage=False``, ``resamples=200``), not both (``options.resolve``). ``references`` adds ROUGE, BLEU and
     chrF (``traditional_metrics``) to the rows and the metrics. ``judge=None`` asks no judge at all: the result holds the
-    grounding check (and the reference and length metrics) only. Confidence intervals are Wilson for proportions
-    and BCa bootstrap over rows for means and ratios (from 20 rows). Bad input and bad options raise before any
+    grounding check (and the reference and length metrics) only. Confidence intervals are Clopper-Pearson for
+    proportions, the logit delta method for ratios (from 10 rows) and BCa bootstrap over rows for means (from 20). Bad input and bad options raise before any
     call is made, naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
 
     ``sources``, ``summaries``, ``ids`` and ``references`` are sequences in row order (lists, tuples, pandas

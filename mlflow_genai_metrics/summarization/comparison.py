@@ -25,11 +25,12 @@ import pandas as pd
 from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio, paired_skew_corrected_t
 from ..reference import paired_corpus_difference, statistics_column
 from ..signature import FAMILY_PARTS, Signature
-from ..stats import RatioStatistic, StatisticsOptions
+from ..stats import StatisticsOptions
 from .ids import canonical_id
 from .metrics import METRICS, MetricSpec
 from .options import resolve
 from .scoring import rate_statistics
+from .unreadable import content_failed, counted_against
 
 # The inputs beside the source that a metric family's values depend on: their fingerprints must match for a pair
 # to count in that family's comparison (the column, and what the table says when they differ).
@@ -37,11 +38,6 @@ INPUT_KEYS: dict[str, tuple[str, str]] = {
     "reference": ("reference_key", "references differ"),
     "coverage": ("key_points_key", "key points differ"),
 }
-# Judge failures caused by what a run wrote: a reply refused for its content, no claim in a text that has words. For
-# a decision such a row is a failure of the run that wrote it, never a row to leave out (guide "Decisions"); every
-# other failure (timeouts, 5xx, rate limits, the budget, a bad reply) is the infrastructure's and leaves the pair.
-CONTENT_FAILURES = frozenset({"no_claims", "refused"})
-_ERROR_KIND = r"^(?:[^:]*? failed: )?([a-z_]+)(?: \(HTTP \d+\))?:"
 
 
 class SignatureMismatchError(ValueError):
@@ -118,20 +114,6 @@ def _keyed(rows: pd.DataFrame, side: str) -> pd.DataFrame:
     return keyed
 
 
-def error_kinds(rows: pd.DataFrame) -> pd.Series:
-    """Each row's judge error kind (``"no_claims"``, ``"timeout"``, ...; ``""`` when it was judged, ``"unknown"`` for
-    an error text of another form), read from the row's ``error`` text: ``"<stage> failed: <kind>[ (HTTP n)]: ..."``
-    (``RowError.__str__``) or ``"<kind>[ (HTTP n)]: ..."`` (``JudgeError.__str__``)."""
-    errors = rows["error"].fillna("").astype(str)
-    kinds = errors.str.extract(_ERROR_KIND, expand=False).fillna("unknown")
-    return kinds.where(errors.str.strip() != "", "")
-
-
-def content_failed(rows: pd.DataFrame) -> pd.Series:
-    """Rows the judge could not read because of what was written (``CONTENT_FAILURES``)."""
-    return error_kinds(rows).isin(CONTENT_FAILURES)
-
-
 def _failed(rows: pd.DataFrame, decision: bool = False) -> pd.Series:
     failed = rows["error"].fillna("").astype(str) != ""
     return failed & ~content_failed(rows) if decision else failed
@@ -203,39 +185,6 @@ def _same_input(rows_a: pd.DataFrame, rows_b: pd.DataFrame, family: str) -> tupl
 
 def _subset(statistic, mask: np.ndarray):
     return type(statistic)(statistic.numerator[mask], statistic.denominator[mask])
-
-
-def _unreadable(spec: MetricSpec, rows: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
-    """The rows of one side the metric could not be read on because of what that side wrote: a content failure of
-    the judge; for the grounding check (no judge), a text it cannot read (no score) where the other side has one."""
-    if spec.family == "grounding":
-        column = spec.of or "grounding"
-        if column not in rows or column not in other:
-            return np.zeros(len(rows), dtype=bool)
-        mine, theirs = (frame[column].to_numpy(dtype=float, na_value=np.nan) for frame in (rows, other))
-        if np.isnan(mine).all():  # the check did not run on this side at all: nothing it wrote was unreadable
-            return np.zeros(len(rows), dtype=bool)
-        return np.isnan(mine) & ~np.isnan(theirs)
-    return content_failed(rows).to_numpy(dtype=bool)
-
-
-def counted_against(spec: MetricSpec, a: RatioStatistic, b: RatioStatistic, rows_a: pd.DataFrame, rows_b: pd.DataFrame,
-                    ) -> tuple[RatioStatistic, RatioStatistic]:
-    """A decision's view of one metric over paired rows (guide "Decisions"): a row a side's output made unreadable
-    is a failure of that side on a proportion (0 where higher is better, 1 where lower is), never left out; a mean
-    or a ratio cannot score such a row, so the pair leaves it (and the not-worse rules beside it catch the
-    failures). The judge error rate itself needs nothing: its rows are already 1 where the judge failed."""
-    if spec.name == "judge_error_rate" or spec.kind == "corpus":
-        return a, b
-    unreadable_a, unreadable_b = _unreadable(spec, rows_a, rows_b), _unreadable(spec, rows_b, rows_a)
-    if spec.kind != "proportion":
-        keep = ~(unreadable_a | unreadable_b)
-        return tuple(RatioStatistic(s.numerator * keep, s.denominator * keep) for s in (a, b))  # type: ignore[return-value]
-    failure = 0.0 if spec.greater_is_better else 1.0
-    return tuple(  # type: ignore[return-value]
-        RatioStatistic(np.where(unreadable, failure, s.numerator), np.where(unreadable, 1.0, s.denominator))
-        for s, unreadable in ((a, unreadable_a), (b, unreadable_b))
-    )
 
 
 def _test(spec: MetricSpec, a, b, *, alternative: Alternative, statistics: StatisticsOptions, decision: bool = False) -> PairedTest:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..stats import MIN_INTERVAL_ROWS
+from ..stats import MIN_INTERVAL_ROWS, MIN_RATIO_ROWS
 from .metrics import METRICS, closest_names
 from .scoring import aggregate_names, corpus_names, interval_names
 
@@ -139,7 +139,8 @@ def missing_because(metric: str, metrics: Mapping[str, float]) -> str:
     rows = metrics.get(interval_names(base)[2]) if base != metric else None
     if rows:
         spec = METRICS.aggregate(base)
-        needs = "2 rows" if spec is not None and spec.kind == "proportion" else f"{MIN_INTERVAL_ROWS} rows that do not all agree"
+        kind = spec.kind if spec is not None else "mean"
+        needs = {"proportion": "2 rows", "ratio": f"{MIN_RATIO_ROWS} rows with claims"}.get(kind, f"{MIN_INTERVAL_ROWS} rows that do not all agree")
         return f"no interval: {base} stands on {rows:.0f} row{'s' if rows != 1 else ''}, and an interval that holds its coverage needs {needs}"
     errors = metrics.get("judge_error_rate")
     why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"

@@ -7,7 +7,7 @@ intervals; the same numbers as ``judge_summaries(..., judge=None)`` gives, in a 
     result.metrics["grounding"], result.metrics["grounded_rate_ci_low"]
 
 Aggregates, named as every other aggregate (``summarization.scoring.interval_names``): ``grounding`` (the mean
-over rows, bootstrap interval) and ``grounded_rate`` (the share of rows grounded, Wilson interval), each with
+over rows, bootstrap interval) and ``grounded_rate`` (the share of rows grounded, Clopper-Pearson interval), each with
 ``_ci_low``, ``_ci_high`` and ``_n``. A summary with no sentence has no grounding (empty, never 0) and is left out
 of both. Results are cached on disk by (model tag, source, summary), so a rerun recomputes nothing.
 """
@@ -53,7 +53,7 @@ def grounding_statistics(rows: pd.DataFrame) -> dict[str, RatioStatistic]:
 
 
 def grounding_aggregates(histograms: dict[str, RatioHistogram], statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, float]:
-    """``grounding`` with its bootstrap interval, ``grounded_rate`` with its Wilson interval (the registry says which
+    """``grounding`` with its bootstrap interval, ``grounded_rate`` with its Clopper-Pearson interval (the registry says which
     is a proportion), each with n, from the histograms (so that rows scored in parts give the single-process numbers)."""
     return rate_metrics(histograms, statistics)
 

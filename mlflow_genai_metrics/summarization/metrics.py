@@ -1,8 +1,8 @@
 """The metric registry: every metric, once, with what it is and how it is computed.
 
 Each ``MetricSpec`` says whether a metric is per row or an aggregate, whether greater is better, which column
-explains a row's value, what kind of number it is (a proportion gets the Wilson interval, a mean or a ratio the
-bootstrap, a corpus statistic its own computation) and where it comes from (the judge, a reference, the texts).
+explains a row's value, what kind of number it is (a proportion gets the Clopper-Pearson interval, a ratio the
+logit delta method, a mean the bootstrap, a corpus statistic its own computation) and where it comes from (the judge, a reference, the texts).
 Every adapter iterates the registry: the per-row table, the aggregates and their intervals, the MLflow metrics and
 scorers, Spark, the comparison, the plots, the CLI and the gate's validation. Adding a metric is one entry plus its
 computation::

@@ -52,8 +52,11 @@ def comparison_table(
     unknown = [name for name in metrics or () if not any(name in run.metrics for run in runs)]
     if unknown:  # a typo would otherwise leave an empty table
         raise ValueError(f"no run compared has the metric(s) {closest_names(unknown, set(base.metrics))}")
-    # Holm's adjustment runs over the metrics this table shows, for each compared run.
-    tables = {run_id: with_holm(c.table[c.table["metric"].isin(names)], statistics.confidence).set_index("metric") for run_id, c in comparisons.items()}
+    # Holm's adjustment runs over every test this table shows: each metric of each run compared with the first (one
+    # family: three candidates against one baseline adjusted per candidate showed 19% of null comparisons "significant").
+    shown = {run_id: c.table[c.table["metric"].isin(names)].assign(run_id=run_id) for run_id, c in comparisons.items()}
+    together = with_holm(pd.concat(shown.values(), ignore_index=True), statistics.confidence) if shown else pd.DataFrame()
+    tables = {run_id: together[together["run_id"] == run_id].set_index("metric") for run_id in shown}
     records = []
     for run in runs:
         comparison = comparisons.get(run.run_id)
@@ -115,13 +118,37 @@ def _note(comparison: Comparison) -> str:
 
 
 def test_labels(table: pd.DataFrame) -> dict[str, str]:
-    """Per metric, what the comparison against the first run found, for the bars: ``p 0.012 (Holm 0.036)``, or why
+    """Per metric, what the comparison against the first run found, for the bars: ``Holm p 0.036 (raw 0.012)``, or why
     it was not tested (one line per compared run)."""
     labels: dict[str, list[str]] = {}
     for _, row in table[table["test"] != ""].iterrows():
         if math.isnan(row["p_value"]):
             text = "too few pairs" if row["metric_note"].startswith("too few") else "not tested"
         else:
-            text = f"p {row['p_value']:.2g} (Holm {row['p_holm']:.2g})"
+            text = f"Holm p {row['p_holm']:.2g} (raw {row['p_value']:.2g})"
         labels.setdefault(row["metric"], []).append(text)
     return {metric: "\n".join(texts) for metric, texts in labels.items()}
+
+
+DECISION_METRIC = "strict_alignment"  # what the gate decides on unless told otherwise (guide "The row's verdict card")
+
+
+def disagreements(table: pd.DataFrame, level: float = 0.05) -> list[str]:
+    """One line per compared run whose lexical metrics (ROUGE, BLEU, chrF, TER: overlap with a reference) and
+    faithfulness metrics (the judge's, the grounding check's) point opposite ways, each significantly (Holm-adjusted
+    p below ``level``): a summary can copy a reference's words and still state what the article does not."""
+    lines = []
+    tested = table[(table["test"] != "") & (table["p_holm"] < level)]
+    for (run_id, name), rows in tested.groupby(["run_id", "run_name"], sort=False):
+        family = {row["metric"]: (METRICS.aggregate(row["metric"]).family if METRICS.aggregate(row["metric"]) else "") for _, row in rows.iterrows()}
+        lexical = {m: b for m, b in zip(rows["metric"], rows["better"]) if family[m] == "reference"}
+        faithful = {m: b for m, b in zip(rows["metric"], rows["better"]) if family[m] in ("judge", "grounding")}
+        for good, bad in (("this", "first"), ("first", "this")):
+            up = [m for m, b in lexical.items() if b == good]
+            down = [m for m, b in faithful.items() if b == bad]
+            if up and down:
+                way = "better" if good == "this" else "worse"
+                lines.append(f"{name} ({run_id[:8]}): lexical and faithfulness metrics disagree: {way} on {', '.join(up)}, "
+                             f"{'worse' if way == 'better' else 'better'} on {', '.join(down)} (Holm p < {level:g}); the decision "
+                             f"metric is {DECISION_METRIC}: overlap with a reference is not faithfulness to the article")
+    return lines

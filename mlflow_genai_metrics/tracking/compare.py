@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from .. import plots
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
-from ..summarization.run_table import comparison_table, test_labels
+from ..summarization.run_table import DECISION_METRIC, comparison_table, disagreements, test_labels
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
 
@@ -102,8 +102,8 @@ def compare_runs(
 ) -> pd.DataFrame:
     """Compare evaluation runs: one row per (run, metric) with its value, 95% interval and n, and, for every run
     after the first, the paired difference against the first over the usable pairs: the test of the metric's kind
-    (``test``), the interval of the difference, the p-value and, beside it, the p-value Holm-adjusted over the
-    metrics shown (``p_holm``), ``better`` ("this", "first" or "") in the metric's ``direction``, the pairs it
+    (``test``), the interval of the difference, the p-value Holm-adjusted over every metric of every run shown
+    (``p_holm``: the one to read; three candidates are one family) and the raw one beside it (``p_value``), ``better`` ("this", "first" or "") in the metric's ``direction``, the pairs it
     stands on (``pairs``) and a ``metric_note`` ("too few pairs to test", pairs left out because references or key
     points differ).
 
@@ -137,6 +137,9 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
     run_id = comparison.info.run_id
     if note:
         client.set_tag(run_id, "mgm.note", note)
+    client.set_tag(run_id, "mgm.decision_metric", DECISION_METRIC)
+    for number, line in enumerate(disagreements(table), start=1):
+        client.set_tag(run_id, f"mgm.disagreement.{number}", line[:4900])
     with tempfile.TemporaryDirectory(prefix="mgm-compare-") as tmp:
         folder = Path(tmp) / ARTIFACT_DIR
         (folder / "plots").mkdir(parents=True)

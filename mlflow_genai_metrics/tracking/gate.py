@@ -21,7 +21,6 @@ from ..summarization.comparison import (
     SignatureMismatchError,
     SourceMismatchError,
     compare_results,
-    content_failed,
     direction,
 )
 from ..summarization.decision import attempt_level, decide, decision_metrics
@@ -38,6 +37,7 @@ from ..summarization.gating import (
 from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
+from ..summarization.unreadable import content_failed
 from .compare import evaluated_run, load_run, load_table, run_figures
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
@@ -138,29 +138,40 @@ def register_if_passing(
 
 
 DECISION_TAG = "mgm.gate.decision"  # on the candidate's run: what the latest gate decided, in one line
-DECISION_TABLE = "mgm/gate_decisions.json"  # on the candidate's run: every rule of every gate call, appended
+DECISION_TABLE = "mgm_gate_decisions.json"  # on the candidate's run, beside its other tables: every rule of every gate call, appended
 
 
 def decision_table(result: GateResult, name: str) -> pd.DataFrame:
     """One row per rule: what it required, the actual value, passed or not, and its test (kind, n, p, Holm-adjusted
     p, direction) where a paired test decided it; the detail says why."""
     decided = "passed: registered version " + str(result.registered_version) if result.passed else "failed: nothing registered"
-    return pd.DataFrame.from_records([{
-        "registered_model": name, "decision": decided, "rule": str(o.rule), "required": f"{o.rule.op} {o.rule.threshold:g}",
-        "actual": o.actual, "passed": o.passed, "test": o.test, "n": o.n, "p_value": o.p_value, "p_holm": o.p_holm,
-        "direction": o.direction, "detail": o.detail,
+    return pd.DataFrame.from_records([{  # what a reader needs first, first: the UI shows the leftmost columns
+        "rule": str(o.rule), "passed": o.passed, "actual": o.actual, "required": f"{o.rule.op} {o.rule.threshold:g}",
+        "test": o.test, "n": o.n, "p_holm": o.p_holm, "p_value": o.p_value, "direction": o.direction, "detail": o.detail,
+        "decision": decided, "registered_model": name,
     } for o in result.outcomes])
 
 
 def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateResult, tags: dict[str, str]) -> None:
     """Passed or failed, the decision goes on the candidate's run where people look: a one-line tag, the comparison's
-    tags, and the rules' table (``mgm/gate_decisions.json``, one row per rule of each gate call)."""
+    tags, and the rules' table (``mgm_gate_decisions.json``, one row per rule of each gate call)."""
     failed = result.failed
     line = (f"passed: registered version {result.registered_version} of {name}" if result.passed
             else f"failed ({len(failed)} of {len(result.outcomes)} rules) for {name}: {failed[0]}")
     for key, value in {DECISION_TAG: line[:4900], **tags}.items():
         client.set_tag(run_id, key, value)
     client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
+    # The run's description (the first thing its page shows): the person's own text, then the latest decision.
+    own = client.get_run(run_id).data.tags.get(_NOTE_TAG, "").split(_DECISION_MARK)[0].rstrip()
+    rules = "\n".join(f"- {'PASS' if o.passed else 'FAIL'} `{o.rule}`: actual {o.actual_text()}{o.because}" for o in result.outcomes)
+    head = (f"passed, registered version {result.registered_version}" if result.passed
+            else f"failed {len(failed)} of {len(result.outcomes)} rules, nothing registered")
+    decision = f"{_DECISION_MARK}\n**Registry gate ({name}): {head}**\n\n{rules}\n\nEvery rule's test: `{DECISION_TABLE}`."
+    client.set_tag(run_id, _NOTE_TAG, f"{own}\n\n{decision}" if own else decision)
+
+
+_NOTE_TAG = "mlflow.note.content"  # MLflow's run description
+_DECISION_MARK = "<!-- mlflow_genai_metrics gate decision -->"
 
 
 def check_model_uri(model_uri: str) -> None:

@@ -1,0 +1,67 @@
+"""Rows a run's own output made unreadable: which judge failures a run caused, and how a decision counts them.
+
+A judge failure caused by what a run wrote (``CONTENT_FAILURES``: a reply refused for its content, no claim in a text
+that has words) is, for a decision, a failure of the run that wrote it, never a row to leave out (guide
+"Decisions"); every other failure (timeouts, 5xx, rate limits, the budget, a bad reply) is the infrastructure's and
+leaves the pair. ``comparison.pair_rows`` and ``comparison.paired_table`` read them in decision mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..stats import RatioStatistic
+from .metrics import MetricSpec
+
+__all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "error_kinds"]
+
+CONTENT_FAILURES = frozenset({"no_claims", "refused"})  # the error kinds (``judge.records.ErrorKind``) a run's text causes
+_ERROR_KIND = r"^(?:[^:]*? failed: )?([a-z_]+)(?: \(HTTP \d+\))?:"
+
+
+def error_kinds(rows: pd.DataFrame) -> pd.Series:
+    """Each row's judge error kind (``"no_claims"``, ``"timeout"``, ...; ``""`` when it was judged, ``"unknown"`` for
+    an error text of another form), read from the row's ``error`` text: ``"<stage> failed: <kind>[ (HTTP n)]: ..."``
+    (``RowError.__str__``) or ``"<kind>[ (HTTP n)]: ..."`` (``JudgeError.__str__``)."""
+    errors = rows["error"].fillna("").astype(str)
+    kinds = errors.str.extract(_ERROR_KIND, expand=False).fillna("unknown")
+    return kinds.where(errors.str.strip() != "", "")
+
+
+def content_failed(rows: pd.DataFrame) -> pd.Series:
+    """Rows the judge could not read because of what was written (``CONTENT_FAILURES``)."""
+    return error_kinds(rows).isin(CONTENT_FAILURES)
+
+
+def _unreadable(spec: MetricSpec, rows: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
+    """The rows of one side the metric could not be read on because of what that side wrote: a content failure of
+    the judge; for the grounding check (no judge), a text it cannot read (no score) where the other side has one."""
+    if spec.family == "grounding":
+        column = spec.of or "grounding"
+        if column not in rows or column not in other:
+            return np.zeros(len(rows), dtype=bool)
+        mine, theirs = (frame[column].to_numpy(dtype=float, na_value=np.nan) for frame in (rows, other))
+        if np.isnan(mine).all():  # the check did not run on this side at all: nothing it wrote was unreadable
+            return np.zeros(len(rows), dtype=bool)
+        return np.isnan(mine) & ~np.isnan(theirs)
+    return content_failed(rows).to_numpy(dtype=bool)
+
+
+def counted_against(spec: MetricSpec, a: RatioStatistic, b: RatioStatistic, rows_a: pd.DataFrame, rows_b: pd.DataFrame,
+                    ) -> tuple[RatioStatistic, RatioStatistic]:
+    """A decision's view of one metric over paired rows (guide "Decisions"): a row a side's output made unreadable
+    is a failure of that side on a proportion (0 where higher is better, 1 where lower is), never left out; a mean
+    or a ratio cannot score such a row, so the pair leaves it (and the not-worse rules beside it catch the
+    failures). The judge error rate itself needs nothing: its rows are already 1 where the judge failed."""
+    if spec.name == "judge_error_rate" or spec.kind == "corpus":
+        return a, b
+    unreadable_a, unreadable_b = _unreadable(spec, rows_a, rows_b), _unreadable(spec, rows_b, rows_a)
+    if spec.kind != "proportion":
+        keep = ~(unreadable_a | unreadable_b)
+        return tuple(RatioStatistic(s.numerator * keep, s.denominator * keep) for s in (a, b))  # type: ignore[return-value]
+    failure = 0.0 if spec.greater_is_better else 1.0
+    return tuple(  # type: ignore[return-value]
+        RatioStatistic(np.where(unreadable, failure, s.numerator), np.where(unreadable, 1.0, s.denominator))
+        for s, unreadable in ((a, unreadable_a), (b, unreadable_b))
+    )
