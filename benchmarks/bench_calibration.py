@@ -697,7 +697,7 @@ def gate_lines(ns: list[int], reps: int, seed: int, jobs: int) -> tuple[list[str
             misses.append(f"gate: {scenario.name}, n={n}: registered {hits}/{total} = {hits / total:.3f} (an {scenario.truth} candidate)")
         elif scenario.truth != "better" and beyond_two_se_fpr(hits, total):
             text += " (!)"
-        shown_n = f"{'20..' if scenario.attempts else ''}{n}"
+        shown_n = f"{scenario.attempts[0]}..{scenario.attempts[-1]}" if scenario.attempts else str(n)
         lines.append(f"| {scenario.name} | {scenario.beat_metric} | {scenario.truth} | {shown_n} | {text} |")
     return lines, misses
 
@@ -736,8 +736,9 @@ def main(argv: list[str] | None = None) -> int:
              f"Bootstrap resamples {args.resamples}, random permutations {args.permutations} (exact sign flips while 2^informative "
              f"<= {args.permutations}); seed {args.seed}; {reps} replications per cell"
              f"{f' ({large_reps} at n >= {LARGE_N})' if any(n >= LARGE_N for n in ns) else ''}.",
-             f"Intervals: of means and ratios from {MIN_INTERVAL_ROWS} rows (MIN_INTERVAL_ROWS), of the corpus difference from "
-             f"{MIN_CORPUS_ROWS} pairs (MIN_CORPUS_ROWS), of proportions from 2.", ""]
+             f"Intervals: of proportions from 2 rows, of means from {MIN_INTERVAL_ROWS} (MIN_INTERVAL_ROWS), of ratios from "
+             f"{MIN_RATIO_ROWS} (MIN_RATIO_ROWS); of a paired difference of proportions from {MIN_PAIRED_PROPORTION_ROWS} pairs, "
+             f"of means from {MIN_DIFFERENCE_ROWS}, of ratios from {MIN_RATIO_DIFFERENCE_ROWS}, of the corpus from {MIN_CORPUS_ROWS}.", ""]
     if any(everything[i].kind == "corpus" for i in selected):
         null_a, *_ = bleu_populations(args.seed)
         checked = check_bleu(null_a, np.random.default_rng(args.seed))
