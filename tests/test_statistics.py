@@ -430,3 +430,19 @@ def test_the_mover_fieller_difference_of_ratios_contains_its_estimate_and_mirror
     for r in fieller_interval(y, n):
         variance = np.var(y - r * n, ddof=1) / len(y)
         assert (y.mean() - r * n.mean()) ** 2 == pytest.approx(scipy_stats.t.ppf(0.975, len(y) - 1) ** 2 * variance)
+
+
+def test_the_decision_s_t_is_the_plain_paired_t_when_the_differences_are_symmetric_and_corrects_for_skew():
+    from mlflow_genai_metrics.paired import paired_skew_corrected_t
+
+    a = RatioStatistic.mean_of(np.zeros(8))
+    symmetric = RatioStatistic.mean_of(np.array([1.0, 2, 3, 4, 4, 5, 6, 7]))  # differences with no skew
+    plain = scipy_stats.ttest_1samp(symmetric.numerator, 0.0, alternative="greater").pvalue
+    assert paired_skew_corrected_t(a, symmetric, kind="mean").p_value == pytest.approx(plain)
+    # many small gains and one large loss (left-skewed): the corrected test asks more than the plain t does
+    skewed = RatioStatistic.mean_of(np.array([1.0] * 19 + [-12.0]))
+    zero = RatioStatistic.mean_of(np.zeros(20))
+    plain = scipy_stats.ttest_1samp(skewed.numerator, 0.0, alternative="greater").pvalue
+    corrected = paired_skew_corrected_t(zero, skewed, kind="mean")
+    assert corrected.p_value > plain and corrected.test == "paired t, skewness-corrected (Johnson)"
+    assert paired_skew_corrected_t(skewed, zero, kind="mean", alternative="less").p_value == pytest.approx(corrected.p_value)
