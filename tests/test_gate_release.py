@@ -271,3 +271,25 @@ def test_a_line_says_when_lexical_and_faithfulness_metrics_disagree():
     lines = disagreements(table)
     assert lines == ["copycat (bbbbbbbb): lexical and faithfulness metrics disagree: better on bleu, worse on strict_alignment "
                      "(Holm p < 0.05); the decision metric is strict_alignment: overlap with a reference is not faithfulness to the article"]
+
+
+def test_a_judge_that_changed_under_its_name_refuses_the_decision_and_both_names_are_recorded(scripted_server, mlflow_store, tmp_path):
+    server = scripted_server()
+    champion_run = _champion(server, [BAD.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(40)])
+    # the champion's replies named another snapshot than the candidate's, under one signature (a hosted judge moved)
+    client = MlflowClient()
+    report = json.loads(Path(client.download_artifacts(champion_run, "mgm/report.json", str(tmp_path))).read_text())
+    assert list(report["judge_reported_models"]) == ["scripted-judge"]
+    report["judge_reported_models"] = {"scripted-judge-2026-01-01": 80}
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "report.json").write_text(json.dumps(report))
+    client.log_artifact(champion_run, str(tmp_path / "new" / "report.json"), "mgm")
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="better")
+
+    gate = _gate(run_id, uri)
+
+    assert not gate.passed and _champion_version() == "1"  # 20 fixed rows would pass: p = 2^-20
+    assert gate.failed[0].detail.startswith("refused: the judge's endpoint served scripted-judge for the candidate and "
+                                            "scripted-judge-2026-01-01 for the champion under one signature")
+    tags = client.get_run(run_id).data.tags
+    assert tags["mgm.gate.served_models"] == "champion: scripted-judge-2026-01-01; candidate: scripted-judge"

@@ -48,17 +48,27 @@ def run_figures(run: Run, client: MlflowClient | None = None) -> dict[str, float
     """
     client = client or MlflowClient()
     figures = dict(run.data.metrics)
-    report_path = f"{ARTIFACT_DIR}/report.json"
-    if report_path not in {item.path for item in client.list_artifacts(run.info.run_id, ARTIFACT_DIR)}:
-        return figures
-    with tempfile.TemporaryDirectory(prefix="mgm-report-") as tmp:
-        report = json.loads(Path(client.download_artifacts(run.info.run_id, report_path, tmp)).read_text())
-    for name, value in report.get("metrics", {}).items():
+    for name, value in run_report(run.info.run_id, client).get("metrics", {}).items():
         if value is None or not math.isfinite(float(value)):
             figures.pop(name, None)
         else:
             figures[name] = float(value)
     return figures
+
+
+def run_report(run_id: str, client: MlflowClient) -> dict[str, Any]:
+    """The run's ``mgm/report.json`` (empty when the run has none: not ours)."""
+    report_path = f"{ARTIFACT_DIR}/report.json"
+    if report_path not in {item.path for item in client.list_artifacts(run_id, ARTIFACT_DIR)}:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="mgm-report-") as tmp:
+        return json.loads(Path(client.download_artifacts(run_id, report_path, tmp)).read_text())
+
+
+def served_models(run_id: str, client: MlflowClient) -> list[str]:
+    """The model names the judge's endpoint reported in its replies for this run (``judge_reported_models`` of its
+    report), sorted; empty when the endpoint named none."""
+    return sorted(run_report(run_id, client).get("judge_reported_models", {}))
 
 
 def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:

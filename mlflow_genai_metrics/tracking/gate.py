@@ -38,7 +38,7 @@ from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
 from ..summarization.unreadable import content_failed
-from .compare import evaluated_run, load_run, load_table, run_figures
+from .compare import evaluated_run, load_run, load_table, run_figures, served_models
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
@@ -242,6 +242,14 @@ def _champion_outcomes(
         rows, counted = counted_against(candidate.rows, load_table(run.info.run_id, "claims", client))
         candidate = dataclasses.replace(candidate, rows=rows)
         tags["mgm.gate.stability"] = f"required: {counted} unstable claim(s) of the candidate counted as contradicted"
+    # The endpoint's own name for what answered: one signature can hide a hosted model that changed under its name.
+    served = {"champion": served_models(champion_run_id, client), "candidate": served_models(run.info.run_id, client)}
+    tags["mgm.gate.served_models"] = "; ".join(f"{side}: {', '.join(names) or 'not reported'}" for side, names in served.items())
+    if served["champion"] and served["candidate"] and served["champion"] != served["candidate"]:
+        return refused(f"refused: the judge's endpoint served {', '.join(served['candidate'])} for the candidate and "
+                       f"{', '.join(served['champion'])} for the champion under one signature, so a difference could be the "
+                       "judge's; judge the champion's rows again with the candidate's judge (the cache answers what has not "
+                       "changed) and gate against that run")
     compared, alternatives = decision_metrics(metrics)
     try:  # the one comparison every path uses: pairs by id and source; a decision counts unreadable outputs as failures
         comparison = compare_results(incumbent, candidate, statistics=statistics, metrics=compared, alternatives=alternatives,
