@@ -284,3 +284,19 @@ def test_the_trees_walked_all_at_once_give_each_rows_leaf_as_a_walk_node_by_node
     together = model.raw(features)
     assert together == pytest.approx([walked(row) for row in features], abs=1e-12)
     assert [model.raw(row[None, :])[0] for row in features] == together.tolist()  # a batch of one row gives the same
+
+
+def test_a_word_of_a_hundred_thousand_letters_scores_at_once_as_bert_reads_it():
+    # the greedy word-piece split is cubic in a word's length: 8,000 letters took 14-37 s, 100,000 never returned
+    import time
+
+    from mlflow_genai_metrics.grounding.vectors import MAX_WORD_CHARS, load_vectors, word_vector, wordpiece
+
+    rows = load_vectors().rows
+    assert wordpiece("ha" * 50, rows) is not None and wordpiece("ha" * 50 + "h", rows) is None  # BERT's 100 characters
+    grounding_metrics(["The council met."], ["The council met."])  # the model and vectors loaded before the clock starts
+    started = time.process_time()
+    assert word_vector("ha" * 50_000) is None
+    result = grounding_metrics(["The council approved the budget. Critics laughed."], ["Critics laughed: " + "ha" * 50_000 + "."])
+    assert time.process_time() - started < 1.0, "a 100,000-letter word must not stall the grounding check"
+    assert len(result.rows) == 1 and MAX_WORD_CHARS == 100

@@ -42,10 +42,18 @@ class WordVectors:
         return self.vectors.shape[1]
 
 
+# BERT's tokenizer reads a word longer than this as unknown (its max_input_chars_per_word): the greedy split below
+# is cubic in a word's length, and one "hahaha..." of 100,000 letters never returned.
+MAX_WORD_CHARS = 100
+
+
 def wordpiece(word: str, ids: Mapping[str, int]) -> list[int] | None:
     """BERT's greedy longest-match WordPiece split of ``word`` (continuations spelt ``##...``) as the ids ``ids``
-    gives its pieces, or None when they cannot spell it. The table's rows at run time; the model's vocabulary ids
-    when ``scripts/build_word_vectors.py`` builds the table."""
+    gives its pieces, or None when they cannot spell it or it is longer than ``MAX_WORD_CHARS``, as BERT's tokenizer
+    does. The table's rows at run time; the model's vocabulary ids when ``scripts/build_word_vectors.py`` builds the
+    table."""
+    if len(word) > MAX_WORD_CHARS:
+        return None
     found, start = [], 0
     while start < len(word):
         end = len(word)
