@@ -121,6 +121,25 @@ def test_a_worker_that_fails_or_cannot_start_costs_only_time(scripted_server, tm
     assert failed.rows["grounding"].notna().all()
 
 
+def test_a_stalled_worker_is_stopped_at_its_deadline_and_its_rows_are_scored_after_the_judge(scripted_server, tmp_path, monkeypatch, caplog):
+    # a worker that reads its tasks and then hangs: the run once waited for it forever
+    stall = (sys.executable, "-c", "import sys, time; sys.stdin.read(); time.sleep(3600)")
+    spy = Spy(monkeypatch, command=stall)
+    monkeypatch.setattr(grounded, "WORKER_DEADLINE_S", 0.5)
+    monkeypatch.setattr(grounded, "WORKER_SECONDS_PER_ROW", 0.0)
+    server = scripted_server(SummarizationJudgeScript())
+    ids = list(range(ROWS))
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger=grounded.__name__):
+        stalled = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "stalled", max_concurrency=8), coverage=False, ids=ids)
+    assert time.monotonic() - started < 300 and len(spy.made) == 1
+    assert "did not finish within 0.5 s of the judge's last answer" in caplog.text
+    assert spy.made[0]._process.returncode is not None  # stopped, not left behind
+    monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
+    in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
+    assert row_columns(stalled) == row_columns(in_loop) and stalled.rows["grounding"].notna().all()
+
+
 def test_a_stopped_run_kills_its_worker(scripted_server, tmp_path, monkeypatch):
     """A configuration error after the worker has started (403 once a few rows are judged) raises at once, and
     the worker is gone with the run: killed and reaped, not left scoring."""

@@ -124,6 +124,12 @@ class GroundingWhileJudging:
         return step
 
 
+# How long a worker may take to finish after the judge's last answer: a fixed margin plus a share per row (it scores
+# 130+ rows a second on one core, cold; 0.05 s a row is generous on a loaded machine).
+WORKER_DEADLINE_S = 30.0
+WORKER_SECONDS_PER_ROW = 0.05
+
+
 class GroundingInAnotherProcess:
     """The same work as ``GroundingWhileJudging``, in a process of its own (``grounding.worker``) on another core:
     the judge's loop only writes each task as a line to the worker's input, so the check neither holds the loop nor
@@ -183,7 +189,18 @@ class GroundingInAnotherProcess:
                 batch = [self.rows[p] for p in rest[start : start + ROWS_PER_TASK]]
                 self._send({"sources": [r.source for r in batch], "summaries": [r.summary for r in batch]})
             process.stdin.close()
-            returncode = await process.wait()
+            # A worker that stalls must not stall the run: past its deadline it is killed, and the rows it did not
+            # store are scored after the judge, as when it fails.
+            deadline = WORKER_DEADLINE_S + WORKER_SECONDS_PER_ROW * len(self.rows)
+            try:
+                returncode = await asyncio.wait_for(process.wait(), deadline)
+            except asyncio.TimeoutError:
+                process.kill()
+                await process.wait()
+                errors.cancel()
+                _log.warning("the grounding check's process did not finish within %.3g s of the judge's last answer; it was "
+                             "stopped, and what it did not store is scored after the judge", deadline)
+                return
             message = (await errors).decode("utf-8", "replace").strip()
             if returncode:
                 _log.warning("the grounding check's process failed (exit %s: %s); what it did not store is scored after the judge",
