@@ -8,11 +8,18 @@ The reference metrics (``reference``), the grounding check (``grounding``) and t
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
 _SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
 _CONTENT_WORD = re.compile(r"[a-z0-9]{4,}")
+
+
+def normalised(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC): "é" typed as one character or as "e" and an accent is one text.
+    Every comparison of texts (pairing runs' rows, leaving a row's own examples out) goes through here."""
+    return unicodedata.normalize("NFC", text)
 
 
 def content_words(text: str) -> set[str]:

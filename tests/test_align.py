@@ -223,3 +223,19 @@ def test_answers_and_spark_refuse_a_judge_with_examples_before_any_call(scripted
     with pytest.raises(ValueError, match="examples: a partition knows only its own rows"):
         judge_summaries_spark(None, judge=judge)  # refused before the DataFrame is read
     assert server.request_count == 0
+
+
+def test_a_text_in_another_unicode_form_is_the_same_text_for_leakage_and_pairing():
+    import unicodedata
+
+    from mlflow_genai_metrics.reference import reference_key
+    from mlflow_genai_metrics.summarization.judging import source_key
+
+    composed = "Café owner José Müller reopened the crêperie."
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert composed != decomposed  # identical on screen, other code points
+    # a held-back row's labelled copy arriving in NFD was once shown to the judge as an example of itself
+    examples = ExampleSet(examples=(CorrectedVerdict(source=decomposed, statement="x y", verdict="yes"),
+                                    CorrectedVerdict(source="another source", statement="z", verdict="no")))
+    assert [e.source for e in examples.without({text_key(composed)}).examples] == ["another source"]
+    assert source_key(composed) == source_key(decomposed) and reference_key(composed) == reference_key(decomposed)

@@ -22,14 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..text import content_words, split_sentences
+from ..text import content_words, normalised, split_sentences
 
 EXCERPT_SENTENCES = 2  # the source sentences shown with an example's statement
 
 
 def text_key(text: str) -> str:
-    """What identifies a text whatever its spacing: a hash of its words."""
-    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()[:16]
+    """What identifies a text whatever its spacing and Unicode form: a hash of its words, composed (NFC)."""
+    return hashlib.sha256(" ".join(normalised(text).split()).encode("utf-8")).hexdigest()[:16]
 
 
 class CorrectedVerdict(BaseModel):

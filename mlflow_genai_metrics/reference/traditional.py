@@ -30,7 +30,7 @@ import pandas as pd
 
 from .. import stats
 from ..paired import Alternative, PairedTest, paired_corpus
-from ..text import lcs_indices, lcs_length, split_sentences, texts
+from ..text import lcs_indices, lcs_length, normalised, split_sentences, texts
 from .sacrebleu_metrics import CORPUS_METRICS, corpus_score, rouge_signature, sacrebleu_signatures, segment_scores
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
@@ -187,7 +187,7 @@ def reference_key(reference: str | Sequence[str]) -> str:
     """The fingerprint of a reference (its sentences, whitespace normalised): two runs' rows compare on ROUGE,
     BLEU, chrF and TER only when their references' fingerprints match."""
     sentences = [reference] if isinstance(reference, str) else list(reference)
-    text = "\n".join(" ".join(str(sentence).split()) for sentence in sentences)
+    text = "\n".join(" ".join(normalised(str(sentence)).split()) for sentence in sentences)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ..judge import Judge
-from ..text import texts
+from ..text import normalised, texts
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_alongside, grounding_cache
 from .ids import canonical_id
 from .options import JudgingOptions
@@ -29,7 +29,9 @@ from .records import RowInput, RowJudgement
 
 
 def source_key(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """A source's fingerprint: rows of two runs pair only when theirs match; the same text in another Unicode form
+    (NFD, identical on screen) has the same one."""
+    return hashlib.sha256(normalised(text).encode("utf-8")).hexdigest()[:16]
 
 
 def as_list(values: Any, name: str) -> list[Any]:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..judge import Prices, Usage
 from ..stats import RatioHistogram, RatioStatistic, StatisticsOptions, bootstrap_interval, proportion_interval, ratio_interval
+from ..text import normalised
 from .metrics import METRICS, MetricRegistry, row_facts
 from .records import RowJudgement
 
@@ -110,7 +111,7 @@ def key_points_key(judgement: RowJudgement) -> str | None:
     a judge that listed other key points measured another thing."""
     if judgement.error is not None or not judgement.key_points:
         return None
-    points = sorted(" ".join(p.key_point.lower().split()) for p in judgement.key_points)
+    points = sorted(" ".join(normalised(p.key_point).lower().split()) for p in judgement.key_points)
     return hashlib.sha256("\n".join(points).encode("utf-8")).hexdigest()[:16]
 
 
