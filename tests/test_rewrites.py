@@ -32,7 +32,7 @@ def test_the_planted_rewrites_show_a_new_fact_a_lost_key_point_and_an_ignored_in
     assert rows.loc["parking", "instruction_followed"] == 0
     assert rows.loc["parking", "instruction_reasoning"].startswith("Instruction no: ")
     assert result.metrics["instruction_following"] == 0.75 and result.metrics["instruction_following_n"] == 4
-    assert result.metrics["instruction_following_ci_low"] < 0.75 < result.metrics["instruction_following_ci_high"]  # Wilson, never [x, x]
+    assert result.metrics["instruction_following_ci_low"] < 0.75 < result.metrics["instruction_following_ci_high"]  # Clopper-Pearson, never [x, x]
     assert "|instruction:v1-" in result.signature and "|verify:" in result.signature
 
 
@@ -79,6 +79,23 @@ def test_a_rewrites_run_is_not_compared_with_a_summaries_run_as_an_equal(scripte
     summaries = judge_summaries([TEXT], ["The library opens at nine on weekdays."], judge=judge, grounding=False)
     with pytest.raises(SignatureMismatchError):
         compare_results(summaries, rewrites)
+
+
+def test_identical_rewrites_judged_under_different_instructions_never_pair(scripted_server):
+    from mlflow_genai_metrics.summarization import SourceMismatchError
+
+    server = scripted_server(SummarizationJudgeScript(followed={"The library opens at nine on weekdays.": "yes"}))
+    judge = judge_for(server)
+    rewrite = ["The library opens at nine on weekdays."] * 12
+    brief = judge_rewrites([TEXT] * 12, rewrite, instruction=BRIEF, judge=judge, ids=range(12))
+    # once: instruction_following 1.00 vs 0.00, difference -1.00, p = 0.00049, "significant", same signature
+    server.script = SummarizationJudgeScript(followed={"The library opens at nine on weekdays.": "no"})
+    french = judge_rewrites([TEXT] * 12, rewrite, instruction="Translate it into French.", judge=judge, ids=range(12))
+    assert brief.signature == french.signature
+    with pytest.raises(SourceMismatchError, match="for rewrites: inputs or instructions"):
+        compare_results(brief, french)
+    same = judge_rewrites([TEXT] * 12, rewrite, instruction=BRIEF, judge=judge, ids=range(12))
+    assert compare_results(brief, same).pairs_used == 12  # the same input and instruction still pair
 
 
 def test_a_rewrites_run_logs_instruction_following_as_a_headline_metric(scripted_server, mlflow_store):

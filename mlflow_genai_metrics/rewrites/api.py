@@ -22,7 +22,7 @@ from ..prompts import REWRITE_PROMPTS, SUMMARY_PROMPTS
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result, response_mode_of
-from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows
+from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows, source_key
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowError, RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
@@ -112,7 +112,10 @@ def judge_rewrites(
                           extra_columns={"instruction_followed": followed, "instruction_reasoning": reasons})
     signature = summarization_signature(judge, coverage=True, max_source_tokens=options.max_source_tokens,
                                         response_mode=response_mode_of(result.usage), statistics=statistics, prompts=REWRITE_SIGNATURE_PROMPTS)
-    return dataclasses.replace(result, signature=signature)
+    # A rewrite is judged against its input *and* its instruction: rows of two runs pair only when both match, so
+    # identical rewrites judged under different instructions are never compared as equals.
+    keys = [source_key(f"{row.source}\0instruction\0{text}") for row, text in zip(rows, instructions)]
+    return dataclasses.replace(result, signature=signature, rows=result.rows.assign(source_key=keys))
 
 
 def judge_rewrites_frame(frame: pd.DataFrame, *, judge: Judge, instruction: str | None = None, input_col: str = "input",
