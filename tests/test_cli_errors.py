@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from mlflow_genai_metrics import Judge, cli, judge_summaries_frame
 
@@ -50,3 +51,17 @@ def test_an_mlflow_not_found_error_is_bad_input_in_one_line_with_exit_code_2(mon
     monkeypatch.setattr(cli.runs, "gate", missing)
     assert cli.main(["gate", "run-a", "--model-uri", "models:/summarizer/1", "--name", "summarizer", "--rule", "alignment>=0.9"]) == 2
     assert capsys.readouterr().err == "mgm gate: Registered Model with name=summarizer not found (twice)\n"
+
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    (["--prices", "1"], "mgm evaluate: --prices: prices '1': write INPUT,OUTPUT[,CACHED_INPUT] in USD per million tokens, e.g. 0.15,0.60"),
+    (["--prices", "a,b"], "mgm evaluate: --prices: prices 'a,b': each price must be a number (USD per million tokens)"),
+    (["--examples", "nope.json"], "mgm evaluate: --examples: examples file nope.json does not exist (mgm align writes one)"),
+])
+def test_a_bad_setting_is_one_line_under_its_flag_not_pydantic_s_dump(tmp_path, capsys, option, said):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a", "text": "The council met.", "summary": "The council met."}\n')
+    code = cli.main(["evaluate", str(rows), "--judge-model", "x", "--judge-base-url", "http://127.0.0.1:9/v1", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip() == said  # once: "1 validation error for JudgeSettings ... errors.pydantic.dev"

@@ -81,8 +81,12 @@ def _message(error: Exception) -> str:
     """The one line said for bad input: an operating-system error as ``cannot use PATH: PROBLEM`` (its errno and
     quoting left out), a tracking store that cannot be read by its URI, any other in its own words; credentials
     in a URL are hidden."""
+    from pydantic import ValidationError
+
     from ..judge import redact_url
 
+    if isinstance(error, ValidationError):  # a setting's own words, under its flag's name, not pydantic's dump
+        return redact_url("; ".join(_setting_error(item) for item in error.errors()))
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"cannot use {error.filename}: {error.strerror}"
     if _is_tracking_store_error(error):
@@ -90,6 +94,18 @@ def _message(error: Exception) -> str:
 
         return redact_url(f"the MLflow tracking store {mlflow.get_tracking_uri()} cannot be used: {getattr(error, 'orig', None) or error}")
     return redact_url(str(error))
+
+
+def _setting_error(item: dict) -> str:
+    """One pydantic error as ``--prices: prices '1': write INPUT,OUTPUT...``: the flag of the setting it names when
+    it has one, and the validator's message without pydantic's "Value error, " prefix."""
+    from ..judge import JudgeSettings, declared
+
+    flags = {setting.name: setting.flag for setting in declared(JudgeSettings) if setting.flag}
+    location = [str(part) for part in item.get("loc", ())]
+    where = flags.get(location[0], ".".join(location)) if location else ""
+    message = str(item.get("msg", "")).removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message
 
 
 def _is_server_error(error: Exception) -> bool:
