@@ -143,6 +143,27 @@ def test_score_traces_skips_what_is_scored_and_resumes_where_it_stopped(scripted
     assert all(judged_names(t.info.trace_id) == sorted(JUDGED) for t in mlflow.search_traces(return_type="list") if t.data.spans[0].name == "summarize")
 
 
+def test_a_trace_whose_card_is_an_error_is_judged_again_on_the_next_pass(scripted_server, mlflow_store, tmp_path):
+    from mlflow_genai_metrics.testing import Fault
+
+    endpoint = scripted_server(Endpoint(), models=Endpoint.models)
+    app_traces()
+    answers = endpoint.script
+    endpoint.script = lambda request: Fault("status", 500)  # an outage: every judge call fails
+    judge = judge_for(endpoint, cache_dir=tmp_path / "cache", max_retries=0)
+    outage = score_traces("mgm-tests", judges=[ClaimAlignment(judge)])
+    assert (outage.scored, outage.judge_errors) == (6, 6)
+    endpoint.script = answers
+    after = score_traces("mgm-tests", judges=[ClaimAlignment(judge)])
+    # once: already_scored=6, scored=0, nothing sent, every card an error for good
+    assert (after.scored, after.retried, after.judge_errors, after.already_scored) == (6, 6, 0, 0)
+    for trace in mlflow.search_traces(return_type="list"):
+        if trace.data.spans[0].name == "summarize":
+            cards = [a for a in trace.info.assessments if a.name == "claim_alignment"]
+            assert len(cards) == 1 and cards[0].error is None and cards[0].value in ("yes", "no")  # the error card gave way
+    assert score_traces("mgm-tests", judges=[ClaimAlignment(judge)]).already_scored == 6  # scored ones are never asked again
+
+
 def test_mgm_monitor_scores_an_experiment_and_fails_fast_on_a_wrong_model(scripted_server, mlflow_store, capsys):
     endpoint = scripted_server(Endpoint(), models=Endpoint.models)
     app_traces()
@@ -152,4 +173,4 @@ def test_mgm_monitor_scores_an_experiment_and_fails_fast_on_a_wrong_model(script
     assert error.startswith("mgm monitor: ") and "does not serve model 'scripted-judg'" in error and len(error.strip().splitlines()) == 1
     assert endpoint.request_count == 0
     assert mgm(["monitor", *common, "--judge-model", "scripted-judge"]) == 0
-    assert "6 scored now (0 judge errors), 0 already scored, 1 not a source and a summary" in capsys.readouterr().out
+    assert "6 scored now (0 judge errors, 0 asked again after an error), 0 already scored, 1 not a source and a summary" in capsys.readouterr().out

@@ -132,7 +132,7 @@ def monitor(args: argparse.Namespace) -> int:
         judges = [ClaimAlignment(judge), *([] if args.no_coverage else [KeyPointCoverage(judge)]), Grounding()]
     report = score_traces(args.experiment, judges, filter_string=args.filter, max_traces=args.max_traces)
     print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
-          f"({report.judge_errors} judge errors), {report.already_scored} already scored, {report.unusable} not a "
+          f"({report.judge_errors} judge errors, {report.retried} asked again after an error), {report.already_scored} already scored, {report.unusable} not a "
           f"{'question, answer and passages' if args.task == 'rag' else 'source and a summary'}, {report.deferred} left for the next pass")
     for warning in report.warnings:
         print(f"WARNING: {warning}")

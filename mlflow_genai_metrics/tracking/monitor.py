@@ -34,20 +34,30 @@ class MonitorReport:
 
     experiment_id: str
     traces_seen: int
-    already_scored: int  # every judge's feedback was there already
+    already_scored: int  # every judge's feedback was there already (an error card is not feedback: it is asked again)
     unusable: int  # the root span holds no source and summary, or no question, answer and passages (another app's trace)
     scored: int  # traces that got feedback now
     judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
     deferred: int = 0  # left for the next pass by ``max_traces``
+    retried: int = 0  # of those scored now, traces that carried an error card from an earlier pass (replaced now)
     warnings: tuple[RunWarning, ...] = ()  # over the claims judged now, e.g. the judge verified almost nothing
 
 
+def _judges_feedback(trace: Any, names: set[str]) -> list[Any]:
+    """The trace's feedback under the judges' names that is not a person's."""
+    return [a for a in trace.info.assessments
+            if a.name in names and getattr(a, "feedback", None) is not None and a.source.source_type != AssessmentSourceType.HUMAN]
+
+
 def _ours(trace: Any, names: set[str]) -> set[str]:
-    """The judges' names under which the trace already has feedback that is not a person's."""
-    return {
-        a.name for a in trace.info.assessments
-        if a.name in names and getattr(a, "feedback", None) is not None and a.source.source_type != AssessmentSourceType.HUMAN
-    }
+    """The judges' names under which the trace already has a verdict: feedback that is not a person's and not an
+    error card (a judge that failed on the trace, say in an outage, scored nothing: the next pass asks again)."""
+    return {a.name for a in _judges_feedback(trace, names) if getattr(a, "error", None) is None}
+
+
+def _error_cards(trace: Any, names: set[str]) -> list[Any]:
+    """The judges' error cards on the trace (feedback whose ``error`` is set)."""
+    return [a for a in _judges_feedback(trace, names) if getattr(a, "error", None) is not None]
 
 
 def _experiment_id(experiment: str | None) -> str:
@@ -100,6 +110,7 @@ def score_traces(
     else:
         judgements = pipeline.judge_all(rows) if rows else []
     roots = {t.info.trace_id: root_span(t) for t in todo}
+    stale = {t.info.trace_id: _error_cards(t, names) for t in todo}
     for parsed, judgement in zip(rows, judgements):
         for judge in judges:
             if judge.name in done[parsed.trace_id]:
@@ -107,10 +118,14 @@ def score_traces(
             feedback = judge.feedback(judgement)
             feedback.span_id = roots[parsed.trace_id].span_id  # on the root span, where evaluations put theirs
             mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)
+            for card in stale[parsed.trace_id]:  # the earlier pass's error card gives way to this pass's card
+                if card.name == judge.name:
+                    mlflow.delete_assessment(trace_id=parsed.trace_id, assessment_id=card.assessment_id)
     claims = [c.verdict for j in judgements if j.error is None for c in j.claims]
     warning = verification_warning(len(claims), claims.count("yes"), claims.count("idk"))
     return MonitorReport(
         experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo), unusable=len(unusable),
         scored=len(rows), judge_errors=sum(j.error is not None for j in judgements), deferred=deferred,
+        retried=sum(bool(stale[parsed.trace_id]) for parsed in rows),
         warnings=(warning,) if warning is not None else (),
     )
