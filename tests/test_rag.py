@@ -33,16 +33,20 @@ def judged(server, questions, passages, answers, **options):
     "The Eiffel Tower is 330 metres tall",
     "the eiffel   tower is 330 METRES tall.",
     "\u201cThe Eiffel Tower is 330 metres tall\u201d",
-    "Eiffel Tower is 330 metres ... beside the Seine",
-    "Eiffel Tower \u2026 in Paris",
+    "...Eiffel Tower is 330 metres tall...",
+    "\u2026the Eiffel Tower is 330 metres\u2026",
 ])
-def test_a_quote_is_found_whatever_its_case_spacing_quotation_marks_or_ellipses(quote):
+def test_a_quote_is_found_whatever_its_case_spacing_quotation_marks_or_ellipses_at_its_ends(quote):
     assert quote_found(quote, TOWER)
 
 
 @pytest.mark.parametrize("quote", [
     "The Eiffel Tower is 500 metres tall",  # a changed number
     "beside the Seine ... The Eiffel Tower",  # parts out of order
+    "Eiffel Tower is 330 metres ... beside the Seine",  # pieces stitched with an ellipsis are no span of the passage
+    "Eiffel Tower \u2026 in Paris",
+    "e ... i ... f ... f ... e ... l",
+    "330 metres",  # two words identify no place
     "the",  # too short to mean anything
     "",
     "... ...",

@@ -202,7 +202,7 @@ def test_mgm_evaluate_and_monitor_take_task_rag(scripted_server, mlflow_store, t
         pass
     app(TOPICS["comet"][0], "comet-live")
     assert mgm(["monitor", "--task", "rag"]) == 0
-    assert "1 scored now (0 judge errors), 3 already scored" in capsys.readouterr().out
+    assert "1 scored now (0 judge errors, 0 asked again after an error), 3 already scored" in capsys.readouterr().out
 
 
 def test_the_answer_judges_registrable_form_rebuilds_the_same_judge(scripted_server, monkeypatch):
