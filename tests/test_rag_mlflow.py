@@ -234,3 +234,28 @@ def test_a_row_that_cannot_be_read_leaves_the_run_without_figures_and_says_why(s
     assert "1 scorer calls had a row that could not be read" in logged.tags["mgm.error"]
     card = _cards(run.info.run_id, "answer_faithfulness")["comet"]
     assert card.feedback.error.error_code == "BAD_ROW" and "no passages for this row" in card.feedback.error.error_message
+
+
+@pytest.mark.parametrize(("options", "said"), [
+    ({"stability": 3}, "stability=3: repeated verification is built for summaries"),
+    ({"order_check": 0.5}, "order_check=0.5: the order check is built for summaries"),
+])
+def test_the_answers_mlflow_path_refuses_checks_it_cannot_make_before_any_call(scripted_server, mlflow_store, tmp_path, capsys,
+                                                                              monkeypatch, options, said):
+    # once accepted, asked each verification once, and signed stability:3; require_stability then registered it
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    judge = judge_for(server, **options)
+    with pytest.raises(ValueError, match=said):
+        answer_scorers(judge)
+    with pytest.raises(ValueError, match=said):
+        evaluate_answers(_questions(), [AnswerFaithfulness(judge)], predict_fn=rag_app(server, "writer"))
+    for name, value in {"MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY,
+                        "MGM_JUDGE_MODEL": "scripted-judge", "MGM_JUDGE_BASE_URL": server.base_url}.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "answers.csv"
+    pd.DataFrame([{"id": "prize", "question": TOPICS["prize"][0], "passages": json.dumps(list(TOPICS["prize"][1:])),
+                   "answer": TOPICS["prize"][1]}]).to_csv(path, index=False)
+    flag = ["--stability", "3"] if "stability" in options else ["--order-check", "0.5"]
+    assert mgm(["evaluate", str(path), "--task", "rag", "--id-col", "id", *flag]) == 2
+    assert said in capsys.readouterr().err
+    assert not [r for r in server.requests if "chat/completions" in r.path]  # no judge call on any path

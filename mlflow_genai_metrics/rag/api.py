@@ -181,6 +181,15 @@ def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_token
         raise TypeError(f"{caller}(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
     if not isinstance(judge, Judge):
         raise TypeError(f"{caller}(): judge= must be a Judge, not {type(judge).__name__}")
+    refuse_what_answers_cannot_do(judge)
+    return statistics, JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
+
+
+def refuse_what_answers_cannot_do(judge: Judge) -> None:
+    """A ``ValueError`` for a judge whose method options answers cannot honour yet (``stability`` above 1, an
+    ``order_check``, ``examples``): every path that judges answers (``judge_answers``, Spark, the MLflow answer
+    judges, ``evaluate_answers``, ``mgm evaluate --task rag``) calls it before any call, so no run signs a check it
+    did not make."""
     if judge.stability > 1:
         raise ValueError(f"stability={judge.stability}: repeated verification is built for summaries and rewrites, not yet for "
                          "answers from passages; judge answers with a Judge of stability=1")
@@ -190,7 +199,6 @@ def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_token
     if judge.examples is not None:
         raise ValueError("examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers "
                          "from passages; judge answers with a Judge without examples")
-    return statistics, JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
 
 
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,

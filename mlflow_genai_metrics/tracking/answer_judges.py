@@ -36,6 +36,7 @@ from pydantic import PrivateAttr
 
 from ..judge import Judge, JudgeConfigError
 from ..rag import AnswersResult
+from ..rag.api import refuse_what_answers_cannot_do
 from ..rag.cards import faithfulness_card, relevance_card, sufficiency_card
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
@@ -70,6 +71,8 @@ class _AnswerScorer(Registrable, Scorer):
 
     def __init__(self, judge: Judge | JudgeSpec | dict | None = None, /, **data: Any):
         live, spec = judge_and_spec(data.pop("judge") if "judge" in data else judge)
+        if live is not None:
+            refuse_what_answers_cannot_do(live)
         super().__init__(judge=spec, **data)
         self._live = live
 

@@ -29,7 +29,7 @@ from mlflow.entities import SpanType
 
 from ..judge import Judge, Preflight
 from ..rag import AnswerInput, AnswersResult, prepare_answer_rows
-from ..rag.api import build_answers_result, judge_answer_rows
+from ..rag.api import build_answers_result, judge_answer_rows, refuse_what_answers_cannot_do
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.ids import canonical_id
@@ -199,6 +199,7 @@ class AnswerRows:
 
     def __init__(self, judge: Judge, *, keys: AnswerKeys = AnswerKeys(), max_source_tokens: int | None = None,
                  statistics: StatisticsOptions = StatisticsOptions(), all_metrics: bool = False, preflight: bool = True):
+        refuse_what_answers_cannot_do(judge)  # before any call: a run must not sign a check it did not make
         self.judge, self.keys, self.statistics, self.all_metrics = judge, keys, statistics, all_metrics
         self.max_source_tokens = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
         self.preflight = Preflight(judge, needed=preflight)
