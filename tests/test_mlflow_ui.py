@@ -124,11 +124,12 @@ def test_a_rag_applications_trace_shows_its_faithfulness_card_with_the_passage_a
 
 def test_the_one_call_judges_card_sits_beside_ours_with_its_numbered_claims(scripted_server, mlflow_ui, ui_store, tmp_path, monkeypatch):
     # issue 29: MLflow's own make_judge variant (tracking.make_claim_judge) in the real UI, its card beside ours
+    from conftest import SECRET_KEY
     from test_mlflow_judges import CONTRADICTED, records, row_id, run_traces
 
     from mlflow_genai_metrics.tracking import make_claim_judge
 
-    monkeypatch.setenv("OPENAI_API_KEY", "local")  # MLflow's judges read it; the loopback server takes any value
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # MLflow's judges send it: the key the Judge was given (judge_for)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     judge = judge_for(server)
     result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=[ClaimAlignment(judge), make_claim_judge(judge)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mlflow
 import pytest
+from conftest import SECRET_KEY
 from helpers import judge_for
 from mlflow.entities import AssessmentSourceType
 from mlflow_helpers import ARTICLES, Endpoint
@@ -20,7 +21,7 @@ from mlflow_genai_metrics.tracking.one_call import ONE_CALL_NAME, inference_para
 
 @pytest.fixture
 def key(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "local")  # MLflow's judges read it; a loopback server takes any value
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # MLflow's judges read it: the key the Judge was given (judge_for)
 
 
 def one_call_requests(server) -> list:
@@ -48,7 +49,7 @@ def test_it_runs_beside_ours_on_the_same_rows_and_gives_the_same_verdicts(script
 
 def test_its_requests_carry_the_instructions_model_and_the_judges_parameters(scripted_server, mlflow_store, key):
     server = scripted_server(Endpoint(), models=Endpoint.models)
-    judge = Judge("scripted-judge", server.base_url, "local", temperature=0.25, seed=7, max_tokens=300, cache_dir=None)
+    judge = Judge("scripted-judge", server.base_url, SECRET_KEY, temperature=0.25, seed=7, max_tokens=300, cache_dir=None)
     one_call = make_claim_judge(judge, name="faithful_one_call")
     assert one_call(inputs=records()[0]["inputs"], outputs=records()[0]["outputs"]).value == "yes"
     (request,) = server.requests
@@ -91,6 +92,17 @@ def test_it_warns_when_no_key_is_set_and_refuses_what_is_not_a_judge(scripted_se
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     server = scripted_server(Endpoint(), models=Endpoint.models)
     with pytest.warns(UserWarning, match="OPENAI_API_KEY"):
-        make_claim_judge(Judge("scripted-judge", server.base_url, "local", cache_dir=None))
+        make_claim_judge(Judge("scripted-judge", server.base_url, cache_dir=None))  # no key anywhere: a loopback server
     with pytest.raises(TypeError, match="mlflow_genai_metrics.Judge"):
         make_claim_judge("openai:/gpt-4o-mini")
+
+
+def test_a_judge_given_another_key_than_the_variable_is_refused_not_sent_the_variable(scripted_server, monkeypatch):
+    # MLflow's judges send $OPENAI_API_KEY: once the Judge's own key was silently replaced by another service's
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-another-service")
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    with pytest.raises(ValueError, match="MLflow's judges send \\$OPENAI_API_KEY, not the key this Judge was given"):
+        make_claim_judge(Judge("scripted-judge", server.base_url, "sk-this-endpoint", cache_dir=None))
+    make_claim_judge(Judge("scripted-judge", server.base_url, "sk-another-service", cache_dir=None))  # the same key: made
+    make_claim_judge(Judge("scripted-judge", server.base_url, cache_dir=None))  # a key read from the variable: made
+    assert server.request_count == 0

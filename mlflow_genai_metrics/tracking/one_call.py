@@ -14,7 +14,8 @@ long sources, no repair turn, no per-claim table, no signature. docs/judges.md (
 make_judge") has the measured trade-off.
 
 The judge's model, temperature, seed and completion limit are the ``Judge``'s; MLflow reads the key from
-``$OPENAI_API_KEY`` where the judge runs (a server on 127.0.0.1 takes any value). A registered judge keeps its
+``$OPENAI_API_KEY`` where the judge runs (a server on 127.0.0.1 takes any value), so a Judge given another key
+explicitly is refused: its key would be replaced by the variable's. A registered judge keeps its
 instructions, model and parameters but not its endpoint (MLflow 3.x stores no ``base_url``): where it is loaded,
 ``$OPENAI_BASE_URL`` says where to send it.
 """
@@ -58,6 +59,12 @@ def make_claim_judge(judge: Judge, *, name: str = ONE_CALL_NAME) -> MlflowJudge:
 
     if not isinstance(judge, Judge):
         raise TypeError(f"judge must be a mlflow_genai_metrics.Judge, not {type(judge).__name__}")
+    key = judge.settings.api_key.get_secret_value() if judge.settings.api_key is not None else ""
+    if judge.settings.api_key_given and key and os.environ.get("OPENAI_API_KEY") != key:
+        # MLflow's judges send $OPENAI_API_KEY to the endpoint, and take no key of their own: the Judge's key would be
+        # replaced by whatever the variable holds (another service's key, sent to this endpoint)
+        raise ValueError("make_claim_judge: MLflow's judges send $OPENAI_API_KEY, not the key this Judge was given, and the two "
+                         "differ; set OPENAI_API_KEY to the Judge's key (or build the Judge from the variable) before making it")
     if not os.environ.get("OPENAI_API_KEY"):
         warnings.warn(
             "OPENAI_API_KEY is not set: MLflow's judges read the key from it when they run (a server on 127.0.0.1 "
