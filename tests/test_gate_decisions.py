@@ -5,49 +5,12 @@ candidate is gated with ``beat_champion=True``."""
 
 from __future__ import annotations
 
-import mlflow
 import pytest
-from helpers import judge_for
 from mlflow.tracking import MlflowClient
+from test_gate_release import BAD, GOOD, VAGUE, _champion, _champion_version, _logged  # one way to log a judged run
 
-from mlflow_genai_metrics import SummarizerModel, judge_summaries, register_if_passing
+from mlflow_genai_metrics import register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
-from mlflow_genai_metrics.testing import SummarizationJudgeScript
-from mlflow_genai_metrics.tracking import log_result
-
-GOOD = "The council approved budget {i}."
-BAD = "The council rejected budget {i}."
-VAGUE = "Aliens visited town {i}."  # an invented sentence: the source neither supports nor contradicts it
-
-
-def _article(i: int) -> str:
-    return f"Article {i}. The council approved budget {i}. The mayor welcomed decision {i}."
-
-
-def _script() -> SummarizationJudgeScript:
-    verdicts = {**{BAD.format(i=i): "no" for i in range(60)}, **{VAGUE.format(i=i): "idk" for i in range(60)}}
-    return SummarizationJudgeScript(verdicts=verdicts)
-
-
-def _logged(server, summaries: list[str], *, first: int = 0, run_name: str) -> tuple[str, str]:
-    """A run holding a SummarizerModel and the judged summaries of articles ``first``, ``first + 1``, ..."""
-    server.script = _script()
-    indices = range(first, first + len(summaries))
-    with mlflow.start_run(run_name=run_name) as run:
-        info = SummarizerModel(run_name, "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
-        result = judge_summaries([_article(i) for i in indices], summaries, judge=judge_for(server), ids=[f"a{i}" for i in indices],
-                                 coverage=False, grounding=False)
-        log_result(result, log_metrics=True)
-    return run.info.run_id, info.model_uri
-
-
-def _champion(server, summaries: list[str]) -> None:
-    run_id, uri = _logged(server, summaries, run_name="champion")
-    assert register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}).passed
-
-
-def _champion_version() -> str:
-    return str(MlflowClient().get_model_version_by_alias("summarizer", "champion").version)
 
 
 def test_a_candidate_that_contradicts_more_is_refused_on_the_defect_rate(scripted_server, mlflow_store):
