@@ -163,7 +163,7 @@ def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateR
     client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
     # The run's description (the first thing its page shows): the person's own text, then the latest decision.
     own = client.get_run(run_id).data.tags.get(_NOTE_TAG, "").split(_DECISION_MARK)[0].rstrip()
-    rules = "\n".join(f"- {'PASS' if o.passed else 'FAIL'} `{o.rule}`: actual {o.actual_text()}{o.because}" for o in result.outcomes)
+    rules = "\n".join(_rule_lines(result.outcomes, marks=True))
     head = (f"passed, registered version {result.registered_version}" if result.passed
             else f"failed {len(failed)} of {len(result.outcomes)} rules, nothing registered")
     decision = f"{_DECISION_MARK}\n**Registry gate ({name}): {head}**\n\n{rules}\n\nEvery rule's test: `{DECISION_TABLE}`."
@@ -195,11 +195,16 @@ def _description(run, outcomes: list[RuleOutcome], signature: str) -> str:
     lines = [
         f"Registered by the mlflow_genai_metrics gate: evaluation run `{run.info.run_id}` ({name}) passed every rule.",
         "",
-        *(f"- `{o.rule}`: actual {o.actual_text(6)}{o.because}" for o in outcomes),
+        *_rule_lines(outcomes),
         "",
         f"Judge signature: `{signature or 'none recorded'}`",
     ]
     return "\n".join(lines)
+
+
+def _rule_lines(outcomes: list[RuleOutcome], *, marks: bool = False) -> list[str]:
+    """Each rule as a Markdown list item with its actual value and why (``marks``: PASS or FAIL before it)."""
+    return [f"- {('PASS ' if o.passed else 'FAIL ') if marks else ''}`{o.rule}`: actual {o.actual_text(6)}{o.because}" for o in outcomes]
 
 
 def _check_alias(alias: str) -> None:
