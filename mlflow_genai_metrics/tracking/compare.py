@@ -37,9 +37,10 @@ class EvaluatedRun:
     metrics: dict[str, float]
     signature: str
     rows: pd.DataFrame
+    served_models: tuple[str, ...] = ()  # the model names the judge's endpoint reported in its replies (its report)
 
 
-def run_figures(run: Run, client: MlflowClient | None = None) -> dict[str, float]:
+def run_figures(run: Run, client: MlflowClient | None = None, report: dict[str, Any] | None = None) -> dict[str, float]:
     """Every figure of ``run``: its report's aggregates (an undefined one, null in the report, left out) over its
     run metrics, as this module's docstring says; one listing and one small download.
 
@@ -48,7 +49,8 @@ def run_figures(run: Run, client: MlflowClient | None = None) -> dict[str, float
     """
     client = client or MlflowClient()
     figures = dict(run.data.metrics)
-    for name, value in run_report(run.info.run_id, client).get("metrics", {}).items():
+    report = run_report(run.info.run_id, client) if report is None else report  # ``report``: read already
+    for name, value in report.get("metrics", {}).items():
         if value is None or not math.isfinite(float(value)):
             figures.pop(name, None)
         else:
@@ -65,12 +67,6 @@ def run_report(run_id: str, client: MlflowClient) -> dict[str, Any]:
         return json.loads(Path(client.download_artifacts(run_id, report_path, tmp)).read_text())
 
 
-def served_models(run_id: str, client: MlflowClient) -> list[str]:
-    """The model names the judge's endpoint reported in its replies for this run (``judge_reported_models`` of its
-    report), sorted; empty when the endpoint named none."""
-    return sorted(run_report(run_id, client).get("judge_reported_models", {}))
-
-
 def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
     """Read an evaluation run logged by this package (its figures as ``run_figures`` reads them); a clear error if
     it is not one."""
@@ -78,15 +74,19 @@ def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
     return evaluated_run(client.get_run(run_id), client)
 
 
-def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | None = None) -> EvaluatedRun:
-    """``load_run`` of a run already read, with its ``figures`` when already read too (the gate reads them first)."""
+def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | None = None,
+                  report: dict[str, Any] | None = None) -> EvaluatedRun:
+    """``load_run`` of a run already read, with its ``figures`` and ``report`` when read already too (the gate reads
+    them first): each run's report is downloaded once."""
     run_id = run.info.run_id
     signature = run.data.tags.get(SIGNATURE_TAG)
     if signature is None:
         raise ValueError(f"run {run_id} has no {SIGNATURE_TAG} tag: it was not evaluated with mlflow_genai_metrics")
     rows = load_table(run_id, "rows", client)
-    metrics = figures if figures is not None else run_figures(run, client)
-    return EvaluatedRun(run_id, run.info.run_name or run_id[:8], metrics, signature, rows)
+    report = run_report(run_id, client) if report is None else report
+    metrics = figures if figures is not None else run_figures(run, client, report)
+    served = tuple(sorted(report.get("judge_reported_models", {})))
+    return EvaluatedRun(run_id, run.info.run_name or run_id[:8], metrics, signature, rows, served)
 
 
 def load_table(run_id: str, name: str, client: MlflowClient) -> pd.DataFrame:

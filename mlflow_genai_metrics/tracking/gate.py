@@ -38,7 +38,7 @@ from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
 from ..summarization.unreadable import content_failed
-from .compare import evaluated_run, load_run, load_table, run_figures, served_models
+from .compare import evaluated_run, load_run, load_table, run_figures, run_report
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
 
@@ -101,7 +101,8 @@ def register_if_passing(
     client = MlflowClient()
     run = client.get_run(run_id)
     check_model_uri(model_uri)
-    metrics = run_figures(run, client)
+    report = run_report(run_id, client)  # read once: the rules' figures, then the comparison's run
+    metrics = run_figures(run, client, report)
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
     unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in aggregate_names_logged()]
@@ -113,7 +114,7 @@ def register_if_passing(
     comparison_tags: dict[str, str] = {}
     if beat_champion:
         outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags,
-                                       require_stability)
+                                       require_stability, report)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         _record_decision(client, run_id, name, result, comparison_tags)
@@ -221,9 +222,10 @@ def _check_alias(alias: str) -> None:
 def _champion_outcomes(
     client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
     statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], require_stability: bool = False,
+    report: dict | None = None,
 ) -> list[RuleOutcome]:
     """The decision's rules against the champion (``summarization.decision.decide``), this attempt counted on the
-    champion's version (``run`` is the candidate's, with the ``figures`` the rules read)."""
+    champion's version (``run`` is the candidate's, with the ``figures`` the rules read and its ``report``, read once)."""
     beat_rules = [Rule(f"{metric} vs {alias}", ">" if direction(metric) == "higher" else "<", 0.0) for metric in metrics]
 
     def refused(why: str, *, passed: bool = False) -> list[RuleOutcome]:
@@ -239,7 +241,7 @@ def _champion_outcomes(
     champion_run_id = champion.tags.get(EVALUATION_RUN_TAG)
     if not champion_run_id:
         return refused(f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
-    candidate, incumbent = evaluated_run(run, client, figures), load_run(champion_run_id, client)
+    candidate, incumbent = evaluated_run(run, client, figures, report), load_run(champion_run_id, client)
     if require_stability:
         if not parse_signature(candidate.signature).get("stability"):
             return refused("refused: stability is required, but the candidate was judged with each verification asked once "
@@ -248,7 +250,7 @@ def _champion_outcomes(
         candidate = dataclasses.replace(candidate, rows=rows)
         tags["mgm.gate.stability"] = f"required: {counted} unstable claim(s) of the candidate counted as contradicted"
     # The endpoint's own name for what answered: one signature can hide a hosted model that changed under its name.
-    served = {"champion": served_models(champion_run_id, client), "candidate": served_models(run.info.run_id, client)}
+    served = {"champion": list(incumbent.served_models), "candidate": list(candidate.served_models)}
     tags["mgm.gate.served_models"] = "; ".join(f"{side}: {', '.join(names) or 'not reported'}" for side, names in served.items())
     if served["champion"] and served["candidate"] and served["champion"] != served["candidate"]:
         return refused(f"refused: the judge's endpoint served {', '.join(served['candidate'])} for the candidate and "
