@@ -59,9 +59,10 @@ def test_an_mlflow_not_found_error_is_bad_input_in_one_line_with_exit_code_2(mon
     (["--prices", "a,b"], "mgm evaluate: --prices: prices 'a,b': each price must be a number (USD per million tokens)"),
     (["--examples", "nope.json"], "mgm evaluate: --examples: examples file nope.json does not exist (mgm align writes one)"),
 ])
-def test_a_bad_setting_is_one_line_under_its_flag_not_pydantic_s_dump(tmp_path, capsys, option, said):
+def test_a_bad_setting_is_one_line_under_its_flag_not_pydantic_s_dump(tmp_path, capsys, mlflow_store, option, said):
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"id": "a", "text": "The council met.", "summary": "The council met."}\n')
-    code = cli.main(["evaluate", str(rows), "--judge-model", "x", "--judge-base-url", "http://127.0.0.1:9/v1", *option])
+    code = cli.main(["evaluate", str(rows), "--judge-model", "x", "--judge-base-url", "http://127.0.0.1:9/v1", *option,
+                     "--tracking-uri", mlflow_store])  # a store of its own: never the working folder's, shared by workers
     err = capsys.readouterr().err
     assert code == 2 and err.strip() == said  # once: "1 validation error for JudgeSettings ... errors.pydantic.dev"
