@@ -5,13 +5,13 @@ One function per kind of metric (``guide/metrics.md``, "Comparing two runs"); ro
 | kind | test | interval of B - A |
 |---|---|---|
 | proportion (0/1 per row) | exact McNemar: a binomial test on the discordant pairs (``scipy.stats.binomtest``) | Tango's score interval for paired proportions |
-| mean, ratio (numerator, denominator per row) | paired sign-flip permutation test (``scipy.stats.permutation_test``, exact up to 2^13 informative pairs) | BCa bootstrap of the pairs (``stats.bca_interval``), from 100 pairs |
+| mean, ratio (numerator, denominator per row) | paired sign-flip permutation test (``scipy.stats.permutation_test``, exact up to 2^13 informative pairs); for a decision, the skewness-corrected paired t | paired t (means, from 10 pairs); MOVER with Fieller's interval per side (ratios, from 20) |
 | corpus (sacreBLEU statistics per row) | paired approximate randomization, as sacreBLEU's ``paired_ar`` but counting ties as extreme | sacreBLEU's paired bootstrap (percentile) |
 
 Every test says "too few pairs to test" (``PairedTest.too_few``, p-value NaN) when even the most extreme outcome
 of the pairs at hand could not reach p < alpha: an exact test of m informative pairs (discordant, or pairs whose two
 rows differ) cannot go below 2^-m one-sided, 2^(1-m) two-sided, so 2 discordant pairs can never be significant at
-0.05. Intervals of differences of means and ratios need ``MIN_DIFFERENCE_ROWS`` pairs (the corpus one
+0.05. Intervals of differences need ``MIN_PAIRED_PROPORTION_ROWS``, ``MIN_DIFFERENCE_ROWS`` or ``MIN_RATIO_DIFFERENCE_ROWS`` pairs (the corpus one
 ``MIN_CORPUS_ROWS``), the n from which they held their coverage in ``benchmarks/bench_calibration.py``. ``holm`` adjusts several p-values
 together. Nothing here imports MLflow.
 """
@@ -272,11 +272,6 @@ def mover_ratio_interval(a: np.ndarray, b: np.ndarray, *, confidence: float = 0.
     if not below + above > 0:
         return (math.nan, math.nan)
     return difference - below, difference + above
-
-
-def _difference_of_ratios(sums: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return sums[..., 2] / sums[..., 3] - sums[..., 0] / sums[..., 1]
 
 
 def _swapped(
