@@ -30,7 +30,7 @@ from .ids import canonical_id
 from .metrics import METRICS, MetricSpec
 from .options import resolve
 from .scoring import rate_statistics
-from .unreadable import content_failed, counted_against
+from .unreadable import content_failed, counted_against, infrastructure_failed
 
 # The inputs beside the source that a metric family's values depend on: their fingerprints must match for a pair
 # to count in that family's comparison (the column, and what the table says when they differ).
@@ -115,8 +115,8 @@ def _keyed(rows: pd.DataFrame, side: str) -> pd.DataFrame:
 
 
 def _failed(rows: pd.DataFrame, decision: bool = False) -> pd.Series:
-    failed = rows["error"].fillna("").astype(str) != ""
-    return failed & ~content_failed(rows) if decision else failed
+    """The rows whose pairs leave: every judge failure, or (a decision) the infrastructure's only."""
+    return infrastructure_failed(rows) if decision else rows["error"].fillna("").astype(str) != ""
 
 
 def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False, decision: bool = False) -> Pairing:

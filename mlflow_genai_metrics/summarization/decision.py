@@ -1,6 +1,6 @@
 """A beat-the-champion decision from a paired comparison, apart from MLflow (guide "Decisions").
 
-``decide`` reads a ``Comparison`` made with ``count_unreadable=True`` (rows a side's output made unreadable counted
+``decide`` reads a ``Comparison`` made with ``decision=True`` (rows a side's output made unreadable counted
 as that side's failures, infrastructure failures left out) and gives one ``RuleOutcome`` per rule:
 
 - each beat metric: better in its direction, one-sided, Holm-adjusted over the beat metrics, at the attempt's level;
@@ -29,7 +29,8 @@ from .metrics import METRICS
 if TYPE_CHECKING:
     from .comparison import Comparison
 
-__all__ = ["MIN_MEAN_PAIRS", "NOT_WORSE_BESIDE_MEANS", "attempt_level", "decide", "decision_metrics", "infrastructure_allowance"]
+__all__ = ["MIN_MEAN_PAIRS", "NOT_WORSE_BESIDE_MEANS", "attempt_level", "beat_rules", "decide", "decision_metrics",
+           "infrastructure_allowance"]
 
 # A beat rule on a mean or a ratio decides on at least this many pairs (the guide asks 100 or more): a candidate
 # equal on claim support whose 3% of long summaries are bad was registered 5.5% of the time at 100 pairs, under 2%
@@ -59,6 +60,11 @@ def _kind(metric: str) -> str:
     return spec.kind if spec is not None and spec.kind else "proportion"
 
 
+def beat_rules(beat_metrics: Sequence[str], alias: str) -> list[Rule]:
+    """One rule per beat metric: ``strict_alignment vs champion > 0`` (``<`` where lower is better)."""
+    return [Rule(f"{m} vs {alias}", ">" if direction(m) == "higher" else "<", 0.0) for m in beat_metrics]
+
+
 def decision_metrics(beat_metrics: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """The metrics a decision compares (the beat metrics, then the not-worse ones) and each one's one-sided
     alternative: a beat metric's "better", a not-worse metric's "worse"."""
@@ -81,7 +87,7 @@ def decide(
     3"); ``champion_judged``: its rows not lost to an infrastructure failure; ``alpha``: this attempt's level for the
     beat rules; ``level``: the user's own (1 - confidence; default ``alpha``), at which the not-worse tests run."""
     level = alpha if level is None else level
-    beat_rules = [Rule(f"{m} vs {alias}", ">" if direction(m) == "higher" else "<", 0.0) for m in beat_metrics]
+    beats = beat_rules(beat_metrics, alias)
     metrics, _ = decision_metrics(beat_metrics)
     not_worse = metrics[len(beat_metrics):]
     worse_rules = [Rule(f"{m} vs {alias}, not worse", ">=" if direction(m) == "higher" else "<=", 0.0) for m in not_worse]
@@ -91,11 +97,11 @@ def decide(
         why = (f"refused: {comparison.pairs_dropped_for_errors} of the {shared} shared pairs failed for the infrastructure "
                f"(timeouts, server errors, the budget; at most {allowed} may), and those rows could decide it: judge them "
                f"again (the cache keeps what was answered); {comparison.rows_note}")
-        return [RuleOutcome(rule, None, False, why) for rule in (*beat_rules, *worse_rules)]
+        return [RuleOutcome(rule, None, False, why) for rule in (*beats, *worse_rules)]
     table = comparison.table.set_index("metric")
     beat_table = with_holm(comparison.table[comparison.table["metric"].isin(beat_metrics)], 1 - alpha).set_index("metric")
     outcomes = []
-    for rule, metric in zip(beat_rules, beat_metrics):
+    for rule, metric in zip(beats, beat_metrics):
         if metric not in beat_table.index:
             outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
             continue

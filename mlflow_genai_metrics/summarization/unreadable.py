@@ -14,7 +14,7 @@ import pandas as pd
 from ..stats import RatioStatistic
 from .metrics import MetricSpec
 
-__all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "error_kinds"]
+__all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "error_kinds", "infrastructure_failed"]
 
 CONTENT_FAILURES = frozenset({"no_claims", "refused"})  # the error kinds (``judge.records.ErrorKind``) a run's text causes
 _ERROR_KIND = r"^(?:[^:]*? failed: )?([a-z_]+)(?: \(HTTP \d+\))?:"
@@ -32,6 +32,12 @@ def error_kinds(rows: pd.DataFrame) -> pd.Series:
 def content_failed(rows: pd.DataFrame) -> pd.Series:
     """Rows the judge could not read because of what was written (``CONTENT_FAILURES``)."""
     return error_kinds(rows).isin(CONTENT_FAILURES)
+
+
+def infrastructure_failed(rows: pd.DataFrame) -> pd.Series:
+    """Rows the judge failed on for the infrastructure (any error that is not a content failure): a decision leaves
+    their pairs out and counts them."""
+    return (rows["error"].fillna("").astype(str) != "") & ~content_failed(rows)
 
 
 def _unreadable(spec: MetricSpec, rows: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:

@@ -2,13 +2,14 @@
 run artifacts, run comparison, the candidate-model wrapper and the registration gate. It only adapts the core's
 results into MLflow objects."""
 
+from ..summarization.gating import Rule
 from .agreement import AgreementReport, judge_agreement
 from .align import AlignmentReport, align_judge
 from .answer_judges import AnswerEvaluation, AnswerFaithfulness, AnswerRelevance, ContextSufficiency, answer_scorers, evaluate_answers
 from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
 from .evaluate import SummaryEvaluation, evaluate_summaries, log_summary_results
-from .gate import GateResult, Rule, RuleOutcome, parse_rules, register_if_passing
+from .gate import GateResult, RuleOutcome, parse_rules, register_if_passing
 from .judge_sets import summarization_scorers
 from .judges import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage
 from .model import SummarizerModel

@@ -21,12 +21,10 @@ from ..summarization.comparison import (
     SignatureMismatchError,
     SourceMismatchError,
     compare_results,
-    direction,
 )
-from ..summarization.decision import attempt_level, decide, decision_metrics
+from ..summarization.decision import attempt_level, beat_rules, decide, decision_metrics
 from ..summarization.gating import (
     GateResult,
-    Rule,
     RuleOutcome,
     aggregate_names_logged,
     check_beat_metrics,
@@ -37,7 +35,7 @@ from ..summarization.gating import (
 from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
-from ..summarization.unreadable import content_failed
+from ..summarization.unreadable import infrastructure_failed
 from .compare import evaluated_run, load_run, load_table, run_figures, run_report
 from .errors import is_bad_input
 from .run_logging import SIGNATURE_TAG
@@ -226,10 +224,8 @@ def _champion_outcomes(
 ) -> list[RuleOutcome]:
     """The decision's rules against the champion (``summarization.decision.decide``), this attempt counted on the
     champion's version (``run`` is the candidate's, with the ``figures`` the rules read and its ``report``, read once)."""
-    beat_rules = [Rule(f"{metric} vs {alias}", ">" if direction(metric) == "higher" else "<", 0.0) for metric in metrics]
-
     def refused(why: str, *, passed: bool = False) -> list[RuleOutcome]:
-        return [RuleOutcome(rule, None, passed, why) for rule in beat_rules]
+        return [RuleOutcome(rule, None, passed, why) for rule in beat_rules(metrics, alias)]
 
     try:
         champion = client.get_model_version_by_alias(name, alias)
@@ -272,7 +268,7 @@ def _champion_outcomes(
         "mgm.gate.only_in_champion": str(comparison.only_in_a),
         "mgm.gate.only_in_candidate": str(comparison.only_in_b),
     })
-    infrastructure = incumbent.rows["error"].fillna("").astype(str).ne("") & ~content_failed(incumbent.rows)
+    infrastructure = infrastructure_failed(incumbent.rows)
     attempt = int(champion.tags.get(ATTEMPTS_TAG, "0") or 0) + 1
     alpha = attempt_level(1 - statistics.confidence, attempt)
     outcomes = decide(comparison, metrics, alias=alias, champion=f"champion version {champion.version}",
