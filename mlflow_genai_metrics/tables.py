@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,11 @@ def load_labelled(path: str | Path) -> pd.DataFrame:
     return frame.assign(human_binary=binary.astype(int), human_graded=frame["label"].astype(float))
 
 
+def is_missing(value: Any) -> bool:
+    """None, NaN or ``pd.NA`` (what a pandas ``string`` Series holds for a missing value): no text at all."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def table_records(
     table: pd.DataFrame, *, source_col: str = "text", summary_col: str | None = "summary", id_col: str | None = None,
     category_col: str | None = None, reference_col: str | None = None,
@@ -98,8 +104,14 @@ def table_records(
     missing = [c for c in (source_col, summary_col, id_col, category_col, reference_col) if c and c not in table.columns]
     if missing:
         raise MissingColumnError(f"the table has no column {missing}; it has {list(table.columns)}")
+    rows = table.to_dict(orient="records")
+    if id_col:  # a missing id is refused like a repeated one, never replaced by the source's hash
+        empty = [position for position, row in enumerate(rows) if is_missing(row[id_col])]
+        if empty:
+            shown = ", ".join(map(str, empty[:10])) + (f" and {len(empty) - 10} more" if len(empty) > 10 else "")
+            raise ValueError(f"no id in column {id_col!r} on row(s) {shown}: give every row an id (ids pair rows across runs)")
     records = []
-    for position, row in enumerate(table.to_dict(orient="records")):
+    for position, row in enumerate(rows):
         inputs = {"text": row[source_col], "id": row[id_col] if id_col else position}
         if category_col:
             inputs["category"] = row[category_col]

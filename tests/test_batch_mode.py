@@ -133,7 +133,17 @@ def test_a_failed_batch_is_a_batch_failed_error_for_its_requests(scripted_server
     judge = batch_judge(server)
     failed = judge.ask_many(questions(2))
     assert [r.error.kind for r in failed] == ["batch_failed"] * 2 and "scripted validation failure" in failed[0].error.message
+    assert judge.usage.calls == judge.usage.batched_calls == 0  # refused at validation: no line ran, none is a call
     assert all(r.ok for r in judge.ask_many([ask_about("another")]))  # only that batch's requests
+    assert judge.usage.calls == judge.usage.batched_calls == 1
+
+
+def test_a_failed_batch_s_lines_are_not_calls_and_hold_no_budget(scripted_server):
+    server = scripted_server(echo, batch_api=ScriptedBatches(fail_batches=1))
+    judge = judge_for(server, max_calls=16, prices=Prices(input=1.0, output=2.0)).batched(poll_s=0.01)
+    assert [r.error.kind for r in judge.ask_many(questions(16))] == ["batch_failed"] * 16
+    assert judge.usage.calls == judge.budget.calls == 0 and judge.budget.cost_usd == 0
+    assert all(r.ok for r in judge.ask_many(questions(16)))  # the whole budget is still there
 
 
 def test_a_batch_cancelled_meanwhile_is_a_batch_failed_error_for_its_requests(scripted_server):

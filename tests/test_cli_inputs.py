@@ -157,6 +157,13 @@ def test_a_judge_base_url_no_call_can_go_to_is_refused_before_any_call(base_url,
     assert "hunter2" not in line
 
 
+def test_a_row_without_an_id_in_the_id_column_is_refused_like_a_repeated_one(files, capsys):
+    """Never filed under its source's hash: ids pair rows across runs."""
+    pd.DataFrame({"id": ["a", None, "c"], "text": ["The council met."] * 3, "summary": ["It met."] * 3}).to_csv(files / "rows.csv", index=False)
+    argv = ["evaluate", str(files / "rows.csv"), "--id-col", "id", "--tracking-uri", f"sqlite:///{files / 'mlflow.db'}"]
+    assert one_line(argv, capsys) == "mgm evaluate: no id in column 'id' on row(s) 1: give every row an id (ids pair rows across runs)"
+
+
 @pytest.fixture
 def mlflow_uri_restored():
     yield

@@ -71,7 +71,7 @@ def test_an_unknown_setting_is_a_type_error_naming_it():
 
 
 def test_repr_shows_the_settings_that_differ_from_their_defaults_never_the_key_or_url_credentials():
-    judge = Judge("m", "http://user:hunter2-secret@127.0.0.1:9/v1", SECRET_KEY, seed=7, cache_dir=None)
+    judge = Judge("m", "http://user:hunter2-secret@127.0.0.1:9/v1", seed=7, cache_dir=None)
     assert repr(judge) == "Judge(model='m', base_url='http://***@127.0.0.1:9/v1', seed=7, cache_dir=None)"
 
 

@@ -39,7 +39,7 @@ def test_auto_uses_aiohttp_on_the_judges_own_loop_and_httpx_on_a_callers_loop(sc
 def test_a_base_url_with_credentials_gets_httpx(scripted_server):
     server = scripted_server()
     judge = judge_for(server)
-    with_credentials = type(judge)(judge.model, server.base_url.replace("http://", "http://user:pw@"), "key", cache_dir=None)
+    with_credentials = type(judge)(judge.model, server.base_url.replace("http://", "http://user:pw@"), cache_dir=None)
     assert _transport_name(with_credentials, run_sync) == "AsyncHTTPTransport"
 
 

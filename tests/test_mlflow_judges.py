@@ -23,6 +23,7 @@ from mlflow_genai_metrics.summarization.passes import extract_claims_request
 from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage, log_summary_results
 from mlflow_genai_metrics.tracking.compare import run_figures
+from mlflow_genai_metrics.tracking.evaluate import RunRowsMismatch
 
 JUDGES = ("claim_alignment", "key_point_coverage", "grounding")
 CONTRADICTED = "The council rejected the budget."
@@ -255,6 +256,31 @@ def test_log_summary_results_judges_a_run_s_traces_again_in_another_process(scri
     logged = log_summary_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
     metrics = MlflowClient().get_run(result.run_id).data.metrics
     assert metrics["alignment"] == logged.metrics["alignment"] == 1.0 and logged.rows["id"].tolist() == sorted(i for i, _, _ in ARTICLES)
+
+
+def test_log_summary_results_refuses_a_run_whose_traces_were_partly_lost(scripted_server, mlflow_store, monkeypatch):
+    """Completing a run from its traces logs the rows MLflow evaluated or nothing: 5 of its 30 traces gone give an
+    error on the run (``mgm.error``), never ``alignment_n`` 25."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+
+    @scorer
+    def has_summary(outputs) -> bool:
+        return bool(outputs)
+
+    data = [{"inputs": {"text": text, "id": f"{row_id}-{copy}"}, "outputs": first_sentence(text)}
+            for copy in range(10) for row_id, _, text in ARTICLES][:30]
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "2")  # every trace stored: the test removes 5 itself
+    result = mlflow.genai.evaluate(data=data, scorers=[has_summary])
+    client = MlflowClient()
+    mlflow.flush_trace_async_logging()
+    traces = mlflow.search_traces(run_id=result.run_id, return_type="list")
+    assert len(traces) == 30
+    client.delete_traces(client.get_run(result.run_id).info.experiment_id, trace_ids=[t.info.trace_id for t in traces[:5]])
+    with pytest.raises(RunRowsMismatch, match="evaluated 30 rows, 25 of their traces"):
+        log_summary_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
+    run = client.get_run(result.run_id)
+    assert "alignment_n" not in run.data.metrics and "evaluated 30 rows" in run.data.tags["mgm.error"]
+    assert server.request_count == 0  # refused before any row was judged
 
 
 def test_log_summary_results_refuses_a_run_that_holds_results(scripted_server, mlflow_store):

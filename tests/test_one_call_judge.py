@@ -105,4 +105,9 @@ def test_a_judge_given_another_key_than_the_variable_is_refused_not_sent_the_var
         make_claim_judge(Judge("scripted-judge", server.base_url, "sk-this-endpoint", cache_dir=None))
     make_claim_judge(Judge("scripted-judge", server.base_url, "sk-another-service", cache_dir=None))  # the same key: made
     make_claim_judge(Judge("scripted-judge", server.base_url, cache_dir=None))  # a key read from the variable: made
+    monkeypatch.delenv("OPENAI_API_KEY")  # the URL's credentials alone (a Judge refuses them beside a key)
+    with_credentials = server.base_url.replace("http://", "http://judge-user:pw-4f9a1c-hunter2@")
+    with pytest.raises(ValueError, match="carries credentials, which MLflow's judge would store") as caught:
+        make_claim_judge(Judge("scripted-judge", with_credentials, cache_dir=None))
+    assert "hunter2" not in str(caught.value)
     assert server.request_count == 0

@@ -52,6 +52,24 @@ def redact(text: str, secret: str | None) -> str:
     return text
 
 
+_JSON_ESCAPE = re.compile(r"\\(\\|/|u([0-9a-fA-F]{4}))")
+
+
+def json_unescaped(text: str) -> str:
+    """``text`` with the JSON escapes that mean the same once parsed undone (``\\/`` -> ``/``, ``\\u0041`` -> ``A``):
+    what a key written with them becomes when the answer is read. An escaped backslash, quote, control character or
+    surrogate stays escaped, so a JSON text stays the same JSON."""
+    def plain(match: re.Match[str]) -> str:
+        if match.group(1) == "/":
+            return "/"
+        if match.group(2) is None:  # an escaped backslash: kept, and what follows it is not an escape
+            return match.group(0)
+        char = chr(int(match.group(2), 16))
+        return match.group(0) if char in '"\\' or ord(char) < 0x20 or 0xD800 <= ord(char) <= 0xDFFF else char
+
+    return _JSON_ESCAPE.sub(plain, text)
+
+
 def redact_url(text: str) -> str:
     """Hide the credentials a URL can carry, wherever one appears in ``text``: ``user:password@`` becomes ``***@``,
     the value of a query parameter named like a key, token, secret, password or signature becomes ``***``."""
@@ -161,7 +179,13 @@ def row_error_kind(exc: BaseException) -> ErrorKind:
 def config_error(exc: openai.APIStatusError, *, model: str, base_url: str, available: list[str] | None) -> JudgeConfigError:
     """A message that says what to fix for 401, 403 and 404."""
     status = exc.status_code
-    if status == 401:
+    if status == 401 and urlsplit(base_url).username:
+        what = (
+            f"The judge endpoint {base_url} rejected the credentials written in its base URL (HTTP 401): they are what "
+            "was sent (no API key travels with them). Correct them in the base URL, or give the key alone with a base "
+            "URL without credentials."
+        )
+    elif status == 401:
         what = (
             f"The judge endpoint {base_url} rejected the API key (HTTP 401). Set OPENAI_API_KEY (or pass "
             "api_key=) to a valid key for this endpoint; a local server accepts any non-empty string."

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_va
 from ..sqlite_store import default_cache_dir
 from .batch import BatchOptions
 from .declaration import setting
-from .errors import JudgeConfigError, redact, redact_url, url_secrets
+from .errors import JudgeConfigError, json_unescaped, redact, redact_url, url_secrets
 from .examples import ExampleSet
 from .http import HttpBackend
 from .records import Prices
@@ -86,6 +86,9 @@ def _check_base_url(url: str) -> None:
 
 
 def _environment_key(environ: Mapping[str, str], base_url: str) -> str:
+    parts = urlsplit(base_url)
+    if parts.username or parts.password:  # the URL's credentials are sent, never beside a key (``resolve``)
+        return _LOCAL_KEY
     return environ.get("OPENAI_API_KEY") or (_LOCAL_KEY if is_loopback(base_url) else "")
 
 
@@ -194,7 +197,19 @@ class JudgeSettings(BaseModel):
         model = mlflow_model_uri(model)
         url = (base_url or env.get("MGM_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         _check_base_url(url)
+        parts = urlsplit(url)
         key = api_key or _environment_key(env, url)
+        if parts.username or parts.password:
+            # HTTP sends a URL's credentials as the Authorization header, the one the API key travels in: they would
+            # replace the key without a word, and a 401 would then blame a key that was never sent.
+            given = "api_key=" if api_key else "OPENAI_API_KEY" if env.get("OPENAI_API_KEY") else None
+            if given:
+                raise ValueError(
+                    f"the judge's base URL {redact_url(url)} carries credentials and {given} gives a key: HTTP would send "
+                    "the URL's credentials in place of the key (one Authorization header carries one); give the key "
+                    "alone with a base URL without credentials, or the URL's credentials alone (unset OPENAI_API_KEY)"
+                )
+            key = _LOCAL_KEY  # never sent: the URL's credentials are
         if not key:
             raise ValueError(
                 f"No API key for the judge endpoint {redact_url(url)}: set OPENAI_API_KEY or pass api_key=. "
@@ -270,7 +285,12 @@ class JudgeSettings(BaseModel):
         """``text`` (what an endpoint answered: content, refusal, model id) with the API key and the base URL's
         credentials, wherever they appear whole, replaced by ``***``, before it is parsed, cached or stored. Unlike
         ``redact`` (for error messages, where servers echo keys in part) it leaves other text alone: an answer's
-        words must not be cut by a run of the key's characters."""
+        words must not be cut by a run of the key's characters. A secret written with JSON escapes (``\\/``,
+        ``\\u002d``), which parsing the answer would undo, is found too: the escapes that change nothing once parsed
+        are undone first (``errors.json_unescaped``), in a text that holds a secret."""
+        plain = json_unescaped(text) if "\\" in text else text
+        if any(secret in plain for secret in self._stored_secrets):
+            text = plain
         for secret in self._stored_secrets:
             if secret in text:
                 text = text.replace(secret, "***")

@@ -11,7 +11,6 @@ cache).
 from __future__ import annotations
 
 import hashlib
-import math
 import numbers
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -20,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ..judge import Judge
+from ..tables import is_missing
 from ..text import normalised, texts
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_alongside, grounding_cache
 from .ids import canonical_id
@@ -73,11 +73,6 @@ def id_problems(position: int, row_id: Any, seen: dict[str, tuple[int, Any]]) ->
         return [f"row {position} (id {row_id!r}): the id repeats row {first} (id {first_id!r}); both are stored as {stored!r}; ids must be unique"]
     seen[stored] = (position, row_id)
     return []
-
-
-def is_missing(value: Any) -> bool:
-    """None, NaN or ``pd.NA`` (what a pandas ``string`` Series holds for a missing value): no text at all."""
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def prepare_rows(

@@ -41,11 +41,11 @@ from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
-from .genai import trace_rows, unique_ids
+from .genai import evaluated_row_count, trace_rows, unique_ids
 from .judge_sets import shared_pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
-from .scored_rows import ScoredRows, settle
+from .scored_rows import ScoredRows, fail, settle
 
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
@@ -189,6 +189,13 @@ def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer]) -> Summar
     rows, unusable = trace_rows(traces, pipeline)
     if not rows:
         raise ValueError(f"run {run_id} has no trace with a source and a summary to judge ({len(unusable)} traces that are not)")
+    evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
+    if len(rows) != (len(traces) if evaluated is None else evaluated):
+        raise RunRowsMismatch(fail(run_id, (
+            f"the run evaluated {'its' if evaluated is None else evaluated} rows, {len(traces)} of their traces can be read "
+            f"back and {len(rows)} of those hold a source and a summary"
+            + (f" (not: {', '.join(unusable[:5])}{', ...' if len(unusable) > 5 else ''})" if unusable else "")
+            + "; evaluate the data again into a new run")), run_id)
     unique_ids(rows, id_key=pipeline.keys.id)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)

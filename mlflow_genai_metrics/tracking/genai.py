@@ -12,6 +12,7 @@ carried into the judge's event loop with the call's context), so they are never 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import threading
@@ -220,3 +221,16 @@ def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[st
         except ValueError:
             unusable.append(trace.info.trace_id)
     return rows, unusable
+
+
+def evaluated_row_count(run_id: str) -> int | None:
+    """The rows ``mlflow.genai.evaluate`` evaluated in ``run_id``: the ``num_rows`` of the dataset it logged as the
+    run's input (None when it logged none, or several)."""
+    inputs = mlflow.get_run(run_id).inputs
+    datasets = inputs.dataset_inputs if inputs is not None else []
+    if len(datasets) != 1:
+        return None
+    try:
+        return int(json.loads(datasets[0].dataset.profile or "{}")["num_rows"])
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from ..judge import DEFAULT_BASE_URL, Judge
 from ..prompts import load_prompt
@@ -59,6 +60,13 @@ def make_claim_judge(judge: Judge, *, name: str = ONE_CALL_NAME) -> MlflowJudge:
 
     if not isinstance(judge, Judge):
         raise TypeError(f"judge must be a mlflow_genai_metrics.Judge, not {type(judge).__name__}")
+    url = urlsplit(judge.base_url)
+    if url.username or url.password:
+        # MLflow's judge keeps its base URL in its definition (registered with the experiment): the credentials would
+        # be stored and shown, and HTTP would send them in place of $OPENAI_API_KEY
+        raise ValueError(f"make_claim_judge: the Judge's base URL {judge.shown_url} carries credentials, which MLflow's judge "
+                         "would store in its definition and send in place of $OPENAI_API_KEY; give the key alone "
+                         "(OPENAI_API_KEY) with a base URL without credentials")
     key = judge.settings.api_key.get_secret_value() if judge.settings.api_key is not None else ""
     if judge.settings.api_key_given and key and os.environ.get("OPENAI_API_KEY") != key:
         # MLflow's judges send $OPENAI_API_KEY to the endpoint, and take no key of their own: the Judge's key would be

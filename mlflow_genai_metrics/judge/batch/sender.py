@@ -110,9 +110,10 @@ class BatchSender:
             if held is not None and self.budget is not None:
                 self.budget.release(held)
             raise
-        if not first or _expired(outcome):
+        if not first or _unanswered(outcome):
             # The same call asked twice at once is one line: the first asker pays for it. A line no batch ran (its
-            # window expired, in every resubmission) was never answered: it is no call and costs nothing.
+            # window expired, in every resubmission; its batch failed validation or was cancelled) was never
+            # answered: it is no call and costs nothing.
             if held is not None and self.budget is not None:
                 self.budget.release(held)
         else:
@@ -260,8 +261,9 @@ class BatchSender:
             outcomes = await self.runner.wait(batch_id)
         except BatchGone:
             outcomes = {}  # asked again in a new batch
-        except BatchEnded as ended:
+        except BatchEnded as ended:  # refused (validation) or cancelled: no line of it ran
             failure = _failed("batch_failed", str(ended))
+            failure.unanswered = True  # type: ignore[attr-defined]
             outcomes = {line.custom_id: failure for line in lines}
         else:
             missing = _failed("batch_failed", f"batch {batch_id} ended with no result for this request")
@@ -279,3 +281,8 @@ class BatchSender:
 
 def _expired(outcome: LineOutcome) -> bool:
     return isinstance(outcome, CallFailed) and outcome.error.kind == "batch_expired"
+
+
+def _unanswered(outcome: LineOutcome) -> bool:
+    """A line no batch ran: expired, or in a batch that ended without running (``BatchEnded``)."""
+    return _expired(outcome) or getattr(outcome, "unanswered", False)
