@@ -14,7 +14,9 @@ Rows, not calls, are what a run needs finished: ``Budget.earmark`` sets aside wh
 its first call, and a row whose earmark does not fit waits while rows under way may leave room (so a short
 budget finishes the rows it starts instead of starting every row). A row's calls draw from its earmark
 (``drawing_from`` carries it in a context variable, which the tasks a row starts copy); what is left returns when
-the row ends. Calls asked without an earmark (``Judge.ask`` on its own) reserve exactly as before.
+the row ends. Calls asked without an earmark (``Judge.ask`` on its own) reserve exactly as before. A row may also
+name calls it can do without (the order check's, which only measure): they are set aside with the rest whenever
+they fit, and left out, the row told so (``Earmark.optional``), only when nothing under way can leave room for them.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class Earmark:
     budget: Budget
     calls: int
     cost_usd: float
+    optional: bool = True  # the calls the row can do without are set aside too (False: the row goes without them)
 
 
 # The earmark the calls of the running task (a row's) draw from; None outside a row. Tasks copy it when created.
@@ -194,29 +197,40 @@ class Budget:
         self._marked_calls -= calls
         self._marked_cost = max(self._marked_cost - cost, 0.0)
 
-    async def earmark(self, calls: int, cost_usd: float) -> Earmark:
-        """Set aside ``calls`` calls of ``cost_usd`` in all for one row, out of what no call holds and no other row
-        has set aside; wait while rows under way or calls in flight may leave room. Once nothing can, a row whose
-        calls do not fit raises ``BudgetExhausted``, and one whose cost (a worst case) does not fit is let through
-        alone, holding all that is left, since its calls may cost less than their worst (unless a call was refused
-        already: then it raises too)."""
+    async def earmark(self, calls: int, cost_usd: float, *, optional_calls: int = 0, optional_cost_usd: float = 0.0) -> Earmark:
+        """Set aside ``calls`` calls of ``cost_usd`` in all for one row, and the ``optional_calls`` of
+        ``optional_cost_usd`` it can do without, out of what no call holds and no other row has set aside; wait while
+        rows under way or calls in flight may leave room. Once nothing can, the optional calls are left out
+        (``Earmark.optional`` False), then a row whose calls do not fit raises ``BudgetExhausted``, and one whose
+        cost (a worst case) does not fit is let through alone, holding all that is left, since its calls may cost
+        less than their worst (unless a call was refused already: then it raises too)."""
         while True:
             with self._lock:
-                marked = self._try_earmark(calls, cost_usd)
+                marked = self._try_earmark(calls, cost_usd, optional_calls, optional_cost_usd)
                 if marked is not None:
                     return marked
                 waiter = self._waiter()
             await self._wait(waiter)
 
-    def _try_earmark(self, calls: int, cost_usd: float) -> Earmark | None:
-        """The row's earmark if it can start now (call under the lock); None to wait; raises when it never can."""
+    def _fits(self, calls: int, cost_usd: float) -> tuple[bool, bool]:
+        """Do ``calls`` and ``cost_usd`` fit beside what is spent, held and set aside? (call under the lock)"""
         taken_calls = self._calls + self._held_calls + self._marked_calls
         taken_cost = self._cost + self._held_cost + self._marked_cost
-        calls_fit = self.max_calls is None or taken_calls + calls <= self.max_calls
-        cost_fits = self.max_cost_usd is None or taken_cost + cost_usd <= self.max_cost_usd
-        if not (calls_fit and cost_fits):
+        return (self.max_calls is None or taken_calls + calls <= self.max_calls,
+                self.max_cost_usd is None or taken_cost + cost_usd <= self.max_cost_usd)
+
+    def _try_earmark(self, calls: int, cost_usd: float, optional_calls: int = 0, optional_cost_usd: float = 0.0) -> Earmark | None:
+        """The row's earmark if it can start now (call under the lock); None to wait; raises when it never can."""
+        calls_fit, cost_fits = self._fits(calls + optional_calls, cost_usd + optional_cost_usd)
+        optional = True
+        if calls_fit and cost_fits:
+            calls, cost_usd = calls + optional_calls, cost_usd + optional_cost_usd
+        else:
             if self._rows or self._held_calls:
                 return None  # rows under way and calls in flight may leave room
+            optional = not (optional_calls or optional_cost_usd)  # nothing will leave more: the row without them
+            calls_fit, cost_fits = self._fits(calls, cost_usd)
+        if not (calls_fit and cost_fits):
             if not calls_fit:
                 raise BudgetExhausted(f"max_calls={self.max_calls} reached: {self._calls} calls made, this row needs {calls}")
             if self._refused:
@@ -226,7 +240,7 @@ class Budget:
         self._rows += 1
         self._marked_calls += calls
         self._marked_cost += cost_usd
-        return Earmark(self, calls, cost_usd)
+        return Earmark(self, calls, cost_usd, optional)
 
     def close(self, earmark: Earmark) -> None:
         """The row ended: what its earmark still holds is free again."""

@@ -116,6 +116,8 @@ def claim_card(judgement: RowJudgement, *, source: str = "the source", text: str
         metadata["quote_failures"] = str(sum(c.quote_found is False for c in claims))
     if any(c.suspect is not None for c in claims):
         metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
+    if judgement.order_check is not None and judgement.order_check.failed:  # the verdicts stand: the check only measures
+        metadata["order_check_failed"] = judgement.order_check.failed
     return Card(is_faithful, rationale, metadata)
 
 

@@ -57,7 +57,7 @@ class RowFacts:
     grounded: int | None = None
     suspects: int | None = None  # judged claims whose verdict the check finds suspect (None: not checked)
     unstable: int | None = None  # judged claims whose repeated verifications disagreed (None: asked once)
-    order_checked: int | None = None  # items asked again shuffled (None: the row is not in the order check's sample)
+    order_checked: int | None = None  # items asked again shuffled (None: not in the order check's sample, or it failed)
     order_changed: int | None = None
 
 
@@ -103,6 +103,7 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
     points = judgement.key_points
     flags = [claim.suspect for claim in judgement.claims]
     unstable = [claim.unstable for claim in judgement.claims]
+    compared = judgement.order_check is not None and judgement.order_check.failed is None  # failed: compared nothing
     return RowFacts(
         judgement,
         claim_count=len(verdicts),
@@ -114,8 +115,8 @@ def row_facts(judgement: RowJudgement) -> RowFacts:
         # checked claims: a summary's with its row's grounding, an answer's against its passages (no row grounding)
         suspects=None if None in flags or (checked is None and not flags) else sum(flags),
         unstable=None if None in unstable else sum(unstable),
-        order_checked=judgement.order_check.checked if judgement.order_check is not None else None,
-        order_changed=judgement.order_check.changed if judgement.order_check is not None else None,
+        order_checked=judgement.order_check.checked if compared else None,
+        order_changed=judgement.order_check.changed if compared else None,
         **grounding,
     )
 

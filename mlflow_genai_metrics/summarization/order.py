@@ -8,7 +8,12 @@ answer in the request itself (the first repetition, under ``stability``), and th
 The sample and each row's order are drawn from a hash of the row's texts, so a rerun asks the very same shuffled
 requests (cached: no call) and two runs of one dataset check the same rows. A row with one item has no other order
 and is not compared. The shuffled requests cost one call per chunk of the source (and one for coverage) per
-sampled row, in the estimate and the budget like any other call.
+sampled row, in the estimate and the budget (each sampled row's earmark holds them from its start: ``row_needs``).
+
+The check only measures: when a shuffled request fails (after its retries and repair, or refused by the budget),
+the row keeps the verdicts of its own requests in every metric, and only its order check says so (``failed``;
+``order_checked`` empty, the reason in the row's ``reasoning``). Such a row is not stored whole, so a rerun asks the
+shuffled request again (``summarization.order_pass``).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from pydantic import BaseModel
 
 
 class OrderCheck(BaseModel):
-    """A row's order check: the items whose answers were compared, and those that changed when shuffled."""
+    """A row's order check: the items whose answers were compared, and those that changed when shuffled; or why
+    nothing was compared (``failed``: a shuffled request got no answer, or the budget had no room for it)."""
 
     checked: int = 0
     changed: int = 0
+    failed: str | None = None  # e.g. "order check (claims verified again, shuffled) failed: server_error (HTTP 500): ..."
 
 
 def _draw(key: str) -> int:

@@ -11,7 +11,9 @@ claim passes, and the key-point passes (its coverage check, and its source's key
 Under a budget (``max_calls``, ``max_cost_usd``) a row starts only once the budget has set aside what its passes
 will take (``row_needs``, ``Budget.earmark``), and its calls draw from that: once the budget is short, the rows
 under way finish before new rows start, so half the budget a run needs judges about half its rows, and a row the
-budget cannot pay for is a ``budget`` error with no call made.
+budget cannot pay for is a ``budget`` error with no call made. A row of the order check's sample holds its shuffled
+requests too; when nothing can leave room for them but its own requests fit, it is judged without its order check.
+The order check only measures: its failure never fails the row (``order_pass``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any, Protocol
 from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
 from .extraction import extract_claims
-from .order import OrderCheck, changed_answers, in_sample, shuffled_order
+from .order import OrderCheck
+from .order_pass import compare_orders, not_asked, order_requests, row_orders
 from .passes import check_coverage_request, extract_key_points_request, run_examples, verify_claims_request
 from .records import CheckedClaim, CoveredKeyPoint, JudgePass, RowError, RowInput, RowJudgement
 from .row_needs import RowNeed, row_need
@@ -50,6 +53,7 @@ class _RowState:
     usage: dict[JudgePass, Usage] = field(default_factory=dict)  # per pass asked: what its calls for this row cost
     error: RowError | None = None
     order: OrderCheck | None = None  # the order check, on the rows of its sample
+    order_room: bool = True  # False: the budget had room for the row's own requests only, not its order check's
 
     def fail(self, stage: str, reply: JudgeReply) -> None:
         if self.error is None:  # the first failure of a row is its error: the kind, the message, the raw excerpt
@@ -137,8 +141,9 @@ class _Pipelines:
                 self.alongside.close()  # type: ignore[union-attr]
                 await side
             # What a row's own requests counted, pass by pass, before its source's key points are added to its usage.
+            # A row whose order check failed is not stored whole: a rerun asks its shuffled requests again.
             asked = {index: {name: Asked.of(usage) for name, usage in states[index].usage.items()}
-                     for index in judged if states[index].error is None}
+                     for index in judged if states[index].error is None and (states[index].order is None or not states[index].order.failed)}
             records = self._records(states, found)
             if store is not None:
                 store.write([(keys[index], self._stored(records[index], own)) for index, own in asked.items()])
@@ -207,11 +212,12 @@ class _Pipelines:
             return await self._passes(index, state, group)
         need = self._need(self.rows[index])
         try:
-            earmark = await budget.earmark(need.calls, need.cost_usd)
+            earmark = await budget.earmark(need.calls, need.cost_usd, optional_calls=need.order_calls, optional_cost_usd=need.order_cost_usd)
         except BudgetExhausted as exc:
             message = f"not sent: the judge's budget cannot pay for this row's {need.calls} calls ({exc})"
             state.error = RowError(stage="judging", error=JudgeError(kind="budget", message=message, attempts=0))
             return
+        state.order_room = earmark.optional
         try:
             with drawing_from(earmark):
                 await self._passes(index, state, group)
@@ -252,60 +258,20 @@ class _Pipelines:
             asks.append(self.judge.aask(check_coverage_request(points, row.summary)))
         elif key_points is not None:
             state.key_points = [CoveredKeyPoint(key_point=p, covered=False, reason="The summary is empty.") for p in points]
-        orders = self._orders(row, state.claims or [], points if covering else [])
-        shuffled = self._order_asks(row, chunks, state.claims or [], points, orders)
-        replies = await _each([*asks, *shuffled])
+        orders = row_orders(row, state.claims or [], points if covering else [], self.judge.order_check)
+        shuffled = order_requests(row, chunks, state.claims or [], points, orders, self.examples) if state.order_room else []
+        replies = await _each([*asks, *(self.judge.aask(request) for request in shuffled)])
         replies, order_replies = replies[: len(asks)], replies[len(asks):]
         # Taken in the order asked, not the order answered: a row's error is the same whichever came back first.
         if state.claims:
             self._take_verdicts(state, replies[: len(chunks) * repetitions], len(chunks))
         if covering:
             self._take_coverage(state, replies[-1], points)
-        if shuffled and state.error is None:
-            self._take_order(state, order_replies, orders, len(chunks))
-
-    def _orders(self, row: RowInput, claims: list[str], points: list[str]) -> tuple[list[int] | None, list[int] | None]:
-        """The shuffled orders of the row's claims and key points when it is in the order check's sample (None for
-        a list of fewer than two items: it has no other order)."""
-        if not in_sample(row.source_key, row.summary, self.judge.order_check):
-            return None, None
-        return tuple(shuffled_order(len(items), row.source_key, row.summary) if len(items) >= 2 else None  # type: ignore[return-value]
-                     for items in (claims, points))
-
-    def _order_asks(self, row: RowInput, chunks: list[str], claims: list[str], points: list[str],
-                    orders: tuple[list[int] | None, list[int] | None]) -> list[Awaitable[JudgeReply]]:
-        claim_order, point_order = orders
-        asks = [self.judge.aask(verify_claims_request(chunk, [claims[i] for i in claim_order], self.examples)) for chunk in chunks] if claim_order else []
-        if point_order:
-            asks.append(self.judge.aask(check_coverage_request([points[i] for i in point_order], row.summary)))
-        return asks
-
-    @staticmethod
-    def _take_order(state: _RowState, replies: list[JudgeReply], orders: tuple[list[int] | None, list[int] | None], chunks: int) -> None:
-        """Each item's answer in the shuffled request against its answer in the request itself (the first
-        repetition's verdicts, combined over the chunks)."""
-        claim_order, point_order = orders
-        check = OrderCheck()
-        if claim_order:
-            verdicts: list[list[tuple[str, str]]] = [[] for _ in claim_order]
-            for reply in replies[:chunks]:
-                state.usage["claims"].add(reply.usage)
-                if not reply.ok:
-                    return state.fail("order check (claims verified again, shuffled)", reply)
-                for asked, answer in zip(verdicts, reply.answer.verdicts):
-                    asked.append((answer.verdict, answer.reason))
-            original = [combine_verdicts(per_repetition[0])[0] for per_repetition in state.verdicts]
-            check.checked += len(claim_order)
-            check.changed += changed_answers(original, [combine_verdicts(v)[0] for v in verdicts], claim_order)
-        if point_order:
-            reply = replies[-1]
-            state.usage["key_points"].add(reply.usage)
-            if not reply.ok:
-                return state.fail("order check (key points checked again, shuffled)", reply)
-            original = [point.covered for point in state.key_points or []]
-            check.checked += len(point_order)
-            check.changed += changed_answers(original, [answer.covered == "yes" for answer in reply.answer.covered], point_order)
-        state.order = check
+        if shuffled:  # its failure is the order check's alone: the row's verdicts stand
+            state.order = compare_orders(order_replies, orders, len(chunks), state.usage,
+                                         state.verdicts if state.error is None else None, state.key_points)
+        elif orders != (None, None):
+            state.order = not_asked("the judge's budget had room for this row's own requests only")
 
     async def _claims(self, row: RowInput, state: _RowState) -> None:
         found = await extract_claims(self.judge, row.summary)

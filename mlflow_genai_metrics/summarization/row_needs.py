@@ -8,6 +8,12 @@ reservation will hold it (``Judge.worst_cost``). Where a request's text depends 
 stand-in of the likely size is priced: a claim per ``WORDS_PER_CLAIM`` words of the summary, and
 ``MAX_KEY_POINTS`` key points of ``WORDS_PER_KEY_POINT`` words. A repair turn, a retry, a second claim extraction
 are not reckoned: they draw from what is free, as any call does.
+
+A row of the order check's sample (``order.in_sample``: a hash of its texts, known before any call) asks its claims
+again shuffled, one call per chunk, and its key points again, one call: reckoned apart (``order_calls``), whatever
+the summary's length, since how many claims it makes (and whether they have another order) is only known from its
+first answer; the shuffled verification is priced as the verification (at least two stand-in claims). Those calls
+are the ones a row can do without (``Budget.earmark``'s optional calls): the check only measures.
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ WORDS_PER_KEY_POINT = 20
 
 @dataclass(frozen=True)
 class RowNeed:
-    """The calls one row will make and the most they can cost."""
+    """The calls one row will make and the most they can cost; and, apart, its order check's (none out of the sample)."""
 
     calls: int
     cost_usd: float
+    order_calls: int = 0
+    order_cost_usd: float = 0.0
 
 
 def row_need(
@@ -48,18 +56,25 @@ def row_need(
     source's key points (no row has yet); ``key_points``: the source's, when they are already known; ``claims``:
     whether its claims are asked (False: the key-point passes alone); ``examples``: the run's (``run_examples``)."""
     requests: list[JudgeRequest] = []
+    shuffled: list[JudgeRequest] = []  # the order check's
+    sampled = in_sample(row.source_key, row.summary, judge.order_check)
     if coverage and asks_key_points:
         requests += [extract_key_points_request(chunk) for chunk in chunks]
     if has_words(row.summary):
         if claims:
             likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
-            shuffled = len(likely) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)  # the order check's
-            requests += [verify_claims_request(chunk, likely, examples) for chunk in chunks] * (judge.stability + shuffled)
+            requests += [verify_claims_request(chunk, likely, examples) for chunk in chunks] * judge.stability
+            if sampled:
+                two_or_more = stand_ins(row.summary.split(), WORDS_PER_CLAIM, min(max(len(likely), 2), MAX_CLAIMS))
+                shuffled += [verify_claims_request(chunk, two_or_more, examples) for chunk in chunks]
         if coverage:
             points = key_points or stand_ins(chunks[0].split(), WORDS_PER_KEY_POINT, MAX_KEY_POINTS)
-            requests += [check_coverage_request(points, row.summary)] * (1 + (len(points) >= 2 and in_sample(row.source_key, row.summary, judge.order_check)))
-    return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests))
+            requests.append(check_coverage_request(points, row.summary))
+            if sampled and len(points) >= 2:  # known key points: one has no other order
+                shuffled.append(check_coverage_request(points, row.summary))
+    return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests),
+                   len(shuffled), sum(judge.worst_cost(request) for request in shuffled))
 
 
 def likely_statements(text: str, size: int, most: int) -> list[str]:

@@ -52,8 +52,11 @@ def reasoning(judgement: RowJudgement) -> str:
     the verdicts the model-free check finds suspect first, marked, so a reviewer starts with them."""
     if judgement.error is not None:
         return f"Not judged: {judgement.error}"
+    # the order check only measures: when it failed the verdicts stand, and the row says why it has no order figure
+    failed = judgement.order_check.failed if judgement.order_check is not None else None
+    note = [f"Not in the order check (the verdicts stand): {failed}"] if failed else []
     if not judgement.claims:
-        return "The summary makes no claim (defect: empty)."
+        return "\n".join(["The summary makes no claim (defect: empty).", *note])
     ordered = sorted(
         enumerate(judgement.claims, start=1), key=lambda item: (_VERDICT_ORDER[item[1].verdict], not item[1].suspect, item[0])
     )
@@ -65,7 +68,7 @@ def reasoning(judgement: RowJudgement) -> str:
     unstable = sum(bool(c.unstable) for c in judgement.claims)
     if unstable:
         head += f" {unstable} unstable verdict{'s' if unstable > 1 else ''} (asked again, the judge answered otherwise)."
-    return "\n".join([head, *(_claim_line(number, claim) for number, claim in ordered)])
+    return "\n".join([head, *(_claim_line(number, claim) for number, claim in ordered), *note])
 
 
 def coverage_reasoning(judgement: RowJudgement) -> str | None:
