@@ -14,7 +14,8 @@ child never uses or closes its parent's connections (they are set aside, kept op
 A file that cannot be used (corrupt, truncated, not a database, a folder, not ours to make owner-only) is found when
 the process first opens it, before anything is asked of a judge: its size is checked against the page count its
 header states (a truncated file), then ``PRAGMA quick_check(1)`` reads every page (about 40 ms for a 50 MB file);
-``StoreUnreadable`` names the file and the fix.
+``StoreUnreadable`` names the file and the fix. A write that fails mid-run (a full disk, a read-only file) never
+raises: the store stops writing to the file and says so once (``store_writes``), and the run keeps what it judged.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .store_writes import API_FIX, StoreWriteError, cannot_write, is_write_failure, note_write_failure, say_write_failure
 
 _BUSY_S = 60  # how long a process waits for another one holding the file
 _KEYS_PER_QUERY = 900  # well under SQLite's limit on parameters
@@ -60,6 +63,8 @@ class _NotOwnerOnly(StoreUnreadable, PermissionError):
 
 
 def _unreadable(path: Path, problem: str) -> StoreUnreadable:
+    if cannot_write(path, problem):  # its folder, the file, its schema or WAL mode, made when it is opened
+        return StoreUnreadable(f"the cache file {path} cannot be written ({problem}); {API_FIX}")
     return StoreUnreadable(f"the cache file {path} cannot be read ({problem}); {_FIX}")
 
 
@@ -189,6 +194,7 @@ class _Shared:
     lock: threading.RLock = field(default_factory=threading.RLock)
     users: int = 0
     schemas: set[str] = field(default_factory=set)
+    write_failure: StoreWriteError | None = None  # the first write that failed: nothing more is written
 
     @property
     def pid(self) -> int:
@@ -218,8 +224,10 @@ def _share(directory: Path, path: Path, schema: str) -> _Shared:
             with shared.lock:
                 _retry_locked(lambda: shared.connection.execute(schema))
                 shared.schemas.add(schema)
-        except BaseException:
+        except BaseException as exc:
             _give_up(shared)
+            if isinstance(exc, sqlite3.DatabaseError) and is_write_failure(exc) and not _busy(exc):
+                raise _unreadable(path, str(exc)) from exc
             raise
     return shared
 
@@ -266,6 +274,7 @@ class OwnerOnlyStore:
     FILE: str
     SCHEMA: str
     TABLE: str
+    LABEL = "the cache file"  # the store as its write failure names it ("the judge's cache")
 
     def __init__(self, directory: str | os.PathLike[str]):
         self.directory = Path(directory).expanduser()
@@ -332,6 +341,37 @@ class OwnerOnlyStore:
         """``statement`` (an INSERT) for every row, in one transaction."""
         with self._transaction() as conn:
             conn.executemany(statement, rows)
+
+    @property
+    def write_failure(self) -> StoreWriteError | None:
+        """The write to this file that failed in this process, if one did: nothing more is written while it is open."""
+        return self._here().write_failure
+
+    def _write(self, write: Callable[[], object], *, what: str, kept: str) -> bool:
+        """``write()``, unless a write to this file failed before; True if it wrote. A write the file or its disk
+        refuses (``store_writes``) is said once, naming ``what`` could not be stored and what that costs (``kept``),
+        and stops the writes to the file: it never raises, for what it would store is already in memory."""
+        failure = self._here().write_failure
+        if failure is not None:
+            note_write_failure(failure)
+            return False
+        try:
+            write()
+            return True
+        except sqlite3.DatabaseError as exc:
+            if not is_write_failure(exc):
+                raise
+            self._writes_failed(what, " ".join(str(exc).split()), kept)
+            return False
+
+    def _writes_failed(self, what: str, problem: str, kept: str) -> None:
+        """No more writes to this file in this process, said once (also when another process failed to write it)."""
+        shared = self._here()
+        with shared.lock:
+            if shared.write_failure is not None:
+                return
+            shared.write_failure = failure = StoreWriteError(self.path, self.LABEL, what, problem, kept)
+        say_write_failure(failure)
 
     def close(self) -> None:
         """Give up this store's share of the connection (closed with the last one); using the store again reopens."""

@@ -16,8 +16,9 @@
 Exit codes a CI pipeline can use: 0 done (gate passed), 1 gate failed or evaluation failed (the judge failed on
 every row), 2 bad input or configuration (a missing column, a malformed rule, an unknown run id, model URI,
 registered model or alias, a file that is missing, a folder, unreadable or of no format it reads, a number out of
-range), said in one line ``mgm <command>: <message>`` on stderr. Any other error is a bug and
-keeps its traceback. The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``;
+range), said in one line ``mgm <command>: <message>`` on stderr; also a cache that could not be written mid-run (a
+full disk, a read-only file: ``store_writes``), said once the command has kept and logged what it judged. Any other
+error is a bug and keeps its traceback. The tracking store defaults to ``$MLFLOW_TRACKING_URI``, else a local SQLite file ``mlflow.db``;
 an experiment ``mgm`` creates in a local SQLite store keeps its artifacts in ``mlartifacts/`` beside the database.
 Every argument's help names its default (``mgm <command> --help``); MLflow's own chatter is quieted (``quiet.py``).
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from . import evaluate, local, people, runs
 from .common import EXIT_EVALUATION_FAILED, EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, DefaultsShown
@@ -56,6 +58,7 @@ def _bad_input(error: Exception) -> bool:
     from ..judge import JudgeConfigError
     from ..local import LocalModelServerError
     from ..sqlite_store import StoreUnreadable
+    from ..store_writes import StoreWriteError
     from ..tracking.errors import is_bad_input
 
     if isinstance(error, MlflowException):  # MLflow says what went wrong through its error code
@@ -64,7 +67,7 @@ def _bad_input(error: Exception) -> bool:
         return True
     if _is_tracking_store_error(error):
         return True
-    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError, LocalModelServerError, StoreUnreadable))
+    return isinstance(error, (ValueError, FileNotFoundError, JudgeConfigError, LocalModelServerError, StoreUnreadable, StoreWriteError))
 
 
 def _is_tracking_store_error(error: Exception) -> bool:
@@ -115,13 +118,21 @@ def _is_server_error(error: Exception) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..store_writes import StoreWriteWarning, one_line, watching_store_writes
+
     args = build_parser().parse_args(argv)
     # MLflow writes the experiment it was set to into $MLFLOW_EXPERIMENT_ID: a later main() in the same process
     # (tests, a notebook) must read the user's setting, not the last command's
     experiment_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
     try:
-        with quiet_mlflow():
-            return args.run(args)
+        # A cache that could not be written is said once, in one line, after the command kept what it judged
+        with quiet_mlflow(), watching_store_writes() as unwritten, warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreWriteWarning)
+            code = args.run(args)
+        if unwritten:
+            print(f"mgm {args.command}: {' '.join(one_line(unwritten).split())}", file=sys.stderr)
+            return EXIT_USAGE if code == EXIT_OK else code
+        return code
     except Exception as exc:
         if not _bad_input(exc):
             raise  # a bug: its traceback shows

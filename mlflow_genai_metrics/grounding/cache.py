@@ -3,7 +3,8 @@
 A SQLite file (``grounding-cache.sqlite3``) in ``sqlite_store.default_cache_dir()``, owner-only like the judge's
 (0700 folder, 0600 file: the reasoning quotes the summaries). Looking a row up costs tens of microseconds against
 about a millisecond and a half to score it (``docs/benchmarks.md``), so a rerun reads instead of recomputing. A
-new model file has a new tag, so its rows are never mixed with another model's.
+new model file has a new tag, so its rows are never mixed with another model's. A write the file refuses (a full
+disk) is said once and stops the cache's writes (``store_writes``): the results are computed all the same.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CREATE TABLE IF NOT EXISTS grounding (
 """
 
 Key = tuple[str, str, str]
+_KEPT = "every score is kept in the results, but none from these on is stored: a rerun computes those again"
 
 
 def text_hash(text: str) -> str:
@@ -39,10 +41,15 @@ def text_hash(text: str) -> str:
 class GroundingCache(OwnerOnlyStore):
     """Grounding results by (model tag, source hash, summary hash); safe to share between threads and processes."""
 
-    FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "grounding"
+    FILE, SCHEMA, TABLE, LABEL = CACHE_FILE, _SCHEMA, "grounding", "the grounding cache"
 
     def __init__(self, directory: str | os.PathLike[str] | None = None):
         super().__init__(directory if directory is not None else default_cache_dir())
+
+    def failed_in_worker(self, problem: str) -> None:
+        """The grounding check's worker process could not write this file (``problem``: SQLite's words): said once,
+        as this process's own failure would be, and this process stops writing it too."""
+        self._writes_failed("the grounding check's worker process's scores", problem, _KEPT)
 
     def get_many(self, keys: Sequence[Key]) -> dict[Key, RowGrounding]:
         """The stored results among ``keys`` (absent keys are simply missing)."""
@@ -51,9 +58,12 @@ class GroundingCache(OwnerOnlyStore):
         return {wanted[key]: RowGrounding(**json.loads(value)) for key, value in rows}
 
     def put_many(self, items: Sequence[tuple[Key, RowGrounding]]) -> None:
-        """Store results; a key stored before keeps its first value (same model and texts, same result)."""
+        """Store results; a key stored before keeps its first value (same model and texts, same result). A write
+        the file refuses is said once and stops the cache's writes; the results are the caller's all the same."""
         records = [("|".join(key), key[0], json.dumps(asdict(value))) for key, value in items]
-        self._insert_many("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records)
+        self._write(lambda: self._insert_many("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records),
+                    what=f"the grounding of {len(records)} text(s)",
+                    kept=_KEPT)
 
 
 def _through_cache(keys: list[Key], cache: GroundingCache | None, compute) -> tuple[list[RowGrounding], int, int]:

@@ -5,9 +5,11 @@
 The first line names the cache folder, ``{"cache": DIR}``; then each line is one row, its summary and the claims
 judged so far, ``{"source": "...", "summary": "...", "claims": [...]}`` (``cached_groundings`` and
 ``cached_supports`` on one index of the source; ``summary`` may be left out), or a batch of rows,
-``{"sources": [...], "summaries": [...]}``. End of input ends the process (exit 0). Anything else, or a failure,
-is written to standard error and exits 1: what it had stored stays stored, the rest is left for the caller to
-compute. Nothing is written to standard output.
+``{"sources": [...], "summaries": [...]}``. End of input ends the process (exit 0). A cache it cannot write (a full
+disk, a read-only file) stops it at once with exit 74 (``EXIT_UNWRITABLE``), SQLite's words on standard error: the
+caller says so, naming the file (``store_writes``). Anything else, or another failure, is written to standard error
+and exits 1. Either way what it had stored stays stored, the rest is left for the caller to compute. Nothing is
+written to standard output.
 
 ``summarization.grounded.GroundingInAnotherProcess`` starts it for a large run, so the check uses another core
 instead of holding the judge's loop; it is a plain interpreter started with ``-m`` (never a fork of the caller,
@@ -20,19 +22,23 @@ from __future__ import annotations
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from ..store_writes import StoreWriteError, StoreWriteWarning
 from .cache import GroundingCache, cached_groundings, cached_supports
 from .features import SourceIndex
 
 KEPT_INDEXES = 64  # sources whose index the worker keeps for their next rows (a BBC article's: tens of kB)
+EXIT_UNWRITABLE = 74  # sysexits' EX_IOERR: the cache could not be written; standard error holds SQLite's words
 
 
 def serve(stream: BinaryIO) -> None:
     """Fill the cache named by the first line with what the next lines ask, until the input ends. The lines that
     have arrived together are scored together (one model pass, one write), so a worker that falls behind catches
-    up faster; the latest sources' indexes are kept, so a source shared by many rows is indexed once."""
+    up faster; the latest sources' indexes are kept, so a source shared by many rows is indexed once. A cache that
+    cannot be written raises its ``StoreWriteError`` after the lines in hand: scoring on would store nothing."""
     lines = _batches(stream)
     first = next(lines, [])
     if not first:
@@ -77,11 +83,19 @@ def _score(lines: list[bytes], cache: GroundingCache, recent: dict[str, SourceIn
     if claims:
         cached_supports([c for c, _ in claims], [s for _, s in claims], cache, recent)
     _keep_recent(recent, sources + [s for _, s in claims])
+    if cache.write_failure is not None:
+        raise cache.write_failure
 
 
 if __name__ == "__main__":
     if hasattr(os, "nice"):
         os.nice(10)  # behind the caller: the judge's loop and the endpoint get the cores first, this gets what is left
-    serve(sys.stdin.buffer)
+    warnings.simplefilter("ignore", StoreWriteWarning)  # the caller says it, once, naming the file
+    try:
+        serve(sys.stdin.buffer)
+    except StoreWriteError as failure:
+        sys.stderr.write(failure.problem)
+        sys.stderr.flush()
+        os._exit(EXIT_UNWRITABLE)
     sys.stderr.flush()
     os._exit(0)  # everything is stored: the interpreter's teardown (a third of a second) would only delay the caller

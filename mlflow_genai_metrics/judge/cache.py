@@ -9,7 +9,8 @@ value. Several threads and processes may read and write at once: WAL lets reader
 ``busy_timeout`` makes writers wait their turn, and ``INSERT OR IGNORE`` keeps the first transcript for a key, so a
 key is stored once however many workers computed it. The file is one owner-only store (``sqlite_store``): every
 store object on it in a process shares one connection, and one that cannot be read raises ``StoreUnreadable``
-when the cache is made.
+when the cache is made. One that cannot be written mid-run (a full disk) does not raise: the answer is returned,
+and the cache stops writing and says so once (``store_writes``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from ..sqlite_store import OwnerOnlyStore
+from ..store_writes import JUDGE_CACHE
 from .replies import CallResult
 
 CACHE_FILE = "judge-cache.sqlite3"
@@ -92,7 +94,7 @@ class JudgeCache(OwnerOnlyStore):
     """A SQLite file of request transcripts, safe to share between threads and processes; opened (and checked)
     when made, so a Judge whose cache cannot be read fails when it is made, before any call."""
 
-    FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "transcripts"
+    FILE, SCHEMA, TABLE, LABEL = CACHE_FILE, _SCHEMA, "transcripts", JUDGE_CACHE
 
     def get(self, key: str) -> Transcript | None:
         """The transcript stored for ``key``; None when there is none (or it cannot be read: asked again)."""
@@ -106,13 +108,17 @@ class JudgeCache(OwnerOnlyStore):
             return None
 
     def put(self, key: str, *, model: str, prompt_version: str, transcript: Transcript, replace: bool = False) -> None:
-        """Store a transcript; an existing one for ``key`` is kept unless ``replace`` (a longer or re-asked one)."""
+        """Store a transcript; an existing one for ``key`` is kept unless ``replace`` (a longer or re-asked one).
+        A write the file refuses (a full disk) is said once and stops the cache's writes; the answer is not lost."""
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-        with self._connected() as conn:
-            conn.execute(
-                f"{verb} INTO transcripts VALUES (?, ?, ?, ?, ?)",
-                (key, model, prompt_version, transcript.model_dump_json(), time.time()),
-            )
+        row = (key, model, prompt_version, transcript.model_dump_json(), time.time())
+
+        def insert() -> None:
+            with self._connected() as conn:
+                conn.execute(f"{verb} INTO transcripts VALUES (?, ?, ?, ?, ?)", row)
+
+        self._write(insert, what="a judge's answer",
+                    kept="every answer is kept in the results, but none from this one on is cached: a rerun asks those again")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory)}

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from ..grounding.cache import GroundingCache, cached_groundings, cached_supports, uncached_rows
 from ..grounding.model import load_model
 from ..grounding.scoring import suspect
+from ..grounding.worker import EXIT_UNWRITABLE
 from ..judge import Judge
 from .records import RowInput, RowJudgement
 
@@ -76,7 +77,8 @@ class GroundingWhileJudging:
 
     A row's claims are checked as soon as they are extracted, before they are verified; rows of one source go
     together, so a source shared by many summaries is indexed once per step. Only an optimisation: a failure here is
-    logged and warming stops; ``ground_judgements`` then scores (or raises) as it would have.
+    logged and warming stops, as it does once the cache cannot be written (a full disk: said by the cache);
+    ``ground_judgements`` then scores (or raises) as it would have.
     """
 
     def __init__(self, rows: Sequence[RowInput], cache: GroundingCache):
@@ -96,7 +98,7 @@ class GroundingWhileJudging:
 
     async def run(self) -> None:
         try:
-            while True:
+            while self.cache.write_failure is None:  # scores that cannot be stored would only be computed twice
                 if self._claims:
                     index, claims = self._claims.popleft()
                     cached_supports(claims, [self.rows[index].source] * len(claims), self.cache)
@@ -137,13 +139,14 @@ class GroundingInAnotherProcess:
     of the source for both); the rows still unsent when the judge is done (no claims, a failure) go then. The
     worker stores what it scores in the same grounding cache, and ``ground_judgements`` afterwards reads it back.
     Only an optimisation, like the in-loop check: a worker that cannot start or fails is logged, and whatever it
-    did not store is scored after the judge. When the run stops (a configuration error, Ctrl-C), the worker is
-    killed."""
+    did not store is scored after the judge. A worker that cannot write the cache (a full disk) exits at once with
+    ``EXIT_UNWRITABLE``: that is said as this process's own write failure would be (``GroundingCache.failed_in_worker``).
+    When the run stops (a configuration error, Ctrl-C), the worker is killed."""
 
     command = (sys.executable, "-m", "mlflow_genai_metrics.grounding.worker")
 
     def __init__(self, rows: Sequence[RowInput], cache: GroundingCache, unscored: Sequence[int]):
-        self.rows, self.directory = rows, cache.directory
+        self.rows, self.cache, self.directory = rows, cache, cache.directory
         self._unsent = dict.fromkeys(unscored)  # rows the cache lacks, in order, not yet sent
         self._process: asyncio.subprocess.Process | None = None  # set once started; kept for the caller to inspect
         self._waiting: list[dict] = []  # tasks told before the worker started
@@ -202,7 +205,9 @@ class GroundingInAnotherProcess:
                              "stopped, and what it did not store is scored after the judge", deadline)
                 return
             message = (await errors).decode("utf-8", "replace").strip()
-            if returncode:
+            if returncode == EXIT_UNWRITABLE:
+                self.cache.failed_in_worker(message[-500:] or "no reason given")
+            elif returncode:
                 _log.warning("the grounding check's process failed (exit %s: %s); what it did not store is scored after the judge",
                              returncode, message[-500:])
         except BaseException:

@@ -15,8 +15,6 @@ its replayed requests would: as cache hits, in the row's usage and in the Judge'
 from __future__ import annotations
 
 import hashlib
-import sqlite3
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from .._version import __version__
 from ..judge import CACHE_FILE, ExampleSet, Judge, Usage, canonical_json
 from ..prompts import SUMMARY_PROMPTS, load_prompt
 from ..sqlite_store import OwnerOnlyStore
+from ..store_writes import JUDGE_CACHE
 from .order import OrderCheck
 from .records import CheckedClaim, CoveredKeyPoint, RowInput
 
@@ -77,7 +76,7 @@ def _code_hash(package: Path = Path(__file__).resolve().parents[1]) -> str:
 class RowStore(OwnerOnlyStore):
     """Stored rows of one judge and one set of options, in the judge's cache file."""
 
-    FILE, SCHEMA, TABLE = CACHE_FILE, _SCHEMA, "row_records"
+    FILE, SCHEMA, TABLE, LABEL = CACHE_FILE, _SCHEMA, "row_records", JUDGE_CACHE
 
     def __init__(self, judge: Judge, *, coverage: bool, max_source_tokens: int | None, examples: ExampleSet | None = None):
         assert judge.cache is not None, "rows are stored only beside a judge's cache"
@@ -112,12 +111,9 @@ class RowStore(OwnerOnlyStore):
 
     def write(self, rows: Sequence[tuple[str, StoredRow]]) -> None:
         """Store rows; a key stored before keeps its first record. Stored rows only spare a rerun the replay of
-        their transcripts, so failing to store them (a full disk, say) is a warning, never the loss of a run."""
-        try:
-            self._insert_many("INSERT OR IGNORE INTO row_records VALUES (?, ?)", [(key, row.model_dump_json()) for key, row in rows])
-        except sqlite3.Error as exc:
-            warnings.warn(
-                f"could not store {len(rows)} judged row(s) in {self.path} ({exc}); the results are unaffected, and a "
-                "rerun replays these rows from the judge's cache instead of reading them whole",
-                RuntimeWarning, stacklevel=2,
-            )
+        their transcripts, so failing to store them (a full disk, say) is a warning, never the loss of a run; like
+        any write the file refuses, it stops the writes to the judge's cache file (``store_writes``)."""
+        records = [(key, row.model_dump_json()) for key, row in rows]
+        self._write(lambda: self._insert_many("INSERT OR IGNORE INTO row_records VALUES (?, ?)", records),
+                    what=f"{len(rows)} judged row(s)",
+                    kept="the results are unaffected, and a rerun replays these rows from the judge's cache instead of reading them whole")

@@ -29,14 +29,19 @@ CREATE TABLE IF NOT EXISTS batch_lines (
 class BatchStore(OwnerOnlyStore):
     """The batches submitted, by the calls they hold (an owner-only SQLite file in the cache folder)."""
 
-    FILE, SCHEMA, TABLE = BATCH_FILE, _SCHEMA, "batch_lines"
+    FILE, SCHEMA, TABLE, LABEL = BATCH_FILE, _SCHEMA, "batch_lines", "the judge's batch store"
 
     def record(self, batch_id: str, custom_ids: Iterable[str]) -> None:
-        """``batch_id`` was submitted holding these calls."""
+        """``batch_id`` was submitted holding these calls (a write the file refuses is said once: ``store_writes``)."""
         now = time.time()
-        with self._transaction() as conn:
-            conn.executemany("INSERT OR REPLACE INTO batch_lines VALUES (?, ?, 'submitted', ?)",
-                             [(custom_id, batch_id, now) for custom_id in custom_ids])
+        lines = [(custom_id, batch_id, now) for custom_id in custom_ids]
+
+        def insert() -> None:
+            with self._transaction() as conn:
+                conn.executemany("INSERT OR REPLACE INTO batch_lines VALUES (?, ?, 'submitted', ?)", lines)
+
+        self._write(insert, what=f"which {len(lines)} call(s) batch {batch_id} holds",
+                    kept="the batch is read as usual, but a run interrupted before then would submit (and pay for) its calls again")
 
     def submitted(self, custom_ids: Iterable[str]) -> dict[str, str]:
         """For each of these calls that waits in a batch not yet read, that batch's id (the latest submitted)."""
@@ -52,8 +57,13 @@ class BatchStore(OwnerOnlyStore):
 
     def end(self, batch_id: str) -> None:
         """The batch's results were read: none of its calls is polled there again."""
-        with self._connected() as conn:
-            conn.execute("UPDATE batch_lines SET state = 'ended' WHERE batch_id = ?", (batch_id,))
+
+        def update() -> None:
+            with self._connected() as conn:
+                conn.execute("UPDATE batch_lines SET state = 'ended' WHERE batch_id = ?", (batch_id,))
+
+        self._write(update, what=f"that batch {batch_id} was read",
+                    kept="its answers are in the results, but a rerun may poll it again")
 
     def batches(self) -> dict[str, str]:
         """Every batch recorded and its state (for tests and troubleshooting)."""
