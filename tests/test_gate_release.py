@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 from helpers import judge_for
 from mlflow.tracking import MlflowClient
@@ -41,12 +42,12 @@ def _script(**fields) -> SummarizationJudgeScript:
 
 
 def _logged(server, summaries: list[str], *, run_name: str, first: int = 0, coverage: bool = False, grounding: bool = False,
-            **script) -> tuple[str, str]:
-    server.script = _script(**script)
+            judge=None, judge_script=None, **script) -> tuple[str, str]:
+    server.script = judge_script or _script(**script)
     indices = range(first, first + len(summaries))
     with mlflow.start_run(run_name=run_name) as run:
         info = SummarizerModel(run_name, "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
-        result = judge_summaries([_article(i) for i in indices], summaries, judge=judge_for(server), ids=[f"a{i}" for i in indices],
+        result = judge_summaries([_article(i) for i in indices], summaries, judge=judge or judge_for(server), ids=[f"a{i}" for i in indices],
                                  coverage=coverage, grounding=grounding)
         log_result(result, log_metrics=True)
     return run.info.run_id, info.model_uri
@@ -293,3 +294,70 @@ def test_a_judge_that_changed_under_its_name_refuses_the_decision_and_both_names
                                             "scripted-judge-2026-01-01 for the champion under one signature")
     tags = client.get_run(run_id).data.tags
     assert tags["mgm.gate.served_models"] == "champion: scripted-judge-2026-01-01; candidate: scripted-judge"
+
+
+def _outputs(summaries: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"id": [f"a{i}" for i in range(len(summaries))], "text": [_article(i) for i in range(len(summaries))],
+                         "summary": summaries})
+
+
+def test_the_champion_judged_again_by_today_s_judge_is_not_beaten_by_the_judge_s_drift(scripted_server, mlflow_store, tmp_path):
+    """Audit item 9: a hosted judge that became lenient under its name and signature made identical outputs "better"."""
+    server = scripted_server()
+    summaries = [VAGUE.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(40)]
+    _champion(server, summaries)  # judged when the vague claims got idk: strict alignment 0.5
+    lenient = SummarizationJudgeScript(verdicts={VAGUE.format(i=i): "yes" for i in range(40)}, claims={REFUSAL: []})  # today, same name
+    judge = judge_for(server, cache_dir=tmp_path / "cache")
+    run_id, uri = _logged(server, summaries, run_name="same outputs", judge=judge, judge_script=lenient)
+    first = _gate(run_id, uri)
+    assert first.passed and _champion_version() == "2", first.failed  # without judging the champion again: "better"
+    MlflowClient().set_registered_model_alias("summarizer", "champion", "1")
+
+    run_id, uri = _logged(server, summaries, run_name="same outputs again", judge=judge, judge_script=lenient)
+    calls = server.request_count
+    gate = _gate(run_id, uri, champion_data=_outputs(summaries), judge=judge)
+
+    assert not gate.passed and _champion_version() == "1"
+    assert server.request_count == calls  # the champion's outputs are the candidate's: every answer from the cache
+    assert _outcome(gate, "strict_alignment vs champion").detail.startswith("too few pairs to test (0 of 40 pairs differ)")
+    tags = MlflowClient().get_run(run_id).data.tags
+    assert tags["mgm.gate.champion_drift"] == "20 of 40 rows judged otherwise than in the champion's run"
+    assert "40 rows of the champion judged again with the candidate's judge" in tags["mgm.gate.champion_rejudged"]
+    again = MlflowClient().search_runs([MlflowClient().get_run(run_id).info.experiment_id], "tags.`mgm.gate.rejudge_of` != ''")
+    assert [r.info.run_name for r in again] == ["summarizer v1 judged again"] and again[0].data.metrics["strict_alignment"] == 1.0
+
+
+def test_outputs_that_are_not_the_champion_s_are_refused_naming_the_rows(scripted_server, mlflow_store, tmp_path):
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(40)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="better")
+    judge = judge_for(server)
+
+    flattering = _outputs([GOOD.format(i=i) if i < 30 else VAGUE.format(i=i) for i in range(40)])  # not what the champion wrote
+    gate = _gate(run_id, uri, champion_data=flattering, judge=judge)
+    assert not gate.passed and "summaries differ on 30 rows" in gate.failed[0].detail
+    fewer = _outputs([VAGUE.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(40)]).iloc[:30]
+    assert "10 of its ids missing" in _gate(run_id, uri, champion_data=fewer, judge=judge).failed[0].detail
+    with pytest.raises(ValueError, match="champion_data is judged again to beat the champion"):
+        register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, champion_data=fewer, judge=judge)
+    assert _champion_version() == "1"
+
+
+def test_mgm_gate_judges_the_champion_s_outputs_again_with_the_judge_flags(scripted_server, mlflow_store, tmp_path, capsys):
+    from mlflow_genai_metrics.cli import main as mgm
+
+    server = scripted_server()
+    summaries = [VAGUE.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(40)]
+    _champion(server, summaries)
+    lenient = SummarizationJudgeScript(verdicts={VAGUE.format(i=i): "yes" for i in range(40)}, claims={REFUSAL: []})
+    run_id, uri = _logged(server, summaries, run_name="same outputs", judge_script=lenient)
+    _outputs(summaries).to_csv(tmp_path / "champion.csv", index=False)
+
+    code = mgm(["gate", run_id, "--model-uri", uri, "--name", "summarizer", "--rule", "richness>=0", "--beat-champion",
+                "--champion-data", str(tmp_path / "champion.csv"), "--judge-model", server.models[0],
+                "--judge-base-url", server.base_url, "--tracking-uri", mlflow_store])
+
+    printed = capsys.readouterr().out
+    assert code == 1 and _champion_version() == "1", printed
+    assert "40 rows of the champion judged again with the candidate's judge" in printed and "too few pairs to test" in printed
+    assert MlflowClient().get_run(run_id).data.tags["mgm.gate.champion_drift"].startswith("20 of 40 rows")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_GATE_FAILED, EXIT_OK, set_tracking, tracking_option
+from .common import EXIT_GATE_FAILED, EXIT_OK, judge_options, make_judge, set_tracking, tracking_option
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -39,10 +39,18 @@ def gate(args: argparse.Namespace) -> int:
     from ..tracking import register_if_passing
 
     set_tracking(args)
-    result = register_if_passing(
-        args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion,
-        beat_metric=args.beat_metric or "strict_alignment", require_stability=args.require_stability,
-    )
+    if args.champion_data and not args.beat_champion:
+        raise ValueError("--champion-data is judged again to beat the champion: give --beat-champion too")
+    judge = make_judge(args) if args.champion_data else None  # the candidate's judge, given by the same flags as mgm evaluate's
+    try:
+        result = register_if_passing(
+            args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion,
+            beat_metric=args.beat_metric or "strict_alignment", require_stability=args.require_stability,
+            champion_data=args.champion_data, judge=judge,
+        )
+    finally:
+        if judge is not None:
+            judge.close()
     print(result)
     return EXIT_OK if result.passed else EXIT_GATE_FAILED
 
@@ -81,5 +89,12 @@ def add_commands(commands) -> None:
         "--require-stability", action="store_true",
         help="the beat rules must hold with the candidate's unstable claims counted as contradicted (judge it with --stability K)",
     )
+    gate_parser.add_argument(
+        "--champion-data", default=None, metavar="FILE",
+        help="the champion's outputs (the table its evaluation read: id, text, summary): judged again with the candidate's "
+             "judge (the --judge-* flags, as mgm evaluate was given them) and compared against that, so a judge that "
+             "changed since the champion was evaluated judges both sides; the cache answers what has not changed",
+    )
+    judge_options(gate_parser, leave_out=("batch",))
     tracking_option(gate_parser)
     gate_parser.set_defaults(run=gate)

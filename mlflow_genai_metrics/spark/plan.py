@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from ..judge import USAGE_SUMS, Judge
 from ..reference import ROUGE_TYPES, statistics_column, traditional_metrics
 from ..summarization.grounded import grounding_cache
-from ..summarization.judging import judge_rows, prepare_rows
+from ..summarization.judging import judge_rows, prepare_rows, source_key
 from ..summarization.metrics import METRICS, MetricRegistry
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowJudgement
@@ -61,7 +61,7 @@ def judged_schema(
     fields += [T.StructField("reasoning", text)]
     fields += [T.StructField("coverage_reasoning", text)] if coverage else []
     fields += [T.StructField("grounding_reasoning", text)] if grounding else []
-    fields += [T.StructField("error", text), *usage_fields(), T.StructField("source_key", text)]
+    fields += [T.StructField("error", text), *usage_fields(), T.StructField("source_key", text), T.StructField("output_key", text)]
     fields += [T.StructField("key_points_key", text)] if coverage else []
     if references:
         fields += [T.StructField(name, double) for name in (*ROUGE_TYPES, *corpus_names(ter), "summary_words", "compression_ratio")]
@@ -123,6 +123,7 @@ class PartitionPlan:
             table[name] = batch[name].to_numpy()
         add_usage_columns(table, judgements)
         table["source_key"] = [row.source_key for row in rows]
+        table["output_key"] = [source_key(row.summary) for row in rows]  # the summary's fingerprint, as in one process
         table["_claims"] = [
             json.dumps([
                 {"claim_index": n, "claim": c.claim, "verdict": c.verdict, "reason": c.reason, "duplicates_removed": c.duplicates,

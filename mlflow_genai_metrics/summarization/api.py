@@ -13,7 +13,7 @@ from ..reference import statistics_column, traditional_metrics
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..tables import MissingColumnError
-from .judging import judge_rows, prepare_rows
+from .judging import judge_rows, prepare_rows, source_key
 from .options import JudgingOptions, resolve
 from .records import RowInput, RowJudgement
 from .result import SummarizationResult
@@ -88,6 +88,8 @@ def build_result(
     usage = Usage.total([j.usage for j in judgements])
     table = rows_table(judgements, coverage=options.coverage, judged=judge is not None, grounding=options.grounding,
                        stability=judge is not None and judge.stability > 1, order=judge is not None and judge.order_check > 0)
+    # the summary's fingerprint: a run keeps no texts, so this is how outputs given again are known to be its own
+    table.insert(table.columns.get_loc("source_key") + 1, "output_key", [source_key(row.summary) for row in rows])
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
         table.insert(position, name, list(values))
     corpus, reference_signatures = None, None

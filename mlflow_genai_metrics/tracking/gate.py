@@ -6,6 +6,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import mlflow
@@ -14,6 +15,7 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from ..judge import Judge
 from ..signature import parse_signature
 from ..stats import StatisticsOptions
 from ..summarization.comparison import (
@@ -38,6 +40,7 @@ from ..summarization.stability import counted_against
 from ..summarization.unreadable import infrastructure_failed
 from .compare import evaluated_run, load_run, load_table, run_figures, run_report
 from .errors import is_bad_input
+from .rejudge import ChampionDataError, rejudge_champion
 from .run_logging import SIGNATURE_TAG
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
@@ -60,6 +63,8 @@ def register_if_passing(
     beat_metric: str | Sequence[str] = "strict_alignment",
     statistics: StatisticsOptions | None = None,
     require_stability: bool = False,
+    champion_data: pd.DataFrame | str | Path | None = None,
+    judge: Judge | None = None,
     **keywords: Any,
 ) -> GateResult:
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
@@ -79,7 +84,10 @@ def register_if_passing(
     p, direction), are tagged on the version. ``require_stability=True`` makes the beat rules hold with the
     candidate's unstable claims counted against it (``summarization.stability.counted_against``: each claim whose
     repeated verifications disagreed counted as contradicted); a candidate judged with each verification asked
-    once (no ``stability`` in its signature) is refused. On a pass the version is registered and ``alias`` is moved to it; the
+    once (no ``stability`` in its signature) is refused. ``champion_data`` (the champion's outputs: a table or its path,
+    columns ``id``, ``text``, ``summary``) with ``judge`` (the candidate's ``Judge``) judges the champion's rows again
+    at gate time and compares against that (``tracking.rejudge``): a judge that drifted since the champion was
+    evaluated then judges both sides; the cache answers what has not changed. On a pass the version is registered and ``alias`` is moved to it; the
     version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (a champion
     rule's key is ``mgm.gate.rule.<beat_metric>_vs_<alias>``), the tags ``mgm.signature`` and
     ``mgm.evaluation_run_id``, and a description naming the run, the rules with their values and the signature.
@@ -96,6 +104,9 @@ def register_if_passing(
         _check_alias(alias)
     if beat_champion:
         check_beat_metrics(beat_metrics)
+    if champion_data is not None and (not beat_champion or judge is None):
+        raise ValueError("champion_data is judged again to beat the champion: give it with beat_champion=True and the "
+                         "candidate's judge (judge=Judge(...), the one its run was judged with)")
     client = MlflowClient()
     run = client.get_run(run_id)
     check_model_uri(model_uri)
@@ -111,8 +122,9 @@ def register_if_passing(
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
+        rejudge = (champion_data, judge) if champion_data is not None else None
         outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags,
-                                       require_stability, report)
+                                       require_stability, report, rejudge)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         _record_decision(client, run_id, name, result, comparison_tags)
@@ -220,7 +232,7 @@ def _check_alias(alias: str) -> None:
 def _champion_outcomes(
     client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
     statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], require_stability: bool = False,
-    report: dict | None = None,
+    report: dict | None = None, rejudge: tuple[Any, Judge] | None = None,
 ) -> list[RuleOutcome]:
     """The decision's rules against the champion (``summarization.decision.decide``), this attempt counted on the
     champion's version (``run`` is the candidate's, with the ``figures`` the rules read and its ``report``, read once)."""
@@ -238,6 +250,15 @@ def _champion_outcomes(
     if not champion_run_id:
         return refused(f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
     candidate, incumbent = evaluated_run(run, client, figures, report), load_run(champion_run_id, client)
+    if rejudge is not None:  # the champion's side judged today, by the candidate's judge
+        try:
+            again = rejudge_champion(incumbent, *rejudge, run, candidate.signature, f"{name} v{champion.version} judged again", client)
+        except ChampionDataError as error:
+            return refused(f"refused: {error}")
+        incumbent = again.run
+        tags["mgm.gate.champion_rejudged"] = again.note
+        tags["mgm.gate.champion_drift"] = f"{again.drifted} of {again.compared} rows judged otherwise than in the champion's run"
+        messages.append(again.note)
     if require_stability:
         if not parse_signature(candidate.signature).get("stability"):
             return refused("refused: stability is required, but the candidate was judged with each verification asked once "
@@ -251,8 +272,8 @@ def _champion_outcomes(
     if served["champion"] and served["candidate"] and served["champion"] != served["candidate"]:
         return refused(f"refused: the judge's endpoint served {', '.join(served['candidate'])} for the candidate and "
                        f"{', '.join(served['champion'])} for the champion under one signature, so a difference could be the "
-                       "judge's; judge the champion's rows again with the candidate's judge (the cache answers what has not "
-                       "changed) and gate against that run")
+                       "judge's; give the gate the champion's outputs (champion_data=, mgm gate --champion-data) to judge "
+                       "them again with the candidate's judge")
     compared, alternatives = decision_metrics(metrics)
     try:  # the one comparison every path uses: pairs by id and source; a decision counts unreadable outputs as failures
         comparison = compare_results(incumbent, candidate, statistics=statistics, metrics=compared, alternatives=alternatives,
