@@ -1,0 +1,339 @@
+"""Numbers in people's terms: a judge's rate corrected by a few rows people labelled (prediction-powered inference),
+and the model-free ``grounding`` re-calibrated on the same labels. Nothing here imports MLflow.
+
+    from mlflow_genai_metrics.people import ppi_proportion, recalibrated_grounding
+    found = ppi_proportion(judged["strictly_aligned"], labelled["strictly_aligned"], labelled["person"])
+    found.estimate, found.ci_low, found.ci_high, found.too_few    # found.as_metrics("strict_alignment")
+    grounding = recalibrated_grounding(judged["grounding"], labelled["grounding"], labelled["person"])
+    grounding.grounded_rate, grounding.ece_before, grounding.ece_after
+
+**The estimate** is PPI++ (Angelopoulos, Bates, Fannjiang, Jordan, Zrnic, Science 2023; Angelopoulos, Duchi, Zrnic
+2024): lambda times the judge's rate over all N rows, plus the mean of (person - lambda judge) over the n labelled
+rows, a uniform random sample of those N rows. lambda = 1 is PPI, lambda = 0 the labels alone. Here the labelled
+rows are *part of* the N rows, not an independent sample as the papers (and ``ppi-python``) assume: the error
+splits exactly into people's rate over the N rows minus the target (variance p(1 - p) / N) plus the labelled rows'
+mean residual minus the N rows' (variance (1 - n/N) S_e^2 / n, S_e^2 the residuals' variance), and the two parts
+are uncorrelated. Only the second depends on lambda, so the lambda that minimises the variance is the labelled
+rows' regression slope of person on judge, Cov(person, judge) / Var(judge), not the papers' Cov / ((1 + n/N) Var),
+whose extra term the overlap removes. lambda is clipped to [0, 1]. For a 0/1 judge that slope is (people's rate where the judge said yes) - (where it said no), and with it
+PPI++ is *exactly* the post-stratified estimate: F p1 + (1 - F) p0, F the judge's yes-rate over the N rows, p1, p0
+people's rate among the labelled rows the judge said yes / no to. A stratum with no label, or a slope <= 0,
+clips lambda to 0: the labels' own rate.
+
+**The interval** is built from exact pieces, so that it never collapses when the judge agrees with every label
+(the PPI papers' normal interval is then zero-wide and under-covers: measured in ``benchmarks/bench_people.py``):
+each verdict stratum's exact Clopper-Pearson interval of people's rate, combined with the interval of F by MOVER
+(Zou and Donner 2008: a sum's bounds from its parts' bounds). Conditionally on the judge's verdicts the strata's
+labels are independent binomial samples and F's error is uncorrelated with them, so the pieces add as MOVER
+assumes. It covers the rate people would give on rows like these (what every other interval of a run means, and
+what a gate or a comparison of two runs needs), and so, a fortiori, people's rate over these N rows (measured on
+both). An interval for these N rows alone (finite-population pieces, each stratum's hypergeometric interval) would
+be narrower only where much of the run is labelled, and there it under-covers (0.82-0.89 with 75-80% of 20, 50 or
+100 rows labelled, measured while designing this): it is not offered. ``ppi_mean_interval`` writes
+``ppi-python``'s closed forms (an independent unlabelled sample, the normal interval) once, to compare with it;
+``tests/test_people.py`` does.
+
+**Re-calibrating grounding**: logit(p') = a + b logit(grounding), fitted on the labelled rows by Platt's method
+(logistic loss, with his smoothed targets (k+1)/(k+2) and 1/(m+2) so that labels of one class still give a finite
+fit), ``form="shift+scale"`` (a and b, b >= 0) or ``"shift"`` (a alone, b = 1). The calibration error before and
+after is the expected calibration error over ten equal-width bins (as ``meta_evaluation.calibration_error``), the
+"after" one measured on out-of-fold predictions (k-fold cross-validation on the labelled rows); the Brier score
+is given beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from scipy import stats as scipy_stats
+from scipy.special import expit, logit
+
+# The fewest labels from which the interval is reported: the count from which it held its 95% coverage (>= 0.93)
+# in every cell benchmarks/bench_people.py measured (seed 0, 1,000 draws a cell): a sweep of people's and the
+# judge's rates 0.02 to 0.98 and Cohen's kappa -0.3 to 0.9, runs of 20, 100 and 1,000 rows, 2 to 25 labels
+# (lowest 0.943, at 25 labels; 0.985 at 2), judges of kappa 0.3 to 0.9 at 25 to 200 labels (lowest 0.961), and the
+# four labelled faithfulness sets at 25 to 200 labels (lowest 0.948). Its exact pieces hold from the first two
+# labels, as the labels' own Clopper-Pearson interval does (guide: proportions from 2 rows); one label gives none.
+MIN_LABELS = 2
+MIN_RECALIBRATION_LABELS = 10  # fewer cannot be cross-validated in 5 folds of 2 rows: the shipped calibration stays
+_TIE = 1e-9  # bounds move out by this much, so that rounding never leaves out a rate they reach exactly
+_EPSILON = 1e-6  # grounding is clipped to [eps, 1 - eps] before its logit
+
+
+@dataclass(frozen=True)
+class PeopleEstimate:
+    """People's rate of a proportion, from the judge's 0/1 verdict on every row and people's on a random sample.
+
+    ``estimate`` (NaN without a label), its interval ``ci_low``..``ci_high`` (NaN, with ``too_few`` saying why,
+    below ``MIN_LABELS`` labels), ``n`` the rows judged, ``labelled`` the rows people labelled, ``lam`` the power
+    tuning's lambda, ``judge_rate`` the judge's own rate over the N rows."""
+
+    estimate: float
+    ci_low: float
+    ci_high: float
+    n: int
+    labelled: int
+    lam: float
+    judge_rate: float
+    method: str = "ppi++ (stratified Clopper-Pearson, MOVER)"
+    too_few: str | None = None
+
+    def as_metrics(self, metric: str) -> dict[str, float]:
+        """``{people/<metric>: .., people/<metric>_ci_low: .., _ci_high, _n, _labelled}``."""
+        name = f"people/{metric}"
+        return {name: self.estimate, f"{name}_ci_low": self.ci_low, f"{name}_ci_high": self.ci_high,
+                f"{name}_n": float(self.n), f"{name}_labelled": float(self.labelled)}
+
+
+def ppi_proportion(
+    judge_all, judge_labelled, people_labelled, *, confidence: float = 0.95, power_tuned: bool = True,
+    min_labels: int = MIN_LABELS,
+) -> PeopleEstimate:
+    """People's rate over the rows, by PPI++, from the judge's 0/1 value on every row (``judge_all``, N rows) and
+    the (judge, person) pairs of the labelled rows (a uniform random sample of those rows, drawn before anyone saw a
+    verdict). ``power_tuned=False`` fixes lambda = 1 (plain PPI; its interval: Tango's paired interval of person -
+    judge, shifted by the judge's rate; the benchmark measures the power-tuned default only). Values are 0/1 (or
+    booleans); a missing one is refused: leave a row the judge failed on out of ``judge_all``, and say so."""
+    judge_all = _zero_one(judge_all, "judge_all")
+    judge_labelled, people = _zero_one(judge_labelled, "judge_labelled"), _zero_one(people_labelled, "people_labelled")
+    if len(judge_labelled) != len(people):
+        raise ValueError(f"judge_labelled has {len(judge_labelled)} values and people_labelled {len(people)}: one pair per labelled row")
+    cells = np.bincount(2 * people.astype(int) + judge_labelled.astype(int), minlength=4).reshape(2, 2)
+    rows, yes = len(judge_all), int(judge_all.sum())
+    if cells[:, 1].sum() > yes or cells[:, 0].sum() > rows - yes:
+        raise ValueError("the labelled rows must be rows of the run: more labelled rows carry a judge verdict than the run has")
+    found = ppi_counts(yes, rows, cells, confidence=confidence, power_tuned=power_tuned)
+    labelled = int(cells.sum())
+    estimate, low, high, lam = (float(v) for v in found)
+    too_few = None
+    if labelled < max(min_labels, 2):
+        too_few = (f"too few labels: {labelled} (an interval that holds its coverage needs {max(min_labels, 2)}, "
+                   "measured by benchmarks/bench_people.py)")
+        low = high = math.nan
+    method = "ppi++ (stratified Clopper-Pearson, MOVER)" if power_tuned else "ppi (Tango, shifted)"
+    return PeopleEstimate(estimate, low, high, rows, labelled, lam, yes / rows if rows else math.nan, method, too_few)
+
+
+def ppi_counts(judge_yes, rows, cells, *, confidence: float = 0.95, power_tuned: bool = True):
+    """``ppi_proportion`` from counts, vectorised over leading axes: ``judge_yes`` of ``rows`` rows judged yes, and
+    the labelled rows' 2 x 2 counts ``cells[..., person, judge]`` (rows: person no / yes; columns: judge no / yes, as
+    ``meta_evaluation.binary_agreement``). Returns (estimate, ci_low, ci_high, lambda) arrays; counts add up, so
+    rows judged in parts give the same numbers."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    cells = np.asarray(cells, dtype=float)
+    big_n, yes = np.asarray(rows, dtype=float), np.asarray(judge_yes, dtype=float)
+    labelled = cells.sum((-2, -1))
+    per = cells.sum(-2)  # labels per stratum
+    people = cells[..., 1, :]  # people's yes per stratum
+    alpha = 1 - confidence
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = people / per  # people's rate per stratum
+        slope = share[..., 1] - share[..., 0]
+        rate = people.sum(-1) / labelled
+        weight = yes / big_n
+    stratified = (per > 0).all(-1) & (slope > 0)
+    lam = np.where(stratified, np.clip(np.nan_to_num(slope), 0.0, 1.0), 0.0)
+    if not power_tuned:
+        return _ppi_untuned(big_n, weight, cells, labelled, alpha)
+    weights = np.stack([1 - weight, weight], -1)
+    estimate = np.where(stratified, (weights * np.nan_to_num(share)).sum(-1), rate)
+    alone = _clopper_pearson(people.sum(-1), labelled, alpha)  # lambda = 0: the labels alone, their exact interval
+    low_h, high_h = _clopper_pearson(people, per, alpha)
+    share = np.nan_to_num(share)
+    low_f, high_f = _clopper_pearson(yes, big_n, alpha)  # F's own uncertainty moves the estimate by p1 - p0 per unit
+    step = share[..., 1] - share[..., 0]
+    below = (weights**2 * (share - low_h) ** 2).sum(-1) + (step * (weight - low_f)) ** 2
+    above = (weights**2 * (high_h - share) ** 2).sum(-1) + (step * (high_f - weight)) ** 2
+    low = np.where(stratified, estimate - np.sqrt(below), alone[0]) - _TIE
+    high = np.where(stratified, estimate + np.sqrt(above), alone[1]) + _TIE
+    return estimate, np.clip(low, 0, 1), np.clip(high, 0, 1), lam
+
+
+def _ppi_untuned(big_n, weight, cells, labelled, alpha):
+    """lambda = 1: the judge's rate plus the labelled rows' mean of (person - judge). Its error is the labelled rows'
+    mean residual minus the N rows' (Tango's paired interval, scaled by the finite-population factor) plus people's
+    rate over the N rows minus the target (that rate's Clopper-Pearson interval), combined by MOVER."""
+    from .paired import tango_interval
+
+    only_judge, only_people = cells[..., 0, 1], cells[..., 1, 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shift = (only_people - only_judge) / labelled
+    estimate = weight + shift
+    tango = np.vectorize(lambda a, b, n: tango_interval(int(a), int(b), int(n), confidence=1 - alpha) if n >= 2 else (math.nan, math.nan),
+                         otypes=[float, float])
+    low_d, high_d = tango(only_judge, only_people, labelled)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        finite = np.sqrt(np.clip((big_n - labelled) / np.maximum(big_n - 1, 1), 0, 1))
+    low_p, high_p = _clopper_pearson(np.clip(estimate, 0, 1) * big_n, big_n, alpha)
+    low = estimate - np.sqrt((finite * (shift - low_d)) ** 2 + (estimate - low_p) ** 2)
+    high = estimate + np.sqrt((finite * (high_d - shift)) ** 2 + (high_p - estimate) ** 2)
+    return estimate, np.clip(low, 0, 1), np.clip(high, 0, 1), np.ones_like(estimate)
+
+
+def ppi_mean_interval(labels, judge_labelled, judge_unlabelled, *, confidence: float = 0.95, lam: float | None = None):
+    """PPI++ for a mean with an *independent* unlabelled sample (the papers' setting), as ``ppi-python`` computes it
+    (``ppi_mean_pointestimate``, ``ppi_mean_ci`` with ``alpha = 1 - confidence``): lambda (when None) =
+    Cov_n(Y, f) / ((1 + n/N) Var(f over the n + N rows)), clipped to [0, 1]; estimate lambda mean_N(f) +
+    mean_n(Y - lambda f); normal interval with variance lambda^2 var_N(f) / N + var_n(Y - lambda f) / n (variances
+    over n, not n - 1). Returns (estimate, low, high, lambda). For the closed forms and the comparison only: a run's
+    labelled rows are part of its rows, which ``ppi_proportion`` handles."""
+    y, f = np.asarray(labels, dtype=float), np.asarray(judge_labelled, dtype=float)
+    f_u = np.asarray(judge_unlabelled, dtype=float)
+    n, big_n = len(y), len(f_u)
+    if lam is None:
+        covariance = float(np.mean((y - y.mean()) * (f - f.mean())))
+        variance = float(np.var(np.concatenate([f, f_u]), ddof=1))
+        lam = float(np.clip(covariance / ((1 + n / big_n) * variance), 0, 1)) if variance > 0 else 0.0
+    estimate = lam * f_u.mean() + float(np.mean(y - lam * f))
+    spread = math.sqrt(lam**2 * np.var(f_u) / big_n + np.var(y - lam * f) / n)
+    z = float(scipy_stats.norm.ppf(1 - (1 - confidence) / 2))
+    return float(estimate), float(estimate - z * spread), float(estimate + z * spread), float(lam)
+
+
+def _zero_one(values, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float).reshape(-1)
+    if not np.isin(array, (0.0, 1.0)).all():
+        bad = array[~np.isin(array, (0.0, 1.0))][:3]
+        raise ValueError(f"{name} must hold 0/1 values (a missing one is not a verdict: leave its row out), got {bad.tolist()}")
+    return array
+
+
+def _clopper_pearson(successes, trials, alpha):
+    """The exact interval of successes / trials, elementwise (trials 0: [0, 1])."""
+    x, n = np.broadcast_arrays(np.asarray(successes, dtype=float), np.asarray(trials, dtype=float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(x > 0, scipy_stats.beta.ppf(alpha / 2, np.maximum(x, 1e-12), np.maximum(n - x + 1, 1e-12)), 0.0)
+        high = np.where(x < n, scipy_stats.beta.ppf(1 - alpha / 2, x + 1, np.maximum(n - x, 1e-12)), 1.0)
+    return np.nan_to_num(low, nan=0.0), np.nan_to_num(high, nan=1.0)
+
+
+@dataclass(frozen=True)
+class Recalibration:
+    """The grounding score re-calibrated on people's labels: ``scores`` for every row (NaN where the input had none),
+    ``grounded`` (1 where the re-calibrated score >= 0.5), ``grounded_rate`` and ``mean`` over the scored rows,
+    ``shift`` a and ``scale`` b of logit(p') = a + b logit(grounding), and the calibration error on the labelled
+    rows before and after (ECE over ten bins; after: out-of-fold), with the Brier score beside. Below
+    ``MIN_RECALIBRATION_LABELS`` labels the shipped calibration is kept (``too_few`` says so)."""
+
+    scores: np.ndarray = field(repr=False)
+    grounded_rate: float
+    mean: float
+    shift: float
+    scale: float
+    form: str
+    labelled: int
+    ece_before: float
+    ece_after: float
+    brier_before: float
+    brier_after: float
+    too_few: str | None = None
+
+    @property
+    def grounded(self) -> np.ndarray:
+        return np.where(np.isnan(self.scores), np.nan, (self.scores >= 0.5).astype(float))
+
+    @property
+    def calibration(self) -> str:
+        """What the card names: which calibration the numbers use."""
+        if self.too_few:
+            return "shipped (the training mix)"
+        return f"re-calibrated on {self.labelled} people's labels (Platt, {self.form}: a={self.shift:.3f}, b={self.scale:.3f})"
+
+
+def recalibrated_grounding(
+    scores_all, scores_labelled, people_labelled, *, form: Literal["shift+scale", "shift"] = "shift+scale", folds: int = 5,
+    seed: int = 0, min_labels: int = MIN_RECALIBRATION_LABELS,
+) -> Recalibration:
+    """Re-calibrate a run's ``grounding`` column (``scores_all``) on the labelled rows' grounding and people's 0/1
+    verdicts (pairs with a missing score are left out). See the module for the form and the measure."""
+    if form not in ("shift+scale", "shift"):
+        raise ValueError(f"form must be 'shift+scale' or 'shift', got {form!r}")
+    scores_all = np.asarray(scores_all, dtype=float).reshape(-1)
+    scored, people = np.asarray(scores_labelled, dtype=float).reshape(-1), np.asarray(people_labelled, dtype=float).reshape(-1)
+    if len(scored) != len(people):
+        raise ValueError(f"scores_labelled has {len(scored)} values and people_labelled {len(people)}: one pair per labelled row")
+    keep = ~np.isnan(scored)
+    scored, people = scored[keep], _zero_one(people[keep], "people_labelled")
+    labelled = len(people)
+    ece_before = calibration_error(people, scored) if labelled else math.nan
+    brier_before = float(np.mean((scored - people) ** 2)) if labelled else math.nan
+    if labelled < max(min_labels, folds, 2):
+        usable = scores_all[~np.isnan(scores_all)]
+        return Recalibration(scores_all.copy(), _share(usable >= 0.5), _mean(usable), 0.0, 1.0, "shipped", labelled, ece_before,
+                             math.nan, brier_before, math.nan, f"too few labels to re-calibrate grounding: {labelled} (needs {max(min_labels, folds, 2)})")
+    z = _logit(scored)
+    out_of_fold = np.empty(labelled)
+    order = np.random.default_rng(seed).permutation(labelled)
+    for part in np.array_split(order, folds):
+        train = np.setdiff1d(order, part)
+        a, b = _platt(z[train], people[train], form)
+        out_of_fold[part] = expit(a + b * z[part])
+    a, b = _platt(z, people, form)
+    recalibrated = np.where(np.isnan(scores_all), np.nan, expit(a + b * _logit(scores_all)))
+    usable = recalibrated[~np.isnan(recalibrated)]
+    return Recalibration(recalibrated, _share(usable >= 0.5), _mean(usable), a, b, form, labelled, ece_before,
+                         calibration_error(people, out_of_fold), brier_before, float(np.mean((out_of_fold - people) ** 2)))
+
+
+def _share(flags: np.ndarray) -> float:
+    return float(np.mean(flags)) if len(flags) else math.nan
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def _logit(scores: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return logit(np.clip(scores, _EPSILON, 1 - _EPSILON))
+
+
+def _platt(z: np.ndarray, labels: np.ndarray, form: str) -> tuple[float, float]:
+    """(a, b) minimising the logistic loss of expit(a + b z) against Platt's smoothed targets (b = 1 for "shift";
+    b >= 0: a score that ranks the wrong way is not inverted, it is dropped to b = 0). Newton's method, each step
+    halved until the loss falls (the loss is convex; a full step can overshoot)."""
+    positives = float(labels.sum())
+    target = np.where(labels > 0, (positives + 1) / (positives + 2), 1 / (len(labels) - positives + 2))
+    scale = form == "shift+scale"
+    design = np.column_stack([np.ones_like(z), z]) if scale else np.ones((len(z), 1))
+    offset = np.zeros_like(z) if scale else z
+    theta = np.zeros(design.shape[1])
+    theta[0] = float(logit(target.mean())) - (0.0 if scale else float(np.mean(z)))
+
+    def loss(t: np.ndarray) -> float:
+        eta = design @ t + offset
+        return float(np.sum(np.logaddexp(0.0, eta) - target * eta))
+
+    current = loss(theta)
+    for _ in range(100):
+        p = expit(design @ theta + offset)
+        hessian = design.T @ (design * np.maximum(p * (1 - p), 1e-12)[:, None]) + 1e-9 * np.eye(design.shape[1])
+        step = np.linalg.solve(hessian, design.T @ (p - target))
+        for _ in range(30):
+            trial = loss(theta - step)
+            if trial <= current:
+                break
+            step = step / 2
+        theta, current = theta - step, min(trial, current)
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    a, b = float(theta[0]), float(theta[1]) if scale else 1.0
+    if scale and b < 0:
+        return _platt(z * 0.0, labels, "shift")[0], 0.0
+    return a, b
+
+
+def calibration_error(labels, probabilities, bins: int = 10) -> float:
+    """Expected calibration error: over ``bins`` equal-width bins of the probability, each bin's share of the rows
+    times the gap between its mean probability and its share of label 1 (``meta_evaluation.calibration_error``)."""
+    labels, probabilities = np.asarray(labels, dtype=float), np.asarray(probabilities, dtype=float)
+    if not len(labels):
+        return math.nan
+    which = np.minimum((probabilities * bins).astype(int), bins - 1)
+    rows = np.bincount(which, minlength=bins)
+    gap = np.bincount(which, weights=probabilities - labels, minlength=bins)
+    return float(np.abs(gap).sum() / rows.sum())
