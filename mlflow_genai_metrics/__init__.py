@@ -8,7 +8,6 @@ subpackage (the grounding check's worker process, say) does not import the other
 
 from importlib import import_module
 from typing import TYPE_CHECKING
-from warnings import warn
 
 from ._version import __version__
 
@@ -26,28 +25,11 @@ _HOMES = {
 _TRACKING_NAMES = ("ClaimAlignment", "Grounding", "KeyPointCoverage", "SummarizerModel", "compare_runs", "evaluate_summaries",
                    "register_if_passing")
 
-# Names this module exported before issue 26, kept importable from here for one release: each is its subpackage's.
-_MOVED = {
-    **dict.fromkeys(("BatchFilesWritten", "BatchOptions", "JudgeError", "JudgeReply", "JudgeRequest", "Message", "Prices",
-                     "TextAnswer", "Usage"), "judge"),
-    **dict.fromkeys(("Comparison", "GroundingResult", "InsufficientPairsError", "SignatureMismatchError",
-                     "SourceMismatchError", "SummarizationResult", "estimate_cost"), "summarization"),
-    **dict.fromkeys(("TraditionalResult", "traditional_metrics"), "reference"),
-    **dict.fromkeys(("GateResult", "log_result", "log_summary_results", "score_traces", "summarization_metrics",
-                     "summarization_scorers"), "tracking"),
-    "summarize": "generate",
-}
-
-
 def __getattr__(name: str):
     if name in _HOMES:
         return getattr(import_module(f".{_HOMES[name]}", __name__), name)
     if name in _TRACKING_NAMES:
         return getattr(import_module(".tracking", __name__), name)
-    if name in _MOVED:
-        home = f"{__name__}.{_MOVED[name]}"
-        warn(f"import {name} from {home}: mlflow_genai_metrics.{name} goes in the next release", DeprecationWarning, stacklevel=2)
-        return getattr(import_module(home), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -46,7 +46,7 @@ GIVENS = {
     "judge": "from mlflow_genai_metrics import Judge\njudge = Judge('gpt-4o-mini')\n",
     "data.csv": "from mlflow_genai_metrics.study import sample_summaries\nsample_summaries().to_csv('data.csv', index=False)\n",
     "run_a run_b run_c": (
-        "import mlflow\nfrom mlflow_genai_metrics import Judge, judge_summaries, log_result\n"
+        "import mlflow\nfrom mlflow_genai_metrics import Judge, judge_summaries\nfrom mlflow_genai_metrics.tracking import log_result\n"
         "from mlflow_genai_metrics.study import sample_summaries\n"
         "mlflow.set_tracking_uri('sqlite:///mlflow.db')\n"
         "_sample = sample_summaries()\n"

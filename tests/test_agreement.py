@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import mlflow
+import pandas as pd
 import pytest
 from mlflow.entities import AssessmentError, AssessmentSource
 from mlflow.tracking import MlflowClient
@@ -132,16 +133,23 @@ def test_one_judge_is_read_when_several_judged(mlflow_store):
 def test_the_report_is_logged_as_a_run_with_metrics_tables_and_tags(planted):
     report = judge_agreement("mgm-tests")
     run = MlflowClient().get_run(report.run_id)
-    assert run.info.status == "FINISHED" and run.info.experiment_id == report.experiment_id
+    assert run.info.status == "FINISHED" and run.info.experiment_id != report.experiment_id  # not among the candidates
+    assert MlflowClient().get_experiment(run.info.experiment_id).name == "mgm-tests/agreement"  # beside them
     metrics = run.data.metrics
     assert metrics["balanced_accuracy"] == pytest.approx(17 / 24) and metrics["cohen_kappa_n"] == 7
     assert {"cohen_kappa_ci_low", "cohen_kappa_ci_high", "balanced_accuracy_ci_low"} <= set(metrics)
     assert (metrics["pairs_used"], metrics["judge_error"], metrics["unusable_values"], metrics["traces_seen"]) == (7, 1, 2, 14)
     tags = run.data.tags
     assert tags["mgm.agreement.feedback_name"] == NAME and tags["mgm.agreement.source_experiment"] == report.experiment_id
-    confusion = mlflow.load_table(CONFUSION_TABLE, run_ids=[report.run_id])
+    confusion = _table(report.run_id, CONFUSION_TABLE)
     assert confusion.set_index("people").loc["people: yes", "judge: yes"] == 3
-    assert len(mlflow.load_table(TRACES_TABLE, run_ids=[report.run_id])) == 14
+    assert len(_table(report.run_id, TRACES_TABLE)) == 14
+
+
+def _table(run_id: str, artifact_file: str) -> pd.DataFrame:
+    """A table ``mlflow.log_table`` wrote (its ``split`` JSON), read from any experiment."""
+    table = mlflow.artifacts.load_dict(f"runs:/{run_id}/{artifact_file}")
+    return pd.DataFrame(table["data"], columns=table["columns"])
 
 
 def test_log_false_logs_no_run(planted):

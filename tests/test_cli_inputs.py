@@ -26,11 +26,12 @@ POSITIVE_OPTIONS = [
     ("meta-eval", "--concurrency"), ("meta-eval", "--judge-context"), ("meta-eval", "--max-calls"),
     ("meta-eval", "--max-cost-usd"), ("monitor", "--max-traces"), ("monitor", "--concurrency"),
     ("monitor", "--judge-context"), ("monitor", "--max-calls"), ("monitor", "--max-cost-usd"),
-    *((command, "--stability") for command in ("evaluate", "meta-eval", "monitor", "align")),
+    ("gate", "--concurrency"), ("gate", "--judge-context"), ("gate", "--max-calls"), ("gate", "--max-cost-usd"),
+    *((command, "--stability") for command in ("evaluate", "meta-eval", "monitor", "align", "gate")),
     ("align", "--per-request"), ("align", "--concurrency"), ("align", "--judge-context"), ("align", "--max-calls"), ("align", "--max-cost-usd"),
 ]
-SHARE_OPTIONS = [*((command, "--order-check") for command in ("evaluate", "meta-eval", "monitor", "align")), ("align", "--held-out")]
-REQUIRED = {"evaluate": ["rows.csv"], "meta-eval": ["labelled.jsonl"]}
+SHARE_OPTIONS = [*((command, "--order-check") for command in ("evaluate", "meta-eval", "monitor", "align", "gate")), ("align", "--held-out")]
+REQUIRED = {"evaluate": ["rows.csv"], "meta-eval": ["labelled.jsonl"], "gate": ["RUN", "--model-uri", "models:/m/1", "--name", "m", "--rule", "a>=1"]}
 
 
 def refused(argv: list[str], capsys) -> str:

@@ -16,7 +16,7 @@ from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 from mlflow_genai_metrics import evaluate_summaries
 from mlflow_genai_metrics.summarization.judging import source_key
-from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, log_summary_results
+from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, log_results
 from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
 
 
@@ -80,22 +80,27 @@ def test_rows_without_ids_of_distinct_articles_are_evaluated(server, mlflow_stor
     assert sorted(evaluation.result.rows["id"]) == sorted(source_key(r["inputs"]["text"]) for r in rows)
 
 
-def test_mlflow_genai_evaluate_with_a_repeated_id_logs_no_figures_and_says_which(server, mlflow_store, monkeypatch, caplog):
+def test_log_results_of_a_run_with_a_repeated_id_logs_no_figures_and_says_which(server, mlflow_store, monkeypatch, caplog):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "4")
     judge = judge_for(server)
-    with caplog.at_level(logging.WARNING, logger="mlflow_genai_metrics"):
-        result = mlflow.genai.evaluate(data=with_repeated_id(), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()])
+    scorers = [ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
+    result = mlflow.genai.evaluate(data=with_repeated_id(), scorers=scorers)
+    with caplog.at_level(logging.WARNING, logger="mlflow_genai_metrics"), pytest.raises(ValueError, match="the id repeats"):
+        log_results(result.run_id, scorers)
     run = MlflowClient().get_run(result.run_id)
     error = run.data.tags[ERROR_TAG]
-    assert "the rows' ids repeat" in error and "(id 'biz/1'): the id repeats the row of trace tr-" in error
+    assert "(id 'biz/1'): the id repeats the row of trace tr-" in error
     assert not {"alignment_n", "coverage_n", "grounding_n", "alignment"} & set(run.data.metrics)
     assert "mgm.signature" not in run.data.params  # no result logged, so no row renamed biz/1#2 anywhere
-    assert any("the rows' ids repeat" in record.getMessage() and "'biz/1'" in record.getMessage() for record in caplog.records)
+    assert any("the id repeats" in record.getMessage() and "'biz/1'" in record.getMessage() for record in caplog.records)
 
 
-def test_mlflow_genai_evaluate_with_two_rows_of_one_article_and_no_ids_says_to_give_ids(server, mlflow_store, monkeypatch):
+def test_log_results_of_two_rows_of_one_article_and_no_ids_says_to_give_ids(server, mlflow_store, monkeypatch):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "4")
-    result = mlflow.genai.evaluate(data=same_article_without_ids(), scorers=[ClaimAlignment(judge_for(server)), Grounding()])
+    scorers = [ClaimAlignment(judge_for(server)), Grounding()]
+    result = mlflow.genai.evaluate(data=same_article_without_ids(), scorers=scorers)
+    with pytest.raises(ValueError, match="give each row an id"):
+        log_results(result.run_id, scorers)
     error = MlflowClient().get_run(result.run_id).data.tags[ERROR_TAG]
     assert "(no id): its source is that of the row of trace tr-" in error and "give each row an id (inputs['id'])" in error
 
@@ -106,5 +111,5 @@ def test_judging_such_a_run_s_traces_again_refuses_the_repeated_id_before_any_ca
     result = mlflow.genai.evaluate(data=with_repeated_id(), scorers=[ClaimAlignment(judge), Grounding()])
     asked = server.request_count
     with pytest.raises(ValueError, match=r"\(id 'biz/1'\): the id repeats the row of trace tr-"):
-        log_summary_results(result.run_id, [ClaimAlignment(judge_for(server)), Grounding()])  # new judges: from the traces
+        log_results(result.run_id, [ClaimAlignment(judge_for(server)), Grounding()])  # new judges: from the traces
     assert server.request_count == asked  # refused before the traces were judged again

@@ -18,7 +18,7 @@ from helpers import judge_for, same_number
 from mlflow_genai_metrics import JudgeConfigError, compare_results, grounding_metrics, judge_summaries
 from mlflow_genai_metrics.grounding import support_thresholds
 from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
-from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
+from mlflow_genai_metrics.tracking import log_results, summarization_metrics, summarization_scorers
 
 SOURCE = (
     "The city council approved the new budget on Monday after a long debate. "
@@ -140,7 +140,9 @@ def test_the_same_rows_give_the_same_grounding_on_every_path(scripted_server, ml
             data=data, predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", id_col="id", all_metrics=True)
         )
     records = [{"inputs": {"text": t, "id": i}, "outputs": s} for i, t, s in zip(ids, sources, summaries)]
-    genai = mlflow.genai.evaluate(data=records, scorers=summarization_scorers(judge_for(server)))
+    scorers = summarization_scorers(judge_for(server))
+    genai = mlflow.genai.evaluate(data=records, scorers=scorers)
+    log_results(genai.run_id, scorers)  # the full report of the plain run
     # judge/suspect_rate is beyond the run metrics' default budget: the genai run's report holds it
     genai_metrics = json.loads(mlflow.artifacts.load_text(f"runs:/{genai.run_id}/mgm/report.json"))["metrics"]
     for name in [*GROUNDING_AGGREGATES, "judge/suspect_rate"]:

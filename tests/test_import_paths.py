@@ -50,20 +50,17 @@ def test_the_top_level_exports_what_a_user_calls_and_nothing_else():
 
     assert len(top.__all__) <= 16 and len(set(top.__all__)) == len(top.__all__)
     assert {name: hasattr(top, name) for name in top.__all__} == dict.fromkeys(top.__all__, True)
-    assert not set(top.__all__) & set(top._MOVED)
 
 
-@pytest.mark.parametrize("name", sorted(__import__("mlflow_genai_metrics")._MOVED))
-def test_a_name_the_top_level_exported_before_still_resolves_for_one_release(name):
-    """Docs and earlier releases import these from the top level: the same object, with a warning naming its home."""
+@pytest.mark.parametrize(("name", "home"), [("Usage", "judge"), ("SummarizationResult", "summarization"), ("log_result", "tracking"),
+                                          ("traditional_metrics", "reference"), ("summarize", "generate")])
+def test_a_name_of_a_subpackage_is_imported_from_it_not_from_the_top_level(name, home):
+    """Nothing was released: the re-exports kept "for one release" are gone; each name has one home."""
     import mlflow_genai_metrics as top
 
-    home = importlib.import_module(f"mlflow_genai_metrics.{top._MOVED[name]}")
-    with pytest.warns(DeprecationWarning, match=f"import {name} from mlflow_genai_metrics.{top._MOVED[name]}"):
-        moved = getattr(top, name)
-    assert moved is getattr(home, name)
-    with pytest.raises(AttributeError, match="no_such_name"):
-        top.no_such_name  # noqa: B018
+    assert hasattr(importlib.import_module(f"mlflow_genai_metrics.{home}"), name)
+    with pytest.raises(AttributeError, match=name):
+        getattr(top, name)
 
 
 def test_importing_the_grounding_check_imports_no_other_part(tmp_path):

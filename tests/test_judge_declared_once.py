@@ -9,7 +9,6 @@ import inspect
 import pickle
 
 import pytest
-from conftest import SECRET_KEY
 from test_judge_signature_doc import settings_table
 
 from mlflow_genai_metrics import Judge

@@ -21,7 +21,7 @@ from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.paired import MIN_PAIRED_PROPORTION_ROWS
 from mlflow_genai_metrics.summarization import SignatureMismatchError
 from mlflow_genai_metrics.testing import ScriptedJudgeServer
-from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
+from mlflow_genai_metrics.tracking import log_results, summarization_metrics, summarization_scorers
 
 
 def evaluate_candidate(server, model_name: str, *, judge=None, run_name=None) -> tuple[str, str]:
@@ -308,11 +308,13 @@ def test_the_full_loop_log_evaluate_both_paths_compare_gate_register(endpoint, m
     version_b, uri_b = evaluate_candidate(endpoint, "good-summarizer", judge=judge)
     calls_after_classic = endpoint.count(purpose="ClaimVerdicts")
     model_b = mlflow.pyfunc.load_model(uri_b)
+    scorers = summarization_scorers(judge)
     genai = mlflow.genai.evaluate(
         data=[{"inputs": {"text": text, "id": row_id, "category": category}} for row_id, category, text in ARTICLES],
         predict_fn=lambda text, id, category: model_b.predict(pd.DataFrame({"text": [text]}))[0],
-        scorers=summarization_scorers(judge),
+        scorers=scorers,
     )
+    log_results(genai.run_id, scorers)  # the plain run's full report
     assert endpoint.count(purpose="ClaimVerdicts") == calls_after_classic  # same rows, same judge: from the cache
     genai_metrics = MlflowClient().get_run(genai.run_id).data.metrics
     assert genai_metrics["alignment"] == MlflowClient().get_run(version_b).data.metrics["alignment"] == 1.0

@@ -21,7 +21,7 @@ from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 from mlflow_genai_metrics import JudgeConfigError, evaluate_summaries, judge_summaries
 from mlflow_genai_metrics.summarization.passes import extract_claims_request
 from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer
-from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage, log_summary_results
+from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage, log_results
 from mlflow_genai_metrics.tracking.compare import run_figures
 from mlflow_genai_metrics.tracking.evaluate import RunRowsMismatch
 
@@ -67,13 +67,15 @@ def feedback(trace, name: str) -> list:
 
 @dataclass(frozen=True)
 class Evaluated:
-    """One plain ``mlflow.genai.evaluate`` with the three judges: biz/1 contradicted, biz/2's claims failing."""
+    """One plain ``mlflow.genai.evaluate`` with the three judges (biz/1 contradicted, biz/2's claims failing), then
+    ``log_results`` with them: the cards, MLflow's aggregates and the full report."""
 
     traces: dict[str, Any]  # row id -> trace
     trace_count: int  # every trace of the run
-    metrics: dict[str, float]  # the run metrics: the headline figures
+    metrics: dict[str, float]  # the run metrics: MLflow's aggregates, then the headline figures log_results adds
+    plain_metrics: dict[str, float]  # the run metrics plain mlflow.genai.evaluate logged
     figures: dict[str, float]  # every figure (the run's report over its run metrics)
-    chat_requests: int
+    chat_requests: int  # asked by the scorers (log_results asks again: this judge has no cache)
     span_types: list[str]  # of every span MLflow made during the evaluation, whether or not it was kept
 
 
@@ -88,13 +90,14 @@ def evaluated(tmp_path_factory, migrated_mlflow_database) -> Evaluated:
             judge = judge_for(server)
             spans: list[str] = []
             with mlflow.tracing.configure(span_processors=[lambda span: spans.append(span.span_type)]):
-                result = mlflow.genai.evaluate(
-                    data=records(contradicted=True, references=True), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
-                )
+                scorers = [ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
+                result = mlflow.genai.evaluate(data=records(contradicted=True, references=True), scorers=scorers)
                 traces = run_traces(result.run_id)
+            asked, plain = server.request_count, MlflowClient().get_run(result.run_id).data.metrics
+            log_results(result.run_id, scorers)
             by_id = {row_id(t): t for t in traces if row_id(t) is not None}
             run = MlflowClient().get_run(result.run_id)
-            return Evaluated(by_id, len(traces), run.data.metrics, run_figures(run), server.request_count, spans)
+            return Evaluated(by_id, len(traces), run.data.metrics, plain, run_figures(run), asked, spans)
         finally:
             mlflow.set_tracking_uri("")
 
@@ -141,32 +144,31 @@ def test_grounding_is_the_model_free_score_from_code(evaluated):
     assert item.source.source_id.startswith("grounding:") and item.rationale.startswith("grounding ")
 
 
-def test_a_row_the_judge_failed_on_has_one_error_feedback_per_judge_and_no_value(evaluated):
+def test_a_row_the_judge_failed_on_has_an_error_card_and_no_value(evaluated):
     trace = evaluated.traces["biz/2"]
-    for name in ("claim_alignment", "key_point_coverage"):
-        (item,) = feedback(trace, name)
-        assert item.value is None and "claim extraction failed" in item.error.error_message
-        assert item.source.source_type == AssessmentSourceType.LLM_JUDGE
-    assert feedback(trace, "grounding")[0].value is not None  # the model-free check needs no judge
+    (item,) = feedback(trace, "claim_alignment")
+    assert item.value is None and "claim extraction failed" in item.error.error_message
+    assert item.source.source_type == AssessmentSourceType.LLM_JUDGE
+    # each card asks its own passes: the key points were checked, and the model-free check needs no judge
+    assert feedback(trace, "key_point_coverage")[0].value is not None and feedback(trace, "grounding")[0].value is not None
 
 
-def test_the_run_results_are_logged_once_under_their_own_names(evaluated):
+def test_plain_evaluate_logs_mlflow_s_aggregates_and_log_results_the_full_report(evaluated):
+    assert set(evaluated.plain_metrics) == {"claim_alignment/mean", "key_point_coverage/mean", "grounding/mean"}
+    assert evaluated.plain_metrics["claim_alignment/mean"] == pytest.approx(4 / 5)  # MLflow's mean of the yes/no cards
     metrics = evaluated.metrics
     for name in ("alignment", "alignment_ci_low", "alignment_ci_high", "alignment_n", "defect_rate/contradiction", "richness",
                  "coverage", "coverage_n", "grounding", "grounded_rate", "judge_error_rate", "judge/calls"):
         assert name in metrics, name
     assert metrics["alignment"] == pytest.approx(4 / 5) and metrics["judge_error_rate"] == pytest.approx(1 / 6)
-    assert not [name for name in metrics if name.endswith("/mean")]  # MLflow logs no second name for our numbers
-    assert metrics["claim_alignment/claims"] == 5 and metrics["key_point_coverage/key_points"] == 15  # the hooks' own
 
 
-def test_judges_made_apart_share_one_judgement_per_row(evaluated):
+def test_the_scorers_ask_no_request_twice(evaluated):
     data = records(contradicted=True)
     with ScriptedJudgeServer(failing_on("Shares"), models=Endpoint.models) as server:
         judge_summaries([r["inputs"]["text"] for r in data], [r["outputs"] for r in data], judge=judge_for(server))
-        # What judging the rows once costs; biz/2, whose claims fail, may skip its key points (asked after its claims
-        # when ClaimAlignment's call came first).
-        assert evaluated.chat_requests in (server.request_count, server.request_count - 1)
+        # What judging the rows once costs, and biz/2's coverage, which judge_summaries skips once its claims failed
+        assert evaluated.chat_requests == server.request_count + 1
 
 
 def test_the_runs_traces_are_exactly_the_evaluated_rows(evaluated):
@@ -215,37 +217,42 @@ def test_a_scorer_calling_chat_completions_makes_a_span_and_the_judge_makes_none
     assert server.request_count == 4 and spans and "CHAT_MODEL" not in spans
 
 
-def test_a_subset_of_the_judges_still_logs_the_run_results(scripted_server, mlflow_store):
+def test_a_subset_of_the_judges_still_logs_the_run_results(scripted_server, mlflow_store, tmp_path):
     server = scripted_server(Endpoint(), models=Endpoint.models)
-    result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=[ClaimAlignment(judge_for(server))])
+    scorers = [ClaimAlignment(judge_for(server, cache_dir=tmp_path / "cache"))]
+    result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=scorers)
+    log_results(result.run_id, scorers)
     metrics = MlflowClient().get_run(result.run_id).data.metrics
     assert metrics["alignment"] == pytest.approx(5 / 6) and metrics["alignment_n"] == 6
-    assert "coverage" not in metrics and not [name for name in metrics if name.endswith("/mean")]
-    assert server.count(purpose="ExtractedKeyPoints") == 0 and server.request_count == 2 * len(ARTICLES)  # claims, verdicts
+    assert "coverage" not in metrics and [name for name in metrics if name.endswith("/mean")] == ["claim_alignment/mean"]
+    # claims and verdicts, once: log_results reads what the scorer asked from the judge's cache
+    assert server.count(purpose="ExtractedKeyPoints") == 0 and server.request_count == 2 * len(ARTICLES)
     report = json.loads(mlflow.artifacts.load_text(f"runs:/{result.run_id}/mgm/report.json"))
     assert report["rows"] == len(ARTICLES)
 
 
-def test_a_run_whose_every_row_failed_gets_its_results_from_the_grounding_hook(scripted_server, mlflow_store):
+def test_a_run_whose_every_row_failed_gets_its_full_report_from_log_results(scripted_server, mlflow_store):
     server = scripted_server(failing_on(""), models=Endpoint.models)
-    result = mlflow.genai.evaluate(data=records(), scorers=[ClaimAlignment(judge_for(server)), Grounding()])
-    metrics = MlflowClient().get_run(result.run_id).data.metrics  # MLflow called Grounding's hook: it has values
+    scorers = [ClaimAlignment(judge_for(server)), Grounding()]
+    result = mlflow.genai.evaluate(data=records(), scorers=scorers)
+    assert "claim_alignment/mean" not in MlflowClient().get_run(result.run_id).data.metrics  # no card had a value
+    log_results(result.run_id, scorers)
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
     assert metrics["judge_error_rate"] == 1.0 and metrics["alignment_n"] == 0 and metrics["grounding_n"] == len(ARTICLES)
 
 
-def test_a_run_whose_every_row_failed_is_completed_by_log_summary_results_with_its_scorers(scripted_server, mlflow_store):
-    server = scripted_server(failing_on(""), models=Endpoint.models)
-    claims = ClaimAlignment(judge_for(server))
+def test_log_results_reads_the_scorers_answers_from_the_judge_s_cache(scripted_server, mlflow_store, tmp_path):
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    claims = ClaimAlignment(judge_for(server, cache_dir=tmp_path / "cache"))
     result = mlflow.genai.evaluate(data=records(), scorers=[claims])
-    assert "judge_error_rate" not in MlflowClient().get_run(result.run_id).data.metrics  # MLflow called no hook
     calls = server.request_count
-    logged = log_summary_results(result.run_id, judges=[claims])  # the rows the scorer holds: no call
+    logged = log_results(result.run_id, judges=[claims])  # the same requests: answered by the cache, no call
     metrics = MlflowClient().get_run(result.run_id).data.metrics
-    assert metrics["judge_error_rate"] == logged.metrics["judge_error_rate"] == 1.0 and len(logged.rows) == len(ARTICLES)
+    assert metrics["alignment"] == logged.metrics["alignment"] == 1.0 and len(logged.rows) == len(ARTICLES)
     assert server.request_count == calls
 
 
-def test_log_summary_results_judges_a_run_s_traces_again_in_another_process(scripted_server, mlflow_store):
+def test_log_results_judges_a_run_s_traces_again_in_another_process(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
 
     @scorer
@@ -253,12 +260,12 @@ def test_log_summary_results_judges_a_run_s_traces_again_in_another_process(scri
         return bool(outputs)
 
     result = mlflow.genai.evaluate(data=records(), scorers=[has_summary])  # not one of ours: no run results
-    logged = log_summary_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
+    logged = log_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
     metrics = MlflowClient().get_run(result.run_id).data.metrics
     assert metrics["alignment"] == logged.metrics["alignment"] == 1.0 and logged.rows["id"].tolist() == sorted(i for i, _, _ in ARTICLES)
 
 
-def test_log_summary_results_refuses_a_run_whose_traces_were_partly_lost(scripted_server, mlflow_store, monkeypatch):
+def test_log_results_refuses_a_run_whose_traces_were_partly_lost(scripted_server, mlflow_store, monkeypatch):
     """Completing a run from its traces logs the rows MLflow evaluated or nothing: 5 of its 30 traces gone give an
     error on the run (``mgm.error``), never ``alignment_n`` 25."""
     server = scripted_server(Endpoint(), models=Endpoint.models)
@@ -277,17 +284,18 @@ def test_log_summary_results_refuses_a_run_whose_traces_were_partly_lost(scripte
     assert len(traces) == 30
     client.delete_traces(client.get_run(result.run_id).info.experiment_id, trace_ids=[t.info.trace_id for t in traces[:5]])
     with pytest.raises(RunRowsMismatch, match="evaluated 30 rows, 25 of their traces"):
-        log_summary_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
+        log_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
     run = client.get_run(result.run_id)
     assert "alignment_n" not in run.data.metrics and "evaluated 30 rows" in run.data.tags["mgm.error"]
     assert server.request_count == 0  # refused before any row was judged
 
 
-def test_log_summary_results_refuses_a_run_that_holds_results(scripted_server, mlflow_store):
+def test_log_results_refuses_a_run_that_holds_results(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     result = mlflow.genai.evaluate(data=records(), scorers=[Grounding()])
+    log_results(result.run_id, [Grounding()])
     with pytest.raises(ValueError, match="holds the results of an evaluation already"):
-        log_summary_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
+        log_results(result.run_id, judges=[ClaimAlignment(judge_for(server))])
     assert server.request_count == 0
 
 

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, frame
 
 from mlflow_genai_metrics import judge_summaries
-from mlflow_genai_metrics.tracking import summarization_metrics, summarization_scorers
+from mlflow_genai_metrics.tracking import log_results, summarization_metrics, summarization_scorers
 
 ROW_METRICS = ["claim_count", "supported_claims", "contradicted_claims", "unverifiable_claims", "support_rate",
                "aligned", "strictly_aligned", "coverage", "defect_contradiction", "defect_unverifiable", "defect_empty"]
@@ -106,10 +106,12 @@ def genai_data() -> list[dict]:
     ]
 
 
-def test_genai_path_gives_one_feedback_per_judge_and_the_same_run_report(scripted_server, mlflow_store):
+def test_genai_path_gives_one_feedback_per_judge_and_the_same_run_report(scripted_server, mlflow_store, tmp_path):
     server = scripted_server(Endpoint(), models=Endpoint.models)
-    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server)))
-    assert server.request_count == judge_calls_for_judge_summaries(scripted_server)  # one pass per row, three judges
+    scorers = summarization_scorers(judge_for(server, cache_dir=tmp_path / "cache"))
+    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=scorers)
+    log_results(evaluation.run_id, scorers)  # its requests answered by the cache
+    assert server.request_count == judge_calls_for_judge_summaries(scripted_server)  # no request twice, three judges
     frame_out = evaluation.result_df
     assert sorted(c.removesuffix("/value") for c in frame_out if c.endswith("/value")) == sorted(GENAI_JUDGES)
     assert set(frame_out["claim_alignment/value"]) == {"yes"}
@@ -117,7 +119,7 @@ def test_genai_path_gives_one_feedback_per_judge_and_the_same_run_report(scripte
     logged = MlflowClient().get_run(evaluation.run_id).data
     for name in RUN_METRICS:
         assert name in logged.metrics, name
-    assert logged.metrics["judge/calls"] == server.request_count
+    assert logged.metrics["judge/calls"] == 0  # the report asked what the scorers asked: every answer from the cache
     assert artifact_paths(evaluation.run_id) == sorted(ARTIFACTS)
     rows = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=evaluation.run_id, artifact_path="mgm/rows.parquet"))
     assert sorted(rows["id"]) == sorted(i for i, _, _ in ARTICLES)
@@ -129,7 +131,9 @@ def test_genai_feedback_carries_the_counts_as_metadata_and_failures_as_errors(sc
     endpoint = Endpoint()
     endpoint.judge.fault = lambda request, kind: Reply("garbage") if kind == "claims" and "Shares" in request.messages[0]["content"] else None
     server = scripted_server(endpoint, models=Endpoint.models)
-    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server)))
+    scorers = summarization_scorers(judge_for(server))
+    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=scorers)
+    log_results(evaluation.run_id, scorers)
     traces = mlflow.search_traces(run_id=evaluation.run_id, return_type="list")
     feedback = [a for t in traces for a in t.info.assessments if a.name == "claim_alignment"]
     failed = [f for f in feedback if f.error is not None]
@@ -148,7 +152,9 @@ def test_both_paths_share_the_judges_cache_for_the_same_rows(scripted_server, ml
     with mlflow.start_run():
         mlflow.models.evaluate(data=frame(), predictions="summary", extra_metrics=summarization_metrics(judge_for(server, cache_dir=tmp_path), source_col="text"))
     after_classic = server.request_count
-    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=summarization_scorers(judge_for(server, cache_dir=tmp_path)))
+    scorers = summarization_scorers(judge_for(server, cache_dir=tmp_path))
+    evaluation = mlflow.genai.evaluate(data=genai_data(), scorers=scorers)
+    log_results(evaluation.run_id, scorers)
     assert server.request_count == after_classic  # the genai path's judgements all came from the cache
     report = json.loads(mlflow.artifacts.load_text(f"runs:/{evaluation.run_id}/mgm/report.json"))
     assert report["metrics"]["judge/cache_hit_rate"] == 1.0
@@ -206,7 +212,9 @@ def test_the_same_rows_give_the_same_answer_on_every_path(scripted_server, mlflo
             data=data, predictions="summary", extra_metrics=summarization_metrics(judge_for(server), source_col="text", id_col="id", all_metrics=True)
         )
     records = [{"inputs": {"text": t, "id": i}, "outputs": s} for i, t, s in zip(data["id"], data["text"], data["summary"])]
-    genai = mlflow.genai.evaluate(data=records, scorers=summarization_scorers(judge_for(server)))
+    scorers = summarization_scorers(judge_for(server))
+    genai = mlflow.genai.evaluate(data=records, scorers=scorers)
+    log_results(genai.run_id, scorers)
     genai_metrics = json.loads(mlflow.artifacts.load_text(f"runs:/{genai.run_id}/mgm/report.json"))["metrics"]
 
     assert api.metrics["defect_rate/empty"] == pytest.approx(1 / 6) and api.metrics["alignment"] == pytest.approx(4 / 6)

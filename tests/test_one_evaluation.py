@@ -1,6 +1,8 @@
-"""One evaluation, one run, its own rows (issue 25): on a real SQLite store, a run's n is the rows it evaluated, as
-many as its Traces tab lists, or the run fails saying so with both counts; a new Judge is the judge used; a judge
-made elsewhere changes nothing; Grounding alone logs its results; no registry in the tracking package."""
+"""One evaluation, one run, its own rows (issues 25 and 46): on a real SQLite store, a run's n is the rows it
+evaluated, as many as its Traces tab lists, or the run fails saying so with both counts; plain
+``mlflow.genai.evaluate`` gives every card and MLflow's aggregates, and ``log_results`` the full report; a new Judge
+is the judge used; a judge made elsewhere changes nothing; Grounding alone logs its results; no registry in the
+tracking package and no state on MLflow's objects."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 
 from mlflow_genai_metrics import evaluate_summaries
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
-from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
+from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, log_results
 from mlflow_genai_metrics.tracking.evaluate import RunRowsMismatch
 from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
 
@@ -45,7 +47,9 @@ def articles() -> list[dict]:
 
 
 def evaluated_traces(run_id: str, tag: str | None = None) -> int:
-    """The run's evaluated rows as its Traces tab lists them (``tag``: only those of rows whose id starts with it)."""
+    """The run's evaluated rows as its Traces tab lists them once MLflow's trace writers are done (``tag``: only those
+    of rows whose id starts with it)."""
+    mlflow.flush_trace_async_logging()
     traces = mlflow.search_traces(run_id=run_id, include_spans=False, return_type="list")
     evaluated = [t for t in traces if TraceTagKey.EVAL_REQUEST_ID in t.info.tags]
     return sum(tag is None or f'"{tag}/' in (t.info.request_preview or "") for t in evaluated)
@@ -94,14 +98,65 @@ def test_thirty_rows_through_evaluate_summaries_five_times_in_a_row_keep_every_r
         assert kept_every_row(evaluation.run_id, ROWS) and len(evaluation.result.rows) == ROWS
 
 
-def test_thirty_rows_through_mlflow_genai_evaluate_five_times_in_a_row_keep_every_row(judge_server, mlflow_store, monkeypatch):
-    monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "4")  # what docs/mlflow.md advises on a SQLite store
-    judge = judge_for(judge_server)
-    for run in range(5):
-        result = mlflow.genai.evaluate(data=rows_for(f"r{run}"), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()])
-        assert kept_every_row(result.run_id, ROWS)
+def plain_run(data: list[dict], scorers: list) -> str:
+    """Plain ``mlflow.genai.evaluate``, then ``log_results`` with the same scorers: the run's id (its figures, or its
+    ``mgm.error`` tag when MLflow lost rows)."""
+    run_id = mlflow.genai.evaluate(data=data, scorers=scorers).run_id
+    try:
+        log_results(run_id, scorers)
+    except RunRowsMismatch as mismatch:
+        assert mismatch.run_id == run_id
+    return run_id
+
+
+def test_plain_mlflow_genai_evaluate_with_a_judge_per_scorer_at_mlflow_s_default_workers_ten_times(scripted_server, mlflow_store):
+    """Issue 46: at MLflow's default workers on SQLite, one Judge per scorer (a cheaper one for coverage, say): every
+    row gets every card and MLflow's own aggregates, nothing is hung on MLflow's objects, and ``log_results`` gives
+    the complete figures or names the rows MLflow did not store; never a false alarm."""
+    server = scripted_server(SummarizationJudgeScript(), models=("scripted-judge",))
+    for run in range(10):
+        rows = rows_for(f"p{run}", 15 + run % 6)
+        scorers = [ClaimAlignment(judge_for(server)), KeyPointCoverage(judge_for(server, seed=7)), Grounding()]
+        result = mlflow.genai.evaluate(data=rows, scorers=scorers)
+        cards = result.result_df  # the rows MLflow kept: each with every card
+        for name in ("claim_alignment", "key_point_coverage", "grounding"):
+            assert cards[f"{name}/value"].notna().all(), name
         metrics = MlflowClient().get_run(result.run_id).data.metrics
-        assert metrics["grounding/rows"] == metrics["coverage_n"] == ROWS  # one result for the three judges
+        assert {"claim_alignment/mean", "key_point_coverage/mean", "grounding/mean"} <= set(metrics)
+        mlflow.flush_trace_async_logging()  # the run's traces as MLflow lists them once its writers are done (some may
+        traces = len(mlflow.search_traces(run_id=result.run_id, include_spans=False, return_type="list"))  # lack a tag)
+        try:  # the full report signs one judge: the claim judge's scorers (coverage's judge is another)
+            logged = log_results(result.run_id, [scorers[0], scorers[2]], data=rows)
+        except RunRowsMismatch as mismatch:  # MLflow lost traces: said with the ids it did not store, nothing logged
+            stored = {row["inputs"]["id"] for row in cards["inputs"]} if "inputs" in cards else set()
+            lost = [row["inputs"]["id"] for row in rows if row["inputs"]["id"] not in stored]
+            assert f"the run evaluated {len(rows)} rows, {traces} of their traces can be read back (not stored: ids {', '.join(lost)})" in str(mismatch)
+            assert traces < len(rows) == traces + len(lost)
+            continue
+        assert traces == len(rows) == len(logged.rows)
+        assert MlflowClient().get_run(result.run_id).data.metrics["alignment_n"] == len(rows)
+
+
+def test_no_scorer_leaves_state_on_mlflow_s_objects(judge_server, mlflow_store):
+    """A scorer judges its row and gives its card: the trace MLflow hands it keeps only MLflow's own attributes."""
+    from mlflow.entities import Trace
+
+    judge = judge_for(judge_server)
+    handed: list = []
+
+    class Watching(ClaimAlignment):
+        def __call__(self, *, inputs=None, outputs=None, expectations=None, trace=None):
+            before = dict(vars(trace)) if trace is not None else None
+            feedback = super().__call__(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
+            handed.append((trace, before))
+            return feedback
+
+    mlflow.genai.evaluate(data=rows_for("s", 6), scorers=[Watching(judge), KeyPointCoverage(judge), Grounding()])
+    assert len(handed) == 6
+    for trace, before in handed:
+        assert isinstance(trace, Trace) and vars(trace) == before  # nothing added while scoring
+        assert not [name for name in vars(trace) if "mgm" in name.lower()]
+        assert not [name for name in vars(trace.info) if "mgm" in name.lower()]
 
 
 def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, tmp_path, monkeypatch, new_mlflow_database):
@@ -118,9 +173,15 @@ def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, t
     try:
         mlflow.set_experiment(experiment_id=mlflow.create_experiment("small pool", artifact_location=(tmp_path / "a").as_uri()))
         judge = judge_for(judge_server)
-        result = mlflow.genai.evaluate(data=rows_for("pool", 12), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()])
-        assert not kept_every_row(result.run_id, 12)  # rows were lost: the run has no figures and says why
-        assert "on a SQLite store, MLFLOW_GENAI_EVAL_MAX_WORKERS=4" in MlflowClient().get_run(result.run_id).data.tags[ERROR_TAG]
+        scorers = [ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
+        result = mlflow.genai.evaluate(data=rows_for("pool", 12), scorers=scorers)
+        mlflow.flush_trace_async_logging()
+        listed = len(mlflow.search_traces(run_id=result.run_id, include_spans=False, return_type="list"))
+        assert listed < 12  # MLflow lost rows
+        with pytest.raises(RunRowsMismatch, match=f"the run evaluated 12 rows, {listed} of their traces can be read back"):
+            log_results(result.run_id, scorers)
+        run = MlflowClient().get_run(result.run_id)
+        assert "alignment_n" not in run.data.metrics and "the run evaluated 12 rows" in run.data.tags[ERROR_TAG]
     finally:
         mlflow.set_tracking_uri("")
 
@@ -148,8 +209,8 @@ def test_four_evaluate_summaries_at_once_each_keep_their_rows(judge_server, mlfl
         assert {row[ids["columns"].index("id")].split("/")[0] for row in ids["data"]} == {tag}  # its own rows only
 
 
-def test_four_mlflow_genai_evaluations_at_once_keep_their_rows_or_fail_saying_so(judge_server, mlflow_store, monkeypatch,
-                                                                              evaluations_may_start_at_once):
+def test_four_mlflow_genai_evaluations_at_once_never_log_a_smaller_n(judge_server, mlflow_store, monkeypatch,
+                                                                   evaluations_may_start_at_once):
     monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "1")  # 4 evaluations' threads within the store's connections
     judge = judge_for(judge_server)  # one Judge, shared; each evaluation its own scorers
     runs: dict[str, str] = {}
@@ -163,11 +224,14 @@ def test_four_mlflow_genai_evaluations_at_once_keep_their_rows_or_fail_saying_so
     for thread in threads:
         thread.join()
     assert len(runs) == 4
-    # MLflow files a trace under the run started last in the process, so a run may list others' rows: then it fails
-    # saying so (how many do depends on the threads' timing), or, when they come after it settled, its figures are
-    # of its own rows, all listed; none logs a smaller n or figures beside an error.
-    for tag, run_id in runs.items():
-        kept_every_row(run_id, ROWS, tag=tag)
+    # MLflow files a trace under the run started last in the process, so a run may list others' rows (how many
+    # depends on the threads' timing): log_results then logs nothing and says so; none logs a smaller n.
+    for run_id in runs.values():
+        try:
+            log_results(run_id, [ClaimAlignment(judge), Grounding()])
+        except RunRowsMismatch:
+            pass
+        kept_every_row(run_id, ROWS)
 
 
 def _every_claim_fails() -> Endpoint:
@@ -187,25 +251,26 @@ def test_a_second_evaluation_with_a_new_judge_asks_that_judge(scripted_server, m
         if path == "evaluate_summaries":
             run_id = evaluate_summaries(articles(), judges=judges).run_id
         else:
-            run_id = mlflow.genai.evaluate(data=articles(), scorers=judges).run_id
+            run_id = plain_run(articles(), judges)
         return MlflowClient().get_run(run_id).data.metrics
 
     assert evaluate(judge_for(front))["judge_error_rate"] == 1.0
     front.forward_to = healthy.base_url
     second = evaluate(judge_for(front))  # a new Judge with the same settings, on an endpoint that now answers
-    assert healthy.request_count == 2 * len(ARTICLES)  # claims and verdicts of every row: nothing reused
+    asked = 1 if path == "evaluate_summaries" else 2  # log_results judges the traces again: no cache here
+    assert healthy.request_count == asked * 2 * len(ARTICLES)  # claims and verdicts of every row: nothing reused
     assert second["judge_error_rate"] == 0 and second["alignment_n"] == len(ARTICLES)
 
 
 def test_a_key_point_coverage_made_elsewhere_changes_nothing_in_a_claim_alignment_run(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     judge = judge_for(server)
-    first = mlflow.genai.evaluate(data=articles(), scorers=[ClaimAlignment(judge)])
+    first = plain_run(articles(), [ClaimAlignment(judge)])
     calls = server.request_count
     KeyPointCoverage(judge)  # made, never used
-    second = mlflow.genai.evaluate(data=articles(), scorers=[ClaimAlignment(judge)])
+    second = plain_run(articles(), [ClaimAlignment(judge)])
     assert server.request_count == 2 * calls and server.count(purpose="ExtractedKeyPoints") == 0
-    names = [sorted(MlflowClient().get_run(r.run_id).data.metrics) for r in (first, second)]
+    names = [sorted(MlflowClient().get_run(r).data.metrics) for r in (first, second)]
     assert names[0] == names[1] and "coverage" not in names[1] and "alignment" in names[1]
 
 
@@ -214,24 +279,10 @@ def test_grounding_alone_logs_its_results(mlflow_store, path):
     if path == "evaluate_summaries":
         run_id = evaluate_summaries(articles(), judges=[Grounding()]).run_id
     else:
-        run_id = mlflow.genai.evaluate(data=articles(), scorers=[Grounding()]).run_id
+        run_id = plain_run(articles(), [Grounding()])
     assert kept_every_row(run_id, len(ARTICLES), n_metric="grounding_n")
     run = MlflowClient().get_run(run_id)
     assert "grounding" in run.data.metrics and "mgm.signature" in run.data.tags
-
-
-def test_grounding_alone_logs_its_results_on_the_file_store(tmp_path, monkeypatch):
-    """MLflow's file store keeps no metric grounding/rows beside the run's grounding: the hook is skipped (MLflow
-    logs why), the evaluation completes and the run has its results."""
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
-    try:
-        mlflow.set_experiment("file store")
-        run_id = mlflow.genai.evaluate(data=articles(), scorers=[Grounding()]).run_id
-        metrics = MlflowClient().get_run(run_id).data.metrics
-        assert metrics["grounding_n"] == len(ARTICLES) and "grounding/rows" not in metrics
-    finally:
-        mlflow.set_tracking_uri("")
 
 
 def test_a_run_that_cannot_add_up_raises_with_both_counts(scripted_server, mlflow_store):

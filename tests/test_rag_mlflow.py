@@ -31,8 +31,10 @@ from mlflow_genai_metrics.tracking import (
     answer_scorers,
     compare_runs,
     evaluate_answers,
+    log_results,
     score_traces,
 )
+from mlflow_genai_metrics.tracking.evaluate import RunRowsMismatch
 
 
 def _questions(ids=tuple(TOPICS)) -> list[dict]:
@@ -54,8 +56,12 @@ def test_a_traced_rag_application_is_judged_from_its_retriever_spans_with_no_res
     app = rag_app(server, "inventing-writer")
     ids = ("prize", "plant", "fares")
 
+    scorers = answer_scorers(judge_for(server))
     with mlflow.start_run() as run:
-        mlflow.genai.evaluate(data=_questions(ids), predict_fn=app, scorers=answer_scorers(judge_for(server)))
+        mlflow.genai.evaluate(data=_questions(ids), predict_fn=app, scorers=scorers)
+    log_results(run.info.run_id, scorers)  # the full report, from the traces' RETRIEVER spans
+    # each row's claims asked once by the set's scorers (they share the row), once by log_results (no cache here)
+    assert server.count(purpose="ExtractedClaims") == 2 * len(ids)
 
     metrics = MlflowClient().get_run(run.info.run_id).data.metrics
     assert metrics["strict_alignment"] == 0.0 and metrics["strict_alignment_n"] == 3  # every answer invents a sentence
@@ -223,15 +229,18 @@ def test_the_answer_judges_registrable_form_rebuilds_the_same_judge(scripted_ser
 
 def test_a_row_that_cannot_be_read_leaves_the_run_without_figures_and_says_why(scripted_server, mlflow_store):
     """Plain mlflow.genai.evaluate: one row has no passages and its trace no RETRIEVER span. Its card says why, and
-    the run gets no figures (never figures over the other rows alone) but the mgm.error tag with the count."""
+    log_results gives the run no figures (never figures over the other rows alone) but the mgm.error tag."""
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
     rows = [{"inputs": {"question": TOPICS[i][0], "passages": list(TOPICS[i][1:]), "id": i}, "outputs": TOPICS[i][1]} for i in ("prize", "plant")]
     rows.append({"inputs": {"question": TOPICS["comet"][0], "id": "comet"}, "outputs": TOPICS["comet"][1]})
+    scorers = answer_scorers(judge_for(server), relevance=False, sufficiency=False)
     with mlflow.start_run() as run:
-        mlflow.genai.evaluate(data=rows, scorers=answer_scorers(judge_for(server), relevance=False, sufficiency=False))
+        mlflow.genai.evaluate(data=rows, scorers=scorers)
+    with pytest.raises(RunRowsMismatch, match="3 of their traces can be read back and 2 of those hold a question, passages and an answer"):
+        log_results(run.info.run_id, scorers)
     logged = MlflowClient().get_run(run.info.run_id).data
     assert "strict_alignment" not in logged.metrics
-    assert "1 scorer calls had a row that could not be read" in logged.tags["mgm.error"]
+    assert "the run evaluated 3 rows" in logged.tags["mgm.error"]
     card = _cards(run.info.run_id, "answer_faithfulness")["comet"]
     assert card.feedback.error.error_code == "BAD_ROW" and "no passages for this row" in card.feedback.error.error_message
 

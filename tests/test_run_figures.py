@@ -8,6 +8,7 @@ scripted server."""
 from __future__ import annotations
 
 import json
+import os
 
 import mlflow
 import pytest
@@ -161,3 +162,31 @@ def test_the_gate_reads_each_run_s_report_once(scripted_server, mlflow_store, mo
     register_if_passing(uri, "summarizer", run_id=candidate, rules={"claim_support_rate": ">= 0.9"}, beat_champion=True)
     reports = sorted(run_id for run_id, path in downloads if path == "mgm/report.json")
     assert reports == sorted([candidate, champion])
+
+
+@pytest.mark.parametrize("quiet", [True, False], ids=["ours", "the user's own setting"])
+def test_compare_runs_prints_no_download_bars_unless_the_user_asks(scripted_server, mlflow_store, capfd, monkeypatch, quiet):
+    server = scripted_server()
+    first, _ = _logged(server, [GOOD.format(i=i) for i in range(6)], run_name="good")
+    second, _ = _logged(server, _half_vague(), run_name="half vague")
+    if quiet:
+        monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
+    else:  # the control: MLflow's bar is there to be hidden
+        monkeypatch.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "true")
+    capfd.readouterr()
+    compare_runs([first, second])
+    printed = "".join(capfd.readouterr())
+    assert ("Downloading artifacts" in printed) is not quiet
+    assert os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR") == (None if quiet else "true")
+
+
+def test_the_evaluated_model_carries_the_run_s_headline_figures(scripted_server, mlflow_store):
+    """Issue 46: the Models tab compares versions by their evaluation's headline figures (MLflow 3's model metrics)."""
+    server = scripted_server()
+    run_id, uri = _logged(server, _half_vague(), run_name="half vague")
+    model_id = uri.removeprefix("models:/")
+    model_metrics = {m.key: m.value for m in MlflowClient().get_logged_model(model_id).metrics}
+    run_metrics = MlflowClient().get_run(run_id).data.metrics
+    assert model_metrics["strict_alignment"] == run_metrics["strict_alignment"] == pytest.approx(4 / 6)
+    assert "alignment" in model_metrics and not [k for k in model_metrics if k.endswith(("_ci_low", "_ci_high", "_n"))]
+    assert all(m.run_id == run_id for m in MlflowClient().get_logged_model(model_id).metrics)

@@ -8,13 +8,14 @@ from .align import AlignmentReport, align_judge
 from .answer_judges import AnswerEvaluation, AnswerFaithfulness, AnswerRelevance, ContextSufficiency, answer_scorers, evaluate_answers
 from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
-from .evaluate import SummaryEvaluation, evaluate_summaries, log_summary_results
+from .evaluate import SummaryEvaluation, evaluate_summaries
 from .gate import GateResult, RuleOutcome, parse_rules, register_if_passing
 from .judge_sets import summarization_scorers
 from .judges import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage
 from .model import SummarizerModel
 from .monitor import MonitorReport, score_traces
 from .one_call import make_claim_judge
+from .results import log_results
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_result
 
 __all__ = [
@@ -22,6 +23,6 @@ __all__ = [
     "ClaimAlignment", "ContextSufficiency", "EvaluatedRun", "GateResult", "Grounding",
     "JudgeSpec", "KeyPointCoverage", "MonitorReport", "Rule", "RuleOutcome", "SummarizerModel", "SummaryEvaluation",
     "align_judge", "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
-    "log_summary_results", "make_claim_judge", "parse_rules", "register_if_passing", "score_traces", "summarization_metrics",
+    "log_results", "make_claim_judge", "parse_rules", "register_if_passing", "score_traces", "summarization_metrics",
     "summarization_scorers",
 ]

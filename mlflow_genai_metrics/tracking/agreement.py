@@ -146,15 +146,15 @@ def judge_agreement(
 
 
 def log_agreement(report: AgreementReport) -> str:
-    """Log ``report`` as a finished run of its source experiment (metrics, counts, tables, tags naming the source);
-    sets and returns ``report.run_id``."""
+    """Log ``report`` as a finished run of ``<source experiment>/agreement`` (``side_experiment``: metrics, counts,
+    tables, tags naming the source); sets and returns ``report.run_id``."""
     tags = {"mgm.agreement.feedback_name": report.name, "mgm.agreement.source_experiment": report.experiment_id}
     if report.source_run_id:
         tags["mgm.agreement.source_run"] = report.source_run_id
     if report.judge_source_id:
         tags["mgm.agreement.judge_source"] = report.judge_source_id
     report.run_id = log_report_run(
-        report.experiment_id, f"agreement {report.name}", {**report.metrics, **report.counts},
+        side_experiment(report.experiment_id, "agreement"), f"agreement {report.name}", {**report.metrics, **report.counts},
         params={"mgm.agreement.combine": COMBINE_RULE}, tags=tags,
         tables={CONFUSION_TABLE: _labelled(report.confusion), TRACES_TABLE: report.traces},
     )
@@ -193,6 +193,22 @@ def log_report_run(
         raise
     client.set_terminated(run_id)
     return run_id
+
+
+def side_experiment(source_experiment_id: str, kind: str) -> str:
+    """The experiment beside ``source_experiment_id`` that holds its ``kind`` runs (agreement, align, comparisons),
+    ``<source name>/<kind>``, made when missing with its artifacts beside the source's: the source's Evaluation runs
+    page then lists the candidates alone, their headline figures first."""
+    client = MlflowClient()
+    source = client.get_experiment(source_experiment_id)
+    name = f"{source.name}/{kind}"
+    found = client.get_experiment_by_name(name)
+    if found is not None and found.lifecycle_stage != "deleted":
+        return found.experiment_id
+    if found is not None:
+        raise ValueError(f"experiment {name!r} (where {kind} runs of {source.name!r} go) is deleted: restore it")
+    location = f"{source.artifact_location.rstrip('/')}/{kind}" if source.artifact_location else None
+    return client.create_experiment(name, artifact_location=location, tags={"mgm.source_experiment": source_experiment_id})
 
 
 def report_experiment(name: str) -> str:

@@ -34,7 +34,7 @@ from ..meta_evaluation import binary_agreement_metrics
 from ..signature import summarization_signature
 from ..summarization import judge_summaries
 from ..summarization.verdicts import HUMAN_SOURCE, latest_feedback, normalise_verdict, trace_verdicts
-from .agreement import _source, log_report_run
+from .agreement import _source, log_report_run, side_experiment
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def align_judge(
     if log:
         metrics = {**{f"before/{k}": v for k, v in before.items()}, **{f"after/{k}": v for k, v in after.items()}, **counts}
         report.run_id = log_report_run(
-            experiment_id, f"align {name}", metrics,
+            side_experiment(experiment_id, "align"), f"align {name}", metrics,
             params={"mgm.align.feedback_name": name, "mgm.align.examples": examples.tag, "mgm.align.held_out": held_out,
                     "mgm.align.seed": seed, "mgm.align.per_request": per_request, "mgm.align.output": str(written)},
             tags={"mgm.align.source_experiment": experiment_id, **({"mgm.align.source_run": source_run_id} if source_run_id else {})},

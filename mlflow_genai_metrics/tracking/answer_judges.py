@@ -15,10 +15,11 @@ against what it retrieved, one card per judge per row, the run's results logged 
 - ``ContextSufficiency`` (``context_sufficiency``): the share of the expected answer's facts (``expectations
   ["expected_response"]``) a quoted passage supports; a row without an expected answer has no value.
 
-The judges of one set (``answer_scorers``) share each row's judgement (asked once, by whichever comes first) and
-settle the run once: its figures are those of ``rag.judge_answers`` over the rows handed in this evaluation, logged
-with the run's tables, report and signature, so ``compare_runs``, ``mgm compare`` and the registry gate read a RAG
-run as they read a summary run (``answer_rows``).
+The judges of one set (``answer_scorers``) share each row's judgement (asked once, by whichever comes first). In
+plain ``mlflow.genai.evaluate`` MLflow aggregates their cards; ``log_results(run_id, judges)`` logs the full report
+afterwards. ``evaluate_answers`` logs it at once: the figures of ``rag.judge_answers`` over the rows handed in its
+evaluation, with the run's tables, report and signature, so ``compare_runs``, ``mgm compare`` and the registry gate
+read a RAG run as they read a summary run (``answer_rows``).
 """
 
 from __future__ import annotations
@@ -36,20 +37,31 @@ from pydantic import PrivateAttr
 
 from ..judge import Judge, JudgeConfigError
 from ..rag import AnswersResult
-from ..rag.api import refuse_what_answers_cannot_do
+from ..rag.api import build_answers_result, refuse_what_answers_cannot_do
 from ..rag.cards import faithfulness_card, relevance_card, sufficiency_card
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.cards import Card
+from ..summarization.ids import canonical_id
 from ..summarization.options import resolve
 from ..summarization.records import JudgePass
 from .answer_rows import AnswerCall, AnswerKeys, AnswerOutcome, AnswerRows, unique_answer_ids
-from .evaluate import _ONE_EVALUATION, EVALUATION_WORKERS, RunRowsMismatch, SummaryEvaluation, _records, _workers
+from .evaluate import (
+    _ONE_EVALUATION,
+    EVALUATION_WORKERS,
+    RunRowsMismatch,
+    SummaryEvaluation,
+    _records,
+    _workers,
+    refuse_a_run_with_results,
+    run_trace_rows,
+    said_on_the_run,
+)
 from .feedback import card_feedback, error_feedback, judge_cost, judge_source
 from .genai import root_span, trace_id_of
 from .judge_sets import one_setting
 from .judges import YES_NO, JudgeSpec, Registrable, _aggregated, judge_and_spec
-from .scored_rows import hook_number
+from .run_logging import log_result
 
 
 class _AnswerScorer(Registrable, Scorer):
@@ -62,7 +74,6 @@ class _AnswerScorer(Registrable, Scorer):
     id_key: str = "id"
     answer_key: str = "answer"
     max_source_tokens: int | None = None
-    hook_metric: ClassVar[str] = "rows"
     judge_pass: ClassVar[JudgePass] = "relevance"  # the calls whose tokens and cost the card carries
     _live: Judge | None = PrivateAttr(default=None)
     _rows: AnswerRows | None = PrivateAttr(default=None)
@@ -75,11 +86,6 @@ class _AnswerScorer(Registrable, Scorer):
             refuse_what_answers_cannot_do(live)
         super().__init__(judge=spec, **data)
         self._live = live
-
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
-        if "aggregations" not in self.model_fields_set:
-            self.aggregations = [self._aggregation_hook()]
 
     def live_judge(self) -> Judge:
         """The ``Judge`` this judge asks (the one it was made with, else one built from its settings)."""
@@ -101,8 +107,6 @@ class _AnswerScorer(Registrable, Scorer):
         """A copy of this judge in the set ``rows`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
         copy = self.model_copy(update=update)
         copy._rows, copy._rows_lock = rows, threading.Lock()
-        if "aggregations" not in update:
-            copy.aggregations = [copy._aggregation_hook()]
         return copy
 
     def source(self) -> AssessmentSource:
@@ -133,21 +137,6 @@ class _AnswerScorer(Registrable, Scorer):
         cost = judge_cost(judgement, self.judge_pass, priced=self.judge.prices is not None)
         return card_feedback(self.name, self.card(judgement), self.source(), cost)
 
-    def _aggregation_hook(self) -> Any:
-        def aggregate_run(values: list[float]) -> float:
-            # MLflow calls this once, after every row is scored, in the thread that holds the evaluation's run.
-            run = mlflow.active_run()
-            if run is None:
-                return hook_number(None, None)
-            outcome = self.answer_rows().settle(run.info.run_id, aggregated=(self.name, len(values)))
-            return hook_number(outcome if outcome.result is not None else None, self.hook_value)
-
-        aggregate_run.__name__ = self.hook_metric
-        return aggregate_run
-
-    def hook_value(self, result: AnswersResult) -> float:
-        return float(len(result.rows))
-
 
 class AnswerFaithfulness(_AnswerScorer):
     """Is the answer faithful to what was retrieved? "yes" when it makes claims and a passage supports every one, the
@@ -161,14 +150,11 @@ class AnswerFaithfulness(_AnswerScorer):
         "Splits the answer into claims and checks each against the retrieved passages, citing the passage and a quote "
         "(checked to be in it): yes when every claim is supported."
     )
-    hook_metric: ClassVar[str] = "claims"
     judge_pass: ClassVar[JudgePass] = "claims"
 
     def card(self, judgement: AnswerJudgement) -> Card:
         return faithfulness_card(judgement)
 
-    def hook_value(self, result: AnswersResult) -> float:
-        return float(result.rows["claim_count"].sum())
 
 
 class AnswerRelevance(_AnswerScorer):
@@ -190,14 +176,11 @@ class ContextSufficiency(_AnswerScorer):
     judge_kind: ClassVar[str] = "context_sufficiency"
     feedback_value_type: ClassVar[Any] = float
     description: str | None = "The share of the expected answer's facts that the retrieved passages support (needs expectations)."
-    hook_metric: ClassVar[str] = "facts"
     judge_pass: ClassVar[JudgePass] = "facts"
 
     def card(self, judgement: AnswerJudgement) -> Card:
         return sufficiency_card(judgement)
 
-    def hook_value(self, result: AnswersResult) -> float:
-        return float(len(result.facts))
 
 
 def answer_scorers(judge: Judge, *, sufficiency: bool = True, relevance: bool = True, question_key: str = "question",
@@ -223,7 +206,7 @@ def answer_rows_of(judges: Sequence[_AnswerScorer], *, statistics: StatisticsOpt
     one_setting(judges, "one judge's settings", lambda j: j.judge)
     keys = one_setting(judges, "where the texts are (question_key, passages_key, id_key, answer_key)", _AnswerScorer.keys)
     return AnswerRows(judges[0].live_judge(), keys=keys, max_source_tokens=one_setting(judges, "max_source_tokens", lambda j: j.max_source_tokens),
-                      statistics=statistics, all_metrics=all_metrics)
+                      statistics=statistics, all_metrics=all_metrics, recording=True)
 
 
 @dataclass(frozen=True)
@@ -294,6 +277,20 @@ def evaluate_answers(
     if outcome.result is None:
         raise RunRowsMismatch(outcome.error or "", evaluation.run_id)
     return AnswerEvaluation(run_id=evaluation.run_id, result=outcome.result, mlflow_result=evaluation)
+
+
+def log_answer_results(run_id: str, judges: Sequence[_AnswerScorer], data: Any = None) -> AnswersResult:
+    """``log_results`` for answer judges: the run's traces judged again by ``judges``' judge, the full report logged."""
+    refuse_a_run_with_results(run_id)
+    rows = answer_rows_of(judges)
+    parsed = run_trace_rows(run_id, rows, "a question, passages and an answer", data)
+    said_on_the_run(run_id, unique_answer_ids, parsed, id_key=rows.keys.id)
+    rows.judge_all(parsed)
+    ordered = sorted(parsed, key=lambda p: (canonical_id(p.row.id), p.row.answer))
+    result = build_answers_result([rows.judgement(p) for p in ordered], judge=rows.judge, max_source_tokens=rows.max_source_tokens,
+                                  statistics=rows.statistics)
+    log_result(result, run_id=run_id, log_metrics=True)
+    return result
 
 
 ANSWER_KINDS = types.MappingProxyType({cls.judge_kind: cls for cls in (AnswerFaithfulness, AnswerRelevance, ContextSufficiency)})

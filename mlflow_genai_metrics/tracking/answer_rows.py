@@ -7,9 +7,12 @@ predict_fn=app, scorers=answer_scorers(judge))`` hands each scorer the question 
 and the trace, whose RETRIEVER spans hold what was retrieved (MLflow's ``Document``s: ``page_content``), in the
 order they ran. Passages given in ``inputs["passages"]`` are used as they are instead.
 
-As for summaries (``scored_rows``), the run's figures are those of the rows the judges were handed, and only when
-they add up: every judge called once per row, every row on a trace, the rows exactly the run's evaluated traces,
-no id twice. Otherwise the run gets no figures but an ``mgm.error`` tag with both counts.
+As for summaries (``scored_rows``): in plain ``mlflow.genai.evaluate`` the judges give their cards and MLflow
+aggregates them (the full report is ``log_results`` afterwards); the judges of one set share a row's judgement (it
+is asked once, by whichever comes first: they run in parallel), the latest ``SHARED_ROWS`` rows kept by the set.
+For ``evaluate_answers`` the run's figures are those of the rows the judges were handed, and only when they add
+up: every judge called once per row, every row on a trace, the rows exactly the run's evaluated traces, no id
+twice. Otherwise the run gets no figures but an ``mgm.error`` tag with both counts.
 """
 
 from __future__ import annotations
@@ -193,14 +196,19 @@ def _texts(row: AnswerInput) -> tuple[str, str, str | None]:
     return row.source_key, hashlib.sha256(row.answer.encode("utf-8")).hexdigest(), row.expected
 
 
+SHARED_ROWS = 256  # rows a set of plain answer judges keeps, so its judges (run in parallel) ask each row once
+
+
 class AnswerRows:
     """The rows a set of answer judges is handed: each judged once (whichever judge asks first; the others wait for
     it), every call recorded until the run is settled. Made with the judge objects, kept by them only."""
 
     def __init__(self, judge: Judge, *, keys: AnswerKeys = AnswerKeys(), max_source_tokens: int | None = None,
-                 statistics: StatisticsOptions = StatisticsOptions(), all_metrics: bool = False, preflight: bool = True):
+                 statistics: StatisticsOptions = StatisticsOptions(), all_metrics: bool = False, preflight: bool = True,
+                 recording: bool = False):
         refuse_what_answers_cannot_do(judge)  # before any call: a run must not sign a check it did not make
         self.judge, self.keys, self.statistics, self.all_metrics = judge, keys, statistics, all_metrics
+        self.recording = recording  # evaluate_answers: every call kept for settle; plain scorers keep none
         self.max_source_tokens = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
         self.preflight = Preflight(judge, needed=preflight)
         self._judged: dict[tuple[str, str, str | None], Future[AnswerJudgement]] = {}
@@ -234,6 +242,10 @@ class AnswerRows:
                 future = self._judged[key] = Future()
         if asking:
             self._fill([(parsed.row, future)])
+            if not self.recording:
+                with self._lock:  # plain scorers: the set shares its latest rows, nothing more
+                    while len(self._judged) > SHARED_ROWS:
+                        del self._judged[next(iter(self._judged))]
         return future.result().model_copy(update={"id": parsed.row.id})
 
     def _fill(self, pending: list[tuple[AnswerInput, Future[AnswerJudgement]]]) -> None:
@@ -252,6 +264,8 @@ class AnswerRows:
     # -- the run's result ------------------------------------------------------------------------------------------
 
     def record(self, call: AnswerCall) -> None:
+        if not self.recording:
+            return
         with self._lock:
             self._calls.append(call)
             self._outcome = None

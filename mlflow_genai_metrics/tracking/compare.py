@@ -9,9 +9,12 @@ report (not ours) has its run metrics only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +66,7 @@ def run_report(run_id: str, client: MlflowClient) -> dict[str, Any]:
     report_path = f"{ARTIFACT_DIR}/report.json"
     if report_path not in {item.path for item in client.list_artifacts(run_id, ARTIFACT_DIR)}:
         return {}
-    with tempfile.TemporaryDirectory(prefix="mgm-report-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mgm-report-") as tmp, quiet_downloads():
         return json.loads(Path(client.download_artifacts(run_id, report_path, tmp)).read_text())
 
 
@@ -89,10 +92,27 @@ def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | No
     return EvaluatedRun(run_id, run.info.run_name or run_id[:8], metrics, signature, rows, served)
 
 
+@contextlib.contextmanager
+def quiet_downloads() -> Iterator[None]:
+    """No MLflow progress bar for the small files a comparison reads (each run's report and tables), unless the user
+    set ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` themselves."""
+    if _PROGRESS_BAR in os.environ:
+        yield
+        return
+    os.environ[_PROGRESS_BAR] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(_PROGRESS_BAR, None)
+
+
+_PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
 def load_table(run_id: str, name: str, client: MlflowClient) -> pd.DataFrame:
     """A run's table ``name`` ("rows", "claims", ...) whole, from its Parquet copy (``mgm/<name>.parquet``, a file or
     Spark's folder of parts), ids as the text they are stored in."""
-    with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mgm-run-") as tmp, quiet_downloads():
         table = pd.read_parquet(client.download_artifacts(run_id, f"{ARTIFACT_DIR}/{name}.parquet", tmp))
     if "id" in table:  # ids are stored as text; keep them so, whatever pandas infers
         table["id"] = table["id"].astype(str)
@@ -141,7 +161,9 @@ def compare_runs(
 
 
 def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, client: MlflowClient, run_name: str) -> str:
-    experiment_id = client.get_run(runs[0].run_id).info.experiment_id
+    from .agreement import side_experiment
+
+    experiment_id = side_experiment(client.get_run(runs[0].run_id).info.experiment_id, "comparisons")
     labels = {run.run_id: f"{run.name} ({run.run_id[:6]})" for run in runs}
     comparison = client.create_run(experiment_id, run_name=run_name, tags={"mgm.compared_runs": ",".join(r.run_id for r in runs)})
     run_id = comparison.info.run_id

@@ -10,8 +10,9 @@
 Whatever subset of the judges is chosen, the run gets every result the rows give (``alignment``, the defect rates,
 richness, coverage when ``KeyPointCoverage`` is among them, the grounding check, ROUGE/BLEU/chrF when the rows'
 ``expectations`` hold a reference; each with its interval and n; the judge's usage; tables and plots), logged
-once, and MLflow logs no ``<judge>/mean`` beside them. ``log_summary_results(run_id, judges)`` completes a run that
-plain ``mlflow.genai.evaluate`` left without them (MLflow skips its aggregation hook when no row has a value).
+once, and MLflow logs no ``<judge>/mean`` beside them. Plain ``mlflow.genai.evaluate`` with the same judges gives
+the cards and MLflow's own aggregates; ``log_results(run_id, judges)`` (``results``) logs its full report afterwards,
+from the run's traces, through ``log_summary_results`` here.
 
 The run's numbers are those of the rows of *this* call: the rows its judges were handed (every call, whether or
 not MLflow could store its trace), which must be the rows of ``data``, the rows of MLflow's ``result_df`` and the
@@ -165,39 +166,56 @@ def _workers(count: int) -> Iterator[None]:
         os.environ.pop(MLFLOW_GENAI_EVAL_MAX_WORKERS.name, None)
 
 
-def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer]) -> SummarizationResult:
-    """Log the run-level results of an evaluation run that plain ``mlflow.genai.evaluate`` left without them
-    (MLflow calls no aggregation hook when no row has a value, e.g. every row failed).
-
-    ``judges``: the scorer objects that evaluation ran with, holding its rows (their results are logged, checked
-    against the run's traces as the hook checks them); or any judges, to read the run's traces back and judge them
-    again (the judge's cache answers what was asked before): the way from another process.
-    """
+def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer], data: Any = None) -> SummarizationResult:
+    """``log_results`` for summary scorers: the run's traces judged again by ``judges``' judge, the full report logged."""
     judges = list(judges or [])
     if not judges or not all(isinstance(j, _SummaryScorer) for j in judges):
-        raise ValueError("log_summary_results needs judges=[...]: the scorers the evaluation ran with, or judges to judge its traces again")
-    holding = next((j.scored_rows() for j in judges if j.scored_rows().pending()), None)
-    if holding is not None:
-        outcome = settle(holding, run_id)
-        if outcome.result is None:
-            raise RunRowsMismatch(outcome.error or "", run_id)
-        return outcome.result
-    if SIGNATURE_TAG in MlflowClient().get_run(run_id).data.tags:  # params are logged once: another result cannot be
-        raise ValueError(f"run {run_id} holds the results of an evaluation already; evaluate again into a new run")
+        raise ValueError("log_results needs judges=[...]: the scorers the evaluation ran with (ClaimAlignment, KeyPointCoverage, "
+                         "Grounding; or the answers' judges), whose judge judges the run's traces again")
+    refuse_a_run_with_results(run_id)
     pipeline = shared_pipeline(judges)
-    traces = mlflow.search_traces(run_id=run_id, return_type="list")
-    rows, unusable = trace_rows(traces, pipeline)
-    if not rows:
-        raise ValueError(f"run {run_id} has no trace with a source and a summary to judge ({len(unusable)} traces that are not)")
-    evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
-    if len(rows) != (len(traces) if evaluated is None else evaluated):
-        raise RunRowsMismatch(fail(run_id, (
-            f"the run evaluated {'its' if evaluated is None else evaluated} rows, {len(traces)} of their traces can be read "
-            f"back and {len(rows)} of those hold a source and a summary"
-            + (f" (not: {', '.join(unusable[:5])}{', ...' if len(unusable) > 5 else ''})" if unusable else "")
-            + "; evaluate the data again into a new run")), run_id)
-    unique_ids(rows, id_key=pipeline.keys.id)
+    rows = run_trace_rows(run_id, pipeline, "a source and a summary", data)
+    said_on_the_run(run_id, unique_ids, rows, id_key=pipeline.keys.id)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
     log_result(result, run_id=run_id, log_metrics=True)
     return result
+
+
+def said_on_the_run(run_id: str, check: Any, *args: Any, **kwargs: Any) -> None:
+    """``check(*args, **kwargs)``; its ``ValueError`` (rows whose ids repeat) also goes on the run, as ``mgm.error``."""
+    try:
+        check(*args, **kwargs)
+    except ValueError as error:
+        fail(run_id, str(error))
+        raise
+
+
+def refuse_a_run_with_results(run_id: str) -> None:
+    if SIGNATURE_TAG in MlflowClient().get_run(run_id).data.tags:  # params are logged once: another result cannot be
+        raise ValueError(f"run {run_id} holds the results of an evaluation already; evaluate again into a new run")
+
+
+def run_trace_rows(run_id: str, pipeline: Any, holding: str, data: Any = None) -> list[Any]:
+    """The rows of ``run_id``'s traces as ``pipeline`` reads them, once MLflow's trace writers are done; exactly the
+    rows MLflow evaluated, else ``RunRowsMismatch`` (and the run's ``mgm.error`` tag) with both counts, and with
+    ``data`` (what was evaluated) the ids of the rows MLflow did not store."""
+    mlflow.flush_trace_async_logging()
+    traces = mlflow.search_traces(run_id=run_id, return_type="list")
+    rows, unusable = trace_rows(traces, pipeline)
+    if not rows:
+        raise ValueError(f"run {run_id} has no trace with {holding} to judge ({len(unusable)} traces that are not)")
+    evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
+    if data is not None:
+        given = [str(pipeline.parse(r.get("inputs"), r.get("outputs"), r.get("expectations")).row.id) for r in _records(data)]
+        evaluated = len(given)
+        stored = {str(row.row.id) for row in rows}
+        lost = [row_id for row_id in given if row_id not in stored]
+    if len(rows) != (len(traces) if evaluated is None else evaluated):
+        named = f" (not stored: ids {', '.join(lost[:20])}{' ...' if len(lost) > 20 else ''})" if data is not None and lost else ""
+        raise RunRowsMismatch(fail(run_id, (
+            f"the run evaluated {'its' if evaluated is None else evaluated} rows, {len(traces)} of their traces can be read "
+            f"back{named} and {len(rows)} of those hold {holding}"
+            + (f" (not: {', '.join(unusable[:5])}{', ...' if len(unusable) > 5 else ''})" if unusable else "")
+            + "; evaluate the data again into a new run")), run_id)
+    return rows

@@ -1,5 +1,5 @@
 """Rows in MLflow's terms: where the texts are in a row (``parse_row``), the judge's preflight, and ``Pipeline``,
-the judgements of one evaluation that ``evaluate_summaries``, ``log_summary_results`` and ``score_traces`` judge
+the judgements of one evaluation that ``evaluate_summaries``, ``log_results`` and ``score_traces`` judge
 in one batch before MLflow reads them.
 
 A ``Pipeline`` lives as long as the call that made it: nothing here is kept for the process, so a ``Judge`` passed
@@ -89,7 +89,7 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
 
 class Pipeline:
     """One judgement per row for one judge and one set of options, for one evaluation (``evaluate_summaries``,
-    ``log_summary_results``, ``score_traces``): made by the call that uses it and gone with it, so no judge or
+    ``log_results``, ``score_traces``): made by the call that uses it and gone with it, so no judge or
     judgement of it reaches another evaluation. A row is known by its texts (its source and summary), so MLflow's
     copies of one row, handed to each scorer, are judged once."""
 

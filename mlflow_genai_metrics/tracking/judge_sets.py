@@ -1,6 +1,6 @@
-"""Sets of judges: ``summarization_scorers`` (the three judges as one set: each row judged once, in one pass, for
-all of them) and ``shared_pipeline`` (the pipeline ``evaluate_summaries``, ``log_summary_results`` and
-``score_traces`` make for their call and judge with).
+"""Sets of judges: ``summarization_scorers`` (the three judges with one judge) and ``shared_pipeline`` (the
+pipeline ``evaluate_summaries``, ``log_results`` and ``score_traces`` make for their call and judge with: each row
+judged once, in one pass, for all of them).
 
 Above ``judges`` (the scorers) and ``genai`` (the pipeline), so neither imports the other's users.
 """
@@ -13,9 +13,8 @@ from typing import Any
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import JudgingOptions
-from .genai import InputKeys, Pipeline
+from .genai import Pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
-from .scored_rows import ScoredRows
 
 
 def one_setting(judges: Sequence[Any], what: str, read: Any) -> Any:
@@ -55,17 +54,14 @@ def summarization_scorers(
     category_key: str = "category",
     max_source_tokens: int | None = None,
 ) -> list:
-    """The judges for ``mlflow.genai.evaluate`` on one pipeline: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
-    ``coverage=False``) and ``Grounding`` (unless ``grounding=False``; then the run results leave the grounding
-    check out too). Each gives one feedback per row; the run's results are logged once, when MLflow aggregates.
-    The set serves one evaluation at a time (make one set per evaluation run at once)."""
-    keys = InputKeys(source_key, id_key, category_key)
+    """The judges for ``mlflow.genai.evaluate`` with one judge: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
+    ``coverage=False``) and ``Grounding`` (unless ``grounding=False``). Each gives one feedback per row and asks only
+    what its card needs, so no request is asked twice; MLflow aggregates the cards, and ``log_results`` logs the run's
+    full report afterwards (``evaluate_summaries`` does both at once)."""
     options = {"source_key": source_key, "id_key": id_key, "category_key": category_key}
-    judges = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
+    judges: list = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
     if coverage:
         judges.append(KeyPointCoverage(judge, max_source_tokens=max_source_tokens, **options))
     if grounding:
         judges.append(Grounding(**options))
-    needs = frozenset().union(*(j.needs for j in judges))
-    shared = ScoredRows(judge, needs=needs, keys=keys, grounding=grounding, max_source_tokens=max_source_tokens)
-    return [j.bound_to(shared) for j in judges]
+    return judges

@@ -10,14 +10,11 @@
 Each is a ``Scorer`` with a name, a description and serialisable settings (``judge``: the judge model, base URL,
 options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``; a judge's card
 carries the tokens and cost of its own judge calls under MLflow's assessment metadata keys). Each asks only
-what it needs (``ClaimAlignment`` the claim passes, ``KeyPointCoverage`` those and the key-point passes,
-``Grounding`` no judge), with the ``Judge`` it was made with. The judges of one evaluation share each row's judge
-calls and report the run's results once, through MLflow's aggregation hook, from the rows MLflow handed them in
-this evaluation (``scored_rows``; never from a trace's ``mlflow.sourceRun``): ``claim_alignment/claims`` (claims
-judged), ``key_point_coverage/key_points`` (key points checked) and ``grounding/rows`` (rows checked) are the numbers
-the hooks return; every other run metric has its own name (``docs/mlflow.md``). A judge object keeps the rows of
-the evaluation it is in until MLflow aggregates them: one set of judges serves one evaluation at a time, so
-evaluations run at once (threads) each need judges of their own.
+what its card needs (``ClaimAlignment`` the claim passes, ``KeyPointCoverage`` the key-point passes, ``Grounding``
+no judge), with the ``Judge`` it was made with. In plain ``mlflow.genai.evaluate`` MLflow aggregates the cards'
+values itself (``claim_alignment/mean``, ...); the run's full report is ``log_results(run_id, judges)`` afterwards,
+or comes from ``evaluate_summaries`` at once (``scored_rows``). A scorer keeps no row and puts nothing on MLflow's
+objects: one scorer may serve evaluations at once.
 
 MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the
 judge as a ``@scorer`` whose body imports this package and rebuilds the judge from the settings its signature
@@ -32,10 +29,8 @@ import json
 import threading
 import types
 import typing
-import urllib.parse
 from typing import Any, ClassVar, Literal
 
-import mlflow
 import pydantic
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
 from mlflow.genai.scorers import Scorer, scorer
@@ -46,8 +41,8 @@ from ..judge import Declared, Judge, JudgeConfigError, JudgeSettings, declared
 from ..prompts import PROMPT_NAMES, load_prompt
 from ..summarization.records import RowJudgement
 from .feedback import claim_alignment_feedback, error_feedback, grounding_feedback, judge_source, key_point_coverage_feedback
-from .genai import InputKeys
-from .scored_rows import CLAIMS, GROUNDING, KEY_POINTS, Call, ScoredRows, SharedRow, aggregate, hook_number
+from .genai import InputKeys, trace_id_of
+from .scored_rows import CLAIMS, GROUNDING, KEY_POINTS, Call, ScoredRows
 
 
 def installed_prompts() -> dict[str, str]:
@@ -158,41 +153,34 @@ class Registrable:
 
 
 class _SummaryScorer(Registrable, Scorer):
-    """What every judge shares: where the texts are in a row, the rows it was handed, one feedback per row."""
+    """What every judge shares: where the texts are in a row, how it reads rows, one feedback per row."""
 
     source_key: str = "text"
     id_key: str = "id"
     category_key: str = "category"
     judge_kind: ClassVar[str]
     needs: ClassVar[frozenset[str]]  # the parts of a row's judgement its feedback reads
-    hook_metric: ClassVar[str | None] = None  # the number its aggregation hook returns, named <name>/<hook_metric>
     _rows: ScoredRows | None = PrivateAttr(default=None)
     _rows_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)
-
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
-        if self.hook_metric is not None and "aggregations" not in self.model_fields_set:
-            self.aggregations = [self._aggregation_hook()]
 
     # -- scoring ----------------------------------------------------------------------------------------------------
 
     def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None) -> Feedback:
         scored = self.scored_rows()
-        parsed = scored.parse(inputs, outputs, expectations, trace)
         try:
-            shared = SharedRow.on(trace, parsed, scored)  # None: MLflow handed no trace (its store did not write it)
+            parsed = scored.parse(inputs, outputs, expectations, trace)
         except ValueError as error:
-            return error_feedback(self.name, str(error), self.source(), code="JUDGES_DISAGREE")
+            scored.record(Call(self.name, trace_id_of(trace), None, valued=False))
+            return error_feedback(self.name, str(error), self.source(), code="BAD_ROW")
         try:
-            scored.check()
-            judgement = scored.pipeline.judgement(parsed) if scored.pipeline is not None else (shared or SharedRow("", parsed)).judgement(scored)
+            judgement = scored.judgement(parsed, self.needs)
         except JudgeConfigError as error:
-            scored.preflight.failed(error)  # every later row of the evaluation fails at once, with no call
-            scored.record(Call(self.name, parsed.trace_id, shared, valued=False, config_error=str(error)))
+            scored.preflight.failed(error)  # every later row fails at once, with no call
+            scored.record(Call(self.name, parsed.trace_id, parsed, valued=False, config_error=str(error)))
             return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
         feedback = self.feedback(judgement)
-        scored.record(Call(self.name, parsed.trace_id, shared, valued=_aggregated(feedback.value)))
+        scored.record(Call(self.name, parsed.trace_id, parsed, valued=_aggregated(feedback.value)))
         return feedback
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
@@ -203,7 +191,7 @@ class _SummaryScorer(Registrable, Scorer):
         raise NotImplementedError
 
     def scored_rows(self) -> ScoredRows:
-        """The rows this judge was handed and how it judges them: its own, or its set's (``bound_to``)."""
+        """How this judge reads rows: on its own, or in an ``evaluate_summaries`` call (``bound_to``)."""
         with self._rows_lock:
             if self._rows is None:
                 self._rows = self._own_rows()
@@ -216,29 +204,10 @@ class _SummaryScorer(Registrable, Scorer):
         return InputKeys(self.source_key, self.id_key, self.category_key)
 
     def bound_to(self, rows: ScoredRows, **update: Any) -> _SummaryScorer:
-        """A copy of this judge in the set ``rows`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
+        """A copy of this judge reading ``rows`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
         copy = self.model_copy(update=update)
         copy._rows, copy._rows_lock = rows, threading.Lock()
-        if "aggregations" not in update and self.aggregations:  # the copy's own hook, reading the copy's rows
-            copy.aggregations = [copy._aggregation_hook() if getattr(a, "mgm_hook", False) else a for a in self.aggregations]
         return copy
-
-    def _aggregation_hook(self) -> Any:
-        def aggregate_run(values: list[float]) -> float:
-            # MLflow calls this once, after every row is scored, in the thread that holds the evaluation's run.
-            outcome = aggregate(self.scored_rows(), self.name, values)
-            if outcome is not None and self.name in outcome.result.metrics and _file_store():
-                # The file store cannot keep MLflow's <name>/<hook> beside the run's own <name> (a file and a folder
-                # of one name): MLflow logs this error line for the hook and skips it; the results are logged.
-                raise RuntimeError(f"{self.name}/{self.hook_metric} is not logged on a file store, beside the run's {self.name}")
-            return hook_number(outcome, self.hook_value)
-
-        aggregate_run.__name__ = self.hook_metric
-        aggregate_run.mgm_hook = True  # type: ignore[attr-defined]
-        return aggregate_run
-
-    def hook_value(self, result: Any) -> float:
-        raise NotImplementedError
 
 
 class _JudgedScorer(_SummaryScorer):
@@ -286,13 +255,9 @@ class ClaimAlignment(_JudgedScorer):
     # (agg_all, agg_any and majority_vote take a yes/no judge; mean refuses it up front).
     feedback_value_type: ClassVar[Any] = YES_NO
     needs: ClassVar[frozenset[str]] = frozenset({CLAIMS})
-    hook_metric: ClassVar[str | None] = "claims"
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
         return claim_alignment_feedback(self.name, judgement, self.source(), priced=self.priced())
-
-    def hook_value(self, result: Any) -> float:
-        return float(result.rows["claim_count"].sum()) if "claim_count" in result.rows else 0.0
 
 
 class KeyPointCoverage(_JudgedScorer):
@@ -302,14 +267,10 @@ class KeyPointCoverage(_JudgedScorer):
     description: str | None = "The share of the source's key points (listed by the judge) that the summary covers."
     judge_kind: ClassVar[str] = "key_point_coverage"
     feedback_value_type: ClassVar[Any] = float
-    needs: ClassVar[frozenset[str]] = frozenset({CLAIMS, KEY_POINTS})  # its result is the claims' too, when alone
-    hook_metric: ClassVar[str | None] = "key_points"
+    needs: ClassVar[frozenset[str]] = frozenset({KEY_POINTS})
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
         return key_point_coverage_feedback(self.name, judgement, self.source(), priced=self.priced())
-
-    def hook_value(self, result: Any) -> float:
-        return float(len(result.key_points))
 
 
 class Grounding(_SummaryScorer):
@@ -320,10 +281,6 @@ class Grounding(_SummaryScorer):
     judge_kind: ClassVar[str] = "grounding"
     feedback_value_type: ClassVar[Any] = float
     needs: ClassVar[frozenset[str]] = frozenset({GROUNDING})
-    hook_metric: ClassVar[str | None] = "rows"
-
-    def hook_value(self, result: Any) -> float:
-        return float(len(result.rows))
 
     def feedback(self, judgement: RowJudgement) -> Feedback:
         return grounding_feedback(self.name, judgement, self.source())
@@ -351,12 +308,6 @@ def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, sett
     from mlflow_genai_metrics.tracking.judges import rebuilt
 
     return rebuilt(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
-
-
-def _file_store() -> bool:
-    """Whether runs are tracked in MLflow's (deprecated) file store: a metric there is a file, so no metric's name can
-    be the folder of another's."""
-    return urllib.parse.urlparse(mlflow.get_tracking_uri()).scheme in ("", "file")
 
 
 def _aggregated(value: Any) -> bool:

@@ -179,7 +179,13 @@ def _log(
             if existing_params.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
                 client.log_param(run_id, key, value)
         if metrics is not None:
-            client.log_batch(run_id, metrics=[Metric(k, v, int(time.time() * 1000), 0) for k, v in loggable_metrics(metrics).items()])
+            now, loggable = int(time.time() * 1000), loggable_metrics(metrics)
+            client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in loggable.items()])
+            # The model evaluated (a logged model the run takes as input) carries the headline figures too, so the
+            # Models tab compares versions: the figures alone, their intervals and counts stay the run's.
+            headline = {k: v for k, v in loggable.items() if not k.endswith(("_ci_low", "_ci_high", "_n")) and not k.startswith("judge/")}
+            for model in _evaluated_models(client, run_id):
+                client.log_batch(run_id, metrics=[Metric(k, v, now, 0, model_id=model) for k, v in headline.items()])
     except Exception as error:
         raise LoggingFailedError(
             f"logging to MLflow run {run_id} failed ({type(error).__name__}: {error}). Nothing judged is lost: the "
@@ -188,6 +194,13 @@ def _log(
         ) from error
     shutil.rmtree(folder.parent, ignore_errors=True)
     return run_id
+
+
+def _evaluated_models(client: MlflowClient, run_id: str) -> list[str]:
+    """The logged models ``run_id`` evaluated: those it takes as input (``evaluate_summaries(model_id=)``,
+    ``SummarizerModel.log`` inside the run)."""
+    inputs = client.get_run(run_id).inputs
+    return sorted({m.model_id for m in (getattr(inputs, "model_inputs", None) or [])})
 
 
 class LoggingFailedError(RuntimeError):
