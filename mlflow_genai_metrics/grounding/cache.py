@@ -83,8 +83,14 @@ def _through_cache(keys: list[Key], cache: GroundingCache | None, compute) -> tu
     return [found[key] for key in keys], len(missing), hits
 
 
+def _hashes(texts: Sequence[str]) -> dict[str, str]:
+    """``text_hash`` of each distinct text (a source shared by many rows or claims is hashed once)."""
+    return {text: text_hash(text) for text in dict.fromkeys(texts)}
+
+
 def _row_keys(tag: str, sources: Sequence[str], summaries: Sequence[str]) -> list[Key]:
-    return [(tag, text_hash(source), text_hash(summary)) for source, summary in zip(sources, summaries)]
+    hashes = _hashes(sources)
+    return [(tag, hashes[source], text_hash(summary)) for source, summary in zip(sources, summaries)]
 
 
 def cached_groundings(sources: Sequence[str], summaries: Sequence[str], cache: GroundingCache | None,
@@ -112,7 +118,8 @@ def cached_supports(claims: Sequence[str], sources: Sequence[str], cache: Ground
     ``indexes`` as for ``cached_groundings``."""
     model = load_model()
     # A claim's entry is keyed apart from a summary's: the same text scored as a claim is stored as its support.
-    keys = [(model.tag, text_hash(source), "claim:" + text_hash(claim)) for claim, source in zip(claims, sources)]
+    hashes = _hashes(sources)
+    keys = [(model.tag, hashes[source], "claim:" + text_hash(claim)) for claim, source in zip(claims, sources)]
 
     def compute(positions: list[int]) -> list[RowGrounding]:
         supports = lexical_supports([claims[p] for p in positions], [sources[p] for p in positions], model=model, indexes=indexes)

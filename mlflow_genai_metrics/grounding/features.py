@@ -6,6 +6,13 @@ sentences hold it together and in the same order, whether it flips a negation or
 meaning its words and the whole sentence are to the source's (static word vectors, ``vectors.py``). Per row
 (``ROW_FEATURES``): each sentence feature's minimum and mean (counts: maximum and sum) over the sentences, and the
 summary's length. ``docs/metrics.md`` defines each one.
+
+Made to cost about a millisecond of CPU per BBC row (issue 47), with the values they always had, bit for bit: the
+source is indexed once (``source.py``: which sentences hold each word as a bit mask, the rest on first use); a
+summary's (or a row's claims') word vectors are looked up, summed and normalised together (``_Pool``), while the
+products whose last bit depends on the BLAS kernel keep the shapes they had; a sentence whose words the source all
+holds skips what only a missing word changes; and a row's feature vector and each sentence's alone are one matrix
+(``feature_rows``), scored by the trees in one pass.
 """
 
 from __future__ import annotations
@@ -15,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text import lcs_length
-from .vectors import word_matrix
-from .words import Sentence, Token, analyse_sentences, opposites
+from .source import INFORMATIVE, SourceIndex, number_units
+from .vectors import padded_word_matrix, row_sums
+from .words import Sentence, Token, opposites
 
-_INFORMATIVE = frozenset({"content", "date", "number"})
+__all__ = ["ROW_FEATURES", "SENTENCE_FEATURES", "SentenceFeatures", "SourceIndex", "feature_rows", "row_features",
+           "sentence_features", "single_rows", "summary_features", "texts_features"]
 # name: how it aggregates over a summary's sentences ("share": min and mean; "count": max and sum)
 SENTENCE_FEATURES: dict[str, str] = {
     "content_support": "share",  # informative words (content, dates, numbers) found anywhere in the source
@@ -50,80 +58,6 @@ ROW_FEATURES: list[str] = [
 ] + ROW_EXTRA
 
 
-class SourceIndex:
-    """Everything the features ask about a source, computed once per source text."""
-
-    __slots__ = ("sentences", "keys", "bigrams", "where", "names", "negated", "sentence_keys",
-                 "sequences", "numbers_with_unit", "number_units", "words", "sentence_words", "sentence_lower", "lower",
-                 "_meaning")
-
-    def __init__(self, text: str):
-        self.sentences = analyse_sentences(text)
-        self.keys: set[str] = set()
-        self.bigrams: set[tuple[str, str]] = set()
-        self.where: dict[str, int] = {}  # key -> bit mask of the sentences that hold it
-        self.names: set[str] = set()  # keys written capitalised somewhere other than a sentence's start
-        self.negated: list[bool] = []
-        self.sentence_keys: list[set[str]] = []
-        self.sequences: list[list[str]] = []
-        self.sentence_words: list[set[str]] = []
-        self.sentence_lower: list[set[str]] = []  # each sentence's words as written, lowercased
-        self.numbers_with_unit: set[tuple[str, str]] = set()
-        self.number_units: set[str] = set()  # numbers that carry some unit in the source
-        words = 0
-        for index, sentence in enumerate(self.sentences):
-            bit = 1 << index
-            keys = [t.key for t in sentence.tokens if t.kind != "symbol"]
-            words += len(keys)
-            self.sentence_words.append(set(keys))
-            self.sentence_lower.append({t.lower for t in sentence.tokens})
-            self.bigrams.update(zip(keys, keys[1:]))
-            informative = [t.key for t in sentence.tokens if t.kind in _INFORMATIVE]
-            self.sequences.append(informative)
-            self.sentence_keys.append(set(informative))
-            for key in informative:
-                self.where[key] = self.where.get(key, 0) | bit
-            self.negated.append(any(t.kind == "neg" for t in sentence.tokens))
-            self.names.update(t.key for t in sentence.tokens[1:] if t.capitalised and t.kind == "content")
-            for number, unit in _number_units(sentence.tokens) if "number" in {t.kind for t in sentence.tokens} else ():
-                self.numbers_with_unit.add((number, unit))
-                self.number_units.add(number)
-        self.keys = set(self.where)
-        self.lower = set().union(*self.sentence_lower)
-        self.words = words
-        self._meaning: tuple[np.ndarray, np.ndarray] | None = None
-
-    def meaning(self) -> tuple[np.ndarray, np.ndarray]:
-        """(vectors of the source's distinct content words, unit mean vector of each sentence's), made on first use."""
-        if self._meaning is None:
-            words = sorted({t.lower for s in self.sentences for t in s.tokens if t.kind == "content"})
-            kept, vectors = word_matrix(words)
-            row = {w: i for i, w in enumerate(kept)}
-            sentence_vectors = np.zeros((len(self.sentences), vectors.shape[1]), dtype=np.float32)
-            for index, sentence in enumerate(self.sentences):
-                rows = [row[t.lower] for t in sentence.tokens if t.kind == "content" and t.lower in row]
-                if rows:
-                    sentence_vectors[index] = vectors[rows].sum(0)
-            norms = np.linalg.norm(sentence_vectors, axis=1, keepdims=True)
-            self._meaning = vectors, sentence_vectors / np.where(norms > 0, norms, 1.0)
-        return self._meaning
-
-
-def _number_units(tokens: tuple[Token, ...]) -> list[tuple[str, str]]:
-    """(number, unit) for each number followed (within two tokens) by a content word or a % sign."""
-    found = []
-    for position, token in enumerate(tokens):
-        if token.kind != "number":
-            continue
-        for follower in tokens[position + 1 : position + 3]:
-            if follower.kind == "content" or follower.text == "%":
-                found.append((token.key, follower.key))
-                break
-            if follower.kind == "number":
-                break
-    return found
-
-
 @dataclass(frozen=True)
 class SentenceFeatures:
     """One summary sentence's features (in ``SENTENCE_FEATURES`` order) and what the reasoning quotes."""
@@ -136,93 +70,175 @@ class SentenceFeatures:
     flips: tuple[str, ...]
 
 
+class _Pool:
+    """The word vectors of a summary's sentences, looked up once for all of them: per sentence its distinct content
+    words that have a vector (``kept``), their rows of ``padded`` (the source's word vectors, those of the summary's
+    other words, then a row of zeros), and their sum's norm and the sum at unit length (``units``)."""
+
+    __slots__ = ("kept", "rows", "padded", "norms", "units")
+
+    def __init__(self, sentences: list[Sentence], source: SourceIndex):
+        per_sentence = [list(dict.fromkeys(t.lower for t in s.tokens if t.kind == "content")) for s in sentences]
+        row, self.padded = source.word_rows()
+        other = [w for w in dict.fromkeys(w for lowers in per_sentence for w in lowers) if w not in row]
+        if other:  # the summary's words the source lacks (or has no vector for)
+            words, padded = padded_word_matrix(other)
+            if words:
+                start = len(self.padded) - 1
+                row = {**row, **{w: start + i for i, w in enumerate(words)}}
+                self.padded = np.concatenate([self.padded[:-1], padded])
+        self.kept = [[w for w in lowers if w in row] for lowers in per_sentence]
+        self.rows = [[row[w] for w in kept] for kept in self.kept]
+        sums = row_sums(self.padded, self.rows)
+        # np.linalg.norm(sum) is sqrt(sum.dot(sum)): a BLAS dot for each (a sum of squares over the matrix would add
+        # them in another order), the square roots and divisions then all at once (the same IEEE operations).
+        norms = np.sqrt(np.array([vector.dot(vector) for vector in sums], dtype=np.float32))
+        self.norms = norms.tolist()
+        self.units = sums / np.where(norms > 0, norms, 1)[:, None]  # as each sum divided by its norm alone
+
+
 def _share(found: int, total: int) -> float:
     return found / total if total else 1.0
 
 
-def _best_sentences(keys: set[str], source: SourceIndex) -> tuple[int, int, int, int]:
-    """(best sentence, its overlap, second sentence, overlap of the two together); -1 when the source has none."""
-    best, best_overlap = -1, -1
-    for index, sentence_keys in enumerate(source.sentence_keys):
-        overlap = len(keys & sentence_keys)
-        if overlap > best_overlap:
-            best, best_overlap = index, overlap
-    if best < 0:
+def _most(masks: list[int], count: int) -> tuple[int, int]:
+    """(the first of ``count`` positions that the most of ``masks`` hold, how many hold it), counted for all
+    positions at once: bit j of ``counters[k]`` is bit k of position j's count (a carry-save adder of masks)."""
+    counters: list[int] = []
+    for mask in masks:
+        level = 0
+        while mask:
+            if level == len(counters):
+                counters.append(mask)
+                break
+            counter = counters[level]
+            counters[level] = counter ^ mask
+            mask &= counter
+            level += 1
+    candidates, most = (1 << count) - 1, 0
+    for level in range(len(counters) - 1, -1, -1):  # the highest count's bits, from the top
+        holding = candidates & counters[level]
+        if holding:
+            candidates, most = holding, most | 1 << level
+    return (candidates & -candidates).bit_length() - 1, most
+
+
+def _best_sentences(masks: list[int], count: int) -> tuple[int, int, int, int]:
+    """(best sentence, its overlap, second sentence, overlap of the two together) of a summary sentence whose keys the
+    source holds in the sentences ``masks`` give (a bit mask per key), among the source's ``count`` sentences: the
+    first with the most of the keys, then the first other with the most of the keys the best lacks (-1 when none
+    has any); -1 and 0 when the source has no sentence."""
+    if not count:
         return -1, 0, -1, 0
-    rest = keys - source.sentence_keys[best]
-    second, gained = -1, 0
-    for index, sentence_keys in enumerate(source.sentence_keys):
-        if index != best:
-            overlap = len(rest & sentence_keys)
-            if overlap > gained:
-                second, gained = index, overlap
-    return best, best_overlap, second, best_overlap + gained
+    best, overlap = _most(masks, count)
+    bit = 1 << best
+    second, gained = _most([mask for mask in masks if not mask & bit], count)
+    return best, overlap, (second if gained else -1), overlap + gained
 
 
-def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatures:
-    """The features of one summary sentence against the source."""
+def _lcs_length(a: list[str], b: list[str]) -> int:
+    """``text.lcs_length`` (bit-parallel, Allison-Dix / Hyyro), keeping only the last column."""
+    if a == b:
+        return len(a)
+    if not a or not b:
+        return 0
+    positions: dict[str, int] = {}
+    for index, token in enumerate(a):
+        positions[token] = positions.get(token, 0) | (1 << index)
+    full = column = (1 << len(a)) - 1
+    for token in b:
+        matches = column & positions.get(token, 0)
+        column = ((column + matches) | (column - matches)) & full
+    return len(a) - column.bit_count()
+
+
+_FLIPPABLE = frozenset({"content", "stop", "date"})  # kinds of words whose opposite may stand in the source
+
+
+def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | None = None, position: int = 0) -> SentenceFeatures:
+    """The features of one summary sentence against the source (``pool``: its summary's word vectors, the
+    sentence's at ``position``)."""
     tokens = sentence.tokens
-    informative = [t for t in tokens if t.kind in _INFORMATIVE]
+    kinds = [t.kind for t in tokens]
+    informative = [t for t in tokens if t.kind in INFORMATIVE]
     keys = {t.key for t in informative}
-    in_source = source.keys
-    novel = [t for t in informative if t.key not in in_source]
-    novel_keys = {t.key for t in novel}
+    where = source.where  # the keys the source holds (its informative words)
+    novel_keys = keys.difference(where)  # (most sentences of a faithful summary have none: the checks below skip)
+    novel = [t for t in informative if t.key in novel_keys] if novel_keys else []
 
-    best, best_overlap, second, two_overlap = _best_sentences(keys, source)
-    near = set(source.sentence_words[best]) if best >= 0 else set()
-    if second >= 0:
-        near |= source.sentence_words[second]
+    best, best_overlap, second, two_overlap = _best_sentences([where[k] for k in keys if k in where], len(source.sentences))
+    near: set[str] = set()
+    near_lower: set[str] = set()
+    if best >= 0:
+        near, near_lower, best_sequence = source.details(best)
+        if second >= 0:
+            second_words, second_lower, _ = source.details(second)
+            near, near_lower = near | second_words, near_lower | second_lower
 
-    is_name = [t.kind == "content" and (t.key in source.names or (t.capitalised and position > 0)) for position, t in enumerate(tokens)]
-    names = [t for t, name in zip(tokens, is_name) if name]
+    source_names = source.names
+    name_at = [at for at, t in enumerate(tokens) if t.kind == "content" and (t.key in source_names or (t.capitalised and at > 0))]
+    names = [tokens[at] for at in name_at]
     name_keys = {t.key for t in names}
-    novel_names = sorted({t.text for t in names if t.key not in in_source})
-    spans, run = 0, []
-    for t, name in zip((*tokens, None), (*is_name, False)):
-        if name:
-            run.append(t.key)
-            continue
-        if len(run) >= 2 and not all(pair in source.bigrams for pair in zip(run, run[1:])):
-            spans += 1
-        run = []
+    novel_names = sorted({t.text for t in names if t.key in novel_keys}) if novel_keys else []
+    spans = 0  # runs of two or more names in a row whose neighbouring keys the source never has side by side
+    if len(name_at) >= 2:
+        run = name_at[:1]
+        for at in [*name_at[1:], -1]:
+            if at == run[-1] + 1:
+                run.append(at)
+                continue
+            if len(run) >= 2 and not all((tokens[a].key, tokens[a + 1].key) in source.bigrams for a in run[:-1]):
+                spans += 1
+            run = [at]
 
-    # A number the source has only with another unit ("5 years" for "5 months") is as new as one it lacks.
-    wrong_unit = {number for number, unit in _number_units(tokens)
-                  if number in source.number_units and (number, unit) not in source.numbers_with_unit}
-    novel_numbers = sorted({t.text for t in tokens if t.kind in ("number", "date") and (t.key not in in_source or t.key in wrong_unit)})
+    novel_numbers: list[str] = []
+    if "number" in kinds or "date" in kinds:
+        # A number the source has only with another unit ("5 years" for "5 months") is as new as one it lacks.
+        wrong_unit = {number for number, unit in number_units(tokens)
+                      if number in source.number_units and (number, unit) not in source.numbers_with_unit} if "number" in kinds else set()
+        if novel_keys or wrong_unit:  # (a number or date the source lacks is among the novel keys)
+            novel_numbers = sorted({t.text for t in tokens if t.kind in ("number", "date") and (t.key in novel_keys or t.key in wrong_unit)})
 
-    negated_here = any(t.kind == "neg" for t in tokens)
-    negation_added = best >= 0 and negated_here and not (source.negated[best] or (second >= 0 and source.negated[second]))
-    negation_dropped = best >= 0 and not negated_here and source.negated[best]
+    negated_here = "neg" in kinds
+    negated = source.negated
+    negation_added = best >= 0 and negated_here and not (negated[best] or (second >= 0 and negated[second]))
+    negation_dropped = best >= 0 and not negated_here and negated[best]
     flips = []
     if negation_added:
         flips.append("a negation the best-matching source sentences lack")
     if negation_dropped:
         flips.append("no negation where the best-matching source sentence has one")
     antonyms = 0
-    near_lower = set(source.sentence_lower[best]) if best >= 0 else set()
-    if second >= 0:
-        near_lower |= source.sentence_lower[second]
-    for t in tokens:
-        if t.kind in ("content", "stop", "date") and t.key not in near:
-            # the opposite in the best sentences, or anywhere in the source for a word the source lacks
-            opposite = opposites(t.lower) & (near_lower if t.key in in_source or t.kind == "stop" else source.lower)
-            if opposite:
-                antonyms += 1
-                flips.append(f"'{t.text}' where the source says '{min(opposite)}'")
+    for t in [t for t in tokens if t.kind in _FLIPPABLE and t.key not in near]:
+        # the opposite in the best sentences, or anywhere in the source for a word the source lacks
+        opposite = opposites(t.lower) & (near_lower if t.key in where or t.kind == "stop" else source.lower)
+        if opposite:
+            antonyms += 1
+            flips.append(f"'{t.text}' where the source says '{min(opposite)}'")
 
-    sequence = [t.key for t in informative if best >= 0 and t.key in source.sentence_keys[best]]
-    order = _share(lcs_length(sequence, source.sequences[best]), len(sequence)) if best >= 0 else 1.0
+    order = 1.0
+    if best >= 0:
+        bit = 1 << best
+        sequence = [t.key for t in informative if where.get(t.key, 0) & bit]
+        order = _share(_lcs_length(sequence, best_sequence), len(sequence))
 
-    where = source.where
     present = [t.key for t in informative if t.key in where]
-    pairs = [(a, b) for a, b in zip(present, present[1:]) if a != b]
-    near_pairs = sum(1 for a, b in pairs if where[a] & (where[b] | where[b] << 1 | where[b] >> 1))
+    pairs = near_pairs = 0  # consecutive distinct words the source holds, and those it holds in neighbouring sentences
+    for a, b in zip(present, present[1:]):
+        if a != b:
+            pairs += 1
+            held = where[b]
+            if where[a] & (held | held << 1 | held >> 1):
+                near_pairs += 1
 
-    meaning_support, weakest_meaning, meaning_similarity = _meaning(informative, names, source)
+    meaning_support, weakest_meaning, meaning_similarity = _meaning(informative, novel_keys, name_keys, source,
+                                                                    pool or _Pool([sentence], source), position)
 
-    content = [t for t in tokens if t.kind == "content"]
-    rule = 0.0 if any(t.kind == "number" and t.key not in in_source for t in tokens) else _share(sum(1 for t in content if t.key in in_source), len(content))
+    rule = 1.0  # every content word in the source, and no number it lacks
+    if novel_keys:
+        content = [t for t in tokens if t.kind == "content"]
+        lacks_number = "number" in kinds and any(t.kind == "number" and t.key not in where for t in tokens)
+        rule = 0.0 if lacks_number else _share(sum(1 for t in content if t.key in where), len(content))
 
     values = (
         _share(len(keys) - len(novel_keys), len(keys)),
@@ -237,7 +253,7 @@ def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatur
         float(negation_dropped),
         float(antonyms),
         order,
-        _share(near_pairs, len(pairs)),
+        _share(near_pairs, pairs),
         rule,
         meaning_support,
         weakest_meaning,
@@ -253,34 +269,50 @@ def sentence_features(sentence: Sentence, source: SourceIndex) -> SentenceFeatur
     )
 
 
-def _meaning(informative: list[Token], names: list[Token], source: SourceIndex) -> tuple[float, float, float]:
+def _meaning(informative: list[Token], novel_keys: set[str], name_keys: set[str], source: SourceIndex, pool: _Pool,
+             position: int) -> tuple[float, float, float]:
     """(meaning_support, weakest_meaning, meaning_similarity) of a sentence's informative words: a word the source
     has counts 1; a content word it lacks counts the cosine of its nearest source word (at least 0); a number, a
-    date or a name it lacks counts 0, as no neighbour can stand for it."""
+    date or a name it lacks counts 0, as no neighbour can stand for it. The products keep the shapes they always had
+    (a sentence's words by the source's; the source's sentences by one vector): the BLAS kernel, and so the last
+    bit, depends on them."""
     if not informative:
         return 1.0, 1.0, 1.0
-    source_vectors, sentence_vectors = source.meaning()
-    kept, vectors = word_matrix(list(dict.fromkeys(t.lower for t in informative if t.kind == "content")))
-    nearest = dict(zip(kept, (vectors @ source_vectors.T).max(1).tolist())) if len(kept) and len(source_vectors) else {}
-    name_keys = {t.key for t in names}
-    supports = [1.0 if t.key in source.keys else
-                0.0 if t.kind != "content" or t.key in name_keys else max(0.0, nearest.get(t.lower, 0.0))
-                for t in informative]
+    sentence_vectors = source.sentence_vectors()
+    kept = pool.kept[position]
+    where = source.where
+    support, weakest = 1.0, 1.0
+    if novel_keys:
+        nearest = {}
+        if kept and any(t.kind == "content" and t.key not in where and t.key not in name_keys for t in informative):
+            source_vectors = source.word_vectors()
+            if len(source_vectors):
+                nearest = dict(zip(kept, (pool.padded[pool.rows[position]] @ source_vectors.T).max(1).tolist()))
+        supports = [1.0 if t.key in where else
+                    0.0 if t.kind != "content" or t.key in name_keys else max(0.0, nearest.get(t.lower, 0.0))
+                    for t in informative]
+        support, weakest = sum(supports) / len(supports), min(supports)
     similarity = 0.0
-    if len(kept) and len(sentence_vectors):
-        mean = vectors.sum(0)
-        norm = float(np.linalg.norm(mean))
-        similarity = max(0.0, float((sentence_vectors @ (mean / norm)).max())) if norm else 0.0
-    return sum(supports) / len(supports), min(supports), similarity
+    if kept and len(sentence_vectors) and pool.norms[position]:
+        similarity = max(0.0, max((sentence_vectors @ pool.units[position]).tolist()))
+    return support, weakest, similarity
 
 
 def summary_features(summary: str, source: SourceIndex) -> list[SentenceFeatures]:
     """Each sentence's features (sentences without a word or number are left out)."""
-    features = []
-    for sentence in analyse_sentences(summary):
-        if any(t.kind != "symbol" for t in sentence.tokens):
-            features.append(sentence_features(sentence, source))
-    return features
+    return texts_features([summary], source)[0]
+
+
+def texts_features(texts: list[str], source: SourceIndex) -> list[list[SentenceFeatures]]:
+    """``summary_features`` of each text against one source (e.g. a row's claims), their words' vectors looked up
+    together."""
+    per_text = [[s for s in source.analyse(text) if any(t.kind != "symbol" for t in s.tokens)] for text in texts]
+    pool = _Pool([sentence for sentences in per_text for sentence in sentences], source)
+    found, position = [], 0
+    for sentences in per_text:
+        found.append([sentence_features(sentence, source, pool, position + k) for k, sentence in enumerate(sentences)])
+        position += len(sentences)
+    return found
 
 
 _KINDS = list(SENTENCE_FEATURES.values())
@@ -301,3 +333,41 @@ def row_features(sentences: list[SentenceFeatures], source: SourceIndex) -> list
     words = sum(1 for s in sentences for _ in s.text.split())
     row.extend((float(count), math.log1p(words), words / max(source.words, 1)))
     return row
+
+
+_SHARES = np.array([kind == "share" for kind in _KINDS])
+
+
+def feature_rows(sentences: list[SentenceFeatures], source: SourceIndex, *, alone: bool = True) -> np.ndarray:
+    """``row_features(sentences)`` and, with ``alone``, ``row_features([s])`` of each sentence after it: a
+    (1 + sentences) x ``ROW_FEATURES`` matrix (1 x when not ``alone``), equal to them bit for bit (sums add the
+    sentences in order, as Python's ``sum`` does), made in a few numpy steps instead of a loop per feature."""
+    count = len(sentences)
+    values = np.array([s.values for s in sentences], dtype=np.float64)
+    totals = np.cumsum(values, axis=0)[-1]
+    rows = np.empty((1 + count if alone else 1, len(ROW_FEATURES)), dtype=np.float64)
+    width = 2 * len(_KINDS)
+    rows[0, 0:width:2] = np.where(_SHARES, values.min(0), values.max(0))
+    rows[0, 1:width:2] = np.where(_SHARES, totals / count, totals)
+    words = [len(s.text.split()) for s in sentences]
+    total = sum(words)
+    rows[0, width:] = (float(count), math.log1p(total), total / max(source.words, 1))
+    if alone:
+        rows[1:] = _alone(values, words, source)
+    return rows
+
+
+def single_rows(sentences: list[SentenceFeatures], source: SourceIndex) -> np.ndarray:
+    """``row_features([s])`` of each sentence, as the rows of one matrix."""
+    return _alone(np.array([s.values for s in sentences], dtype=np.float64).reshape(-1, len(_KINDS)),
+                  [len(s.text.split()) for s in sentences], source)
+
+
+def _alone(values: np.ndarray, words: list[int], source: SourceIndex) -> np.ndarray:
+    rows = np.empty((len(values), len(ROW_FEATURES)), dtype=np.float64)
+    width = 2 * len(_KINDS)
+    rows[:, 0:width:2] = values
+    rows[:, 1:width:2] = values
+    source_words = max(source.words, 1)
+    rows[:, width:] = [(1.0, math.log1p(w), w / source_words) for w in words]
+    return rows

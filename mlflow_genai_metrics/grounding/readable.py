@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Iterable
 
 from .words import STOPWORDS
 
@@ -23,6 +24,7 @@ _LETTER = re.compile(r"[^\W\d_]")
 # a letter outside Basic Latin, Latin-1, Latin Extended-A/B and Latin Extended Additional
 _OTHER_SCRIPT = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]")
 _WORD = re.compile(r"(?<![\w'])[a-z]+(?:'[a-z]+)?")  # words written in lower case: names and headings aside
+_ASCII_WORD = re.compile(_WORD.pattern, re.ASCII)  # the same on ASCII text (\w differs only beyond it), faster
 _SCRIPTS = {
     "CJK": "Chinese or Japanese ideographs (CJK)",
     "HANGUL": "Korean (Hangul)", "ARABIC": "Arabic", "HEBREW": "Hebrew", "CYRILLIC": "Cyrillic", "GREEK": "Greek",
@@ -58,20 +60,22 @@ def unreadable(text: str) -> str | None:
         letters = len(_LETTER.findall(text))
         if len(other) * 2 > letters:
             return f"written mostly in {_script(other)}, not the Latin script the check reads"
-    words = _WORD.findall(text[:3000])
+    start = text[:3000]
+    words = (_ASCII_WORD if start.isascii() else _WORD).findall(start)
     if len(words) >= LANGUAGE_WORDS:
-        english = sum(w in STOPWORDS for w in words)
-        foreign = sum(w in FOREIGN for w in words)
+        foreign = sum(map(FOREIGN.__contains__, words))
+        english = sum(map(STOPWORDS.__contains__, words)) if foreign * 10 >= len(words) else foreign
         if foreign > english and foreign * 10 >= len(words):  # a list of names or a repeated phrase is neither
             return (f"not English: {foreign} of its {len(words)} lower-case words are function words of other "
                     f"languages ('{min(w for w in words if w in FOREIGN)}'), {english} English ones")
     return None
 
 
-def pairs_unreadable(sources: list[str] | tuple[str, ...], summaries: list[str] | tuple[str, ...]) -> list[str | None]:
+def pairs_unreadable(sources: list[str] | tuple[str, ...], summaries: list[str] | tuple[str, ...],
+                     read: Iterable[str] = ()) -> list[str | None]:
     """Why each (source, summary) pair cannot be checked, naming which text; None where both can be read. A source
-    shared by many pairs is read once."""
-    seen: dict[str, str | None] = {}
+    shared by many pairs is read once; those in ``read`` were found readable before and are not read again."""
+    seen: dict[str, str | None] = dict.fromkeys(read)
     reasons = []
     for source, summary in zip(sources, summaries):
         if source not in seen:

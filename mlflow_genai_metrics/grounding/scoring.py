@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, row_features, summary_features
+from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, feature_rows, single_rows, summary_features, texts_features
 from .model import GroundingModel, load_model
 from .readable import pairs_unreadable
 
@@ -96,34 +96,34 @@ def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: Grou
         return _score_pairs(sources, summaries, model, indexes)
 
 
-def _readable(sources: Sequence[str], texts: Sequence[str]) -> tuple[list[str | None], list[int]]:
-    """Why each pair cannot be checked (None where it can), and the positions of the pairs that can."""
-    reasons = pairs_unreadable(list(sources), list(texts))
+def _readable(sources: Sequence[str], texts: Sequence[str], indexes: dict[str, SourceIndex] | None = None) -> tuple[list[str | None], list[int]]:
+    """Why each pair cannot be checked (None where it can), and the positions of the pairs that can. A source the
+    caller's ``indexes`` hold as found readable (by this check, in an earlier call) is not read again."""
+    read = [s for s in set(sources) if s in indexes and indexes[s].readable] if indexes else ()
+    reasons = pairs_unreadable(list(sources), list(texts), read)
     return reasons, [p for p, reason in enumerate(reasons) if reason is None]
 
 
 def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: GroundingModel,
                  indexes: dict[str, SourceIndex] | None) -> list[RowGrounding]:
-    reasons, readable = _readable(sources, summaries)
+    reasons, readable = _readable(sources, summaries, indexes)
     per_row: list[list[SentenceFeatures]] = [[] for _ in summaries]
-    matrix: list[list[float]] = []
-    singles: list[list[float]] = []
+    blocks: list[np.ndarray] = []  # per row with a sentence: its features, then each sentence's alone
     for position, index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
+        index.readable = True
         sentences = per_row[position] = summary_features(summaries[position], index)
         if sentences:
-            matrix.append(row_features(sentences, index))
-            singles.extend(row_features([s], index) for s in sentences)
+            blocks.append(feature_rows(sentences, index))
     # One matrix for every row and every sentence alone: one pass through the trees.
-    matrix += singles
-    scores = iter(model.predict(np.array(matrix, dtype=np.float64)) if matrix else [])
-    row_scores = [float(next(scores)) if sentences else None for sentences in per_row]
+    scores = iter(model.predict(np.concatenate(blocks)).tolist() if blocks else [])
     results = []
-    for sentences, score, reason in zip(per_row, row_scores, reasons):
-        if score is None:
+    for sentences, reason in zip(per_row, reasons):
+        if not sentences:
             results.append(RowGrounding(None, None, f"{reason[:1].upper()}{reason[1:]}." if reason else "The summary has no sentence to check."))
             continue
-        supports = [float(next(scores)) for _ in sentences]
-        weakest = int(np.argmin(supports))
+        score = next(scores)
+        supports = [next(scores) for _ in sentences]
+        weakest = supports.index(min(supports))
         grounded = int(score >= model.threshold)
         head = f"grounding {score:.2f} ({'grounded' if grounded else 'not grounded'}, threshold {model.threshold:.2f}); {len(sentences)} sentence{'' if len(sentences) == 1 else 's'}."
         quoted = " ".join(sentences[weakest].text.split())
@@ -138,19 +138,39 @@ def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: Gr
     NaN for a claim with no word or number, or one the check cannot read (``readable.unreadable``). ``indexes`` as
     for ``score_pairs``."""
     model = model or load_model()
-    vectors, positions = [], []
-    _, readable = _readable(sources, claims)  # a claim or source the check cannot read has no support (never suspect)
+    blocks: list[np.ndarray] = []
+    positions: list[int] = []
+    _, readable = _readable(sources, claims, indexes)  # a claim or source the check cannot read has no support (never suspect)
     with _collection_paused():
-        for position, index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
-            claim = claims[position]
-            sentences = summary_features(" ".join(claim.split()), index)  # a claim is one statement: one line
-            if sentences:
-                vectors.append(row_features(sentences, index))
-                positions.append(position)
+        run: list[int] = []  # consecutive claims of one source, scored together
+        index = None
+        for position, next_index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
+            next_index.readable = True
+            if next_index is not index and run:
+                _claim_rows(run, claims, index, blocks, positions)
+                run = []
+            run.append(position)
+            index = next_index
+        if run:
+            _claim_rows(run, claims, index, blocks, positions)
     supports = [math.nan] * len(claims)
-    for position, value in zip(positions, model.predict(np.array(vectors)) if vectors else []):
-        supports[position] = float(value)
+    for position, value in zip(positions, model.predict(np.concatenate(blocks)).tolist() if blocks else []):
+        supports[position] = value
     return supports
+
+
+def _claim_rows(run: list[int], claims: Sequence[str], index: SourceIndex, blocks: list[np.ndarray], positions: list[int]) -> None:
+    """The feature rows of the claims at ``run`` (all of ``index``'s source) added to ``blocks``, their positions to
+    ``positions``: a claim of one sentence (most) is that sentence alone; a claim with none has no row."""
+    found = texts_features([" ".join(claims[p].split()) for p in run], index)  # a claim is one statement: one line
+    single = [p for p, sentences in zip(run, found) if len(sentences) == 1]
+    if single:
+        blocks.append(single_rows([sentences[0] for sentences in found if len(sentences) == 1], index))
+        positions.extend(single)
+    for position, sentences in zip(run, found):
+        if len(sentences) > 1:
+            blocks.append(feature_rows(sentences, index, alone=False))
+            positions.append(position)
 
 
 def lexical_support(claim: str, source: str, *, model: GroundingModel | None = None) -> float:

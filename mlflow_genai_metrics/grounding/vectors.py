@@ -93,6 +93,8 @@ def load_vectors(path: str | Path = VECTORS_FILE) -> WordVectors:
 
 
 def _plain(word: str) -> str:
+    if word.isascii():  # no accent to strip
+        return word.lower()
     return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if unicodedata.category(c) != "Mn")
 
 
@@ -108,7 +110,7 @@ def word_vector(word: str) -> np.ndarray | None:
     if not pieces:
         return None
     vector = table.vectors[pieces].mean(0)
-    norm = float(np.linalg.norm(vector))
+    norm = float(np.sqrt(vector.dot(vector)))  # np.linalg.norm's own steps
     if norm == 0.0:
         return None
     vector = vector / norm
@@ -118,10 +120,39 @@ def word_vector(word: str) -> np.ndarray | None:
 
 def word_matrix(words: list[str]) -> tuple[list[str], np.ndarray]:
     """The words that have a vector, and their vectors as rows (a (0, dims) matrix when none has)."""
+    kept, padded = padded_word_matrix(words)
+    return kept, padded[:-1]
+
+
+def padded_word_matrix(words: list[str]) -> tuple[list[str], np.ndarray]:
+    """The words that have a vector, and their vectors as rows followed by one row of zeros (for ``row_sums``)."""
     kept, rows = [], []
     for word in words:
         vector = word_vector(word)
         if vector is not None:
             kept.append(word)
             rows.append(vector)
-    return kept, (np.vstack(rows) if rows else np.zeros((0, load_vectors().dims), dtype=np.float32))
+    rows.append(np.zeros(load_vectors().dims, dtype=np.float32))
+    return kept, np.array(rows)
+
+
+_SUMMED_AT_ONCE = 64  # groups summed in one step: (groups x longest group x dims) floats
+
+
+def row_sums(padded: np.ndarray, groups: list[list[int]]) -> np.ndarray:
+    """Each group's rows of ``padded`` (whose last row is zeros) added in order, a row per group (zeros for an empty
+    group): bit for bit ``padded[group].sum(0)``, as numpy adds along the first axis one row at a time, and adding
+    the zero row changes nothing. Groups of a similar length are summed together, padded with the zero row."""
+    sums = np.zeros((len(groups), padded.shape[1]), dtype=padded.dtype)
+    order = sorted((i for i, group in enumerate(groups) if group), key=lambda i: len(groups[i]))
+    zero = len(padded) - 1
+    for start in range(0, len(order), _SUMMED_AT_ONCE):
+        chosen = order[start:start + _SUMMED_AT_ONCE]
+        width = len(groups[chosen[-1]])
+        flat: list[int] = []
+        for i in chosen:
+            flat += groups[i]
+            flat += [zero] * (width - len(groups[i]))
+        rows = np.take(padded, np.array(flat, dtype=np.intp).reshape(len(chosen), width), axis=0)
+        sums[chosen] = np.add.reduce(rows, axis=1)
+    return sums

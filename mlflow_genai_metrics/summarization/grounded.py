@@ -24,7 +24,7 @@ from ..judge import Judge
 from .records import RowInput, RowJudgement
 
 _log = logging.getLogger(__name__)
-ROWS_PER_STEP = 4  # a step of the check holds the judge's loop while it scores this many rows (BBC: about 10 ms each)
+ROWS_PER_STEP = 4  # a step of the check holds the judge's loop while it scores this many rows (BBC, with its claims: about 2-4 ms each)
 ROWS_FOR_A_PROCESS = 200  # from this many rows, the check runs in a process of its own (starting one costs ~1.5 s of CPU)
 ROWS_PER_TASK = 32  # rows sent to that process in one line
 
@@ -127,7 +127,7 @@ class GroundingWhileJudging:
 
 
 # How long a worker may take to finish after the judge's last answer: a fixed margin plus a share per row (it scores
-# 130+ rows a second on one core, cold; 0.05 s a row is generous on a loaded machine).
+# about 600 rows a second on one core, cold; 0.05 s a row is generous on a loaded machine).
 WORKER_DEADLINE_S = 30.0
 WORKER_SECONDS_PER_ROW = 0.05
 
