@@ -75,6 +75,7 @@ class Evaluated:
     metrics: dict[str, float]  # the run metrics: MLflow's aggregates, then the headline figures log_results adds
     plain_metrics: dict[str, float]  # the run metrics plain mlflow.genai.evaluate logged
     figures: dict[str, float]  # every figure (the run's report over its run metrics)
+    tags: dict[str, str]
     chat_requests: int  # asked by the scorers (log_results asks again: this judge has no cache)
     span_types: list[str]  # of every span MLflow made during the evaluation, whether or not it was kept
 
@@ -97,7 +98,7 @@ def evaluated(tmp_path_factory, migrated_mlflow_database) -> Evaluated:
             log_results(result.run_id, scorers)
             by_id = {row_id(t): t for t in traces if row_id(t) is not None}
             run = MlflowClient().get_run(result.run_id)
-            return Evaluated(by_id, len(traces), run.data.metrics, plain, run_figures(run), asked, spans)
+            return Evaluated(by_id, len(traces), run.data.metrics, plain, run_figures(run), run.data.tags, asked, spans)
         finally:
             mlflow.set_tracking_uri("")
 
@@ -142,6 +143,13 @@ def test_grounding_is_the_model_free_score_from_code(evaluated):
     item = feedback(evaluated.traces["tec/1"], "grounding")[0]
     assert 0 <= item.value <= 1 and item.source.source_type == AssessmentSourceType.CODE
     assert item.source.source_id.startswith("grounding:") and item.rationale.startswith("grounding ")
+    # the label says where it holds (issue 47): the card names the data the score was calibrated on
+    assert item.metadata["calibrated_on"].startswith("FRANK (valid), SummEdits (evaluation), ")
+    assert "*Calibrated on FRANK (valid)" in item.rationale and "not a probability that holds on data unlike these" in item.rationale
+
+
+def test_the_run_names_the_data_its_grounding_was_calibrated_on(evaluated):
+    assert evaluated.tags["mgm.grounding.calibrated_on"].startswith("FRANK (valid), SummEdits (evaluation), 2,617 BBC summaries")
 
 
 def test_a_row_the_judge_failed_on_has_an_error_card_and_no_value(evaluated):

@@ -39,7 +39,7 @@ class GroundingModel:
 
     tag: str
     features: tuple[str, ...]
-    threshold: float  # grounded = 1 when grounding >= threshold (0.5: grounding is a calibrated probability)
+    threshold: float  # grounded = 1 when grounding >= threshold (0.5 of a score calibrated on the training mix: ``calibrated_on``)
     support_low: float  # a "yes" on a claim below this is suspect
     support_high: float  # a "no" or "idk" on a claim above this is suspect
     baseline: float
@@ -202,6 +202,19 @@ def _load(path: str) -> GroundingModel:
         raise ValueError(f"{path} was written for the readable-text rule {spec.get('readable')}, but the package has "
                          f"{RULE}: retrain it (scripts/train_grounding.py), so that the tag changes with the rule")
     return GroundingModel.from_dict(spec, model_tag(path))
+
+
+def calibrated_on(model: GroundingModel | None = None) -> str:
+    """The data ``grounding`` (and its 0.5 cut, ``grounded``) was calibrated on, in words, from the model's own
+    record of its training: a score for ranking and comparing systems on the same data; on data unlike this mix the
+    share it calls grounded can be far from people's (docs/metrics.md)."""
+    training = (model or load_model()).meta.get("training", {})
+    sets = [f"{name.upper() if name == 'frank' else 'SummEdits' if name == 'summedits' else name} "
+            f"({where.split(' split ')[-1]})" for name, where in training.get("data", {}).items()]
+    perturbed = training.get("perturbed", {})
+    if perturbed:
+        sets.append(f"{perturbed.get('rows', 0):,} BBC summaries with planted errors and faithful rewrites")
+    return ", ".join(sets) or "its training rows"
 
 
 def load_model(path: str | Path = MODEL_FILE) -> GroundingModel:

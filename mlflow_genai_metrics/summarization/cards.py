@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..grounding.model import calibrated_on
 from .metrics import METRICS, row_facts
 from .records import CheckedClaim, RowJudgement
 
@@ -146,5 +147,9 @@ def grounding_card(judgement: RowJudgement) -> Card:
     if checked is None or checked.grounding is None:
         return Card(error="the summary has no sentence to check", code="NO_SENTENCE")
     head, *rest = checked.reasoning.splitlines()
-    rationale = "\n".join([markdown_text(head), *([""] if rest else []), *(f"- {markdown_text(line)}" for line in rest)])
-    return Card(shown(checked.grounding), rationale, {"row_id": str(judgement.id), "grounded": str(bool(checked.grounded)).lower()})
+    where = calibrated_on()
+    rationale = "\n".join([markdown_text(head), *([""] if rest else []), *(f"- {markdown_text(line)}" for line in rest), "",
+                           f"*Calibrated on {markdown_text(where)}: a score for comparing systems on the same data, not a "
+                           "probability that holds on data unlike these.*"])
+    return Card(shown(checked.grounding), rationale,
+                {"row_id": str(judgement.id), "grounded": str(bool(checked.grounded)).lower(), "calibrated_on": where})

@@ -46,6 +46,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from .. import plots
+from ..grounding.model import calibrated_on
 from ..signature import parse_signature
 from ..summarization.metrics import run_metrics
 from ..summarization.result import RunResult
@@ -72,6 +73,9 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
 
 
+GROUNDING_CALIBRATION_TAG = "mgm.grounding.calibrated_on"  # the data the grounding score and its 0.5 cut are calibrated on
+
+
 def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: bool = False, all_metrics: bool = False) -> str:
     """Log the tables, report, signature and plots of ``result`` (one process's ``SummarizationResult`` or Spark's)
     to ``run_id`` (default: the active run), under the names of this module's docstring.
@@ -91,6 +95,8 @@ def log_result(result: RunResult, *, run_id: str | None = None, log_metrics: boo
     report = result.report()
     tags = {"mgm.judge_model_mismatch": "true"} if report.get("judge_model_mismatch") else {}
     tags.update({f"{WARNING_TAG_PREFIX}{kind}": message for kind, message in report.get("warnings", {}).items()})
+    if parse_signature(result.signature).get("grounding"):  # what the grounded label holds on, beside the run's figures
+        tags[GROUNDING_CALIBRATION_TAG] = calibrated_on()
     # A one-process result's tables are in memory already; a Spark result's are read back only in part.
     limit = None if isinstance(getattr(result, "rows", None), pd.DataFrame) else SPARK_TABLE_ROWS
     return _log(run_id, result.TABLE_NAMES, result.write_tables, limit, figures, report, result.signature, run_metrics(result.metrics, all_metrics=all_metrics) if log_metrics else None, tags)
