@@ -361,3 +361,22 @@ def test_mgm_gate_judges_the_champion_s_outputs_again_with_the_judge_flags(scrip
     assert code == 1 and _champion_version() == "1", printed
     assert "40 rows of the champion judged again with the candidate's judge" in printed and "too few pairs to test" in printed
     assert MlflowClient().get_run(run_id).data.tags["mgm.gate.champion_drift"].startswith("20 of 40 rows")
+
+
+def test_a_champion_logged_before_summary_fingerprints_cannot_be_judged_again_from_unchecked_outputs(scripted_server, mlflow_store, tmp_path):
+    server = scripted_server()
+    summaries = [VAGUE.format(i=i) if i < 20 else GOOD.format(i=i) for i in range(40)]
+    champion_run = _champion(server, summaries)
+    client = MlflowClient()  # the champion's rows as a run logged before output_key existed
+    rows = pd.read_parquet(client.download_artifacts(champion_run, "mgm/rows.parquet", str(tmp_path))).drop(columns="output_key")
+    (tmp_path / "old").mkdir()
+    rows.to_parquet(tmp_path / "old" / "rows.parquet", index=False)
+    client.log_artifact(champion_run, str(tmp_path / "old" / "rows.parquet"), "mgm")
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="better")
+
+    flattering = _outputs([GOOD.format(i=i) if i < 10 else VAGUE.format(i=i) for i in range(40)])  # its 4-word rows, moved
+    gate = _gate(run_id, uri, champion_data=flattering, judge=judge_for(server))
+
+    # outputs put in the champion's place would decide the gate, and nothing is left to tell them apart: refused
+    assert not gate.passed and _champion_version() == "1"
+    assert "keeps no fingerprint of its summaries" in gate.failed[0].detail

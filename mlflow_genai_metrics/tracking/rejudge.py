@@ -108,10 +108,12 @@ def _options(signature: Signature) -> tuple[JudgingOptions, StatisticsOptions]:
 
 
 def _check_same_rows(champion: EvaluatedRun, rows: pd.DataFrame) -> None:
-    """Refuse a table that is not the champion's: other ids or sources, or summaries of other lengths or grounding."""
+    """Refuse a table that is not the champion's: other ids or sources, or other summaries (their fingerprint, or
+    where the run has none, their lengths or grounding), and one whose summaries the run gives no way to check:
+    outputs put in the champion's place could otherwise decide the gate."""
     theirs = champion.rows.assign(id=champion.rows["id"].map(canonical_id)).set_index("id")
     ours = rows.assign(id=rows["id"].map(canonical_id)).set_index("id")
-    problems = []
+    problems, checked = [], set()
     if set(theirs.index) != set(ours.index):
         lacking, extra = sorted(set(theirs.index) - set(ours.index)), sorted(set(ours.index) - set(theirs.index))
         problems.append(f"ids differ from the champion's run ({len(lacking)} of its ids missing, e.g. {lacking[:3]}; "
@@ -121,12 +123,17 @@ def _check_same_rows(champion: EvaluatedRun, rows: pd.DataFrame) -> None:
                          ("grounding", "summaries' grounding scores")):
         if column not in theirs or column not in ours:
             continue
+        checked.add(column)
         differ = [i for i in shared if not _same(theirs.at[i, column], ours.at[i, column])]
         if differ:
             problems.append(f"{what} differ on {len(differ)} rows (e.g. ids {differ[:3]})")
     if problems:
         raise ChampionDataError(f"champion_data is not the outputs the champion's run {champion.run_id} judged: "
                                 + "; ".join(problems))
+    if not checked & {"output_key", "summary_words", "grounding"}:
+        raise ChampionDataError(f"the champion's run {champion.run_id} keeps no fingerprint of its summaries (it was logged "
+                                "before output_key), so champion_data cannot be checked to be its outputs: evaluate the "
+                                "champion's outputs again into a new run with the candidate's judge and gate against it")
 
 
 def _same(a: Any, b: Any) -> bool:
