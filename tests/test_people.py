@@ -197,7 +197,7 @@ def test_the_closed_forms_match_ppi_python(tmp_path):
     if not PEERS_PYTHON.exists():
         pytest.skip(f"the peers' virtual env is not at {PEERS_PYTHON} (benchmarks/setup_peers.sh makes it)")
     if subprocess.run([str(PEERS_PYTHON), "-c", "import ppi_py"], capture_output=True, timeout=300).returncode != 0:
-        pytest.skip(f"ppi-python is not installed in {PEERS_PYTHON.parents[1]} ({PEERS_PYTHON.parents[1]}/bin/pip install ppi-python)")
+        pytest.skip(f"ppi-python is not installed in {PEERS_PYTHON.parents[1]} (benchmarks/setup_peers.sh installs it)")
     rng = np.random.default_rng(8)
     people, judge = _run(0.6, 0.8, 0.3, 150, rng)
     _, unlabelled = _run(0.6, 0.8, 0.3, 2000, rng)
