@@ -245,15 +245,32 @@ def test_a_row_that_cannot_be_read_leaves_the_run_without_figures_and_says_why(s
     assert card.feedback.error.error_code == "BAD_ROW" and "no passages for this row" in card.feedback.error.error_message
 
 
-@pytest.mark.parametrize(("options", "said"), [
-    ({"stability": 3}, "stability=3: repeated verification is built for summaries"),
-    ({"order_check": 0.5}, "order_check=0.5: the order check is built for summaries"),
-])
-def test_the_answers_mlflow_path_refuses_checks_it_cannot_make_before_any_call(scripted_server, mlflow_store, tmp_path, capsys,
-                                                                              monkeypatch, options, said):
-    # once accepted, asked each verification once, and signed stability:3; require_stability then registered it
+def test_the_answers_mlflow_path_takes_stability_and_the_order_check(scripted_server, mlflow_store):
+    from mlflow_genai_metrics.signature import parse_signature
+
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
-    judge = judge_for(server, **options)
+    with mlflow.start_run() as run:
+        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server, stability=3, order_check=1.0)),
+                                      predict_fn=rag_app(server, "inventing-writer"))  # two claims an answer: an order to shuffle
+    verifications = [r for r in server.requests if r.body.get("model") == "scripted-judge" and "=====CLAIMS " in r.body["messages"][0]["content"]]
+    assert sorted({r.body.get("seed") for r in verifications}, key=str) == [1, 2, None]
+    assert evaluation.metrics["judge/flip_rate"] == 0.0  # the scripted judge never changes its mind
+    assert parse_signature(evaluation.result.signature)["stability"] == "3"
+    logged = MlflowClient().get_run(run.info.run_id).data.metrics
+    assert logged["judge/flip_rate"] == 0.0 and logged["judge/order_sensitivity"] == 0.0  # every row sampled at 1.0
+    assert evaluation.metrics["judge/order_sensitivity_n"] == (evaluation.result.rows["claim_count"] >= 2).sum() > 0
+
+
+def test_the_answers_mlflow_path_refuses_examples_it_cannot_show_yet_before_any_call(scripted_server, mlflow_store, tmp_path, capsys,
+                                                                                   monkeypatch):
+    # once accepted, and signed examples it never showed
+    from mlflow_genai_metrics.judge import CorrectedVerdict, ExampleSet
+
+    said = "examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers"
+    examples = ExampleSet(examples=(CorrectedVerdict(source="The prize went to Ada.", statement="Ada won the prize.", verdict="yes"),))
+    path = examples.write(tmp_path / "examples.json")
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    judge = judge_for(server, examples=examples)
     with pytest.raises(ValueError, match=said):
         answer_scorers(judge)
     with pytest.raises(ValueError, match=said):
@@ -261,10 +278,9 @@ def test_the_answers_mlflow_path_refuses_checks_it_cannot_make_before_any_call(s
     for name, value in {"MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY,
                         "MGM_JUDGE_MODEL": "scripted-judge", "MGM_JUDGE_BASE_URL": server.base_url}.items():
         monkeypatch.setenv(name, value)
-    path = tmp_path / "answers.csv"
+    answers = tmp_path / "answers.csv"
     pd.DataFrame([{"id": "prize", "question": TOPICS["prize"][0], "passages": json.dumps(list(TOPICS["prize"][1:])),
-                   "answer": TOPICS["prize"][1]}]).to_csv(path, index=False)
-    flag = ["--stability", "3"] if "stability" in options else ["--order-check", "0.5"]
-    assert mgm(["evaluate", str(path), "--task", "rag", "--id-col", "id", *flag]) == 2
+                   "answer": TOPICS["prize"][1]}]).to_csv(answers, index=False)
+    assert mgm(["evaluate", str(answers), "--task", "rag", "--id-col", "id", "--examples", str(path)]) == 2
     assert said in capsys.readouterr().err
     assert not [r for r in server.requests if "chat/completions" in r.path]  # no judge call on any path

@@ -11,6 +11,7 @@ import pytest
 from conftest import SECRET_KEY
 from helpers import judge_for
 from mlflow.tracking import MlflowClient
+from run_traces import cards_per_row
 
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.rewrites import demo_rewrites, judge_rewrites, judge_rewrites_frame
@@ -121,6 +122,9 @@ def test_mgm_evaluate_task_rewrite_logs_a_run_and_refuses_the_other_tasks_option
     out = capsys.readouterr().out
     assert re.search(r"^run [0-9a-f]{32} \(4 rewrites\)", out, re.MULTILINE)
     assert re.search(r"^  instruction_following\s+0\.75  \[", out, re.MULTILINE) and re.search(r"^  coverage\s+0\.75", out, re.MULTILINE)
+    run_id = re.search(r"^run ([0-9a-f]{32})", out, re.MULTILINE).group(1)  # through mlflow.genai.evaluate: a trace and 3 cards a row
+    assert cards_per_row(run_id) == {row_id: ["claim_alignment", "instruction_following", "key_point_coverage"]
+                                     for row_id in ("meeting", "refund", "outage", "parking")}
     assert mgm(["evaluate", str(path), "--task", "rewrite"]) == 2
     assert "needs --instruction TEXT (every row's) or --instruction-col COLUMN" in capsys.readouterr().err
     assert mgm(["evaluate", str(path), "--task", "rewrite", "--instruction", "x", "--expected-col", "e"]) == 2

@@ -16,7 +16,7 @@ from mlflow_genai_metrics.rag import judge_answers
 from mlflow_genai_metrics.signature import parse_signature
 from mlflow_genai_metrics.summarization import estimate_cost
 from mlflow_genai_metrics.summarization.stability import majority_verdict
-from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript, marked_sections
+from mlflow_genai_metrics.testing import AnswersJudgeScript, Reply, SummarizationJudgeScript, marked_sections
 
 ROWS = 20
 
@@ -27,21 +27,22 @@ def corpus() -> tuple[list[str], list[str]]:
     return sources, summaries
 
 
-def flipping(seeds: set[int], rows: set[int]):
-    """A fault that answers the verification of the striker's claim of ``rows`` with no in the repetitions sent with
-    one of ``seeds`` (the request itself goes without a seed; repetition r with seed r); yes otherwise."""
-    script = SummarizationJudgeScript()
+def flipping(seeds: set[int], rows: set[int], script=None, kind: str = "verify", flipped: dict | None = None):
+    """A fault that answers the verification of the striker's claim of ``rows`` with no (``flipped``: the fields to
+    set instead) in the repetitions sent with one of ``seeds`` (the request itself goes without a seed; repetition r
+    with seed r); ``script``'s answer otherwise (a summaries judge by default; ``kind`` its verification pass)."""
+    script = script if script is not None else SummarizationJudgeScript()
 
-    def fault(request, kind):
-        if kind != "verify" or request.body.get("seed") not in seeds:
+    def fault(request, asked):
+        if asked != kind or request.body.get("seed") not in seeds:
             return None
         sections = marked_sections(request.messages[0]["content"])
-        answer = script.answer(kind, sections)
+        answer = script.answer(asked, sections)
         claims = re.findall(r"^\s*(\d+)\.\s*(.+)$", sections["CLAIMS"], flags=re.M)
         for verdict, (_, claim) in zip(answer["verdicts"], claims):
             striker = re.search(r"striker (\d+)", claim)
             if striker and int(striker.group(1)) in rows:
-                verdict["verdict"] = "no"
+                verdict.update(flipped or {"verdict": "no"})
         return Reply(json.dumps(answer))
 
     return fault
@@ -111,10 +112,48 @@ def test_the_majority_verdict_its_reason_and_its_agreement(verdicts, expected):
     assert majority_verdict([(v, f"because {v}") for v in verdicts]) == expected
 
 
-def test_answers_refuse_a_judge_that_asks_for_repetitions(scripted_server):
+def flipping_answers(seeds: set[int], rows: set[int]) -> AnswersJudgeScript:
+    """An answers judge that says idk (no passage, no quote) for the striker's claim of ``rows`` in the repetitions
+    sent with one of ``seeds``; a cited yes otherwise (``AnswersJudgeScript``'s rule)."""
+    return AnswersJudgeScript(fault=flipping(seeds, rows, AnswersJudgeScript(), "verify_passages", {"verdict": "idk", "passage": 0, "quote": ""}))
+
+
+def test_answers_take_stability_the_majority_cited_verdict_and_the_flip_rate(scripted_server):
+    sources, answers = corpus()
+    questions = [f"What did club {k} do?" for k in range(ROWS)]
+    server = scripted_server(flipping_answers({1}, FLIPPED))
+    result = judge_answers(questions, [[source] for source in sources], answers, judge=judge_for(server, stability=3), progress=False)
+    assert result.metrics["judge/flip_rate"] == len(FLIPPED) / (2 * ROWS) == 0.125 and result.metrics["judge/flip_rate_n"] == ROWS
+    assert (result.claims["verdict"] == "yes").all() and result.metrics["strict_alignment"] == 1.0  # 2 cited yes of 3: yes
+    assert (result.claims["passage"] == 1).all() and result.claims["quote_found"].all()  # the majority's citation is kept
+    rows = result.rows.set_index("id")
+    assert [int(rows.loc[k, "unstable_claims"]) for k in range(ROWS)] == [int(k in FLIPPED) for k in range(ROWS)]
+    unstable = result.claims[result.claims["agreement"] < 1]
+    assert len(unstable) == len(FLIPPED) and unstable["agreement"].tolist() == pytest.approx([2 / 3] * len(FLIPPED))
+    verifications = [r for r in server.requests if "=====CLAIMS " in r.body["messages"][0]["content"]]
+    assert len(verifications) == 3 * ROWS and sorted({r.body.get("seed") for r in verifications}, key=str) == [1, 2, None]
+    assert parse_signature(result.signature)["stability"] == "3"
+    # flipped in 2 of 3 repetitions: the majority is idk, and the claim is unstable
+    server.script = flipping_answers({1, 2}, FLIPPED)
+    result = judge_answers(questions, [[source] for source in sources], answers, judge=judge_for(server, stability=3, cache_dir=None),
+                           progress=False)
+    assert result.metrics["strict_alignment"] == 1 - len(FLIPPED) / ROWS
+    assert set(result.claims.loc[result.claims["verdict"] == "idk", "claim"]) == {f"The striker {k} scored twice." for k in FLIPPED}
+
+
+def test_answers_on_spark_and_with_examples_refuse_what_they_cannot_do_yet(scripted_server):
+    from mlflow_genai_metrics.judge import CorrectedVerdict, ExampleSet
+    from mlflow_genai_metrics.rag.api import refuse_what_answers_cannot_do
+
     server = scripted_server(SummarizationJudgeScript())
-    with pytest.raises(ValueError, match="stability=3: repeated verification is built for summaries"):
-        judge_answers(["q?"], [["a passage"]], ["an answer"], judge=judge_for(server, stability=3))
+    with pytest.raises(ValueError, match="stability=3: repeated verification of answers runs in judge_answers and MLflow, not yet on Spark"):
+        refuse_what_answers_cannot_do(judge_for(server, stability=3), spark=True)
+    with pytest.raises(ValueError, match="order_check=0.5: the order check of answers runs in judge_answers and MLflow, not yet on Spark"):
+        refuse_what_answers_cannot_do(judge_for(server, order_check=0.5), spark=True)
+    refuse_what_answers_cannot_do(judge_for(server, stability=3, order_check=0.5))  # elsewhere both are honoured
+    examples = ExampleSet(examples=(CorrectedVerdict(source="The prize went to Ada.", statement="Ada won the prize.", verdict="yes"),))
+    with pytest.raises(ValueError, match="examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers"):
+        judge_answers(["q?"], [["a passage"]], ["an answer"], judge=judge_for(server, examples=examples))
     assert server.request_count == 0
 
 

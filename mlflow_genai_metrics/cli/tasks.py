@@ -4,8 +4,9 @@
   (``tracking.evaluate_answers``): one trace per row with its faithfulness, relevance and (with expected answers)
   context-sufficiency cards, the headline figures with their intervals, the rows, claims and facts tables. The
   passages column holds a list of texts per row (JSONL, JSON, Parquet), or a JSON list in a CSV cell.
-- ``--task rewrite``: the rewrites in a file judged against their inputs and instruction (``rewrites``), logged as a
-  run with the headline figures (``strict_alignment``: no new facts, ``coverage``: nothing lost,
+- ``--task rewrite``: the rewrites in a file judged against their inputs and instruction, logged as an MLflow
+  evaluation run (``tracking.evaluate_rewrites``): one trace per row with its claim-alignment, coverage and
+  instruction cards, the headline figures (``strict_alignment``: no new facts, ``coverage``: nothing lost,
   ``instruction_following``), the tables, report and signature.
 """
 
@@ -88,12 +89,21 @@ def evaluate_rag(args: argparse.Namespace, data) -> int:
     return report_evaluation(run, experiment, evaluation, f"{len(records)} answers")
 
 
+def rewrite_records(data, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The rows as ``mlflow.genai.evaluate`` takes them: input, instruction and id in ``inputs``, the rewrite in
+    ``outputs``."""
+    return [{"inputs": {"input": row[args.input_col], "id": row[args.id_col] if args.id_col else position,
+                        "instruction": args.instruction if args.instruction is not None else row[args.instruction_col]},
+             "outputs": row[args.rewrite_col]}
+            for position, row in enumerate(data.to_dict(orient="records"))]
+
+
 def evaluate_rewrites(args: argparse.Namespace, data) -> int:
     import mlflow
 
     from ..judge import preflight
-    from ..rewrites import judge_rewrites_frame
-    from ..tracking import log_result
+    from ..tracking.evaluate import RunRowsMismatch, evaluate_rewrites
+    from ..tracking.judge_sets import rewrite_scorers
 
     _refuse(args, {**_SUMMARY_ONLY, **_ANSWERS_ONLY})
     if (args.instruction is None) == (args.instruction_col is None):
@@ -101,19 +111,15 @@ def evaluate_rewrites(args: argparse.Namespace, data) -> int:
     missing = [c for c in (args.input_col, args.rewrite_col, args.instruction_col, args.id_col) if c and c not in data.columns]
     if missing:
         raise ValueError(f"{args.data} has no column {missing}; it has {list(data.columns)}")
+    records = rewrite_records(data, args)
     set_tracking(args)
     experiment = set_experiment(args)
     judge = make_judge(args, batch_files=True)
     preflight(judge)
-    with mlflow.start_run(run_name=args.run_name) as run:
-        result = judge_rewrites_frame(data, judge=judge, instruction=args.instruction, input_col=args.input_col, rewrite_col=args.rewrite_col,
-                                      instruction_col=args.instruction_col, id_col=args.id_col)
-        log_result(result, log_metrics=True, all_metrics=args.all_metrics)
-    return report_evaluation(run, experiment, _Logged(result), f"{len(data)} rewrites")
-
-
-class _Logged:
-    """A result logged without an MLflow evaluation, as ``report_evaluation`` reads one."""
-
-    def __init__(self, result) -> None:
-        self.result, self.metrics, self.warnings = result, result.metrics, result.warnings
+    try:
+        with mlflow.start_run(run_name=args.run_name) as run:
+            evaluation = evaluate_rewrites(records, rewrite_scorers(judge), all_metrics=args.all_metrics)
+    except RunRowsMismatch as error:
+        print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
+        return EXIT_EVALUATION_FAILED
+    return report_evaluation(run, experiment, evaluation, f"{len(records)} rewrites")

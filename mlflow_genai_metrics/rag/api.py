@@ -174,28 +174,28 @@ def judge_answers(
 def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_tokens: int | None) -> tuple[StatisticsOptions, int | None]:
     """The statistics (default: ``StatisticsOptions()``) and the passages' chunk size (checked like a summary's
     source's) for ``caller`` (``judge_answers``, its Spark twin), after refusing a judge or statistics of the wrong
-    type. Answers are verified once per chunk, in one order: a judge asking for ``stability`` above 1 or an
-    ``order_check``, or showing ``examples``, would sign or promise what was not done, and is refused too."""
+    type, and a judge asking for what answers cannot do yet (``refuse_what_answers_cannot_do``)."""
     statistics = statistics if statistics is not None else StatisticsOptions()
     if not isinstance(statistics, StatisticsOptions):
         raise TypeError(f"{caller}(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
     if not isinstance(judge, Judge):
         raise TypeError(f"{caller}(): judge= must be a Judge, not {type(judge).__name__}")
-    refuse_what_answers_cannot_do(judge)
+    refuse_what_answers_cannot_do(judge, spark=caller.endswith("_spark"))
     return statistics, JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
 
 
-def refuse_what_answers_cannot_do(judge: Judge) -> None:
-    """A ``ValueError`` for a judge whose method options answers cannot honour yet (``stability`` above 1, an
-    ``order_check``, ``examples``): every path that judges answers (``judge_answers``, Spark, the MLflow answer
-    judges, ``evaluate_answers``, ``mgm evaluate --task rag``) calls it before any call, so no run signs a check it
-    did not make."""
-    if judge.stability > 1:
-        raise ValueError(f"stability={judge.stability}: repeated verification is built for summaries and rewrites, not yet for "
-                         "answers from passages; judge answers with a Judge of stability=1")
-    if judge.order_check > 0:
-        raise ValueError(f"order_check={judge.order_check}: the order check is built for summaries and rewrites, not yet for "
-                         "answers from passages; judge answers with a Judge of order_check=0")
+def refuse_what_answers_cannot_do(judge: Judge, *, spark: bool = False) -> None:
+    """A ``ValueError`` for a judge whose method options answers cannot honour yet (``examples``; on Spark also
+    ``stability`` above 1 and an ``order_check``, whose counts its rows do not carry yet): every path that judges
+    answers (``judge_answers``, Spark, the MLflow answer judges, ``evaluate_answers``, ``mgm evaluate --task rag``)
+    calls it before any call, so no run signs a check it did not make. Elsewhere ``stability`` and ``order_check``
+    are honoured as for summaries (``rag.pipeline``)."""
+    if spark and judge.stability > 1:
+        raise ValueError(f"stability={judge.stability}: repeated verification of answers runs in judge_answers and MLflow, not yet "
+                         "on Spark; judge answers on Spark with a Judge of stability=1")
+    if spark and judge.order_check > 0:
+        raise ValueError(f"order_check={judge.order_check}: the order check of answers runs in judge_answers and MLflow, not yet "
+                         "on Spark; judge answers on Spark with a Judge of order_check=0")
     if judge.examples is not None:
         raise ValueError("examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers "
                          "from passages; judge answers with a Judge without examples")
@@ -214,7 +214,7 @@ def build_answers_result(judgements: Sequence[AnswerJudgement], *, judge: Judge,
     """Tables, aggregates and signature from one judgement per row (``grounding``: its claims were checked against
     the passages by the model-free check)."""
     usage = Usage.total([j.usage for j in judgements])
-    table = answer_rows_table(judgements, suspect=grounding)
+    table = answer_rows_table(judgements, suspect=grounding, stability=judge.stability > 1, order=judge.order_check > 0)
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(histograms, usage, prices=judge.prices, statistics=statistics)
     signature = answers_signature(judge, max_source_tokens=max_source_tokens, usage=usage, statistics=statistics, grounding=grounding)

@@ -2,7 +2,11 @@
 calls in flight, its cache answers an identical rerun).
 
 Per row, at once: the answer's claims (``summarization.extraction``), then their verification against each chunk of
-the passages (``verify_passages``); the answer's relevance to the question; and, with an expected answer, its facts,
+the passages (``verify_passages``; with the judge's ``stability`` above 1 asked that many times, as distinct requests,
+the majority kept and its share of the repetitions in the claim's ``agreement``, as a summary's; with its
+``order_check``, the claims of a fixed sample of rows verified again in a shuffled order, each verdict compared with
+the row's own first one: ``order_checked``, ``order_changed``, as a summary's, and a failed shuffled request fails
+the check alone, never the row); the answer's relevance to the question; and, with an expected answer, its facts,
 then their check against the passages and against the answer. A claim's verdicts over the chunks combine as a
 summary's do over a source's chunks (yes in any chunk, else no in any, else idk), taking only verdicts whose quote is
 in the passage they cite: a yes or no whose quote is not there counts as idk, and is kept as the claim's verdict
@@ -23,9 +27,12 @@ from dataclasses import dataclass, field
 
 from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync
 from ..summarization.extraction import extract_claims
+from ..summarization.order import OrderCheck, changed_answers, in_sample, shuffled_order
+from ..summarization.order_pass import CLAIMS_STAGE, not_asked
 from ..summarization.passes import MAX_CLAIMS, extract_claims_request
 from ..summarization.records import CheckedClaim, JudgePass, RowError
 from ..summarization.row_needs import WORDS_PER_CLAIM, RowNeed, likely_statements
+from ..summarization.stability import majority_verdict
 from ..summarization.statements import distinct_statements, has_words
 from .passages import PassageChunk, chunk_passages, quote_found
 from .passes import MAX_FACTS, ClaimCitation, expected_facts_request, relevance_request, verify_passages_request
@@ -44,20 +51,25 @@ def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_sou
 
 def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk]) -> RowNeed:
     """What judging ``row`` will take of the judge's budget when every pass answers: its claims (one call) and their
-    verification (one per chunk of passages), its relevance (one), and with an expected answer its facts (one), their
+    verification (one per chunk of passages, ``stability`` times), its relevance (one), and with an expected answer its facts (one), their
     check against each chunk and against the answer (one). Statements not known yet are priced by stand-ins of the
     likely size (``summarization.row_needs``); retries and repair turns draw from what is free."""
     requests: list[JudgeRequest] = []
+    shuffled: list[JudgeRequest] = []
     if has_words(row.answer):
         likely = likely_statements(row.answer, WORDS_PER_CLAIM, MAX_CLAIMS)
-        requests += [extract_claims_request(row.answer), *(verify_passages_request(chunk, likely) for chunk in chunks)]
+        requests += [extract_claims_request(row.answer),
+                     *(verify_passages_request(chunk, likely).repeated(r) for r in range(judge.stability) for chunk in chunks)]
+        if chunks and in_sample(row.source_key, row.answer, judge.order_check):  # the shuffled verification: optional
+            shuffled = [verify_passages_request(chunk, likely) for chunk in chunks]
         requests.append(relevance_request(row.question, row.answer))
     if row.expected is not None and has_words(row.expected):
         facts = likely_statements(row.expected, WORDS_PER_CLAIM, MAX_FACTS)
         requests += [expected_facts_request(row.question, row.expected), *(verify_passages_request(chunk, facts) for chunk in chunks)]
         if has_words(row.answer):
             requests.append(verify_passages_request(PassageChunk((1,), (row.answer,)), facts))
-    return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests))
+    return RowNeed(len(requests), sum(judge.worst_cost(request) for request in requests),
+                   order_calls=len(shuffled), order_cost_usd=sum(judge.worst_cost(request) for request in shuffled))
 
 
 def cite(check: ClaimCitation, chunk: PassageChunk) -> Cited:
@@ -81,10 +93,42 @@ def combine_cited(per_chunk: Sequence[Cited]) -> Cited:
     return next((cited for cited in per_chunk if cited.quote_found is False), per_chunk[0])
 
 
+def majority_cited(per_repetition: Sequence[Cited]) -> tuple[Cited, float]:
+    """A statement's verdicts over repeated verifications -> the majority's (its first repetition's passage, quote
+    and reason) and the share of repetitions that gave it; idk with the first reason when there is no majority
+    (``summarization.stability.majority_verdict``)."""
+    verdict, reason, agreement = majority_verdict([(cited.verdict, cited.reason) for cited in per_repetition])
+    chosen = next((cited for cited in per_repetition if cited.verdict == verdict), None)
+    return (chosen if chosen is not None else Cited(verdict="idk", reason=reason)), agreement
+
+
 @dataclass
 class _Row:
     usage: dict[JudgePass, Usage]
     errors: dict[str, RowError] = field(default_factory=dict)  # by part: claims, relevance, facts
+    order: OrderCheck | None = None  # the order check, on the rows of its sample
+    order_room: bool = True  # False: the budget had room for the row's own requests only, not its order check's
+
+
+def claim_order(row: AnswerInput, claims: Sequence[str], chunks: Sequence[PassageChunk], share: float) -> list[int] | None:
+    """The shuffled order the order check verifies the answer's claims in again (``summarization.order``), when the
+    row is in its sample and there are two claims or more and a passage to check them against; else None."""
+    if len(claims) < 2 or not chunks or not in_sample(row.source_key, row.answer, share):
+        return None
+    return shuffled_order(len(claims), row.source_key, row.answer)
+
+
+def compare_cited_orders(replies: Sequence[JudgeReply], chunks: Sequence[PassageChunk], order: Sequence[int],
+                         original: Sequence[str]) -> OrderCheck:
+    """The order check of an answer's claims: each claim's verdict over the chunks in the shuffled requests
+    (``replies``, one per chunk; quotes checked as in the row's own) beside its verdict in the row's own first
+    verification (``original``, by position). A failed reply fails the check, never the row."""
+    failed = next((reply for reply in replies if not reply.ok), None)
+    if failed is not None:
+        return OrderCheck(failed=str(RowError(stage=CLAIMS_STAGE, error=failed.error)))
+    per_chunk = [[cite(check, chunk) for check in reply.answer.verdicts] for reply, chunk in zip(replies, chunks)]
+    shuffled = [combine_cited([chunk[j] for chunk in per_chunk]).verdict for j in range(len(order))]
+    return OrderCheck(checked=len(order), changed=changed_answers(original, shuffled, order))
 
 
 class _Answers:
@@ -126,21 +170,21 @@ class _Answers:
         row = self.rows[index]
         need = answer_need(self.judge, row, self.chunks[index])
         try:
-            earmark = await budget.earmark(need.calls, need.cost_usd)
+            earmark = await budget.earmark(need.calls, need.cost_usd, optional_calls=need.order_calls, optional_cost_usd=need.order_cost_usd)
         except BudgetExhausted as exc:
             message = f"not sent: the judge's budget cannot pay for this row's {need.calls} calls ({exc})"
             error = RowError(stage="judging", error=JudgeError(kind="budget", message=message, attempts=0))
             return AnswerJudgement(id=row.id, source_key=row.source_key, passage_count=len(row.passages), error=error)
         try:
             with drawing_from(earmark):
-                return await self._passes(index)
+                return await self._passes(index, order_room=earmark.optional)
         finally:
             budget.close(earmark)
 
-    async def _passes(self, index: int) -> AnswerJudgement:
+    async def _passes(self, index: int, *, order_room: bool = True) -> AnswerJudgement:
         row, chunks = self.rows[index], self.chunks[index]
         expected = row.expected is not None and has_words(row.expected)
-        state = _Row(usage={"claims": Usage(), "relevance": Usage(), **({"facts": Usage()} if expected else {})})
+        state = _Row(usage={"claims": Usage(), "relevance": Usage(), **({"facts": Usage()} if expected else {})}, order_room=order_room)
         parts: list[Awaitable] = [self._claims(row, chunks, state), self._relevance(row, state)]
         if expected:
             parts.append(self._facts(row, chunks, state))
@@ -150,20 +194,28 @@ class _Answers:
         error = next((state.errors[part] for part in ("claims", "relevance", "facts") if part in state.errors), None)
         if error is not None:
             return AnswerJudgement(**base, error=error, **usage)
-        return AnswerJudgement(**base, claims=claims, relevance=relevance, facts=facts[0] if facts else None, **usage)
+        return AnswerJudgement(**base, claims=claims, relevance=relevance, facts=facts[0] if facts else None, order_check=state.order, **usage)
 
-    async def _verify(self, chunks: list[PassageChunk], statements: list[str], usage: Usage) -> list[Cited] | JudgeReply:
-        """Each statement's verdict over the chunks (idk for all when there is none); a failed reply instead of them."""
+    async def _verify(self, chunks: list[PassageChunk], statements: list[str], usage: Usage, *,
+                      repetitions: int = 1) -> list[tuple[Cited, float | None, Cited]] | JudgeReply:
+        """Each statement's verdict over the chunks (idk for all when there is none), with the share of repetitions
+        that gave it (``repetitions`` above 1: each chunk asked that many times, the majority kept; else None) and
+        the first repetition's verdict (what the order check compares); a failed reply instead of them."""
         if not chunks:
-            return [Cited(verdict="idk", reason=NO_PASSAGE) for _ in statements]
-        replies = await asyncio.gather(*(self.judge.aask(verify_passages_request(chunk, statements)) for chunk in chunks))
+            idk = Cited(verdict="idk", reason=NO_PASSAGE)
+            return [(idk, None, idk) for _ in statements]
+        asked = [(r, chunk) for r in range(repetitions) for chunk in chunks]
+        replies = await asyncio.gather(*(self.judge.aask(verify_passages_request(chunk, statements).repeated(r)) for r, chunk in asked))
         for reply in replies:
             usage.add(reply.usage)
         failed = next((reply for reply in replies if not reply.ok), None)  # in the order asked, not answered
         if failed is not None:
             return failed
-        per_chunk = [[cite(check, chunk) for check in reply.answer.verdicts] for reply, chunk in zip(replies, chunks)]
-        return [combine_cited([chunk[position] for chunk in per_chunk]) for position in range(len(statements))]
+        per_chunk = [[cite(check, chunk) for check in reply.answer.verdicts] for reply, (_, chunk) in zip(replies, asked)]
+        count = len(chunks)
+        per_repetition = [[combine_cited([chunk[position] for chunk in per_chunk[r * count:(r + 1) * count]]) for r in range(repetitions)]
+                          for position in range(len(statements))]
+        return [(*majority_cited(given), given[0]) if repetitions > 1 else (given[0], None, given[0]) for given in per_repetition]
 
     async def _claims(self, row: AnswerInput, chunks: list[PassageChunk], state: _Row) -> list[CheckedClaim]:
         if not has_words(row.answer):
@@ -173,12 +225,21 @@ class _Answers:
         if found.error is not None:
             state.errors["claims"] = found.error
             return []
-        verdicts = await self._verify(chunks, found.claims, state.usage["claims"])
+        order = claim_order(row, found.claims, chunks, self.judge.order_check)
+        shuffled = [verify_passages_request(chunk, [found.claims[i] for i in order]) for chunk in chunks] if order and state.order_room else []
+        verdicts, *shuffled_replies = await asyncio.gather(
+            self._verify(chunks, found.claims, state.usage["claims"], repetitions=self.judge.stability), *(self.judge.aask(r) for r in shuffled))
+        for reply in shuffled_replies:  # paid for, whatever comes of them
+            state.usage["claims"].add(reply.usage)
         if isinstance(verdicts, JudgeReply):
             state.errors["claims"] = RowError(stage="claim verification", error=verdicts.error)
             return []
-        return [CheckedClaim(claim=claim, duplicates=copies, **cited.model_dump())
-                for claim, copies, cited in zip(found.claims, found.duplicates, verdicts)]
+        if order and not shuffled:
+            state.order = not_asked("the judge's budget had room for this row's own requests only")
+        elif shuffled:
+            state.order = compare_cited_orders(shuffled_replies, chunks, order, [first.verdict for _, _, first in verdicts])
+        return [CheckedClaim(claim=claim, duplicates=copies, agreement=agreement, **cited.model_dump())
+                for claim, copies, (cited, agreement, _) in zip(found.claims, found.duplicates, verdicts)]
 
     async def _relevance(self, row: AnswerInput, state: _Row) -> AnswerRelevance | None:
         if not has_words(row.answer):
@@ -201,10 +262,11 @@ class _Answers:
         if has_words(row.answer):
             checks = await asyncio.gather(self._verify(chunks, facts, usage), self._verify([PassageChunk((1,), (row.answer,))], facts, usage))
         else:  # an empty answer states none of them: no call for it
-            checks = [await self._verify(chunks, facts, usage), [Cited(verdict="idk", reason=EMPTY_ANSWER) for _ in facts]]
+            empty = Cited(verdict="idk", reason=EMPTY_ANSWER)
+            checks = [await self._verify(chunks, facts, usage), [(empty, None, empty) for _ in facts]]
         in_passages, in_answer = checks
         for stage, found in (("expected-fact check against the passages", in_passages), ("expected-fact check against the answer", in_answer)):
             if isinstance(found, JudgeReply):
                 state.errors["facts"] = RowError(stage=stage, error=found.error)
                 return None
-        return [FactCheck(fact=fact, in_passages=p, in_answer=a) for fact, p, a in zip(facts, in_passages, in_answer)]
+        return [FactCheck(fact=fact, in_passages=p, in_answer=a) for fact, (p, *_), (a, *_) in zip(facts, in_passages, in_answer)]

@@ -54,7 +54,9 @@ def answer_reasoning(judgement: AnswerJudgement) -> str:
     suspects = sum(bool(c.suspect) for c in judgement.claims)
     if suspects:
         head += f" {suspects} suspect verdict{'s' if suspects > 1 else ''} (the model-free check disagrees)."
-    return "\n".join([head, *(f"[{c.verdict}] claim {n}: {c.claim} -- {c.reason}{_evidence(c)}{_suspect(c)}" for n, c in ordered)])
+    failed = judgement.order_check.failed if judgement.order_check is not None else None  # the check only measures
+    note = [f"Not in the order check (the verdicts stand): {failed}"] if failed else []
+    return "\n".join([head, *(f"[{c.verdict}] claim {n}: {c.claim} -- {c.reason}{_evidence(c)}{_suspect(c)}" for n, c in ordered), *note])
 
 
 def _suspect(claim: CheckedClaim) -> str:
@@ -99,11 +101,13 @@ def answer_values(judgement: AnswerJudgement) -> dict[str, float | int | None]:
     }
 
 
-def answer_rows_table(judgements: Sequence[AnswerJudgement], *, suspect: bool = False) -> pd.DataFrame:
+def answer_rows_table(judgements: Sequence[AnswerJudgement], *, suspect: bool = False, stability: bool = False,
+                      order: bool = False) -> pd.DataFrame:
     """One row per answer, in input order: a summary's claim columns (with ``suspect_verdicts`` when the model-free
-    check second-guessed the verdicts), then the answer's own, the three reasoning columns (``reasoning`` with
+    check second-guessed the verdicts, ``unstable_claims`` when each verification was asked more than once, the
+    order check's counts with ``order``), then the answer's own, the three reasoning columns (``reasoning`` with
     passages and quotes, ``relevance_reasoning``, ``facts_reasoning``), error and usage."""
-    table = rows_table(judgements, coverage=False, judged=True, grounding=False, suspect=suspect)
+    table = rows_table(judgements, coverage=False, judged=True, grounding=False, suspect=suspect, stability=stability, order=order)
     table["reasoning"] = [answer_reasoning(j) for j in judgements]
     values = pd.DataFrame.from_records([answer_values(j) for j in judgements], columns=list(ANSWER_COLUMNS))
     for name in ANSWER_COLUMNS:

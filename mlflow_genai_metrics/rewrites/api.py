@@ -24,7 +24,7 @@ from ..stats import StatisticsOptions
 from ..summarization.api import build_result, response_mode_of
 from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows, source_key
 from ..summarization.options import JudgingOptions
-from ..summarization.records import RowError, RowInput, RowJudgement
+from ..summarization.records import RowError, RowInput, RowJudgement, TaskVerdict
 from ..summarization.result import SummarizationResult
 from ..summarization.statements import has_words
 from ..tables import MissingColumnError
@@ -59,15 +59,48 @@ async def _checks(judge: Judge, rows: Sequence[RowInput], instructions: Sequence
 
 
 def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply) -> RowJudgement:
-    """The row's judgement with its instruction call's usage; its error when the check failed (and nothing failed
-    before it)."""
+    """The row's judgement with its instruction verdict (``verdicts["instruction"]``) and that call's usage; its
+    error when the check failed (and nothing failed before it)."""
     if not isinstance(check, JudgeReply):
-        return judgement
+        if judgement.error is not None:
+            return judgement
+        return judgement.model_copy(update={"verdicts": {**judgement.verdicts, "instruction": TaskVerdict(value=check.followed, reason=check.reason)}})
     usage = {"usage": judgement.usage.model_copy(), "usage_by_pass": {**judgement.usage_by_pass, "instruction": check.usage}}
     usage["usage"].add(check.usage)
     if judgement.error is not None:
         return judgement.model_copy(update=usage)
     return RowJudgement(id=judgement.id, source_key=judgement.source_key, error=RowError(stage="instruction check", error=check.error), **usage)
+
+
+def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str],
+                       judgements: Sequence[RowJudgement]) -> list[RowJudgement]:
+    """``judgements`` (the rows' claims and key points) with each row's instruction check: its verdict under
+    ``verdicts["instruction"]``, or, when the call failed, the row's error (its usage counted either way)."""
+    checks = run_sync(_checks(judge, rows, instructions))
+    return [_with_check(judgement, check) for judgement, check in zip(judgements, checks)]
+
+
+def rewrite_key(text: str, instruction: str) -> str:
+    """What a rewrite's row pairs on across runs: its input *and* its instruction, so identical rewrites judged
+    under different instructions are never compared as equals."""
+    return source_key(f"{text}\0instruction\0{instruction}")
+
+
+def rewrite_result(rows: Sequence[RowInput], judgements: Sequence[RowJudgement], instructions: Sequence[str], *, judge: Judge,
+                   options: JudgingOptions, statistics: StatisticsOptions, references: Sequence[str] | None = None,
+                   extra_columns: dict[str, Sequence[Any]] | None = None) -> SummarizationResult:
+    """The result of judged rewrites (``check_instructions``' judgements): the summaries' tables and figures plus
+    ``instruction_followed`` and ``instruction_reasoning`` per row and ``instruction_following``, signed with the
+    ``instruction`` prompt, each row keyed by its input and instruction (``rewrite_key``)."""
+    verdicts = [j.verdicts.get("instruction") if j.error is None else None for j in judgements]
+    followed = pd.array([None if v is None else int(v.value == "yes") for v in verdicts], dtype="Int64")
+    reasons = [None if v is None else f"Instruction {v.value}: {v.reason}" for v in verdicts]
+    result = build_result(rows, judgements, judge=judge, options=options, statistics=statistics, references=references,
+                          extra_columns={**(extra_columns or {}), "instruction_followed": followed, "instruction_reasoning": reasons})
+    signature = summarization_signature(judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
+                                        response_mode=response_mode_of(result.usage), statistics=statistics, prompts=REWRITE_SIGNATURE_PROMPTS)
+    keys = [rewrite_key(row.source, text) for row, text in zip(rows, instructions)]
+    return dataclasses.replace(result, signature=signature, rows=result.rows.assign(source_key=keys))
 
 
 def judge_rewrites(
@@ -103,19 +136,8 @@ def judge_rewrites(
     rows = prepare_rows(inputs, rewrites, ids)
     instructions = _instructions(instruction, len(rows))
     options = JudgingOptions(coverage=True, grounding=False, max_source_tokens=max_source_tokens).for_judge(judge)
-    judgements = judge_rows(rows, judge, options, progress=progress)
-    checks = run_sync(_checks(judge, rows, instructions))
-    judgements = [_with_check(j, c) for j, c in zip(judgements, checks)]
-    followed = pd.array([None if j.error is not None else int(c.followed == "yes") for j, c in zip(judgements, checks)], dtype="Int64")
-    reasons = [None if j.error is not None else f"Instruction {c.followed}: {c.reason}" for j, c in zip(judgements, checks)]
-    result = build_result(rows, judgements, judge=judge, options=options, statistics=statistics,
-                          extra_columns={"instruction_followed": followed, "instruction_reasoning": reasons})
-    signature = summarization_signature(judge, coverage=True, max_source_tokens=options.max_source_tokens,
-                                        response_mode=response_mode_of(result.usage), statistics=statistics, prompts=REWRITE_SIGNATURE_PROMPTS)
-    # A rewrite is judged against its input *and* its instruction: rows of two runs pair only when both match, so
-    # identical rewrites judged under different instructions are never compared as equals.
-    keys = [source_key(f"{row.source}\0instruction\0{text}") for row, text in zip(rows, instructions)]
-    return dataclasses.replace(result, signature=signature, rows=result.rows.assign(source_key=keys))
+    judgements = check_instructions(judge, rows, instructions, judge_rows(rows, judge, options, progress=progress))
+    return rewrite_result(rows, judgements, instructions, judge=judge, options=options, statistics=statistics)
 
 
 def judge_rewrites_frame(frame: pd.DataFrame, *, judge: Judge, instruction: str | None = None, input_col: str = "input",

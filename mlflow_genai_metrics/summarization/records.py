@@ -76,6 +76,16 @@ class RowError(BaseModel):
         return f"{self.stage} failed: {self.error}"
 
 
+class TaskVerdict(BaseModel):
+    """A yes/no a task asks of a row besides the claim engine's passes (a rewrite's ``instruction``: did it follow
+    its instruction), with the judge's one-sentence reason."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: Literal["yes", "no"]
+    reason: str
+
+
 class RowJudgement(BaseModel):
     """Claims with verdicts, key points with coverage, what judging the row cost, and any error.
 
@@ -98,3 +108,5 @@ class RowJudgement(BaseModel):
     error: RowError | None = None
     judged: bool = True
     grounding: RowGrounding | None = None
+    # A task's own yes/no passes, by name (a rewrite's ``instruction``); empty for summaries and answers.
+    verdicts: dict[str, TaskVerdict] = Field(default_factory=dict)

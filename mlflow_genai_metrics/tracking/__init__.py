@@ -8,10 +8,10 @@ from .align import AlignmentReport, align_judge
 from .answer_judges import AnswerEvaluation, AnswerFaithfulness, AnswerRelevance, ContextSufficiency, answer_scorers, evaluate_answers
 from .classic import summarization_metrics
 from .compare import EvaluatedRun, compare_runs, load_run
-from .evaluate import SummaryEvaluation, evaluate_summaries
+from .evaluate import SummaryEvaluation, evaluate_rewrites, evaluate_summaries
 from .gate import GateResult, RuleOutcome, parse_rules, register_if_passing
-from .judge_sets import summarization_scorers
-from .judges import ClaimAlignment, Grounding, JudgeSpec, KeyPointCoverage
+from .judge_sets import rewrite_scorers, summarization_scorers
+from .judges import ClaimAlignment, Grounding, InstructionFollowing, JudgeSpec, KeyPointCoverage
 from .model import SummarizerModel
 from .monitor import MonitorReport, score_traces
 from .one_call import make_claim_judge
@@ -20,9 +20,9 @@ from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_resu
 
 __all__ = [
     "ARTIFACT_DIR", "SIGNATURE_TAG", "AgreementReport", "AlignmentReport", "AnswerEvaluation", "AnswerFaithfulness", "AnswerRelevance",
-    "ClaimAlignment", "ContextSufficiency", "EvaluatedRun", "GateResult", "Grounding",
+    "ClaimAlignment", "ContextSufficiency", "EvaluatedRun", "GateResult", "Grounding", "InstructionFollowing",
     "JudgeSpec", "KeyPointCoverage", "MonitorReport", "Rule", "RuleOutcome", "SummarizerModel", "SummaryEvaluation",
-    "align_judge", "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
-    "log_results", "make_claim_judge", "parse_rules", "register_if_passing", "score_traces", "summarization_metrics",
+    "align_judge", "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_rewrites", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
+    "log_results", "make_claim_judge", "parse_rules", "register_if_passing", "rewrite_scorers", "score_traces", "summarization_metrics",
     "summarization_scorers",
 ]

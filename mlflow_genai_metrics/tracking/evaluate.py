@@ -38,12 +38,13 @@ import pandas as pd
 from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
 from mlflow.tracking import MlflowClient
 
+from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
 from .genai import evaluated_row_count, trace_rows, unique_ids
-from .judge_sets import shared_pipeline
+from .judge_sets import rewrite_scorers, shared_pipeline
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
 from .run_logging import SIGNATURE_TAG, log_result
 from .scored_rows import ScoredRows, fail, settle
@@ -99,6 +100,23 @@ def _records(data: Any) -> list[dict[str, Any]]:
     raise TypeError(f"data must be a list of dicts, a pandas DataFrame or an MLflow evaluation dataset, not {type(data).__name__}")
 
 
+def parsed_rows(pipeline: Any, records: Sequence[dict[str, Any]]) -> list[Any]:
+    """Each record as ``pipeline`` reads it; bad rows refused together before any judge call (``ValueError`` naming
+    each row by its position and id, and what is wrong with it)."""
+    parsed, bad = [], []
+    for position, record in enumerate(records):
+        try:
+            parsed.append(pipeline.parse(record.get("inputs"), record.get("outputs"), record.get("expectations")))
+        except ValueError as error:
+            inputs = record.get("inputs")
+            row_id = inputs.get(pipeline.keys.id) if isinstance(inputs, dict) else None
+            bad.append(f"row {position}{f' (id {row_id!r})' if row_id is not None else ''}: {error}")
+    if bad:
+        more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+        raise ValueError("cannot judge these rows:\n  " + "\n  ".join(bad[:20]) + more)
+    return parsed
+
+
 def evaluate_summaries(
     data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None, model_id: str | None = None, all_metrics: bool = False,
     ter: bool = False, statistics: StatisticsOptions | None = None, **keywords: Any,
@@ -133,7 +151,7 @@ def evaluate_summaries(
     records = _records(data)
     if not records:
         raise ValueError("data has no rows: nothing to evaluate")
-    parsed = [pipeline.parse(r.get("inputs"), r.get("outputs"), r.get("expectations")) for r in records]
+    parsed = parsed_rows(pipeline, records)
     unique_ids(parsed, id_key=pipeline.keys.id)
     pipeline.check()
     ready = [p for p, r in zip(parsed, records) if "outputs" in r and predict_fn is None]
@@ -151,6 +169,14 @@ def evaluate_summaries(
     if outcome.result is None:
         raise RunRowsMismatch(outcome.error or "", evaluation.run_id)
     return SummaryEvaluation(run_id=evaluation.run_id, result=outcome.result, mlflow_result=evaluation)
+
+
+def evaluate_rewrites(data: Any, judges: Sequence[Any] | None = None, **keywords: Any) -> SummaryEvaluation:
+    """``evaluate_summaries`` for rewrites: ``data``'s rows are ``{"inputs": {"input": text, "instruction": what was
+    asked, "id": ...}, "outputs": rewrite}``, ``judges`` default ``rewrite_scorers(Judge())``. One trace per row with
+    its claim-alignment, coverage and instruction cards; the run's figures are ``judge_rewrites``' (no new facts,
+    nothing lost, ``instruction_following``), each row paired across runs by its input and its instruction."""
+    return evaluate_summaries(data, judges if judges is not None else rewrite_scorers(Judge()), **keywords)
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@ is ``summarization.cards``'; here it becomes MLflow's.
 - ``claim_alignment``: "yes"/"no" (MLflow's ``CategoricalRating``, as its own judges give), source ``LLM_JUDGE``
   named as MLflow names its judges' models (``openai:/<model>``), the Markdown rationale, the counts in metadata;
 - ``key_point_coverage``: the share of the source's key points covered, the covered and missed ones listed;
-- ``grounding``: the model-free score with its reasoning, source ``CODE`` with the grounding model's tag.
+- ``grounding``: the model-free score with its reasoning, source ``CODE`` with the grounding model's tag;
+- ``instruction_following`` (rewrites): "yes"/"no", did the rewrite follow its instruction, with the judge's reason.
 
 Each judge's card carries what its own judgement cost under MLflow's assessment metadata keys, which MLflow's UI
 shows on the card (``judge_cost``): the claim card its claim passes, the coverage card its key-point passes, split
@@ -22,6 +23,7 @@ from mlflow.genai.judges import CategoricalRating
 from mlflow.tracing.constant import AssessmentMetadataKey
 
 from ..judge import Usage
+from ..rewrites.cards import instruction_card
 from ..summarization.cards import Card, claim_card, coverage_card, grounding_card
 from ..summarization.records import JudgePass, RowJudgement
 
@@ -73,3 +75,8 @@ def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: Asse
 def grounding_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
     """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
     return card_feedback(name, grounding_card(judgement), source, {})
+
+
+def instruction_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
+    """Yes when the rewrite follows its instruction (``rewrites.cards.instruction_card``), with the judge's reason."""
+    return card_feedback(name, instruction_card(judgement), source, judge_cost(judgement, "instruction", priced=priced))

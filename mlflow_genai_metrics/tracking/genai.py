@@ -24,6 +24,7 @@ from typing import Any
 import mlflow
 
 from ..judge import Judge, JudgeConfigError, Preflight
+from ..rewrites.api import check_instructions, rewrite_result
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result
 from ..summarization.ids import canonical_id
@@ -41,11 +42,13 @@ REFERENCE_KEYS = ("expected_response", "expected_summary")
 
 @dataclass(frozen=True)
 class InputKeys:
-    """Where the source, the row id and the category are in a row's ``inputs`` (a dict), and the summary in ``outputs``."""
+    """Where the source, the row id and the category are in a row's ``inputs`` (a dict), and the summary in
+    ``outputs``; for rewrites also the instruction (``instruction``: a key of ``inputs``; None for summaries)."""
 
     source: str = "text"
     id: str = "id"
     category: str = "category"
+    instruction: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class ParsedRow:
     reference: str | None = None
     trace_id: str | None = None
     id_given: bool = True
+    instruction: str | None = None  # a rewrite's instruction (``InputKeys.instruction``)
 
 
 def _missing(value: Any) -> bool:
@@ -82,16 +86,25 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
     reference = None
     if isinstance(expectations, dict):
         reference = next((expectations[k] for k in REFERENCE_KEYS if isinstance(expectations.get(k), str)), None)
+    instruction = None
+    if keys.instruction is not None:
+        instruction = inputs.get(keys.instruction) if isinstance(inputs, dict) else None
+        if not isinstance(instruction, str) or not instruction.strip():
+            found = "missing" if _missing(instruction) else "empty" if isinstance(instruction, str) else type(instruction).__name__
+            raise ValueError(f"a rewrite's instruction must be text in `inputs[{keys.instruction!r}]`; it is {found}")
     id_given = not _missing(row_id)
     row = prepare_rows([source], ["" if _missing(summary) else summary], [row_id if id_given else source_key(source)])[0]
-    return ParsedRow(row=row, category=None if _missing(category) else category, reference=reference, trace_id=trace_id, id_given=id_given)
+    return ParsedRow(row=row, category=None if _missing(category) else category, reference=reference, trace_id=trace_id, id_given=id_given,
+                     instruction=instruction)
 
 
 class Pipeline:
     """One judgement per row for one judge and one set of options, for one evaluation (``evaluate_summaries``,
     ``log_results``, ``score_traces``): made by the call that uses it and gone with it, so no judge or
-    judgement of it reaches another evaluation. A row is known by its texts (its source and summary), so MLflow's
-    copies of one row, handed to each scorer, are judged once."""
+    judgement of it reaches another evaluation. A row is known by its texts (its source and summary; a rewrite's
+    instruction too), so MLflow's copies of one row, handed to each scorer, are judged once. With
+    ``keys.instruction`` the rows are rewrites: each is also asked whether it follows its instruction, and the
+    result is ``rewrites``' (``instruction_following``, the rows keyed by input and instruction)."""
 
     def __init__(self, judge: Judge | None, *, options: JudgingOptions, statistics: StatisticsOptions = StatisticsOptions(),
                  keys: InputKeys = InputKeys()):
@@ -115,7 +128,7 @@ class Pipeline:
         self.check()
         try:
             with self._source_locks[parsed.row.source_key]:
-                return self._judgements([parsed.row])[0]
+                return self._judgements([parsed])[0]
         except JudgeConfigError as error:
             self.preflight.failed(error)
             raise
@@ -123,32 +136,36 @@ class Pipeline:
     def judge_all(self, rows: Sequence[ParsedRow]) -> list[RowJudgement]:
         """Judge many rows in one batch (the judge's concurrency, one pass per round), before any is read."""
         self.check()
-        return self._judgements([p.row for p in rows])
+        return self._judgements(rows)
 
     def result(self, rows: Sequence[ParsedRow]) -> SummarizationResult:
         """The result of these rows (judging any not judged yet)."""
-        inputs, references, extra = result_inputs(rows)
-        return build_result(
-            inputs, self._judgements(inputs), judge=self.judge, options=self.options, statistics=self.statistics,
-            references=references, extra_columns=extra,
-        )
+        ordered, references, extra = result_inputs(rows)
+        inputs, judgements = [p.row for p in ordered], self._judgements(ordered)
+        common = {"judge": self.judge, "options": self.options, "statistics": self.statistics, "references": references, "extra_columns": extra}
+        if self.keys.instruction is not None:
+            return rewrite_result(inputs, judgements, [p.instruction or "" for p in ordered], **common)
+        return build_result(inputs, judgements, **common)
 
-    def _judgements(self, rows: Sequence[RowInput]) -> list[RowJudgement]:
+    def _judgements(self, rows: Sequence[ParsedRow]) -> list[RowJudgement]:
         """Each row's judgement under its own id, judging (in one batch) only the rows not judged before."""
         with self._lock:
-            missing = {key: row for row in rows if (key := _texts(row)) not in self._judged}
+            missing = {key: parsed for parsed in rows if (key := _texts(parsed)) not in self._judged}
         if missing:
+            asked = [parsed.row for parsed in missing.values()]
             with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
-                judged = judge_rows(list(missing.values()), self.judge, self.options, progress=False)
+                judged = judge_rows(asked, self.judge, self.options, progress=False)
+                if self.keys.instruction is not None:
+                    judged = check_instructions(self.judge, asked, [p.instruction or "" for p in missing.values()], judged)
             with self._lock:
                 for key, judgement in zip(missing, judged):
                     self._judged.setdefault(key, judgement)
         with self._lock:
-            return [self._judged[_texts(row)].model_copy(update={"id": row.id}) for row in rows]
+            return [self._judged[_texts(parsed)].model_copy(update={"id": parsed.row.id}) for parsed in rows]
 
 
-def _texts(row: RowInput) -> tuple[str, str]:
-    return row.source_key, hashlib.sha256(row.summary.encode("utf-8")).hexdigest()
+def _texts(parsed: ParsedRow) -> tuple[str, str, str | None]:
+    return parsed.row.source_key, hashlib.sha256(parsed.row.summary.encode("utf-8")).hexdigest(), parsed.instruction
 
 
 def trace_id_of(trace: Any) -> str | None:
@@ -186,12 +203,11 @@ def unique_ids(rows: Sequence[ParsedRow], *, id_key: str = "id") -> None:
         raise ValueError(f"cannot judge these rows:\n  {shown}{more}")
 
 
-def result_inputs(rows: Sequence[ParsedRow]) -> tuple[list[RowInput], list[str] | None, dict[str, list[Any]] | None]:
+def result_inputs(rows: Sequence[ParsedRow]) -> tuple[list[ParsedRow], list[str] | None, dict[str, list[Any]] | None]:
     """The rows of a run in a stable order, with their references and categories, as ``build_result`` takes them.
     Rows whose ids repeat are refused (``unique_ids``), never renamed."""
     ordered = sorted(rows, key=lambda p: (canonical_id(p.row.id), p.row.summary))
     unique_ids(ordered)
-    inputs = [parsed.row for parsed in ordered]
     categories = [p.category for p in ordered]
     extra = {"category": categories} if any(c is not None for c in categories) else None
     references = [p.reference for p in ordered]
@@ -199,7 +215,7 @@ def result_inputs(rows: Sequence[ParsedRow]) -> tuple[list[RowInput], list[str] 
         if any(r is not None for r in references):
             log.warning("only %d of %d rows have a reference summary: ROUGE, BLEU and chrF are left out", sum(r is not None for r in references), len(ordered))
         references = None
-    return inputs, references, extra
+    return ordered, references, extra
 
 
 def root_span(trace: Any) -> Any:

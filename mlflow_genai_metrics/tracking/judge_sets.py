@@ -1,4 +1,5 @@
-"""Sets of judges: ``summarization_scorers`` (the three judges with one judge) and ``shared_pipeline`` (the
+"""Sets of judges: ``summarization_scorers`` (the three judges with one judge), ``rewrite_scorers`` (a rewrite's
+claims, key points and instruction, with one judge) and ``shared_pipeline`` (the
 pipeline ``evaluate_summaries``, ``log_results`` and ``score_traces`` make for their call and judge with: each row
 judged once, in one pass, for all of them).
 
@@ -14,7 +15,7 @@ from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import JudgingOptions
 from .genai import Pipeline
-from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _JudgedScorer, _SummaryScorer
+from .judges import ClaimAlignment, Grounding, InstructionFollowing, KeyPointCoverage, _JudgedScorer, _SummaryScorer
 
 
 def one_setting(judges: Sequence[Any], what: str, read: Any) -> Any:
@@ -40,6 +41,8 @@ def shared_pipeline(
     options = JudgingOptions(
         coverage=any(isinstance(j, KeyPointCoverage) for j in judges), ter=ter,
         max_source_tokens=one_setting(judged, "max_source_tokens", lambda j: j.max_source_tokens),
+        # rewrites are judged without the grounding check (as ``judge_rewrites``), unless a Grounding judge asks for it
+        grounding=keys.instruction is None or any(isinstance(j, Grounding) for j in judges),
     )
     return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys)
 
@@ -53,15 +56,37 @@ def summarization_scorers(
     id_key: str = "id",
     category_key: str = "category",
     max_source_tokens: int | None = None,
+    instruction_key: str | None = None,
 ) -> list:
     """The judges for ``mlflow.genai.evaluate`` with one judge: ``ClaimAlignment``, ``KeyPointCoverage`` (unless
     ``coverage=False``) and ``Grounding`` (unless ``grounding=False``). Each gives one feedback per row and asks only
     what its card needs, so no request is asked twice; MLflow aggregates the cards, and ``log_results`` logs the run's
-    full report afterwards (``evaluate_summaries`` does both at once)."""
-    options = {"source_key": source_key, "id_key": id_key, "category_key": category_key}
+    full report afterwards (``evaluate_summaries`` does both at once). ``instruction_key``: the rows are rewrites
+    (``rewrite_scorers``)."""
+    options = {"source_key": source_key, "id_key": id_key, "category_key": category_key, "instruction_key": instruction_key}
     judges: list = [ClaimAlignment(judge, max_source_tokens=max_source_tokens, **options)]
     if coverage:
         judges.append(KeyPointCoverage(judge, max_source_tokens=max_source_tokens, **options))
     if grounding:
         judges.append(Grounding(**options))
     return judges
+
+
+def rewrite_scorers(
+    judge: Judge,
+    *,
+    coverage: bool = True,
+    source_key: str = "input",
+    instruction_key: str = "instruction",
+    id_key: str = "id",
+    max_source_tokens: int | None = None,
+) -> list:
+    """The judges of rewrites for ``mlflow.genai.evaluate`` with one judge: a row is ``{"inputs": {"input": text,
+    "instruction": what was asked, "id": ...}, "outputs": rewrite}``. ``ClaimAlignment`` (no new facts: the rewrite's
+    claims against its input), ``KeyPointCoverage`` (nothing lost; unless ``coverage=False``) and
+    ``InstructionFollowing`` (the instruction followed). ``evaluate_rewrites`` logs the run's full report with them
+    (``instruction_following`` among the headline figures), as ``judge_rewrites`` computes it."""
+    judges = summarization_scorers(judge, coverage=coverage, grounding=False, source_key=source_key, id_key=id_key,
+                                   max_source_tokens=max_source_tokens, instruction_key=instruction_key)
+    return [*judges, InstructionFollowing(judge, max_source_tokens=max_source_tokens, source_key=source_key, id_key=id_key,
+                                          instruction_key=instruction_key)]

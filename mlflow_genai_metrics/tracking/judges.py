@@ -1,4 +1,6 @@
-"""The summarization judges as MLflow scorers: ``ClaimAlignment``, ``KeyPointCoverage`` and ``Grounding``.
+"""The summarization judges as MLflow scorers: ``ClaimAlignment``, ``KeyPointCoverage`` and ``Grounding``; for
+rewrites also ``InstructionFollowing`` (``judge_sets.rewrite_scorers``: the claims and key points of a rewrite
+against its input, and its instruction).
 
     from mlflow_genai_metrics import Judge
     from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
@@ -40,9 +42,16 @@ from ..grounding.model import model_tag
 from ..judge import Declared, Judge, JudgeConfigError, JudgeSettings, declared
 from ..prompts import PROMPT_NAMES, load_prompt
 from ..summarization.records import RowJudgement
-from .feedback import claim_alignment_feedback, error_feedback, grounding_feedback, judge_source, key_point_coverage_feedback
+from .feedback import (
+    claim_alignment_feedback,
+    error_feedback,
+    grounding_feedback,
+    instruction_feedback,
+    judge_source,
+    key_point_coverage_feedback,
+)
 from .genai import InputKeys, trace_id_of
-from .scored_rows import CLAIMS, GROUNDING, KEY_POINTS, Call, ScoredRows
+from .scored_rows import CLAIMS, GROUNDING, INSTRUCTION, KEY_POINTS, Call, ScoredRows
 
 
 def installed_prompts() -> dict[str, str]:
@@ -158,6 +167,7 @@ class _SummaryScorer(Registrable, Scorer):
     source_key: str = "text"
     id_key: str = "id"
     category_key: str = "category"
+    instruction_key: str | None = None  # rewrites: the instruction's key in ``inputs`` (``rewrite_scorers``)
     judge_kind: ClassVar[str]
     needs: ClassVar[frozenset[str]]  # the parts of a row's judgement its feedback reads
     _rows: ScoredRows | None = PrivateAttr(default=None)
@@ -201,7 +211,7 @@ class _SummaryScorer(Registrable, Scorer):
         return ScoredRows(None, needs=self.needs, keys=self.input_keys())
 
     def input_keys(self) -> InputKeys:
-        return InputKeys(self.source_key, self.id_key, self.category_key)
+        return InputKeys(self.source_key, self.id_key, self.category_key, self.instruction_key)
 
     def bound_to(self, rows: ScoredRows, **update: Any) -> _SummaryScorer:
         """A copy of this judge reading ``rows`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
@@ -229,7 +239,8 @@ class _JudgedScorer(_SummaryScorer):
         return self._live
 
     def _own_rows(self) -> ScoredRows:
-        return ScoredRows(self.live_judge(), needs=self.needs, keys=self.input_keys(), max_source_tokens=self.max_source_tokens)
+        return ScoredRows(self.live_judge(), needs=self.needs, keys=self.input_keys(), max_source_tokens=self.max_source_tokens,
+                          grounding=self.instruction_key is None)  # rewrites are judged without the grounding check
 
     def source(self) -> AssessmentSource:
         return judge_source(self.judge.model)
@@ -273,6 +284,30 @@ class KeyPointCoverage(_JudgedScorer):
         return key_point_coverage_feedback(self.name, judgement, self.source(), priced=self.priced())
 
 
+class InstructionFollowing(_JudgedScorer):
+    """Does the rewrite follow its instruction? "yes" or "no" with the judge's reason (one call per row; an empty
+    rewrite is "no" with no call). The rewrite is ``outputs``, its input ``inputs["input"]`` and its instruction
+    ``inputs["instruction"]`` (``source_key``, ``instruction_key``)."""
+
+    name: str = "instruction_following"
+    description: str | None = "Whether the rewrite does what its instruction asks (yes/no), with the judge's reason."
+    source_key: str = "input"
+    instruction_key: str | None = "instruction"
+    judge_kind: ClassVar[str] = "instruction_following"
+    feedback_value_type: ClassVar[Any] = YES_NO
+    needs: ClassVar[frozenset[str]] = frozenset({INSTRUCTION})
+
+    @pydantic.field_validator("instruction_key")
+    @classmethod
+    def _has_instruction(cls, value: str | None) -> str:
+        if not value:
+            raise ValueError("InstructionFollowing needs instruction_key: the key of the instruction in each row's inputs")
+        return value
+
+    def feedback(self, judgement: RowJudgement) -> Feedback:
+        return instruction_feedback(self.name, judgement, self.source(), priced=self.priced())
+
+
 class Grounding(_SummaryScorer):
     """The model-free grounding score in [0, 1]: how much of each summary sentence the source supports (no judge)."""
 
@@ -289,7 +324,7 @@ class Grounding(_SummaryScorer):
         return AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=model_tag())
 
 
-KINDS = types.MappingProxyType({cls.judge_kind: cls for cls in (ClaimAlignment, KeyPointCoverage, Grounding)})
+KINDS = types.MappingProxyType({cls.judge_kind: cls for cls in (ClaimAlignment, KeyPointCoverage, InstructionFollowing, Grounding)})
 
 
 def rebuilt(settings: dict[str, Any]) -> _SummaryScorer:

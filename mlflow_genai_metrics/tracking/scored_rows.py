@@ -29,6 +29,7 @@ from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
 from ..judge import Judge, Preflight
+from ..rewrites.api import check_instructions
 from ..summarization.ids import canonical_id
 from ..summarization.judging import judge_rows
 from ..summarization.options import JudgingOptions, source_token_budget
@@ -41,7 +42,8 @@ from .run_logging import log_result
 log = logging.getLogger(__name__)
 
 ERROR_TAG = "mgm.error"  # why a run has no figures: the rows it was handed and the rows it has, both counted
-CLAIMS, KEY_POINTS, GROUNDING = "claims", "key_points", "grounding"  # what a scorer's card reads of a row
+# What a scorer's card reads of a row: its claims, its source's key points, the grounding check, a rewrite's instruction check.
+CLAIMS, KEY_POINTS, GROUNDING, INSTRUCTION = "claims", "key_points", "grounding", "instruction"
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class ScoredRows:
                 return judge_rows([row], self.judge, asked, progress=False)[0]
             if KEY_POINTS in needs:
                 return judge_row_pipelines([row], self.judge, coverage=True, claims=False, **options)[0]
+            if INSTRUCTION in needs:
+                return check_instructions(self.judge, [row], [parsed.instruction or ""], [RowJudgement(id=row.id, source_key=row.source_key)])[0]
             return judge_rows([row], None, JudgingOptions(coverage=False))[0]
 
     def record(self, call: Call) -> None:
