@@ -209,19 +209,19 @@ def test_align_refuses_too_few_labels_and_a_judge_with_examples(mlflow_store, sc
 
 
 
-def test_answers_and_spark_refuse_a_judge_with_examples_before_any_call(scripted_server):
-    """Neither would leave out the examples of every row judged (a Spark partition sees its own rows only; answers
-    show no examples yet), so neither may sign a run with them."""
-    from mlflow_genai_metrics.rag import judge_answers
-    from mlflow_genai_metrics.spark import judge_summaries_spark
+def test_spark_refuses_a_judge_with_examples_before_any_call(scripted_server):
+    """A Spark partition sees its own rows only, so it could not leave out the examples of every row judged: neither
+    the summaries' nor the answers' Spark job may sign a run with them (``judge_answers`` in one process takes them:
+    tests/test_answers_examples.py)."""
+    from mlflow_genai_metrics.spark import judge_answers_spark, judge_summaries_spark
 
     server = scripted_server(Learner())
     examples = ExampleSet(examples=(CorrectedVerdict(source="The club signed a striker.", statement="The club bought a striker.", verdict="yes"),))
     judge = judge_for(server, examples=examples)
-    with pytest.raises(ValueError, match="examples: people's corrected verdicts are shown to summaries' verifications"):
-        judge_answers(["Who signed?"], [["The club signed a striker."]], ["The club."], judge=judge)
     with pytest.raises(ValueError, match="examples: a partition knows only its own rows"):
-        judge_summaries_spark(None, judge=judge)  # refused before the DataFrame is read
+        judge_answers_spark(None, judge=judge)  # refused before the DataFrame is read
+    with pytest.raises(ValueError, match="examples: a partition knows only its own rows"):
+        judge_summaries_spark(None, judge=judge)
     assert server.request_count == 0
 
 

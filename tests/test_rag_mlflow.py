@@ -261,26 +261,23 @@ def test_the_answers_mlflow_path_takes_stability_and_the_order_check(scripted_se
     assert evaluation.metrics["judge/order_sensitivity_n"] == (evaluation.result.rows["claim_count"] >= 2).sum() > 0
 
 
-def test_the_answers_mlflow_path_refuses_examples_it_cannot_show_yet_before_any_call(scripted_server, mlflow_store, tmp_path, capsys,
-                                                                                   monkeypatch):
-    # once accepted, and signed examples it never showed
+def test_the_answers_mlflow_path_and_mgm_take_examples_and_sign_them(scripted_server, mlflow_store, tmp_path, capsys, monkeypatch):
     from mlflow_genai_metrics.judge import CorrectedVerdict, ExampleSet
+    from mlflow_genai_metrics.signature import parse_signature
 
-    said = "examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers"
     examples = ExampleSet(examples=(CorrectedVerdict(source="The prize went to Ada.", statement="Ada won the prize.", verdict="yes"),))
     path = examples.write(tmp_path / "examples.json")
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
-    judge = judge_for(server, examples=examples)
-    with pytest.raises(ValueError, match=said):
-        answer_scorers(judge)
-    with pytest.raises(ValueError, match=said):
-        evaluate_answers(_questions(), [AnswerFaithfulness(judge)], predict_fn=rag_app(server, "writer"))
+    with mlflow.start_run():
+        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server, examples=examples)), predict_fn=rag_app(server, "writer"))
+    assert parse_signature(evaluation.result.signature)["examples"] == examples.tag
+    shown = [r for r in server.requests if r.body.get("model") == "scripted-judge" and "=====CLAIMS " in r.body["messages"][0]["content"]]
+    assert shown and all("Ada won the prize." in r.body["messages"][0]["content"] for r in shown)
     for name, value in {"MGM_CACHE_DIR": str(tmp_path / "cache"), "OPENAI_API_KEY": SECRET_KEY,
                         "MGM_JUDGE_MODEL": "scripted-judge", "MGM_JUDGE_BASE_URL": server.base_url}.items():
         monkeypatch.setenv(name, value)
     answers = tmp_path / "answers.csv"
     pd.DataFrame([{"id": "prize", "question": TOPICS["prize"][0], "passages": json.dumps(list(TOPICS["prize"][1:])),
                    "answer": TOPICS["prize"][1]}]).to_csv(answers, index=False)
-    assert mgm(["evaluate", str(answers), "--task", "rag", "--id-col", "id", "--examples", str(path)]) == 2
-    assert said in capsys.readouterr().err
-    assert not [r for r in server.requests if "chat/completions" in r.path]  # no judge call on any path
+    assert mgm(["evaluate", str(answers), "--task", "rag", "--id-col", "id", "--examples", str(path)]) == 0
+    assert "strict_alignment" in capsys.readouterr().out

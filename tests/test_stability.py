@@ -141,8 +141,7 @@ def test_answers_take_stability_the_majority_cited_verdict_and_the_flip_rate(scr
     assert set(result.claims.loc[result.claims["verdict"] == "idk", "claim"]) == {f"The striker {k} scored twice." for k in FLIPPED}
 
 
-def test_answers_on_spark_and_with_examples_refuse_what_they_cannot_do_yet(scripted_server):
-    from mlflow_genai_metrics.judge import CorrectedVerdict, ExampleSet
+def test_answers_on_spark_refuse_what_they_cannot_do_yet(scripted_server):
     from mlflow_genai_metrics.rag.api import refuse_what_answers_cannot_do
 
     server = scripted_server(SummarizationJudgeScript())
@@ -151,9 +150,6 @@ def test_answers_on_spark_and_with_examples_refuse_what_they_cannot_do_yet(scrip
     with pytest.raises(ValueError, match="order_check=0.5: the order check of answers runs in judge_answers and MLflow, not yet on Spark"):
         refuse_what_answers_cannot_do(judge_for(server, order_check=0.5), spark=True)
     refuse_what_answers_cannot_do(judge_for(server, stability=3, order_check=0.5))  # elsewhere both are honoured
-    examples = ExampleSet(examples=(CorrectedVerdict(source="The prize went to Ada.", statement="Ada won the prize.", verdict="yes"),))
-    with pytest.raises(ValueError, match="examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers"):
-        judge_answers(["q?"], [["a passage"]], ["an answer"], judge=judge_for(server, examples=examples))
     assert server.request_count == 0
 
 

@@ -31,7 +31,7 @@ __all__ = ["ANSWER_PROMPTS", "MLFLOW_PROMPTS", "PROMPT_NAMES", "REWRITE_PROMPTS"
 # The summaries' prompts (``summarization``), those only answers from passages use (``rag``; an answer's claims are
 # asked with the summaries' ``claims`` prompts), and those only rewrites use (``rewrites``).
 SUMMARY_PROMPTS = ("claims", "claims_retry", "verify", "verify_examples", "keypoints", "coverage")
-ANSWER_PROMPTS = ("verify_passages", "relevance", "facts")
+ANSWER_PROMPTS = ("verify_passages", "verify_passages_examples", "relevance", "facts")
 REWRITE_PROMPTS = ("instruction",)  # a rewrite's own (``rewrites``; its claims and key points are a summary's)
 MLFLOW_PROMPTS = ("claims_mlflow",)  # the instructions of the claim judge MLflow's make_judge builds (tracking.one_call)
 PROMPT_NAMES = (*SUMMARY_PROMPTS, *ANSWER_PROMPTS, *REWRITE_PROMPTS, *MLFLOW_PROMPTS)

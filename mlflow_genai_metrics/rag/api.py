@@ -185,20 +185,21 @@ def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_token
 
 
 def refuse_what_answers_cannot_do(judge: Judge, *, spark: bool = False) -> None:
-    """A ``ValueError`` for a judge whose method options answers cannot honour yet (``examples``; on Spark also
-    ``stability`` above 1 and an ``order_check``, whose counts its rows do not carry yet): every path that judges
-    answers (``judge_answers``, Spark, the MLflow answer judges, ``evaluate_answers``, ``mgm evaluate --task rag``)
-    calls it before any call, so no run signs a check it did not make. Elsewhere ``stability`` and ``order_check``
-    are honoured as for summaries (``rag.pipeline``)."""
+    """A ``ValueError`` for a judge whose method options answers cannot honour yet: on Spark, ``stability`` above 1
+    and an ``order_check``, whose counts its rows do not carry yet, and ``examples``, which a partition cannot keep
+    from the rows other partitions judge. Every path that judges answers (``judge_answers``,
+    Spark, the MLflow answer judges, ``evaluate_answers``, ``mgm evaluate --task rag``) calls it before any call, so
+    no run signs a check it did not make. Elsewhere ``stability``, ``order_check`` and ``examples`` are honoured as
+    for summaries (``rag.pipeline``)."""
     if spark and judge.stability > 1:
         raise ValueError(f"stability={judge.stability}: repeated verification of answers runs in judge_answers and MLflow, not yet "
                          "on Spark; judge answers on Spark with a Judge of stability=1")
     if spark and judge.order_check > 0:
         raise ValueError(f"order_check={judge.order_check}: the order check of answers runs in judge_answers and MLflow, not yet "
                          "on Spark; judge answers on Spark with a Judge of order_check=0")
-    if judge.examples is not None:
-        raise ValueError("examples: people's corrected verdicts are shown to summaries' verifications, not yet to answers "
-                         "from passages; judge answers with a Judge without examples")
+    if spark and judge.examples is not None:  # each partition sees its own rows only: it could show an example from another's
+        raise ValueError("examples: a partition knows only its own rows, so it could show an example drawn from rows "
+                         "another partition judges; judge with examples in one process (judge_answers)")
 
 
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,

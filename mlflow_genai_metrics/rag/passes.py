@@ -2,7 +2,8 @@
 builder of the ``JudgeRequest``.
 
 - verification against passages (``verify_passages``): one call per chunk of the passages for all the answer's
-  claims; per claim the verdict, the number of the passage that decides it and a quote from that passage;
+  claims; per claim the verdict, the number of the passage that decides it and a quote from that passage (with the
+  judge's ``examples``, ``verify_passages_examples``: the same, showing people's corrected verdicts);
 - relevance (``relevance``): one call per answer, the question and the answer;
 - the expected answer's facts (``facts``): one call per row with an expected answer; its facts are then verified
   against the passages (is the answer findable there: context sufficiency) and against the answer itself, as one
@@ -20,9 +21,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..judge import JudgeRequest
+from ..judge import ExampleSet, JudgeRequest
 from ..prompts import load_prompt, marker, neutralise, numbered_lines
-from ..summarization.passes import MAX_KEY_POINTS, Statement, Verdict, judge_request, numbered_list_answer
+from ..summarization.passes import MAX_KEY_POINTS, Statement, Verdict, examples_text, judge_request, numbered_list_answer
 from .passages import PassageChunk
 
 MAX_QUOTE_CHARACTERS = 600
@@ -60,14 +61,22 @@ def passages_block(chunk: PassageChunk) -> str:
     )
 
 
-def verify_passages_request(chunk: PassageChunk, claims: list[str]) -> JudgeRequest:
-    prompt = load_prompt("verify_passages")
+def verify_passages_request(chunk: PassageChunk, claims: list[str], examples: ExampleSet | None = None) -> JudgeRequest:
+    """The claims checked against the chunk's passages; with ``examples`` (people's corrected verdicts, less those
+    from the rows being judged), under the examples prompt, which shows those most like these claims."""
+    chosen = examples.choose(claims) if examples is not None else []
+    prompt = load_prompt("verify_passages_examples" if chosen else "verify_passages")
     listed = numbered_lines(claims)
+    shown = {}
+    if chosen:
+        shown["examples"] = examples_text(chosen)
+        shown["examples_marker"] = marker("EXAMPLES", *chunk.texts, shown["examples"])
     text = prompt.render(
         passages=passages_block(chunk),
         claims=listed,
         claims_marker=marker("CLAIMS", *chunk.texts, listed),  # over the passages too: no passage can hold it
         claim_count=len(claims),
+        **shown,
     )
     return judge_request(prompt, text, citation_answer(len(claims)), 64 + 140 * len(claims))
 

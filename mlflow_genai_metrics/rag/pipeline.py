@@ -6,7 +6,8 @@ the passages (``verify_passages``; with the judge's ``stability`` above 1 asked 
 the majority kept and its share of the repetitions in the claim's ``agreement``, as a summary's; with its
 ``order_check``, the claims of a fixed sample of rows verified again in a shuffled order, each verdict compared with
 the row's own first one: ``order_checked``, ``order_changed``, as a summary's, and a failed shuffled request fails
-the check alone, never the row); the answer's relevance to the question; and, with an expected answer, its facts,
+the check alone, never the row; with its ``examples``, people's corrected verdicts most like the claims shown, never
+one from a passage or answer of the rows being judged); the answer's relevance to the question; and, with an expected answer, its facts,
 then their check against the passages and against the answer. A claim's verdicts over the chunks combine as a
 summary's do over a source's chunks (yes in any chunk, else no in any, else idk), taking only verdicts whose quote is
 in the passage they cite: a yes or no whose quote is not there counts as idk, and is kept as the claim's verdict
@@ -25,7 +26,7 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
-from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync
+from ..judge import BudgetExhausted, ExampleSet, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync, text_key
 from ..summarization.extraction import extract_claims
 from ..summarization.order import OrderCheck, changed_answers, in_sample, shuffled_order
 from ..summarization.order_pass import CLAIMS_STAGE, not_asked
@@ -49,7 +50,15 @@ def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_sou
     return run_sync(_Answers(rows, judge, max_source_tokens).run(progress))
 
 
-def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk]) -> RowNeed:
+def answer_examples(judge: Judge, rows: Sequence[AnswerInput]) -> ExampleSet | None:
+    """The judge's examples less those whose text is a passage or an answer of ``rows``: what a run shows the
+    verification of its claims (None: none)."""
+    if judge.examples is None:
+        return None
+    return judge.examples.without({text_key(text) for row in rows for text in (*row.passages, row.answer)})
+
+
+def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None) -> RowNeed:
     """What judging ``row`` will take of the judge's budget when every pass answers: its claims (one call) and their
     verification (one per chunk of passages, ``stability`` times), its relevance (one), and with an expected answer its facts (one), their
     check against each chunk and against the answer (one). Statements not known yet are priced by stand-ins of the
@@ -59,9 +68,9 @@ def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk]) -> R
     if has_words(row.answer):
         likely = likely_statements(row.answer, WORDS_PER_CLAIM, MAX_CLAIMS)
         requests += [extract_claims_request(row.answer),
-                     *(verify_passages_request(chunk, likely).repeated(r) for r in range(judge.stability) for chunk in chunks)]
+                     *(verify_passages_request(chunk, likely, examples).repeated(r) for r in range(judge.stability) for chunk in chunks)]
         if chunks and in_sample(row.source_key, row.answer, judge.order_check):  # the shuffled verification: optional
-            shuffled = [verify_passages_request(chunk, likely) for chunk in chunks]
+            shuffled = [verify_passages_request(chunk, likely, examples) for chunk in chunks]
         requests.append(relevance_request(row.question, row.answer))
     if row.expected is not None and has_words(row.expected):
         facts = likely_statements(row.expected, WORDS_PER_CLAIM, MAX_FACTS)
@@ -135,6 +144,7 @@ class _Answers:
     def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None) -> None:
         self.rows, self.judge = rows, judge
         self.chunks = [chunk_passages(row.passages, max_source_tokens) for row in rows]
+        self.examples = answer_examples(judge, rows)
 
     async def run(self, progress: bool | None) -> list[AnswerJudgement]:
         from tqdm.auto import tqdm
@@ -168,7 +178,7 @@ class _Answers:
         if budget is None:
             return await self._passes(index)
         row = self.rows[index]
-        need = answer_need(self.judge, row, self.chunks[index])
+        need = answer_need(self.judge, row, self.chunks[index], self.examples)
         try:
             earmark = await budget.earmark(need.calls, need.cost_usd, optional_calls=need.order_calls, optional_cost_usd=need.order_cost_usd)
         except BudgetExhausted as exc:
@@ -196,8 +206,8 @@ class _Answers:
             return AnswerJudgement(**base, error=error, **usage)
         return AnswerJudgement(**base, claims=claims, relevance=relevance, facts=facts[0] if facts else None, order_check=state.order, **usage)
 
-    async def _verify(self, chunks: list[PassageChunk], statements: list[str], usage: Usage, *,
-                      repetitions: int = 1) -> list[tuple[Cited, float | None, Cited]] | JudgeReply:
+    async def _verify(self, chunks: list[PassageChunk], statements: list[str], usage: Usage, *, repetitions: int = 1,
+                      examples: ExampleSet | None = None) -> list[tuple[Cited, float | None, Cited]] | JudgeReply:
         """Each statement's verdict over the chunks (idk for all when there is none), with the share of repetitions
         that gave it (``repetitions`` above 1: each chunk asked that many times, the majority kept; else None) and
         the first repetition's verdict (what the order check compares); a failed reply instead of them."""
@@ -205,7 +215,7 @@ class _Answers:
             idk = Cited(verdict="idk", reason=NO_PASSAGE)
             return [(idk, None, idk) for _ in statements]
         asked = [(r, chunk) for r in range(repetitions) for chunk in chunks]
-        replies = await asyncio.gather(*(self.judge.aask(verify_passages_request(chunk, statements).repeated(r)) for r, chunk in asked))
+        replies = await asyncio.gather(*(self.judge.aask(verify_passages_request(chunk, statements, examples).repeated(r)) for r, chunk in asked))
         for reply in replies:
             usage.add(reply.usage)
         failed = next((reply for reply in replies if not reply.ok), None)  # in the order asked, not answered
@@ -226,9 +236,11 @@ class _Answers:
             state.errors["claims"] = found.error
             return []
         order = claim_order(row, found.claims, chunks, self.judge.order_check)
-        shuffled = [verify_passages_request(chunk, [found.claims[i] for i in order]) for chunk in chunks] if order and state.order_room else []
+        shuffled = ([verify_passages_request(chunk, [found.claims[i] for i in order], self.examples) for chunk in chunks]
+                    if order and state.order_room else [])
         verdicts, *shuffled_replies = await asyncio.gather(
-            self._verify(chunks, found.claims, state.usage["claims"], repetitions=self.judge.stability), *(self.judge.aask(r) for r in shuffled))
+            self._verify(chunks, found.claims, state.usage["claims"], repetitions=self.judge.stability, examples=self.examples),
+            *(self.judge.aask(r) for r in shuffled))
         for reply in shuffled_replies:  # paid for, whatever comes of them
             state.usage["claims"].add(reply.usage)
         if isinstance(verdicts, JudgeReply):
