@@ -1,4 +1,6 @@
-"""``mgm meta-eval``, ``mgm agreement``, ``mgm align`` and ``mgm monitor``: the judge measured against people and\ntaught by their corrections, and traces scored."""
+"""``mgm meta-eval``, ``mgm agreement``, ``mgm align`` and ``mgm monitor``: the judge measured against people and
+taught by their corrections, and traces scored; ``mgm label-sample`` and ``mgm people``: a random sample of a run's
+rows for people to label, and people's rate estimated from their labels (``tracking.labels``)."""
 
 from __future__ import annotations
 
@@ -139,6 +141,27 @@ def monitor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def label_sample_command(args: argparse.Namespace) -> int:
+    from ..tracking.labels import label_sample
+
+    set_tracking(args)
+    sample = label_sample(args.run_id, args.n, seed=args.seed, card=args.card)
+    print(f"drew {len(sample.trace_ids)} of the {sample.evaluated} rows of run {sample.run_id} at random (seed {sample.seed}, recorded "
+          f"on the run); people answer {sample.card!r} on each")
+    print(f"label them {sample.where}")
+    print(f"then: mgm people --run-id {sample.run_id}")
+    return EXIT_OK
+
+
+def people_command(args: argparse.Namespace) -> int:
+    from ..tracking.labels import people_estimate
+
+    set_tracking(args)
+    report = people_estimate(args.run_id, log=not args.no_log)
+    print(report.sentence)
+    return EXIT_OK
+
+
 def add_commands(commands) -> None:
     """Add this module's subcommands to ``mgm``'s parser."""
     meta_parser = commands.add_parser("meta-eval", help="agreement of the judge with human faithfulness labels")
@@ -191,3 +214,15 @@ def add_commands(commands) -> None:
     monitor_parser.add_argument("--no-coverage", action="store_true", help="claim alignment and grounding only")
     tracking_option(monitor_parser)
     monitor_parser.set_defaults(run=monitor)
+    sample_parser = commands.add_parser("label-sample", help="draw a random sample of a run's rows for people to label in MLflow")
+    sample_parser.add_argument("--run-id", required=True, help="the evaluation run whose rows to draw from")
+    sample_parser.add_argument("--n", type=positive_int, required=True, metavar="N", help="how many rows to draw")
+    sample_parser.add_argument("--seed", type=int, default=None, help="seed of the draw (default: drawn from the OS; recorded on the run either way)")
+    sample_parser.add_argument("--card", default=None, help="the card people answer (default: the one the run's traces carry, e.g. claim_alignment)")
+    tracking_option(sample_parser)
+    sample_parser.set_defaults(run=label_sample_command)
+    people_parser = commands.add_parser("people", help="people's rate on a run, estimated from the labels on its sample (PPI++)")
+    people_parser.add_argument("--run-id", required=True, help="the run whose sample people labelled (mgm label-sample)")
+    people_parser.add_argument("--no-log", action="store_true", help="print the estimate only; log nothing on the run")
+    tracking_option(people_parser)
+    people_parser.set_defaults(run=people_command)

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..people import MIN_LABELS
 from ..stats import MIN_INTERVAL_ROWS, MIN_RATIO_ROWS
 from .metrics import METRICS, closest_names
 from .scoring import aggregate_names, corpus_names, interval_names
@@ -19,9 +20,14 @@ _CONDITION = re.compile(r"^\s*(>=|<=|==|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][
 _INLINE = re.compile(r"^\s*([A-Za-z0-9_./-]+?)\s*((?:>=|<=|==|>|<).*)$")
 RULE_TAG_PREFIX = "mgm.gate.rule."
 
+# The run figures people's labels estimate (``tracking.labels``): ``people/<metric>`` and its interval, n and labels.
+PEOPLE_METRICS = ("strict_alignment", "instruction_following")
+
+
 def aggregate_names_logged() -> frozenset[str]:
-    """Every name a registered aggregate is logged under (value, interval bounds, n)."""
-    return frozenset(name for base in aggregate_names() for name in (base, *interval_names(base)))
+    """Every name a registered aggregate is logged under (value, interval bounds, n), and people's estimates'."""
+    people = (f"people/{m}{suffix}" for m in PEOPLE_METRICS for suffix in ("", "_ci_low", "_ci_high", "_n", "_labelled"))
+    return frozenset((*(name for base in aggregate_names() for name in (base, *interval_names(base))), *people))
 
 
 
@@ -134,8 +140,16 @@ def rule_outcomes(rules: Sequence[Rule], metrics: Mapping[str, float]) -> list[R
 
 
 def missing_because(metric: str, metrics: Mapping[str, float]) -> str:
-    """Why a run has no value for a rule's metric: an interval not reported from so few rows, or no judged row."""
+    """Why a run has no value for a rule's metric: an interval not reported from so few rows (or labels), no judged
+    row, or no people's estimate."""
     base = re.sub(r"_ci_(low|high)$", "", metric)
+    if base.startswith("people/"):
+        labelled = metrics.get(f"{base}_labelled")
+        if labelled is None:
+            return ("no people's estimate on this run: draw a sample of its rows (mgm label-sample), have people label it, "
+                    "then estimate (mgm people)")
+        return (f"too few labels: {labelled:.0f} (an interval that holds its coverage needs {MIN_LABELS}, "
+                "measured by benchmarks/bench_people.py)")
     rows = metrics.get(interval_names(base)[2]) if base != metric else None
     if rows:
         spec = METRICS.aggregate(base)

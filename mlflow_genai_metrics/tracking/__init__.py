@@ -12,6 +12,7 @@ from .evaluate import SummaryEvaluation, evaluate_rewrites, evaluate_summaries
 from .gate import GateResult, RuleOutcome, parse_rules, register_if_passing
 from .judge_sets import rewrite_scorers, summarization_scorers
 from .judges import ClaimAlignment, Grounding, InstructionFollowing, JudgeSpec, KeyPointCoverage
+from .labels import LabelSample, PeopleReport, label_sample, people_estimate
 from .model import SummarizerModel
 from .monitor import MonitorReport, score_traces
 from .one_call import make_claim_judge
@@ -21,8 +22,8 @@ from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, log_result, log_spark_resu
 __all__ = [
     "ARTIFACT_DIR", "SIGNATURE_TAG", "AgreementReport", "AlignmentReport", "AnswerEvaluation", "AnswerFaithfulness", "AnswerRelevance",
     "ClaimAlignment", "ContextSufficiency", "EvaluatedRun", "GateResult", "Grounding", "InstructionFollowing",
-    "JudgeSpec", "KeyPointCoverage", "MonitorReport", "Rule", "RuleOutcome", "SummarizerModel", "SummaryEvaluation",
-    "align_judge", "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_rewrites", "evaluate_summaries", "judge_agreement", "load_run", "log_result", "log_spark_result",
-    "log_results", "make_claim_judge", "parse_rules", "register_if_passing", "rewrite_scorers", "score_traces", "summarization_metrics",
+    "JudgeSpec", "KeyPointCoverage", "LabelSample", "MonitorReport", "PeopleReport", "Rule", "RuleOutcome", "SummarizerModel", "SummaryEvaluation",
+    "align_judge", "answer_scorers", "compare_runs", "evaluate_answers", "evaluate_rewrites", "evaluate_summaries", "judge_agreement", "label_sample", "load_run", "log_result", "log_spark_result",
+    "log_results", "make_claim_judge", "parse_rules", "people_estimate", "register_if_passing", "rewrite_scorers", "score_traces", "summarization_metrics",
     "summarization_scorers",
 ]

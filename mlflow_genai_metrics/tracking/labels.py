@@ -1,0 +1,206 @@
+"""People's labels on a random sample of a run's rows, and people's rate estimated from them.
+
+    from mlflow_genai_metrics.tracking import label_sample, people_estimate
+    sample = label_sample(run_id, 50)          # drawn at random, seeded, recorded on the run; print(sample.where)
+    ...                                         # people answer the card's question on those traces in MLflow's UI
+    report = people_estimate(run_id)            # logs people/strict_alignment, _ci_low, _ci_high, _n, _labelled
+
+**The sample.** The estimate (``people.ppi_proportion``) holds only for rows drawn at random before anyone saw a
+verdict, so the tool draws them: ``n`` of the run's evaluated traces (in the order of their rows' ids, so the draw depends on the
+seed and the rows alone), without replacement, with ``numpy``'s generator seeded by ``seed`` (drawn from the OS when not given),
+once per run: a second draw is refused, since drawing again until the figures look good is choosing the rows. The
+run records the sample (tags ``mgm.label_sample.seed``, ``.n``, ``.card``, ``.queue``; the artifact
+``mgm_label_sample.json`` with the traces and row ids), each drawn trace is tagged ``mgm.label_sample``, and the
+traces go into an MLflow review queue whose question is the card's own (a label schema named after it: people
+answer ``claim_alignment`` yes or no as the judge did), where the installed MLflow has review queues.
+
+**The labels** are read as ``judge_agreement`` reads them (``summarization.verdicts``): per trace, the judge's latest
+valid verdict under the card's name and the majority of people's (``HUMAN`` source) latest votes. Labels on traces
+the tool did not draw are counted apart and never used; a drawn trace the judge failed on is left out of the
+estimate with its row, and counted.
+
+**The estimate** is people's rate of the card's question over the run's judged rows: PPI++ with an interval of
+exact pieces (``people``), logged as ``people/<metric>`` (``strict_alignment`` for ``claim_alignment`` and
+``answer_faithfulness``, ``instruction_following`` for ``instruction_following``) with ``_ci_low``, ``_ci_high``,
+``_n`` (rows judged), ``_labelled``; below ``people.MIN_LABELS`` labels the interval is not logged and the run's
+``mgm.people.<metric>`` tag says "too few labels", which a gate rule on it repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlflow
+import numpy as np
+from mlflow.entities import Metric
+from mlflow.tracing.constant import TraceTagKey
+from mlflow.tracking import MlflowClient
+
+from ..people import PeopleEstimate, ppi_proportion
+from ..summarization.verdicts import trace_verdicts
+
+SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
+SAMPLE_ARTIFACT = "mgm_label_sample.json"
+PEOPLE_TAG = "mgm.people"
+# A card people answer, the question its label schema asks, and the run figure it estimates.
+CARDS = {
+    "claim_alignment": ("Is every claim of the summary supported by the source? yes or no", "strict_alignment"),
+    "answer_faithfulness": ("Is every claim of the answer supported by the passages? yes or no", "strict_alignment"),
+    "instruction_following": ("Does the rewrite do what its instruction asks? yes or no", "instruction_following"),
+}
+
+
+@dataclass(frozen=True)
+class LabelSample:
+    """The rows drawn for people to label: the run, the seed, the card people answer, the traces (in draw order) and
+    their row ids, the review queue (None: the installed MLflow has none; ``where`` says what to do instead)."""
+
+    run_id: str
+    seed: int
+    card: str
+    trace_ids: tuple[str, ...]
+    row_ids: tuple[str, ...]
+    evaluated: int
+    queue: str | None
+    where: str
+
+
+@dataclass(frozen=True)
+class PeopleReport:
+    """People's rate estimated on a run (``estimate``), and what was counted apart: labels on traces the tool did not
+    draw (never used), drawn traces the judge failed on, drawn traces not labelled yet."""
+
+    run_id: str
+    metric: str
+    estimate: PeopleEstimate
+    outside_sample: int
+    judge_failed: int
+    unlabelled: int
+
+    @property
+    def sentence(self) -> str:
+        e = self.estimate
+        head = (f"people's {self.metric}: {e.estimate:.3g}" + (f" [{e.ci_low:.3g}, {e.ci_high:.3g}]" if e.too_few is None else f" ({e.too_few})")
+                + f" from {e.labelled} labels of {e.n} judged rows (PPI++, the judge's own rate {e.judge_rate:.3g})")
+        apart = [f"{_count(self.outside_sample, 'label')} on rows not drawn (not used)"] * bool(self.outside_sample)
+        apart += [f"{_count(self.judge_failed, 'drawn row')} the judge failed on (left out)"] * bool(self.judge_failed)
+        apart += [f"{_count(self.unlabelled, 'drawn row')} not labelled yet"] * bool(self.unlabelled)
+        return head + ("; " + "; ".join(apart) if apart else "")
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'s' if number != 1 else ''}"
+
+
+def _evaluated_traces(run_id: str) -> list:
+    """The run's evaluated traces (what its Traces tab shows of the evaluation), with their assessments, in the order
+    of their rows' ids: a draw depends on the seed and the rows alone, not on the ids MLflow gave the traces."""
+    run = MlflowClient().get_run(run_id)
+    mlflow.flush_trace_async_logging()
+    traces = mlflow.search_traces(locations=[run.info.experiment_id], run_id=run_id, return_type="list")
+    return sorted((t for t in traces if TraceTagKey.EVAL_REQUEST_ID in t.info.tags), key=lambda t: (_row_id(t), t.info.trace_id))
+
+
+def _card_of(traces: list, card: str | None) -> str:
+    found = {a.name for t in traces for a in t.info.assessments if a.name in CARDS}
+    if card is not None:
+        if card not in CARDS:
+            raise ValueError(f"card {card!r}: people can answer {sorted(CARDS)}")
+        return card
+    if len(found) != 1:
+        raise ValueError(f"the run's traces carry {sorted(found) or 'none'} of the cards people answer ({sorted(CARDS)}): name one with card=")
+    return found.pop()
+
+
+def _row_id(trace) -> str:
+    root = next((span for span in trace.data.spans if span.parent_id is None), None)
+    inputs = root.inputs if root is not None and isinstance(root.inputs, dict) else {}
+    return str(inputs.get("id", trace.info.trace_id))
+
+
+def label_sample(run_id: str, n: int, *, seed: int | None = None, card: str | None = None) -> LabelSample:
+    """Draw ``n`` of the run's evaluated rows for people to label, record the draw on the run and mark the traces
+    (see the module's docstring). Refused before anything is written: ``n`` below 1 or above the rows there are, a
+    run that has a sample already, a run whose traces carry no card people answer."""
+    client = MlflowClient()
+    run = client.get_run(run_id)
+    if f"{SAMPLE_TAG}.seed" in run.data.tags:
+        tags = run.data.tags
+        raise ValueError(f"run {run_id} has a sample already ({tags.get(f'{SAMPLE_TAG}.n')} rows, seed {tags[f'{SAMPLE_TAG}.seed']}): "
+                         "label those; drawing again would let the labelled rows be chosen")
+    traces = _evaluated_traces(run_id)
+    if not 1 <= n <= len(traces):
+        raise ValueError(f"n={n}: run {run_id} has {len(traces)} evaluated rows; draw between 1 and {len(traces)}")
+    chosen_card = _card_of(traces, card)
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    drawn = [traces[i] for i in np.random.default_rng(seed).choice(len(traces), size=n, replace=False)]
+    queue, where = _review_queue(run, chosen_card, [t.info.trace_id for t in drawn])
+    for position, trace in enumerate(drawn, start=1):
+        client.set_trace_tag(trace.info.trace_id, SAMPLE_TAG, str(position))
+    sample = LabelSample(run_id, seed, chosen_card, tuple(t.info.trace_id for t in drawn), tuple(_row_id(t) for t in drawn),
+                         len(traces), queue, where)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / SAMPLE_ARTIFACT
+        path.write_text(json.dumps({"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(sample.trace_ids),
+                                    "row_ids": list(sample.row_ids)}, indent=1))
+        client.log_artifact(run_id, str(path))
+    for key, value in {"seed": seed, "n": n, "card": chosen_card, "queue": queue or "none"}.items():
+        client.set_tag(run_id, f"{SAMPLE_TAG}.{key}", str(value))
+    return sample
+
+
+def _review_queue(run, card: str, trace_ids: list[str]) -> tuple[str | None, str]:
+    """The drawn traces in a review queue asking the card's question, and where people find them."""
+    experiment_id = run.info.experiment_id
+    fallback = (f"in the MLflow UI, open run {run.info.run_id}'s Traces tab, search the traces tagged {SAMPLE_TAG}, and on each "
+                f"add feedback named {card!r} (yes or no) as a person")
+    try:
+        from mlflow.genai import label_schemas, review_queues
+
+        schemas = {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id)}
+        question = CARDS[card][0]
+        schema = schemas.get(card) or label_schemas.create_label_schema(
+            name=card, type="feedback", input=label_schemas.InputCategorical(options=["yes", "no"]), instruction=question,
+            experiment_id=experiment_id)
+        name = f"mgm sample of run {run.info.run_id}"
+        queue = review_queues.create_review_queue(name, queue_type="custom", schema_ids=[schema.schema_id], experiment_id=experiment_id)
+        review_queues.add_items_to_review_queue(queue.queue_id, item_ids=trace_ids)
+    except (ImportError, mlflow.exceptions.MlflowException) as error:  # no review queues here: the tag still marks them
+        return None, f"{fallback} (no review queue: {' '.join(str(error).split())[:200]})"
+    return queue.queue_id, f"in the MLflow UI, experiment {experiment_id}: review queue {name!r} ({len(trace_ids)} traces), answering {card!r}"
+
+
+def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
+    """People's rate on the run from the labels on its sample (``label_sample``), logged on the run with ``log``.
+    Refused when the run has no sample."""
+    client = MlflowClient()
+    tags = client.get_run(run_id).data.tags
+    if f"{SAMPLE_TAG}.seed" not in tags:
+        raise ValueError(f"run {run_id} has no sample to estimate from: draw one first (label_sample, mgm label-sample), then label it")
+    card = tags[f"{SAMPLE_TAG}.card"]
+    metric = CARDS[card][1]
+    traces = _evaluated_traces(run_id)
+    verdicts = {t.info.trace_id: trace_verdicts(t.info.trace_id, t.info.assessments, card) for t in traces}
+    drawn = {t.info.trace_id for t in traces if SAMPLE_TAG in t.info.tags}
+    judge_all = [v.judge for v in verdicts.values() if v.judge is not None]
+    pairs = [(v.judge, v.human) for trace, v in verdicts.items() if trace in drawn and v.judge is not None and v.human is not None]
+    report = PeopleReport(
+        run_id, metric,
+        ppi_proportion(judge_all, [j for j, _ in pairs], [h for _, h in pairs]),
+        outside_sample=sum(v.human is not None for trace, v in verdicts.items() if trace not in drawn),
+        judge_failed=sum(verdicts[trace].judge is None for trace in drawn),
+        unlabelled=sum(verdicts[trace].judge is not None and verdicts[trace].human is None for trace in drawn),
+    )
+    if log:
+        figures = report.estimate.as_metrics(metric)
+        if report.estimate.too_few is not None:  # no interval below the count at which it holds: the tag says why
+            figures = {k: v for k, v in figures.items() if not k.endswith(("_ci_low", "_ci_high")) and v == v}
+        now = int(time.time() * 1000)
+        client.log_batch(run_id, metrics=[Metric(name, float(value), now, 0) for name, value in figures.items()])
+        client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", report.sentence[:5000])
+    return report
