@@ -29,9 +29,11 @@ POSITIVE_OPTIONS = [
     ("gate", "--concurrency"), ("gate", "--judge-context"), ("gate", "--max-calls"), ("gate", "--max-cost-usd"),
     *((command, "--stability") for command in ("evaluate", "meta-eval", "monitor", "align", "gate")),
     ("align", "--per-request"), ("align", "--concurrency"), ("align", "--judge-context"), ("align", "--max-calls"), ("align", "--max-cost-usd"),
+    ("label-sample", "--n"),
 ]
 SHARE_OPTIONS = [*((command, "--order-check") for command in ("evaluate", "meta-eval", "monitor", "align", "gate")), ("align", "--held-out")]
-REQUIRED = {"evaluate": ["rows.csv"], "meta-eval": ["labelled.jsonl"], "gate": ["RUN", "--model-uri", "models:/m/1", "--name", "m", "--rule", "a>=1"]}
+REQUIRED = {"evaluate": ["rows.csv"], "meta-eval": ["labelled.jsonl"], "gate": ["RUN", "--model-uri", "models:/m/1", "--name", "m", "--rule", "a>=1"],
+            "label-sample": ["--run-id", "RUN"]}
 
 
 def refused(argv: list[str], capsys) -> str:

@@ -97,7 +97,10 @@ def test_people_s_rate_is_estimated_from_the_sample_s_labels_only_and_a_gate_rul
     mlflow.log_feedback(trace_id=first, name="claim_alignment", value="yes" if people[first] else "no", source=PERSON)
     report = people_estimate(run_id)
     assert report.estimate.too_few and report.estimate.labelled == 1
-    refused = register_if_passing(uri, "people-gated", run_id=run_id, rules={"people/strict_alignment_ci_low": ">= 0.1"})
+    logged = MlflowClient().get_run(run_id).data
+    assert "people/strict_alignment" not in logged.metrics and logged.metrics["people/strict_alignment_labelled"] == 1  # nothing to pass on
+    assert "too few labels: 1" in logged.tags["mgm.people.strict_alignment"]
+    refused = register_if_passing(uri, "people-gated", run_id=run_id, rules={"people/strict_alignment": ">= 0.1"})
     assert not refused.passed and "too few labels: 1" in str(refused.outcomes[0])
     for trace_id, verdict in list(people.items())[1:]:
         mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="yes" if verdict else "no", source=PERSON)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mlflow
 import pytest
+from conftest import SECRET_KEY
 from helpers import judge_for, same_metrics
 from mlflow.tracking import MlflowClient
 from run_traces import cards_per_row
@@ -92,3 +93,18 @@ def test_a_failed_instruction_check_is_that_rows_error_card_and_the_run_counts_i
     assert card.value is None and card.error.error_message.startswith("instruction check failed")
     assert evaluation.metrics["instruction_following_n"] == 3 and evaluation.metrics["judge_error_rate"] == 0.25
     assert evaluation.metrics["instruction_following"] == 1.0  # the three rows judged all follow theirs: no 0 for the failure
+
+
+def test_the_instruction_judge_registers_and_rebuilds_as_the_same_judge(scripted_server, monkeypatch):
+    from mlflow.genai.scorers import Scorer
+
+    server = scripted_server(SummarizationJudgeScript())
+    monkeypatch.setenv("MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS", "true")  # MLflow runs a loaded @scorer's source only then
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)  # the rebuilt judge reads the key where it runs
+    original = InstructionFollowing(judge_for(server))
+    loaded = Scorer.model_validate(original.model_dump())
+    row = _records()[3]  # parking: the instruction ignored
+    assert loaded.name == "instruction_following"
+    assert loaded(inputs=row["inputs"], outputs=row["outputs"]).value == original(inputs=row["inputs"], outputs=row["outputs"]).value == "no"
+    with pytest.raises(ValueError, match="InstructionFollowing needs instruction_key"):
+        InstructionFollowing(judge_for(server), instruction_key=None)

@@ -22,8 +22,8 @@ estimate with its row, and counted.
 **The estimate** is people's rate of the card's question over the run's judged rows: PPI++ with an interval of
 exact pieces (``people``), logged as ``people/<metric>`` (``strict_alignment`` for ``claim_alignment`` and
 ``answer_faithfulness``, ``instruction_following`` for ``instruction_following``) with ``_ci_low``, ``_ci_high``,
-``_n`` (rows judged), ``_labelled``; below ``people.MIN_LABELS`` labels the interval is not logged and the run's
-``mgm.people.<metric>`` tag says "too few labels", which a gate rule on it repeats.
+``_n`` (rows judged), ``_labelled``; below ``people.MIN_LABELS`` labels only ``_n`` and ``_labelled`` are logged (no
+figure a rule could pass on) and the run's ``mgm.people.<metric>`` tag says "too few labels", as a gate rule on it does.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 from mlflow.entities import Metric
+from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
@@ -139,19 +140,20 @@ def label_sample(run_id: str, n: int, *, seed: int | None = None, card: str | No
     chosen_card = _card_of(traces, card)
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     drawn = [traces[i] for i in np.random.default_rng(seed).choice(len(traces), size=n, replace=False)]
-    queue, where = _review_queue(run, chosen_card, [t.info.trace_id for t in drawn])
-    for position, trace in enumerate(drawn, start=1):
-        client.set_trace_tag(trace.info.trace_id, SAMPLE_TAG, str(position))
-    sample = LabelSample(run_id, seed, chosen_card, tuple(t.info.trace_id for t in drawn), tuple(_row_id(t) for t in drawn),
-                         len(traces), queue, where)
+    trace_ids, row_ids = tuple(t.info.trace_id for t in drawn), tuple(_row_id(t) for t in drawn)
+    # The draw is recorded first: whatever fails after, the run has its one sample and a second draw is refused.
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / SAMPLE_ARTIFACT
-        path.write_text(json.dumps({"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(sample.trace_ids),
-                                    "row_ids": list(sample.row_ids)}, indent=1))
+        path.write_text(json.dumps({"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(trace_ids),
+                                    "row_ids": list(row_ids)}, indent=1))
         client.log_artifact(run_id, str(path))
-    for key, value in {"seed": seed, "n": n, "card": chosen_card, "queue": queue or "none"}.items():
+    for key, value in {"n": n, "card": chosen_card, "seed": seed}.items():
         client.set_tag(run_id, f"{SAMPLE_TAG}.{key}", str(value))
-    return sample
+    for position, trace_id in enumerate(trace_ids, start=1):
+        client.set_trace_tag(trace_id, SAMPLE_TAG, str(position))
+    queue, where = _review_queue(run, chosen_card, list(trace_ids))
+    client.set_tag(run_id, f"{SAMPLE_TAG}.queue", queue or "none")
+    return LabelSample(run_id, seed, chosen_card, trace_ids, row_ids, len(traces), queue, where)
 
 
 def _review_queue(run, card: str, trace_ids: list[str]) -> tuple[str | None, str]:
@@ -170,7 +172,7 @@ def _review_queue(run, card: str, trace_ids: list[str]) -> tuple[str | None, str
         name = f"mgm sample of run {run.info.run_id}"
         queue = review_queues.create_review_queue(name, queue_type="custom", schema_ids=[schema.schema_id], experiment_id=experiment_id)
         review_queues.add_items_to_review_queue(queue.queue_id, item_ids=trace_ids)
-    except (ImportError, mlflow.exceptions.MlflowException) as error:  # no review queues here: the tag still marks them
+    except (ImportError, MlflowException) as error:  # no review queues here: the tag still marks them
         return None, f"{fallback} (no review queue: {' '.join(str(error).split())[:200]})"
     return queue.queue_id, f"in the MLflow UI, experiment {experiment_id}: review queue {name!r} ({len(trace_ids)} traces), answering {card!r}"
 
@@ -198,8 +200,8 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
     )
     if log:
         figures = report.estimate.as_metrics(metric)
-        if report.estimate.too_few is not None:  # no interval below the count at which it holds: the tag says why
-            figures = {k: v for k, v in figures.items() if not k.endswith(("_ci_low", "_ci_high")) and v == v}
+        if report.estimate.too_few is not None:  # no figure a rule could pass on below the count at which the interval
+            figures = {k: v for k, v in figures.items() if k.endswith(("_n", "_labelled"))}  # holds: the tag says why
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(name, float(value), now, 0) for name, value in figures.items()])
         client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", report.sentence[:5000])
