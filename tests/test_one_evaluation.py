@@ -110,6 +110,9 @@ def plain_run(data: list[dict], scorers: list) -> str:
     return run_id
 
 
+# Ten evaluations at MLflow's default workers (10 threads on SQLite's 15 connections): 3 minutes alone, over 5 beside
+# the rest of the suite on a slow afternoon (2026-12-05), so the per-test limit is raised rather than the runs cut.
+@pytest.mark.timeout(900)
 def test_plain_mlflow_genai_evaluate_with_a_judge_per_scorer_at_mlflow_s_default_workers_ten_times(scripted_server, mlflow_store):
     """Issue 46: at MLflow's default workers on SQLite, one Judge per scorer (a cheaper one for coverage, say): every
     row gets every card and MLflow's own aggregates, nothing is hung on MLflow's objects, and ``log_results`` gives
