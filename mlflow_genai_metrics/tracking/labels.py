@@ -44,6 +44,7 @@ from mlflow.tracking import MlflowClient
 
 from ..people import PeopleEstimate, ppi_proportion
 from ..summarization.verdicts import trace_verdicts
+from .genai import root_span
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
 SAMPLE_ARTIFACT = "mgm_label_sample.json"
@@ -119,7 +120,7 @@ def _card_of(traces: list, card: str | None) -> str:
 
 
 def _row_id(trace) -> str:
-    root = next((span for span in trace.data.spans if span.parent_id is None), None)
+    root = root_span(trace)
     inputs = root.inputs if root is not None and isinstance(root.inputs, dict) else {}
     return str(inputs.get("id", trace.info.trace_id))
 
