@@ -54,7 +54,7 @@ def measure(name: str, judge: Judge, args, folder: Path) -> str:
     report = align_judge(f"align-{name}", judge=judge, output=folder / f"examples-{name}.json", held_out=0.25, seed=args.seed, log=False)
     test = labelled[labelled["split"] == test_split]
     before = meta_evaluate(test, judge=judge, sample=args.test, seed=args.seed, progress=False).metrics
-    after = meta_evaluate(test, judge=judge.with_examples(report.examples), sample=args.test, seed=args.seed, progress=False).metrics
+    after = meta_evaluate(test, judge=judge, sample=args.test, seed=args.seed, progress=False, examples=report.examples).metrics
     c = report.counts
     return (f"| {name} | {feedback_split}: {c['labelled_traces']} ({c['examples']} examples, {c['held_out']} held back) | "
             f"{report.before['balanced_accuracy']:.3f} -> {report.after['balanced_accuracy']:.3f} | {test_split}: {int(before['rows'])} | "

@@ -20,7 +20,16 @@ the judge's overstated) gives bias and coverage (of the rate, and of each run's 
 interval (``ppi-python``'s closed form, ``people.ppi_mean_interval``, given the run's rows as its "unlabelled"
 sample); and a sweep over people's and the judge's rates 0.02 to 0.98, kappa -0.3 to 0.9, runs of 20, 100 and
 1,000 rows and 2 to 25 labels gives the lowest coverage at each count of labels, from which ``people.MIN_LABELS`` is
-read, and the largest share of draws whose ``ci_low`` lies above the truth (what a gate on ``_ci_low`` risks).
+read, and the largest share of draws whose ``ci_low`` lies above the truth (what a gate on ``_ci_low`` risks). A
+second sweep compares two independent runs (close rates, any judges): the coverage of the difference of their
+estimates (``people.estimate_difference``, MOVER) at each count of labels on each, for ``people.MIN_DIFFERENCE_LABELS``.
+
+One run end to end through MLflow (``--no-mlflow`` leaves it out): a FRANK test sample (200 rows; --quick 40) judged
+by the scripted judge (``mlflow_genai_metrics.testing``) with the grounding check, in a SQLite store in a temp
+folder; ``label_sample`` draws 50 rows (--quick 20), the set's own human labels are logged on them as people's
+feedback (``HUMAN`` source), with two labels on rows not drawn (never used), ``people_estimate`` logs
+``people/strict_alignment`` and the re-calibrated grounding, and the gate registers the run's model or refuses it on
+``people/strict_alignment_ci_low`` (first with one label: "too few labels").
 
 Targets (issue 48): coverage >= 0.93 in every cell reported (a miss: an exact binomial test below 0.93 at 0.05
 Bonferroni-adjusted over the cells, as in ``bench_calibration.py``); at 100 labels, narrower than the labels-only
@@ -38,7 +47,14 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
-from mlflow_genai_metrics.people import MIN_LABELS, ppi_counts, ppi_mean_interval, recalibrated_grounding
+from mlflow_genai_metrics.people import (
+    MIN_DIFFERENCE_LABELS,
+    MIN_LABELS,
+    difference_bounds,
+    ppi_counts,
+    ppi_mean_interval,
+    recalibrated_grounding,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "faithfulness"
 SETS = {"frank": "test", "qags_cnndm": None, "qags_xsum": None, "summedits": "test"}
@@ -212,6 +228,89 @@ def sweep_lines(args, misses: Misses, rng: np.random.Generator) -> list[str]:
     return lines
 
 
+def difference_lines(args, rng: np.random.Generator) -> tuple[list[str], int | None]:
+    """The lowest coverage of two independent runs' difference over pairs of scenarios with rates at most 0.1 apart,
+    per count of labels on each run; and the count from which every swept cell held its coverage."""
+    grid = [(p, q, k) for p in (0.1, 0.5, 0.9, 0.98) for q in (0.1, 0.5, 0.9) for k in (0.0, 0.3, 0.6, 0.9) if joint(p, q, k) is not None]
+    pairs = [(a, b) for a in grid for b in grid if abs(a[0] - b[0]) <= 0.1][:: 12 if args.quick else 3]
+    lines = ["| difference: rows per run | labels per run | pairs of scenarios | lowest coverage | at (first, second) | "
+             "most draws missed on one side |", "|" + "---|" * 6]
+    holds: dict[int, bool] = {}
+    for rows in (100, 1000):
+        for labelled in (2, 5, 25, 100)[:: 2 if args.quick else 1]:
+            worst, side = (2.0, None), 0.0
+            for a, b in pairs:
+                found = [simulate_estimates(joint(*x), rows, labelled, args.sweep_draws, rng) for x in (a, b)]
+                low, high = difference_bounds(*found[0], *found[1])
+                truth = b[0] - a[0]
+                worst = min(worst, (np.mean((low <= truth) & (truth <= high)), (a, b)), key=lambda pair: pair[0])
+                side = max(side, np.mean(low > truth), np.mean(high < truth))
+            holds[labelled] = holds.get(labelled, True) and worst[0] >= COVERAGE
+            lines.append(f"| {rows} | {labelled} | {len(pairs)} | {worst[0]:.3f} | {worst[1]} | {side:.3f} |")
+    failing = [n for n, ok in holds.items() if not ok]
+    return lines, min((n for n in holds if all(f < n for f in failing)), default=None)
+
+
+def simulate_estimates(cells: np.ndarray, rows: int, labelled: int, draws: int, rng: np.random.Generator):
+    runs = rng.multinomial(rows, cells.reshape(-1), size=draws)
+    drawn = np.stack([rng.multivariate_hypergeometric(run, labelled) for run in runs]).reshape(-1, 2, 2)
+    return ppi_counts(runs.reshape(-1, 2, 2)[..., 1].sum(-1), rows, drawn)[:3]
+
+
+def end_to_end(args) -> list[str]:
+    """One evaluation run through MLflow, from ``label_sample`` to a gate rule on ``people/strict_alignment_ci_low``."""
+    import os
+    import tempfile
+
+    import mlflow
+    from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+    from mlflow_genai_metrics import Judge
+    from mlflow_genai_metrics.meta_evaluation import evaluation_rows, load_labelled
+    from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript
+    from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, SummarizerModel, evaluate_summaries, register_if_passing
+    from mlflow_genai_metrics.tracking.genai import root_span
+    from mlflow_genai_metrics.tracking.labels import label_sample, people_estimate
+
+    rows = evaluation_rows(load_labelled(DATA / "frank.jsonl"), "frank", SETS["frank"])
+    rows = rows.iloc[np.random.default_rng(args.seed).choice(len(rows), 40 if args.quick else 200, replace=False)]
+    truth = {str(k): int(v) for k, v in zip(rows["id"], rows["human_binary"])}
+    data = [{"inputs": {"text": t, "id": str(k)}, "outputs": s} for k, t, s in zip(rows["id"], rows["source"], rows["summary"])]
+    person = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="frank-annotators")
+    os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"  # each trace written as its span ends, before its feedback
+    with tempfile.TemporaryDirectory(prefix="mgm-bench-people-") as tmp, ScriptedJudgeServer(SummarizationJudgeScript()) as server:
+        mlflow.set_tracking_uri(f"sqlite:///{Path(tmp) / 'mlflow.db'}")
+        mlflow.set_experiment(experiment_id=mlflow.create_experiment("bench-people", artifact_location=(Path(tmp) / "artifacts").as_uri()))
+        with mlflow.start_run() as run:
+            uri = SummarizerModel("scripted-summarizer", server.base_url, input_col="text").log(name="summarizer").model_uri
+            evaluation = evaluate_summaries(data, [ClaimAlignment(Judge("scripted-judge", server.base_url, "local", cache_dir=Path(tmp) / "cache")),
+                                                   Grounding()])
+        sample = label_sample(run.info.run_id, 20 if args.quick else 50, seed=args.seed)
+        mlflow.flush_trace_async_logging()
+        row_of = {t.info.trace_id: str(root_span(t).inputs["id"]) for t in mlflow.search_traces(run_id=run.info.run_id, return_type="list")}
+        feedback = lambda trace_id: mlflow.log_feedback(trace_id=trace_id, name="claim_alignment",  # noqa: E731
+                                                        value="yes" if truth[row_of[trace_id]] else "no", source=person)
+        gate = lambda rule: register_if_passing(uri, "bench-people", run_id=run.info.run_id, rules=[rule], alias=None)  # noqa: E731
+        feedback(sample.trace_ids[0])
+        people_estimate(run.info.run_id)
+        one_label = gate("people/strict_alignment_ci_low>=0.1")
+        for trace_id in [*sample.trace_ids[1:], *[t for t in row_of if t not in sample.trace_ids][:2]]:
+            feedback(trace_id)
+        report = people_estimate(run.info.run_id)
+        e = report.estimate
+        gates = [gate(f"people/strict_alignment_ci_low>={threshold}") for threshold in (0.8, round(e.ci_low - 0.05, 2))]
+        logged = mlflow.get_run(run.info.run_id).data
+    lines = ["| end-to-end run | rows | labels (on rows not drawn) | judge's strict_alignment | people's rate, every row | "
+             "people/strict_alignment [95%] | grounded_rate -> re-calibrated | ECE before -> after |", "|" + "---|" * 8]
+    g = report.grounding
+    lines.append(f"| FRANK test sample, scripted judge | {e.n} | {e.labelled} ({report.outside_sample}) | {evaluation.metrics['strict_alignment']:.3f} | "
+                 f"{np.mean(list(truth.values())):.3f} | {e.estimate:.3f} [{e.ci_low:.3f}, {e.ci_high:.3f}] | "
+                 f"{evaluation.metrics['grounded_rate']:.3f} -> {g.grounded_rate:.3f} | {g.ece_before:.3f} -> {g.ece_after:.3f} |")
+    lines += ["", *report.lines, f"tag mgm.grounding.recalibrated_on: {logged.tags.get('mgm.grounding.recalibrated_on')}", "",
+              "gate with 1 label:", str(one_label), "", "gate after labelling:", *map(str, gates)]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="*", default=list(SETS), choices=list(SETS))
@@ -221,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1000, help="rows of a simulated run (default 1000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="100 draws, 25 and 100 labels, 3 scenarios, a thin sweep (a smoke run)")
+    parser.add_argument("--no-mlflow", action="store_true", help="leave out the run through MLflow")
     args = parser.parse_args(argv)
     args.labels = args.labels or list(QUICK_LABELS if args.quick else LABELS)
     args.draws = args.draws or (100 if args.quick else 1000)
@@ -239,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     out += ["A judge of known bias and agreement:", "", *simulation_lines(args, misses, rng), "",
             "The lowest coverage over the sweep (for people.MIN_LABELS); the simulation's and the sweep's coverage cells are "
             "checked on the rate itself, the run's own rate shown beside it:", "", *sweep_lines(args, misses, rng), ""]
+    difference, measured = difference_lines(args, rng)
+    out += ["Two independent runs' difference (`people.estimate_difference`), the lowest coverage over pairs of scenarios:", "",
+            *difference, "", f"coverage >= {COVERAGE} in every cell from {measured} labels per run; people.MIN_DIFFERENCE_LABELS = {MIN_DIFFERENCE_LABELS}", ""]
+    if not args.quick and (measured is None or MIN_DIFFERENCE_LABELS < measured):
+        misses.other.append(f"MIN_DIFFERENCE_LABELS = {MIN_DIFFERENCE_LABELS} is below the {measured} labels from which the difference holds its coverage")
+    if not args.no_mlflow and DATA.exists():
+        out += ["One run through MLflow:", "", *end_to_end(args), ""]
     missed = misses.missed()
     out += [f"coverage cells checked: {len(misses.coverage)} (a miss: exact binomial below {COVERAGE} at {LEVEL}/{len(misses.coverage)})",
             f"targets missed: {len(missed)}" + "".join(f"\n- {miss}" for miss in missed),

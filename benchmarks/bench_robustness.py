@@ -8,7 +8,8 @@ three reference sentences), two faithful rewrites (``synonyms``, ``reorder``) an
 (``number``, ``name``, ``negation``, ``inserted``), all scored by the shipped grounding model (``grounding_metrics``'s
 ``grounding``). Reported: per error kind and rewrite kind, the share of articles (that have both) where the error
 scores strictly below the rewrite; per rewrite kind, the mean loss against the original (original minus rewrite);
-per kind, the mean score. Only the ``eval`` side is reported on by default: the training script may read the
+per kind, the mean score; per error kind, how many errors score above the original summary, and by how much at
+most (the detectors of errors only lower the score, but the free features move too: see docs/metrics.md). Only the ``eval`` side is reported on by default: the training script may read the
 ``train`` side, which shares no article and no synonym with it.
 """
 
@@ -42,19 +43,28 @@ def robustness(cases: list, scores: dict[str, float | None]) -> dict:
         pairs = [(score(c, "original"), score(c, rewrite)) for c in cases if rewrite in c.rewrites]
         pairs = [(o, r) for o, r in pairs if o is not None and r is not None]
         losses[rewrite] = {"articles": len(pairs), "mean_loss": sum(o - r for o, r in pairs) / len(pairs) if pairs else float("nan")}
+    raised = {}  # planted errors that score *above* the original summary: the monotone detectors cannot rule it out
+    for error in ERRORS:
+        pairs = [(score(c, error), score(c, "original")) for c in cases if error in c.errors]
+        ups = [e - o for e, o in pairs if e is not None and o is not None and e > o]
+        raised[error] = {"errors": len(pairs), "raised": len(ups), "most": max(ups, default=0.0),
+                         "ids": [c.id for c in cases if error in c.errors and (score(c, error) or 0) > (score(c, "original") or 1)]}
     means = {}
     for kind in ("original", *REWRITES, *ERRORS):
         values = [s for c in cases if (s := score(c, kind)) is not None]
         means[kind] = sum(values) / len(values) if values else float("nan")
-    return {"ranking": ranking, "rewrite_loss": losses, "mean_score": means}
+    return {"ranking": ranking, "rewrite_loss": losses, "mean_score": means, "raised": raised}
 
 
 def table(figures: dict) -> list[str]:
-    lines = ["| error | articles | below `synonyms` | below `reorder` | mean grounding |", "|---|---|---|---|---|"]
+    lines = ["| error | articles | below `synonyms` | below `reorder` | mean grounding | above the original (most) |",
+             "|---|---|---|---|---|---|"]
     for error, by_rewrite in figures["ranking"].items():
         cells = [f"{by_rewrite[r]['error_below']:.1%}" for r in REWRITES]
         articles = min(by_rewrite[r]["articles"] for r in REWRITES)
-        lines.append(f"| {error} | {articles} | {' | '.join(cells)} | {figures['mean_score'][error]:.3f} |")
+        up = figures["raised"][error]
+        lines.append(f"| {error} | {articles} | {' | '.join(cells)} | {figures['mean_score'][error]:.3f} | "
+                     f"{up['raised']} of {up['errors']} ({up['most']:+.4f}) |")
     lines += ["", "| faithful rewrite | articles | mean loss against the original | mean grounding |", "|---|---|---|---|"]
     lines.append(f"| (original) | | | {figures['mean_score']['original']:.3f} |")
     for rewrite, loss in figures["rewrite_loss"].items():

@@ -139,16 +139,16 @@ def agreement(
 
 def meta_evaluate(
     labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None,
-    statistics: StatisticsOptions | None = None,
+    statistics: StatisticsOptions | None = None, **method: Any,
 ) -> MetaReport:
     """Judge the labelled pairs (claims and verification only) and measure agreement with the human labels.
 
     ``seed`` draws the sample; ``statistics`` (a ``stats.StatisticsOptions``) sets every interval, the result's and
-    the agreement's."""
+    the agreement's; ``method``: how claims are verified (``stability``, ``order_check``, ``examples``)."""
     statistics = statistics or StatisticsOptions()
     rows = stratified_labelled_sample(labelled, sample, seed=seed)
     result = judge_summaries(rows["source"], rows["summary"], judge=judge, ids=rows["id"], coverage=False, progress=progress,
-                             statistics=statistics)
+                             statistics=statistics, **method)
     table = result.rows
     metrics, confusion = agreement(rows["human_binary"], table["aligned"], rows["human_graded"], table["support_rate"], statistics)
     metrics.update(
@@ -162,7 +162,7 @@ def meta_evaluate(
 
 def answers_meta_evaluate(
     labelled: pd.DataFrame, *, judge: Judge, sample: int | None = None, seed: int = 0, progress: bool | None = None,
-    statistics: StatisticsOptions | None = None,
+    statistics: StatisticsOptions | None = None, **method: Any,
 ) -> MetaReport:
     """The answer judge (``rag.judge_answers``) against people, on labelled answers from passages (``rag.labelled``:
     a labelled RAG set, or a faithfulness set recast as retrieval): agreement of ``aligned`` with the binary label
@@ -175,7 +175,7 @@ def answers_meta_evaluate(
     statistics = statistics or StatisticsOptions()
     rows = stratified_labelled_sample(labelled, sample, seed=seed)
     result = judge_answers(rows["question"], rows["passages"], rows["answer"], judge=judge, ids=rows["id"], progress=progress,
-                           statistics=statistics)
+                           statistics=statistics, **method)
     table = result.rows
     metrics, confusion = agreement(rows["human_binary"], table["aligned"], rows["human_graded"], table["support_rate"], statistics)
     accuracy, supported = cited_passage_accuracy(result.claims, dict(zip(rows["id"].astype(str), rows["gold"])))

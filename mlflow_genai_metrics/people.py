@@ -33,6 +33,10 @@ be narrower only where much of the run is labelled, and there it under-covers (0
 ``ppi-python``'s closed forms (an independent unlabelled sample, the normal interval) once, to compare with it;
 ``tests/test_people.py`` does.
 
+**Two runs' estimates compared** (``estimate_difference``): the second's minus the first's, its interval the two
+intervals combined by MOVER (low: d - sqrt((e2 - l2)^2 + (h1 - e1)^2), high alike). It assumes what
+``DIFFERENCE_ASSUMES`` says: labels on independent random samples of each run's rows, the same question on both.
+
 **Re-calibrating grounding**: logit(p') = a + b logit(grounding), fitted on the labelled rows by Platt's method
 (logistic loss, with his smoothed targets (k+1)/(k+2) and 1/(m+2) so that labels of one class still give a finite
 fit), ``form="shift+scale"`` (a and b, b >= 0) or ``"shift"`` (a alone, b = 1). The calibration error before and
@@ -58,6 +62,9 @@ from scipy.special import expit, logit
 # four labelled faithfulness sets at 25 to 200 labels (lowest 0.948). Its exact pieces hold from the first two
 # labels, as the labels' own Clopper-Pearson interval does (guide: proportions from 2 rows); one label gives none.
 MIN_LABELS = 2
+MIN_DIFFERENCE_LABELS = 2  # on each run, for two runs' difference: from here it held its coverage (bench_people.py)
+DIFFERENCE_ASSUMES = ("independent random samples of labels, each drawn by the tool from its own run, and the same question (card) "
+                      "people answered on both; runs of the same rows usually err alike, which makes the interval wider, not narrower")
 MIN_RECALIBRATION_LABELS = 10  # fewer cannot be cross-validated in 5 folds of 2 rows: the shipped calibration stays
 _TIE = 1e-9  # bounds move out by this much, so that rounding never leaves out a rate they reach exactly
 _EPSILON = 1e-6  # grounding is clipped to [eps, 1 - eps] before its logit
@@ -88,6 +95,62 @@ class PeopleEstimate:
                 f"{name}_n": float(self.n), f"{name}_labelled": float(self.labelled)}
 
 
+    @classmethod
+    def from_metrics(cls, metrics, metric: str) -> PeopleEstimate | None:
+        """The estimate a run logged as ``people/<metric>`` (``as_metrics``; NaN where not logged: below
+        ``MIN_LABELS`` labels), or None when the run has none."""
+        name = f"people/{metric}"
+        if f"{name}_labelled" not in metrics:
+            return None
+        value = {key: float(metrics.get(f"{name}{key}", math.nan)) for key in ("", "_ci_low", "_ci_high", "_n", "_labelled")}
+        labelled = int(value["_labelled"])
+        too_few = None if labelled >= MIN_LABELS and not math.isnan(value["_ci_low"]) else _too_few(labelled, MIN_LABELS)
+        return cls(value[""], value["_ci_low"], value["_ci_high"], int(value["_n"]), labelled, math.nan, math.nan, too_few=too_few)
+
+
+def _too_few(labelled: int, needed: int, what: str = "an interval that holds its coverage") -> str:
+    return f"too few labels: {labelled} ({what} needs {needed}, measured by benchmarks/bench_people.py)"
+
+
+@dataclass(frozen=True)
+class PeopleDifference:
+    """Two runs' people's estimates: the second's minus the first's, its interval (``too_few``: why none), their labels."""
+
+    difference: float
+    ci_low: float
+    ci_high: float
+    labelled: tuple[int, int]
+    too_few: str | None = None
+    assumes: str = DIFFERENCE_ASSUMES
+
+    def as_metrics(self, metric: str) -> dict[str, float]:
+        """``{people/<metric>_difference: .., _difference_ci_low: .., _difference_ci_high: ..}`` (NaN: too few)."""
+        name = f"people/{metric}_difference"
+        return {name: self.difference, f"{name}_ci_low": self.ci_low, f"{name}_ci_high": self.ci_high}
+
+
+def estimate_difference(first: PeopleEstimate, second: PeopleEstimate, *, min_labels: int = MIN_DIFFERENCE_LABELS) -> PeopleDifference:
+    """``second`` minus ``first`` (two runs' estimates of the same metric), with the MOVER interval of the two; NaN
+    bounds, ``too_few`` saying why, where either run has fewer than ``min_labels`` labels or no interval."""
+    labelled = (first.labelled, second.labelled)
+    low, high = difference_bounds(first.estimate, first.ci_low, first.ci_high, second.estimate, second.ci_low, second.ci_high)
+    difference = second.estimate - first.estimate
+    fewest = min(labelled)
+    if fewest < max(min_labels, MIN_LABELS) or math.isnan(low) or math.isnan(high):
+        what = "a difference's interval that holds its coverage"
+        return PeopleDifference(difference, math.nan, math.nan, labelled, _too_few(fewest, max(min_labels, MIN_LABELS), what))
+    return PeopleDifference(difference, low, high, labelled)
+
+
+def difference_bounds(estimate_1, low_1, high_1, estimate_2, low_2, high_2):
+    """The MOVER bounds (Zou and Donner 2008) of estimate_2 - estimate_1 from each one's interval, elementwise."""
+    e1, l1, h1, e2, l2, h2 = (np.asarray(v, dtype=float) for v in (estimate_1, low_1, high_1, estimate_2, low_2, high_2))
+    d = e2 - e1
+    low = d - np.sqrt((e2 - l2) ** 2 + (h1 - e1) ** 2)
+    high = d + np.sqrt((h2 - e2) ** 2 + (e1 - l1) ** 2)
+    return (float(low), float(high)) if low.ndim == 0 else (low, high)
+
+
 def ppi_proportion(
     judge_all, judge_labelled, people_labelled, *, confidence: float = 0.95, power_tuned: bool = True,
     min_labels: int = MIN_LABELS,
@@ -110,9 +173,7 @@ def ppi_proportion(
     estimate, low, high, lam = (float(v) for v in found)
     too_few = None
     if labelled < max(min_labels, 2):
-        too_few = (f"too few labels: {labelled} (an interval that holds its coverage needs {max(min_labels, 2)}, "
-                   "measured by benchmarks/bench_people.py)")
-        low = high = math.nan
+        too_few, low, high = _too_few(labelled, max(min_labels, 2)), math.nan, math.nan
     method = "ppi++ (stratified Clopper-Pearson, MOVER)" if power_tuned else "ppi (Tango, shifted)"
     return PeopleEstimate(estimate, low, high, rows, labelled, lam, yes / rows if rows else math.nan, method, too_few)
 

@@ -18,7 +18,7 @@ Inside a value, sacreBLEU's own ``|`` and ``:`` become ``,`` and ``=`` so that t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -170,15 +170,21 @@ def summarization_signature(
     grounding: str | None = None,
     statistics: StatisticsOptions | None = None,
     prompts: Sequence[str] | None = None,
+    method: Any = None,
 ) -> str:
     """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings;
     ``prompts`` the names of the prompts asked (default: a summary's, with coverage's when ``coverage``);
     ``grounding`` is the grounding model's tag (``grounding:v2-973e``), its field reads ``grounding:v2-973e``;
     ``statistics`` the statistics part (None: none; ``bootstrap_seed`` is its ``seed``).
-    ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept)."""
+    ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept);
+    ``method`` how claims were verified (a ``summarization.method.Method``, read for its ``stability`` and
+    ``examples``, never imported: the engine sits above this module; None: each once, no examples): its stability
+    and the examples' tag are signed."""
     judge_part = None
     if judge is not None:
-        verify = "verify_examples" if judge.examples is not None else "verify"
+        examples = method.examples if method is not None else None
+        stability = method.stability if method is not None and method.repeated else None
+        verify = "verify_examples" if examples is not None else "verify"
         names = list(prompts) if prompts is not None else ["claims", "claims_retry", verify, *(["keypoints", "coverage"] if coverage else [])]
         prompts = {name: load_prompt(name).tag.split(":", 1)[1] for name in names}
         mode = response_mode or judge.response_mode or "unknown"
@@ -186,7 +192,7 @@ def summarization_signature(
             model=judge.model, base=judge.endpoint_label, mode=mode,
             max_tokens=str(judge.max_tokens) if judge.max_tokens else "default", prompts=prompts,
             chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
-            stability=judge.stability if judge.stability > 1 else None, examples=judge.examples.tag if judge.examples is not None else None,
+            stability=stability, examples=examples.tag if examples is not None else None,
         )
     return Signature(
         judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None,

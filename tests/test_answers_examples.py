@@ -1,4 +1,4 @@
-"""People's corrected verdicts shown to answers' verifications (issue 46, 2): ``Judge(examples=...)`` judging answers
+"""People's corrected verdicts shown to answers' verifications (issue 46, 2): ``examples=...`` judging answers
 from passages shows the examples most like each answer's claims (``verify_passages_examples``), never one whose text
 is a passage or an answer being judged, signs the set, and a judge that follows them changes its verdicts; every
 example from the rows being judged is refused before any call."""
@@ -54,7 +54,7 @@ def test_answers_show_the_nearest_examples_never_their_own_and_sign_the_set(scri
     judged = [row(i) for i in range(6)]
     questions, passages, answers = zip(*judged)
     examples = examples_for(range(12))  # half of them the judged rows' own
-    result = judge_answers(questions, passages, answers, judge=judge_for(server, examples=examples), grounding=False, progress=False)
+    result = judge_answers(questions, passages, answers, judge=judge_for(server), examples=examples, grounding=False, progress=False)
     prompts = _verifications(server)
     assert len(prompts) == 6 and all("=====EXAMPLES " in prompt for prompt in prompts)
     shown = {m["statement"] for p in prompts for m in _STATEMENT.finditer(marked_sections(p)["EXAMPLES"])}
@@ -66,5 +66,5 @@ def test_answers_show_the_nearest_examples_never_their_own_and_sign_the_set(scri
     assert plain.metrics["strict_alignment"] == 0.0 and "examples" not in parse_signature(plain.signature)
     calls = server.request_count
     with pytest.raises(ValueError, match="every one of the 6 examples comes from the rows being judged"):
-        judge_answers(questions, passages, answers, judge=judge_for(server, examples=examples_for(range(6))), grounding=False, progress=False)
+        judge_answers(questions, passages, answers, judge=judge_for(server), examples=examples_for(range(6)), grounding=False, progress=False)
     assert server.request_count == calls

@@ -1,4 +1,4 @@
-"""The order check on answers from passages (issue 46, 2): ``Judge(order_check=share)`` verifies the claims of a
+"""The order check on answers from passages (issue 46, 2): ``order_check=share`` verifies the claims of a
 fixed sample of answers again in a shuffled order, as for summaries. A scripted judge that supports whatever claim
 it reads first (quoting the passage) shows exactly the changes its shuffles imply; a failed shuffled request fails
 the check alone, never the row; a budget with no room for the shuffled requests judges the row without them."""
@@ -43,7 +43,7 @@ def first_is_yes(request, kind):
 
 def test_a_judge_favouring_the_first_claim_shows_the_changes_its_shuffles_imply(scripted_server):
     server = scripted_server(AnswersJudgeScript(fault=first_is_yes))
-    result = judge_answers(*corpus(), judge=judge_for(server, order_check=0.5), grounding=False, progress=False)
+    result = judge_answers(*corpus(), judge=judge_for(server), order_check=0.5, grounding=False, progress=False)
     orders = sampled(0.5)
     assert 0 < len(orders) < ROWS
     # shuffled, an invented claim read first becomes a cited yes; the club's claim read later stays yes
@@ -59,7 +59,7 @@ def test_a_judge_favouring_the_first_claim_shows_the_changes_its_shuffles_imply(
 
 def test_a_judge_reading_each_claim_on_its_own_is_not_order_sensitive_and_without_the_check_there_is_no_figure(scripted_server):
     server = scripted_server(AnswersJudgeScript())
-    result = judge_answers(*corpus(), judge=judge_for(server, order_check=0.5), grounding=False, progress=False)
+    result = judge_answers(*corpus(), judge=judge_for(server), order_check=0.5, grounding=False, progress=False)
     assert result.metrics["judge/order_sensitivity"] == 0.0 and result.metrics["judge/order_sensitivity_n"] == len(sampled(0.5))
     plain = judge_answers(*corpus(), judge=judge_for(server), grounding=False, progress=False)
     assert "judge/order_sensitivity" not in plain.metrics and "order_checked" not in plain.rows
@@ -80,7 +80,7 @@ def test_a_failed_shuffled_request_leaves_the_row_judged_and_marks_only_its_orde
         return None
 
     server = scripted_server(AnswersJudgeScript(fault=fault))
-    result = judge_answers(*corpus(), judge=judge_for(server, order_check=0.5, max_retries=0), grounding=False, progress=False)
+    result = judge_answers(*corpus(), judge=judge_for(server, max_retries=0), order_check=0.5, grounding=False, progress=False)
     rows = result.rows.set_index("id")
     failed = [k for k, order in orders.items() if order[0] != 0]
     assert failed and (rows["error"] == "").all() and result.metrics["alignment_n"] == ROWS  # every row judged
@@ -95,7 +95,7 @@ def test_a_budget_without_room_for_the_shuffled_requests_judges_the_row_without_
     [k] = [k for k in sampled(0.5)][:1]
     server = scripted_server(AnswersJudgeScript())
     # one row of the sample: its own calls (claims, one verification, relevance) fit, the shuffled one does not
-    result = judge_answers(questions[k:k + 1], passages[k:k + 1], answers[k:k + 1], judge=judge_for(server, order_check=0.5, max_calls=3),
+    result = judge_answers(questions[k:k + 1], passages[k:k + 1], answers[k:k + 1], judge=judge_for(server, max_calls=3), order_check=0.5,
                            grounding=False, progress=False)
     row = result.rows.iloc[0]
     assert row["error"] == "" and row["claim_count"] == 3 and server.request_count == 3

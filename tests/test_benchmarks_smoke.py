@@ -279,6 +279,7 @@ def test_bench_robustness_smoke(tmp_path, run):
     assert set(figures["ranking"]) == {"number", "name", "negation", "inserted"}
     assert all(cell["articles"] > 0 for kind in figures["ranking"].values() for cell in kind.values())
     assert {row["error"] for row in markdown_table(out, "error")} == set(figures["ranking"])
+    assert set(figures["raised"]) == set(figures["ranking"]) and all(0 <= k["raised"] <= k["errors"] for k in figures["raised"].values())
 
 
 def test_the_robustness_sides_share_no_article_and_no_synonym():
@@ -312,3 +313,10 @@ def test_bench_people_smoke(warm_python):
         sets = markdown_table(out, "set")
         assert {row["set"] for row in sets} == {"frank", "qags_cnndm", "qags_xsum", "summedits"}
         assert all(float(row["width / CP"]) < 1.05 for row in sets)
+        # one run through MLflow: people's labels on a drawn sample, the estimate, and a gate rule on it
+        [run] = markdown_table(out, "end-to-end run")
+        assert run["rows"] == "40" and run["labels (on rows not drawn)"] == "20 (2)"
+        assert "gate with 1 label:\ngate failed: nothing registered\n  FAIL people/strict_alignment_ci_low >= 0.1: actual missing (too few labels: 1" in out
+        assert "gate passed: registered version 1\n  PASS people/strict_alignment_ci_low" in out
+        assert "grounding re-calibrated on people's labels: mean " in out and "tag mgm.grounding.recalibrated_on: re-calibrated on 20" in out
+    assert [row["lowest coverage"] for row in markdown_table(out, "difference: rows per run")]

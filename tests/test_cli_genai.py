@@ -18,7 +18,7 @@ from run_traces import cards_per_row
 
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.tracking import load_run
-from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
+from mlflow_genai_metrics.tracking.rows import ERROR_TAG
 
 ALL_CARDS = ["claim_alignment", "grounding", "key_point_coverage"]
 
@@ -113,7 +113,7 @@ def test_the_judge_s_call_budget_holds_on_the_cli(endpoint, tmp_path, capsys):
 def test_rows_the_run_does_not_list_fail_the_command_in_one_line_with_both_counts(endpoint, tmp_path, capsys, monkeypatch, caplog):
     """The store losing a row's trace (as MLflow's default threads do on SQLite), played by hiding one trace from
     the run's listing: the run gets no figures, is marked FAILED, and mgm says so in one line."""
-    from mlflow_genai_metrics.tracking import scored_rows as evaluation
+    from mlflow_genai_metrics.tracking import rows as evaluation
 
     listed = evaluation.run_row_ids
     monkeypatch.setattr(evaluation, "run_row_ids", lambda run_id: set(sorted(listed(run_id))[1:]))

@@ -16,7 +16,7 @@ from mlflow.entities import LoggedModelStatus
 from mlflow.tracing.constant import AssessmentMetadataKey
 from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, first_sentence
-from test_mlflow_ui import card_shows, drawer_says
+from test_mlflow_ui import card_shows, drawer_says, header_texts
 
 from mlflow_genai_metrics import SummarizerModel, evaluate_summaries, register_if_passing
 from mlflow_genai_metrics.judge import Prices
@@ -103,8 +103,12 @@ def test_the_ui_shows_the_gated_run_on_evaluation_runs_its_model_its_metrics_and
         # The page lists runs by MLflow's search, which on a SQLite store leaves out runs' model inputs: its Version
         # column shows "-" there, so the model is checked on the run page.
         run_names = "[...document.querySelectorAll('[data-component-id=\"mlflow.eval-runs.run-name-cell\"]')].map(cell => cell.innerText.trim())"
-        browser.visit(mlflow_ui.evaluation_runs_url(experiment_id), click=[CLOSE_ASSISTANT], wait_for=[f"{run_names}.includes({RUN_NAME!r})"],
-                      screenshot=tmp_path / "evaluation-runs.png")
+        listed = browser.visit(mlflow_ui.evaluation_runs_url(experiment_id), click=[CLOSE_ASSISTANT], wait_for=[f"{run_names}.includes({RUN_NAME!r})"],
+                               screenshot=tmp_path / "evaluation-runs.png")
+        # Issue 46, 4: the candidate's headline figure is the first metric column, not 40 interval columns ahead of it
+        # (the agreement, align and comparison runs are in experiments of their own: tests/test_agreement.py, ...).
+        metric_columns = [h for h in header_texts(listed) if h not in ("", "Run Name", "Status", "Type", "Created at", "Dataset", "Version")]
+        assert metric_columns[:2] == ["strict_alignment", "alignment"], metric_columns[:6]
         # The run page: its metric list (no more than the budget) and the logged model, its input, registered by the gate.
         browser.visit(mlflow_ui.run_url(experiment_id, run_id), wait_for=[page_says(f"Metrics ({metrics})"), page_says("Logged models (1)"), logged_model_listed(MODEL_NAME, REGISTERED)],
                       scroll_to='[data-component-id="mlflow.logged_model.status"]', screenshot=tmp_path / "run.png")

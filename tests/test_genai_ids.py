@@ -17,7 +17,7 @@ from mlflow_helpers import ARTICLES, Endpoint, first_sentence
 from mlflow_genai_metrics import evaluate_summaries
 from mlflow_genai_metrics.summarization.judging import source_key
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, log_results
-from mlflow_genai_metrics.tracking.scored_rows import ERROR_TAG
+from mlflow_genai_metrics.tracking.rows import ERROR_TAG
 
 
 def records() -> list[dict]:

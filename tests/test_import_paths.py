@@ -1,5 +1,5 @@
-"""Every import path README and docs have shown still works: the moved modules' old paths re-export the same
-objects for one release (``mlflow_genai_metrics.traditional``, ``mlflow_genai_metrics.sacrebleu_metrics``)."""
+"""Each name has one import path: nothing was released, so the moved modules' old paths are gone (issue 46, 5), and
+the top level exports what a user calls and nothing else."""
 
 from __future__ import annotations
 
@@ -7,36 +7,14 @@ import importlib
 
 import pytest
 
-# Old path -> (the names docs, README, benchmarks and earlier releases import from it, where they live now).
-MOVED = {
-    "mlflow_genai_metrics.traditional": (
-        ["traditional_metrics", "TraditionalResult", "traditional_signatures", "corpus_scores", "paired_corpus_difference",
-         "statistics_column", "reference_key", "ROUGE_TYPES", "TRADITIONAL_COLUMNS"],
-        "mlflow_genai_metrics.reference",
-    ),
-    "mlflow_genai_metrics.sacrebleu_metrics": (
-        ["corpus_score", "segment_scores", "sacrebleu_signatures", "rouge_signature", "check_sacrebleu", "PRIVATE_CALLS",
-         "CORPUS_METRICS"],
-        "mlflow_genai_metrics.reference",
-    ),
-}
-TEXT_NAMES = ["split_sentences", "lcs_length"]  # were in traditional, now in mlflow_genai_metrics.text
+OLD_PATHS = ["mlflow_genai_metrics.traditional", "mlflow_genai_metrics.sacrebleu_metrics", "mlflow_genai_metrics.meta",
+             "mlflow_genai_metrics.judge.batch_options"]  # re-exports that were to be kept "for one release": none was made
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_re_exports_the_same_objects_as_the_new_one(old):
-    names, new = MOVED[old]
-    before, after = importlib.import_module(old), importlib.import_module(new)
-    assert {name: getattr(before, name) is getattr(after, name) for name in names} == dict.fromkeys(names, True)
-    assert set(names) <= set(before.__all__) and all(hasattr(before, name) for name in before.__all__)
-    assert "kept for one release" in before.__doc__.lower() and "mlflow_genai_metrics.reference" in before.__doc__
-
-
-def test_the_text_utilities_are_still_importable_from_traditional():
-    import mlflow_genai_metrics.text as text
-    import mlflow_genai_metrics.traditional as traditional
-
-    assert all(getattr(traditional, name) is getattr(text, name) for name in TEXT_NAMES)
+@pytest.mark.parametrize("old", OLD_PATHS)
+def test_a_moved_module_has_one_path(old):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
 def test_the_spark_path_is_unchanged():

@@ -12,7 +12,7 @@ import pytest
 from test_judge_signature_doc import settings_table
 
 from mlflow_genai_metrics import Judge
-from mlflow_genai_metrics.cli.common import judge_arguments, judge_options
+from mlflow_genai_metrics.cli.common import judge_arguments, judge_options, method_arguments, method_options
 from mlflow_genai_metrics.judge import JudgeSettings, declared, setting
 from mlflow_genai_metrics.tracking import JudgeSpec
 
@@ -78,13 +78,26 @@ def test_the_mgm_flags_are_the_declared_ones_with_their_names():
     parser = argparse.ArgumentParser()
     judge_options(parser)
     flags = {option for action in parser._actions for option in action.option_strings} - {"-h", "--help"}
-    assert flags == {"--judge-model", "--judge-base-url", "--stability", "--order-check", "--examples", "--judge-context", "--concurrency", "--prices", "--max-calls",
+    assert flags == {"--judge-model", "--judge-base-url", "--judge-context", "--concurrency", "--prices", "--max-calls",
                      "--max-cost-usd", "--batch", "--batch-poll-s", "--batch-dir", "--batch-command"}
     left_out = argparse.ArgumentParser()
     judge_options(left_out, leave_out=("batch",))
     assert judge_arguments(left_out.parse_args([])) == {
-        "model": None, "base_url": None, "stability": 1, "order_check": 0.0, "examples": None, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
+        "model": None, "base_url": None, "context_window": None, "max_concurrency": 8, "prices": None, "max_calls": None,
         "max_cost_usd": None}
+
+
+def test_the_method_s_flags_are_its_declared_ones_and_not_the_judge_s():
+    """Issue 46: stability, the order check and examples are how claims are verified, not settings of the LLM client:
+    ``Judge`` refuses them, and their flags are ``Method``'s, read into its keywords."""
+    for name, value in (("stability", 3), ("order_check", 0.5), ("examples", None)):
+        with pytest.raises(TypeError, match=name):
+            Judge("m", LOCAL, **{name: value})
+    parser = argparse.ArgumentParser()
+    method_options(parser)
+    assert {o for a in parser._actions for o in a.option_strings} - {"-h", "--help"} == {"--stability", "--order-check", "--examples"}
+    assert method_arguments(parser.parse_args([])) == {"stability": 1, "order_check": 0.0, "examples": None}
+    assert method_arguments(parser.parse_args(["--stability", "3", "--order-check", "0.25"])) == {"stability": 3, "order_check": 0.25, "examples": None}
 
 
 def test_batch_flags_make_the_batch_options():

@@ -63,3 +63,21 @@ def test_the_signature_check_fails_on_a_parameter_left_out_or_a_default_changed(
     text = DOC.read_text()
     assert documented_signature(text.replace("max_calls=None, ", "")) != code_signature()
     assert documented_signature(text.replace("max_concurrency=8", "max_concurrency=4")) != code_signature()
+
+
+def method_table() -> str:
+    """The method's table in docs/judges.md: each option of ``Method``, its default and its help."""
+    from mlflow_genai_metrics.summarization.method import Method
+
+    rows = [f"| `{s.name}` | `{s.shown_default()}` | {s.help} |" for s in declared(Method)]
+    return "\n".join(["| option | default | what it sets |", "|---|---|---|", *rows])
+
+
+def test_the_method_s_table_in_docs_judges_md_is_its_declaration_and_the_judge_has_none_of_it():
+    """Issue 46: stability, the order check and examples are the method's options, documented beside the judge's
+    settings, never among them."""
+    text = DOC.read_text()
+    found = re.search(r"\n(\| option \| default \| what it sets \|.*?)\n\n", text, re.DOTALL)
+    assert found and found.group(1) == method_table(), f"put this table in docs/judges.md:\n{method_table()}"
+    assert not {"stability", "order_check", "examples"} & set(JudgeSettings.model_fields)
+    assert "stability" not in " ".join(documented_signature(text))

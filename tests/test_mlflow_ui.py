@@ -173,3 +173,36 @@ def test_a_failed_gate_is_visible_on_the_candidate_s_run_page(scripted_server, m
                    screenshot=tmp_path / "failed-gate-table.png")
     assert "mgm_gate_decisions.json" in table and "View as table" in table and "p_holm" in table
     assert "defect_rate/contradiction vs champion" in table and "exact McNemar" in table and "failed: nothing registered" in table
+
+
+def header_texts(dom: str) -> list[str]:
+    """The text of each column header of a page's table (``role="columnheader"``), in the order the page shows them."""
+    from html.parser import HTMLParser
+
+    void = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    class Headers(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.found: list[str] = []
+            self.depth = 0
+
+        def handle_starttag(self, tag, attrs):
+            if self.depth:
+                self.depth += tag not in void
+            elif dict(attrs).get("role") == "columnheader":
+                self.depth = 1
+                self.found.append("")
+
+        def handle_endtag(self, tag):
+            if self.depth and tag not in void:
+                self.depth -= 1
+
+        def handle_data(self, data):
+            if self.depth:
+                self.found[-1] += data
+
+    parser = Headers()
+    parser.feed(dom)
+    return [text.strip() for text in parser.found]
+

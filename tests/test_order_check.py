@@ -38,7 +38,7 @@ def first_is_yes(request, kind):
 def test_a_judge_favouring_the_first_claim_shows_the_changes_its_shuffles_imply(scripted_server):
     server = scripted_server(SummarizationJudgeScript(fault=first_is_yes))
     sources, summaries = corpus()
-    result = judge_summaries(sources, summaries, judge=judge_for(server, order_check=0.5), coverage=False, grounding=False)
+    result = judge_summaries(sources, summaries, judge=judge_for(server), order_check=0.5, coverage=False, grounding=False)
     keys = {row.id: row for row in prepare_rows(sources, summaries, None)}
     sampled = [k for k in range(ROWS) if in_sample(keys[k].source_key, keys[k].summary, 0.5)]
     assert 0 < len(sampled) < ROWS
@@ -56,11 +56,11 @@ def test_a_judge_favouring_the_first_claim_shows_the_changes_its_shuffles_imply(
 def test_a_judge_reading_each_item_on_its_own_is_not_order_sensitive_and_a_rerun_asks_nothing(scripted_server, tmp_path):
     server = scripted_server(SummarizationJudgeScript())
     sources, summaries = corpus()
-    first = judge_summaries(sources, summaries, judge=judge_for(server, order_check=1.0, cache_dir=tmp_path), grounding=False)
+    first = judge_summaries(sources, summaries, judge=judge_for(server, cache_dir=tmp_path), order_check=1.0, grounding=False)
     assert first.metrics["judge/order_sensitivity"] == 0.0
     assert (first.rows["order_checked"] > 3).all()  # the key points were shuffled too
     calls = server.request_count
-    again = judge_summaries(sources, summaries, judge=judge_for(server, order_check=1.0, cache_dir=tmp_path), grounding=False)
+    again = judge_summaries(sources, summaries, judge=judge_for(server, cache_dir=tmp_path), order_check=1.0, grounding=False)
     assert server.request_count == calls and again.metrics["judge/order_sensitivity"] == 0.0
 
 
@@ -75,7 +75,7 @@ def test_the_estimate_prices_the_shuffled_requests(scripted_server):
     server = scripted_server(SummarizationJudgeScript())
     sources, summaries = corpus()
     plain = estimate_cost(sources, summaries, judge=judge_for(server), coverage=False)
-    checked = estimate_cost(sources, summaries, judge=judge_for(server, order_check=0.5), coverage=False)
+    checked = estimate_cost(sources, summaries, judge=judge_for(server), order_check=0.5, coverage=False)
     keys = prepare_rows(sources, summaries, None)
     sampled = sum(in_sample(row.source_key, row.summary, 0.5) for row in keys)
     assert checked.calls == plain.calls + sampled
@@ -90,6 +90,6 @@ def test_a_shuffled_order_is_a_permutation_other_than_the_identity(count):
 
 def test_a_row_with_one_claim_has_no_other_order_and_is_not_compared(scripted_server):
     server = scripted_server(SummarizationJudgeScript(fault=first_is_yes))
-    result = judge_summaries(["Article. The club won."], ["The club won."], judge=judge_for(server, order_check=1.0),
+    result = judge_summaries(["Article. The club won."], ["The club won."], judge=judge_for(server), order_check=1.0,
                              coverage=False, grounding=False)
     assert result.rows["order_checked"].isna().all() and server.request_count == 2

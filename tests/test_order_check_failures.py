@@ -56,7 +56,7 @@ def test_a_failed_shuffled_reask_leaves_the_row_judged_and_marks_only_its_order_
     assert 2 <= len(rows_in_sample) < ROWS
     target = rows_in_sample[0]
     server = scripted_server(script(failing_shuffled_reask(sources[target], failure)))
-    result = judge_summaries(sources, summaries, judge=judge_for(server, order_check=0.5, max_retries=2), coverage=False,
+    result = judge_summaries(sources, summaries, judge=judge_for(server, max_retries=2), order_check=0.5, coverage=False,
                              grounding=False)
     plain = judge_summaries(sources, summaries, judge=judge_for(scripted_server(script())), coverage=False,
                             grounding=False)
@@ -78,10 +78,10 @@ def test_a_row_whose_order_check_failed_is_not_stored_whole_and_a_rerun_asks_onl
     sources, summaries = corpus()
     target = sampled(0.5)[0]
     failing = scripted_server(SummarizationJudgeScript(fault=failing_shuffled_reask(sources[target], Fault.server_error())))
-    judge_summaries(sources, summaries, judge=judge_for(failing, order_check=0.5, max_retries=0, cache_dir=tmp_path),
+    judge_summaries(sources, summaries, judge=judge_for(failing, max_retries=0, cache_dir=tmp_path), order_check=0.5,
                     coverage=False, grounding=False)
     server = scripted_server(SummarizationJudgeScript())
-    again = judge_summaries(sources, summaries, judge=judge_for(server, order_check=0.5, cache_dir=tmp_path), coverage=False,
+    again = judge_summaries(sources, summaries, judge=judge_for(server, cache_dir=tmp_path), order_check=0.5, coverage=False,
                             grounding=False)
     assert server.request_count == 1 and again.rows.set_index("id").loc[target, "order_checked"] == 2
     assert again.judgements[target].order_check.failed is None
@@ -91,8 +91,8 @@ def test_a_budget_for_every_row_and_its_order_check_judges_every_row(scripted_se
     sources, summaries = corpus()
     server = scripted_server(SummarizationJudgeScript(), latency_s=0.02, slots=64)
     needed = 2 * ROWS + len(sampled(0.5))  # claims and verification, and one shuffled verification per sampled row
-    judge = judge_for(server, order_check=0.5, max_concurrency=8, max_calls=needed)
-    result = judge_summaries(sources, summaries, judge=judge, coverage=False, grounding=False)
+    judge = judge_for(server, max_concurrency=8, max_calls=needed)
+    result = judge_summaries(sources, summaries, judge=judge, order_check=0.5, coverage=False, grounding=False)
     assert (result.rows["error"] == "").all() and server.request_count == needed
     assert all(result.judgements[k].order_check.checked == 2 for k in sampled(0.5))
 
@@ -103,8 +103,8 @@ def test_half_the_calls_judges_half_the_rows_each_with_its_order_check(scripted_
     The earmark guessed one claim from five words and left the shuffled request out: rows were refused midway."""
     sources, summaries = corpus()
     server = scripted_server(SummarizationJudgeScript(), latency_s=0.02, slots=64)
-    judge = judge_for(server, order_check=1.0, max_concurrency=concurrency, max_calls=30)
-    result = judge_summaries(sources, summaries, judge=judge, coverage=False, grounding=False)
+    judge = judge_for(server, max_concurrency=concurrency, max_calls=30)
+    result = judge_summaries(sources, summaries, judge=judge, order_check=1.0, coverage=False, grounding=False)
     judged = [j for j in result.judgements if j.error is None]
     refused = [j for j in result.judgements if j.error is not None]
     assert len(judged) == 10 and all(j.order_check.checked == 2 and j.order_check.failed is None for j in judged)
@@ -117,8 +117,8 @@ def test_a_budget_without_room_for_an_order_check_judges_the_row_without_it(scri
     judged and its order check marked not asked, rather than the row refused (or refused midway)."""
     sources, summaries = corpus()
     server = scripted_server(SummarizationJudgeScript(), latency_s=0.02, slots=64)
-    judge = judge_for(server, order_check=1.0, max_concurrency=8, max_calls=32)
-    result = judge_summaries(sources, summaries, judge=judge, coverage=False, grounding=False)
+    judge = judge_for(server, max_concurrency=8, max_calls=32)
+    result = judge_summaries(sources, summaries, judge=judge, order_check=1.0, coverage=False, grounding=False)
     judged = [j for j in result.judgements if j.error is None]
     assert len(judged) == 11 and server.request_count == 32
     assert sum(j.order_check.checked == 2 for j in judged) == 10
@@ -133,8 +133,8 @@ def test_a_sampled_row_with_one_claim_fits_a_budget_of_exactly_its_own_calls(scr
     sources = [f"Article {k}. Team {k} won." for k in range(6)]
     summaries = [f"Team {k} won." for k in range(6)]  # one claim each
     server = scripted_server(SummarizationJudgeScript(), latency_s=0.02)
-    judge = judge_for(server, order_check=1.0, max_concurrency=1, max_calls=2 * 6)
-    result = judge_summaries(sources, summaries, judge=judge, coverage=False, grounding=False)
+    judge = judge_for(server, max_concurrency=1, max_calls=2 * 6)
+    result = judge_summaries(sources, summaries, judge=judge, order_check=1.0, coverage=False, grounding=False)
     assert (result.rows["error"] == "").all() and server.request_count == 12
     assert all(j.order_check is None for j in result.judgements)
 
@@ -148,8 +148,8 @@ def test_the_shuffled_coverage_check_failing_leaves_the_coverage(scripted_server
         return Fault.server_error() if kind == "coverage" and shuffled else None
 
     server = scripted_server(SummarizationJudgeScript(fault=fault))
-    judge = judge_for(server, order_check=1.0, max_retries=0, max_concurrency=1)
-    result = judge_summaries(sources, summaries, judge=judge, grounding=False)
+    judge = judge_for(server, max_retries=0, max_concurrency=1)
+    result = judge_summaries(sources, summaries, judge=judge, order_check=1.0, grounding=False)
     rows = result.rows
     assert (rows["error"] == "").all() and rows["coverage"].notna().all() and result.metrics["coverage_n"] == 6
     assert all("key points checked again, shuffled" in j.order_check.failed for j in result.judgements)

@@ -14,11 +14,13 @@ from mlflow.entities import AssessmentSource, AssessmentSourceType
 from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics.cli import main as mgm
-from mlflow_genai_metrics.people import ppi_proportion
+from mlflow_genai_metrics.people import ppi_proportion, recalibrated_grounding
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import (
     ClaimAlignment,
+    Grounding,
     SummarizerModel,
+    compare_runs,
     evaluate_summaries,
     label_sample,
     people_estimate,
@@ -131,3 +133,113 @@ def test_mgm_label_sample_and_mgm_people_print_where_to_label_and_the_estimate(s
     assert "has a sample already" in capsys.readouterr().err
     assert mgm(["people", "--run-id", run_id, "--no-log"]) == 0
     assert "too few labels: 0" in capsys.readouterr().out
+
+
+def label(run_id: str, trace_ids, verdict) -> dict[str, bool]:
+    """People's verdict (``verdict(trace, position)``) logged as HUMAN feedback on each of these traces."""
+    traces = traces_of(run_id)
+    people = {t: bool(verdict(traces[t], k)) for k, t in enumerate(trace_ids)}
+    for trace_id, said in people.items():
+        mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="yes" if said else "no", source=PERSON)
+    return people
+
+
+def grounding_scores(run_id: str) -> dict[str, float]:
+    return {t: float(next(a.value for a in trace.info.assessments if a.name == "grounding")) for t, trace in traces_of(run_id).items()}
+
+
+def test_grounding_is_recalibrated_on_the_sample_s_labels_and_says_too_few_below_its_count(scripted_server, mlflow_store, capsys):
+    """Issue 48, 3: with labels on the sample, the run's grounding score re-calibrated on them (cross-validated), logged
+    as people/grounding, people/grounded_rate and the calibration error before and after, the calibration named."""
+    server = scripted_server(SummarizationJudgeScript())
+    with mlflow.start_run() as run:
+        evaluate_summaries(rows(), [ClaimAlignment(judge_for(server)), Grounding()])
+    run_id = run.info.run_id
+    sample = label_sample(run_id, 14, seed=5)
+    label(run_id, sample.trace_ids[:3], lambda trace, k: judge_said(trace))
+    report = people_estimate(run_id)
+    assert report.grounding is not None and report.grounding.too_few and report.grounding.labelled == 3
+    logged = MlflowClient().get_run(run_id).data
+    assert "people/grounding" not in logged.metrics and "people/grounding_ece_before" not in logged.metrics
+    assert logged.metrics["people/grounding_labelled"] == 3
+    assert logged.tags["mgm.people.grounding"].startswith("grounding re-calibrated on people's labels: too few labels to re-calibrate grounding: 3")
+    assert logged.tags["mgm.grounding.recalibrated_on"] == "shipped (the training mix)"
+    # people call consistent the rows the judge says yes to, but for every third of them
+    people = label(run_id, sample.trace_ids, lambda trace, k: judge_said(trace) and k % 3 != 0)
+    report = people_estimate(run_id)
+    scores = grounding_scores(run_id)
+    expected = recalibrated_grounding(list(scores.values()), [scores[t] for t in people], list(people.values()))
+    found = report.grounding
+    assert found.labelled == 14 and found.too_few is None
+    assert (found.mean, found.grounded_rate, found.ece_before, found.ece_after) == pytest.approx(
+        (expected.mean, expected.grounded_rate, expected.ece_before, expected.ece_after))
+    logged = MlflowClient().get_run(run_id).data
+    assert logged.metrics["people/grounding"] == pytest.approx(expected.mean)
+    assert logged.metrics["people/grounded_rate"] == pytest.approx(expected.grounded_rate)
+    assert logged.metrics["people/grounding_ece_before"] == pytest.approx(expected.ece_before)
+    assert logged.metrics["people/grounding_ece_after"] == pytest.approx(expected.ece_after)
+    assert logged.metrics["people/grounding_labelled"] == 14
+    assert logged.tags["mgm.grounding.recalibrated_on"] == expected.calibration and expected.calibration.startswith("re-calibrated on 14")
+    assert logged.tags["mgm.grounding.calibrated_on"]  # the shipped calibration stays named beside it
+    line = logged.tags["mgm.people.grounding"]
+    assert f"mean {expected.mean:.3g}, grounded (>= 0.5) {expected.grounded_rate:.3g}" in line and expected.calibration in line
+    capsys.readouterr()
+    assert mgm(["people", "--run-id", run_id, "--no-log"]) == 0
+    assert capsys.readouterr().out.splitlines() == report.lines and len(report.lines) == 2
+    # a run without grounding scores says nothing of grounding
+    plain, _ = evaluated_run(server)
+    label_sample(plain, 4, seed=1)
+    assert people_estimate(plain, log=False).grounding is None and len(people_estimate(plain, log=False).lines) == 1
+
+
+def test_two_runs_people_estimates_are_compared_and_printed_where_results_are(scripted_server, mlflow_store, capsys):
+    """Issue 48, 2: the difference of two runs' people's estimates with its interval (compare_runs, mgm compare, the
+    comparison run's tags), and the estimate printed by mgm agreement and by mgm evaluate's report of a run."""
+    from types import SimpleNamespace
+
+    from mlflow_genai_metrics.cli.run_output import report_evaluation
+    from mlflow_genai_metrics.people import DIFFERENCE_ASSUMES, estimate_difference
+    from mlflow_genai_metrics.tracking.labels import people_difference
+
+    server = scripted_server(SummarizationJudgeScript())
+    first, _ = evaluated_run(server)
+    second, _ = evaluated_run(server)
+    for run_id, strict in ((first, True), (second, False)):
+        sample = label_sample(run_id, 12, seed=2)
+        label(run_id, sample.trace_ids, lambda trace, k, strict=strict: judge_said(trace) and (not strict or k % 2 == 0))
+    assert not [c for c in compare_runs([first, second])["metric"] if c.startswith("people/")]  # no estimate yet: no row
+    reports = [people_estimate(run_id) for run_id in (first, second)]
+    expected = estimate_difference(*(r.estimate for r in reports))
+    found = people_difference(first, second)
+    assert (found.difference, found.ci_low, found.ci_high) == pytest.approx((expected.difference, expected.ci_low, expected.ci_high))
+    assert expected.ci_low < expected.difference < expected.ci_high and expected.difference > 0
+    table = compare_runs([first, second], log=True)
+    people = table[table["metric"] == "people/strict_alignment"].set_index("run_id")
+    assert list(people.index) == [first, second] and people.loc[second, "n"] == 12
+    assert people.loc[second, "difference_vs_first"] == pytest.approx(expected.difference)
+    assert people.loc[second, "difference_ci_low"] == pytest.approx(expected.ci_low)
+    assert people.loc[second, "metric_note"] == f"the difference assumes {DIFFERENCE_ASSUMES}"
+    tags = MlflowClient().get_run(table.attrs["comparison_run_id"]).data.tags
+    assert tags["mgm.people_difference.1"].endswith(f"minus the first, people/strict_alignment: {expected.difference:+.3g} "
+                                                    f"[{expected.ci_low:+.3g}, {expected.ci_high:+.3g}] (the difference assumes {DIFFERENCE_ASSUMES})")
+    capsys.readouterr()
+    assert mgm(["compare", first, second]) == 0
+    out = capsys.readouterr().out
+    assert "people/strict_alignment" in out and "independent random samples" in out
+    assert mgm(["agreement", "--run-id", second, "--no-log"]) == 0
+    assert reports[1].sentence in capsys.readouterr().out.splitlines()
+    experiment = MlflowClient().get_run(second).info.experiment_id
+    assert mgm(["agreement", "--experiment", experiment, "--no-log"]) == 0  # every run of it with a sample, each named
+    printed = capsys.readouterr().out.splitlines()
+    assert f"run {first}: {reports[0].sentence}" in printed and f"run {second}: {reports[1].sentence}" in printed
+    evaluation = SimpleNamespace(metrics={"strict_alignment": 0.5}, warnings=[])
+    assert report_evaluation(MlflowClient().get_run(second), SimpleNamespace(name="mgm-tests"), evaluation, "24 rows") == 0
+    assert reports[1].sentence in capsys.readouterr().out.splitlines()
+    # a run whose sample has one label: the difference says "too few labels", no interval
+    third, _ = evaluated_run(server)
+    label(third, label_sample(third, 6, seed=2).trace_ids[:1], lambda trace, k: True)
+    assert people_estimate(third).estimate.too_few
+    assert people_difference(first, third).too_few.startswith("too few labels: 1")
+    table = compare_runs([first, third])
+    [row] = table[(table["metric"] == "people/strict_alignment") & (table["run_id"] == third)].to_dict("records")
+    assert row["metric_note"].startswith("too few labels: 1") and row["difference_ci_low"] != row["difference_ci_low"]  # NaN

@@ -110,7 +110,7 @@ def test_a_row_with_no_passages_and_no_retriever_span_is_refused_naming_it_befor
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
     rows = [{"inputs": {"question": "Who won?", "passages": ["Reyes won."], "id": "a"}, "outputs": "Reyes won."},
             {"inputs": {"question": "Who lost?", "id": "b"}, "outputs": "Nobody."}]
-    with pytest.raises(ValueError, match=r"row 1 of data: no passages for this row: give them as inputs\['passages'\]"):
+    with pytest.raises(ValueError, match=r"row 1 \(id 'b'\): no passages for this row: give them as inputs\['passages'\]"):
         evaluate_answers(rows, answer_scorers(judge_for(server)))
     assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
 
@@ -250,7 +250,7 @@ def test_the_answers_mlflow_path_takes_stability_and_the_order_check(scripted_se
 
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
     with mlflow.start_run() as run:
-        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server, stability=3, order_check=1.0)),
+        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server), stability=3, order_check=1.0),
                                       predict_fn=rag_app(server, "inventing-writer"))  # two claims an answer: an order to shuffle
     verifications = [r for r in server.requests if r.body.get("model") == "scripted-judge" and "=====CLAIMS " in r.body["messages"][0]["content"]]
     assert sorted({r.body.get("seed") for r in verifications}, key=str) == [1, 2, None]
@@ -269,7 +269,7 @@ def test_the_answers_mlflow_path_and_mgm_take_examples_and_sign_them(scripted_se
     path = examples.write(tmp_path / "examples.json")
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
     with mlflow.start_run():
-        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server, examples=examples)), predict_fn=rag_app(server, "writer"))
+        evaluation = evaluate_answers(_questions(), answer_scorers(judge_for(server), examples=examples), predict_fn=rag_app(server, "writer"))
     assert parse_signature(evaluation.result.signature)["examples"] == examples.tag
     shown = [r for r in server.requests if r.body.get("model") == "scripted-judge" and "=====CLAIMS " in r.body["messages"][0]["content"]]
     assert shown and all("Ada won the prize." in r.body["messages"][0]["content"] for r in shown)

@@ -346,9 +346,9 @@ def test_stability_and_the_order_check_give_the_one_process_figures_on_spark(spa
     # issue 29: the repeated verifications and the shuffled ones run in each partition as in one process
     data = corpus(18).drop(columns=["reference"])
     server = scripted_server(contradicting_script())
-    judge = loopback_judge(server, stability=3, order_check=0.5)
-    single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], coverage=False)
-    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, coverage=False)
+    judge = loopback_judge(server)
+    single = judge_summaries(data["source"], data["summary"], judge=judge, ids=data["id"], coverage=False, stability=3, order_check=0.5)
+    result = judge_summaries_spark(spark.createDataFrame(data), judge=judge, coverage=False, stability=3, order_check=0.5)
     for name in ("judge/flip_rate", "judge/flip_rate_n", "judge/order_sensitivity", "strict_alignment"):
         assert result.metrics[name] == single.metrics[name], name
     ours = result.rows.toPandas().set_index("id").sort_index()

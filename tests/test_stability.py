@@ -1,4 +1,4 @@
-"""Verdict stability (issue 29): ``Judge(stability=k)`` asks each verification k times as distinct requests (a seed
+"""Verdict stability (issue 29): ``stability=k`` asks each verification k times as distinct requests (a seed
 each), keeps each claim's majority verdict, flags the claims whose repetitions disagree, and reports
 ``judge/flip_rate``; against a scripted judge that flips a known share of verdicts, the flip rate is that share and
 the majority verdicts are right. The repetitions are cached apart (a rerun asks nothing) and priced in the estimate."""
@@ -53,7 +53,7 @@ FLIPPED = {k for k in range(ROWS) if k % 4 == 0}  # 5 of the 40 claims
 
 def test_the_flip_rate_is_the_share_of_claims_a_scripted_judge_flips_and_the_majority_is_right(scripted_server):
     server = scripted_server(SummarizationJudgeScript(fault=flipping({1}, FLIPPED)))
-    result = judge_summaries(*corpus(), judge=judge_for(server, stability=3), coverage=False, grounding=False, progress=False)
+    result = judge_summaries(*corpus(), judge=judge_for(server), stability=3, coverage=False, grounding=False, progress=False)
     assert result.metrics["judge/flip_rate"] == len(FLIPPED) / (2 * ROWS) == 0.125
     assert result.metrics["judge/flip_rate_n"] == ROWS
     assert (result.claims["verdict"] == "yes").all() and result.metrics["strict_alignment"] == 1.0  # 2 yes of 3: yes
@@ -69,7 +69,7 @@ def test_the_flip_rate_is_the_share_of_claims_a_scripted_judge_flips_and_the_maj
 
 def test_a_verdict_flipped_in_most_repetitions_is_the_majority_and_still_unstable(scripted_server):
     server = scripted_server(SummarizationJudgeScript(fault=flipping({1, 2}, FLIPPED)))
-    result = judge_summaries(*corpus(), judge=judge_for(server, stability=3), coverage=False, grounding=False, progress=False)
+    result = judge_summaries(*corpus(), judge=judge_for(server), stability=3, coverage=False, grounding=False, progress=False)
     contradicted = result.rows.set_index("id")["contradicted_claims"]
     assert [int(contradicted.loc[k]) for k in range(ROWS)] == [int(k in FLIPPED) for k in range(ROWS)]
     assert result.metrics["judge/flip_rate"] == 0.125 and result.metrics["defect_rate/contradiction"] == len(FLIPPED) / ROWS
@@ -84,9 +84,9 @@ def test_without_repetitions_there_is_no_flip_rate_and_the_signature_is_unchange
 
 def test_an_identical_rerun_with_stability_makes_no_call(scripted_server, tmp_path):
     server = scripted_server(SummarizationJudgeScript(fault=flipping({1}, FLIPPED)))
-    first = judge_summaries(*corpus(), judge=judge_for(server, stability=3, cache_dir=tmp_path), coverage=False, grounding=False)
+    first = judge_summaries(*corpus(), judge=judge_for(server, cache_dir=tmp_path), stability=3, coverage=False, grounding=False)
     calls = server.request_count
-    again = judge_summaries(*corpus(), judge=judge_for(server, stability=3, cache_dir=tmp_path), coverage=False, grounding=False)
+    again = judge_summaries(*corpus(), judge=judge_for(server, cache_dir=tmp_path), stability=3, coverage=False, grounding=False)
     assert server.request_count == calls and again.metrics["judge/flip_rate"] == first.metrics["judge/flip_rate"] == 0.125
     # a run at stability 1 afterwards is the first repetition: read from the cache too, no call
     judge_summaries(*corpus(), judge=judge_for(server, cache_dir=tmp_path), coverage=False, grounding=False)
@@ -96,7 +96,7 @@ def test_an_identical_rerun_with_stability_makes_no_call(scripted_server, tmp_pa
 def test_the_estimate_prices_every_repetition(scripted_server):
     server = scripted_server(SummarizationJudgeScript())
     once = estimate_cost(*corpus(), judge=judge_for(server), coverage=False)
-    thrice = estimate_cost(*corpus(), judge=judge_for(server, stability=3), coverage=False)
+    thrice = estimate_cost(*corpus(), judge=judge_for(server), stability=3, coverage=False)
     verify = {p.name: p for p in once.passes}["verify"], {p.name: p for p in thrice.passes}["verify"]
     assert verify[1].calls == 3 * verify[0].calls and verify[1].prompt_tokens == 3 * verify[0].prompt_tokens
     assert thrice.calls == once.calls + 2 * verify[0].calls
@@ -122,7 +122,7 @@ def test_answers_take_stability_the_majority_cited_verdict_and_the_flip_rate(scr
     sources, answers = corpus()
     questions = [f"What did club {k} do?" for k in range(ROWS)]
     server = scripted_server(flipping_answers({1}, FLIPPED))
-    result = judge_answers(questions, [[source] for source in sources], answers, judge=judge_for(server, stability=3), progress=False)
+    result = judge_answers(questions, [[source] for source in sources], answers, judge=judge_for(server), stability=3, progress=False)
     assert result.metrics["judge/flip_rate"] == len(FLIPPED) / (2 * ROWS) == 0.125 and result.metrics["judge/flip_rate_n"] == ROWS
     assert (result.claims["verdict"] == "yes").all() and result.metrics["strict_alignment"] == 1.0  # 2 cited yes of 3: yes
     assert (result.claims["passage"] == 1).all() and result.claims["quote_found"].all()  # the majority's citation is kept
@@ -135,21 +135,21 @@ def test_answers_take_stability_the_majority_cited_verdict_and_the_flip_rate(scr
     assert parse_signature(result.signature)["stability"] == "3"
     # flipped in 2 of 3 repetitions: the majority is idk, and the claim is unstable
     server.script = flipping_answers({1, 2}, FLIPPED)
-    result = judge_answers(questions, [[source] for source in sources], answers, judge=judge_for(server, stability=3, cache_dir=None),
+    result = judge_answers(questions, [[source] for source in sources], answers, judge=judge_for(server, cache_dir=None), stability=3,
                            progress=False)
     assert result.metrics["strict_alignment"] == 1 - len(FLIPPED) / ROWS
     assert set(result.claims.loc[result.claims["verdict"] == "idk", "claim"]) == {f"The striker {k} scored twice." for k in FLIPPED}
 
 
-def test_answers_on_spark_refuse_what_they_cannot_do_yet(scripted_server):
-    from mlflow_genai_metrics.rag.api import refuse_what_answers_cannot_do
+def test_answers_on_spark_take_no_method_yet(scripted_server):
+    """Spark's answers carry no stability or order-check counts yet: ``judge_answers_spark`` takes no method, so no
+    run signs a check it did not make (``judge_answers`` and MLflow honour both)."""
+    from mlflow_genai_metrics.spark import judge_answers_spark
 
     server = scripted_server(SummarizationJudgeScript())
-    with pytest.raises(ValueError, match="stability=3: repeated verification of answers runs in judge_answers and MLflow, not yet on Spark"):
-        refuse_what_answers_cannot_do(judge_for(server, stability=3), spark=True)
-    with pytest.raises(ValueError, match="order_check=0.5: the order check of answers runs in judge_answers and MLflow, not yet on Spark"):
-        refuse_what_answers_cannot_do(judge_for(server, order_check=0.5), spark=True)
-    refuse_what_answers_cannot_do(judge_for(server, stability=3, order_check=0.5))  # elsewhere both are honoured
+    for name, value in (("stability", 3), ("order_check", 0.5)):
+        with pytest.raises(TypeError, match=name):
+            judge_answers_spark(None, judge=judge_for(server), **{name: value})
     assert server.request_count == 0
 
 
@@ -168,7 +168,7 @@ def test_a_gate_whose_beat_rule_holds_only_through_unstable_claims_is_refused_wh
     server = scripted_server(SummarizationJudgeScript(verdicts=wrong, fault=flipping({1}, FLIPPED)))
 
     def logged(texts: list[str], name: str) -> tuple[str, str]:
-        result = judge_summaries(sources, texts, judge=judge_for(server, stability=3), coverage=False, grounding=False)
+        result = judge_summaries(sources, texts, judge=judge_for(server), stability=3, coverage=False, grounding=False)
         with mlflow.start_run(run_name=name) as run:
             info = SummarizerModel("scripted-judge", server.base_url).log(name="summarizer")
             log_result(result, log_metrics=True)

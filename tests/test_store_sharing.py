@@ -25,6 +25,7 @@ from mlflow_genai_metrics.grounding.cache import CACHE_FILE as GROUNDING_FILE
 from mlflow_genai_metrics.grounding.cache import GroundingCache
 from mlflow_genai_metrics.judge.cache import CACHE_FILE, JudgeCache, Transcript
 from mlflow_genai_metrics.sqlite_store import StoreUnreadable
+from mlflow_genai_metrics.summarization.method import Method
 from mlflow_genai_metrics.testing import ScriptedJudgeServer, SummarizationJudgeScript
 
 SOURCES = [f"Article {i} says the council approved budget number {i}. The mayor welcomed the decision." for i in range(6)]
@@ -107,13 +108,13 @@ def test_different_stores_on_one_file_share_its_connection_and_other_files_have_
     from mlflow_genai_metrics.summarization.stored_rows import RowStore
 
     judge = judge_for(scripted_server(), cache_dir=tmp_path)
-    rows = RowStore(judge, coverage=True, max_source_tokens=None)
+    rows = RowStore(judge, Method(), coverage=True, max_source_tokens=None)
     grounding = GroundingCache(tmp_path)
     assert rows._connection() is judge.cache._connection()
     assert grounding._connection() is not judge.cache._connection()
     rows.close()
     grounding.close()
-    assert len(judge.cache) == 0 and len(RowStore(judge, coverage=True, max_source_tokens=None)) == 0
+    assert len(judge.cache) == 0 and len(RowStore(judge, Method(), coverage=True, max_source_tokens=None)) == 0
 
 
 def _in_forked_child(store: JudgeCache, results) -> None:

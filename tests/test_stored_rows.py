@@ -15,6 +15,7 @@ from mlflow_genai_metrics import judge_summaries
 from mlflow_genai_metrics.judge import Prices
 from mlflow_genai_metrics.judge.cache import CACHE_FILE, JudgeCache
 from mlflow_genai_metrics.summarization import stored_rows
+from mlflow_genai_metrics.summarization.method import Method
 from mlflow_genai_metrics.summarization.records import RowInput
 from mlflow_genai_metrics.summarization.stored_rows import RowStore
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
@@ -116,8 +117,8 @@ def test_a_row_with_an_error_is_not_stored_and_is_asked_again_when_asked_to(scri
     assert _stored_count(tmp_path) == len(SUMMARIES)
 
 
-def _key(judge, *, coverage=True, max_source_tokens=None, source="a source", summary="a summary") -> str:
-    store = RowStore(judge, coverage=coverage, max_source_tokens=max_source_tokens)
+def _key(judge, *, coverage=True, max_source_tokens=None, source="a source", summary="a summary", method=Method()) -> str:
+    store = RowStore(judge, method, coverage=coverage, max_source_tokens=max_source_tokens)
     return store.key(RowInput(id=0, source=source, summary=summary, source_key="k"))
 
 
@@ -133,6 +134,8 @@ def test_everything_that_could_change_a_record_changes_its_key(scripted_server, 
         "max_tokens": _key(_judge(server, tmp_path, max_tokens=99)),
         "coverage": _key(_judge(server, tmp_path), coverage=False),
         "chunking": _key(_judge(server, tmp_path), max_source_tokens=500),
+        "stability": _key(_judge(server, tmp_path), method=Method(stability=3)),
+        "order check": _key(_judge(server, tmp_path), method=Method(order_check=0.5)),
         "source": _key(_judge(server, tmp_path), source="another source"),
         "summary": _key(_judge(server, tmp_path), summary="another summary"),
         "texts split elsewhere": _key(_judge(server, tmp_path), source="a sourcea", summary=" summary"),

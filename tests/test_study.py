@@ -46,6 +46,9 @@ def test_run_study_logs_one_run_per_candidate_compares_and_gates(tmp_path, scrip
     # padded: every line has its column bars at the same places, so the columns line up as printed
     assert len({tuple(at for at, char in enumerate(line) if char == "|") for line in markdown.splitlines()}) == 1
     assert judge.usage.requests == sum(int(c) for c in table["judge calls"])  # the Judge passed in made every call
+    # the runs' metrics in the order the Evaluation runs page shows their columns: the evaluation's headline first
+    order = list(MlflowClient().get_run(result.run_ids["good"]).data.metrics)
+    assert order[:2] == ["strict_alignment", "alignment"] and order.index("generation_error_rate") > order.index("judge/calls"), order[:6]
 
 
 def test_every_study_run_has_one_trace_per_article_with_a_card_per_judge(tmp_path, scripted_server, mlflow_store, monkeypatch):

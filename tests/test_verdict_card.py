@@ -22,12 +22,13 @@ from mlflow_genai_metrics import evaluate_summaries, judge_summaries
 from mlflow_genai_metrics.cli import main as mgm
 from mlflow_genai_metrics.cli.local import DEMO_GATE
 from mlflow_genai_metrics.study import Candidate, run_study, warning_lines
+from mlflow_genai_metrics.summarization.cards import claim_card, coverage_card, grounding_card
 from mlflow_genai_metrics.summarization.records import CheckedClaim, RowJudgement
 from mlflow_genai_metrics.summarization.scoring import row_values
 from mlflow_genai_metrics.summarization.warnings import LOW_VERIFICATION, low_verification_warning, verification_warning
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import ClaimAlignment, judge_agreement, log_result
-from mlflow_genai_metrics.tracking.feedback import claim_alignment_feedback
+from mlflow_genai_metrics.tracking.feedback import card_feedback
 
 TAG = "mgm.warning.low_verification"
 NOTHING_VERIFIED = "the judge verified almost nothing (idk for 100% of 6 claims): it cannot tell a good summary from a bad one"
@@ -54,7 +55,7 @@ def judgement(*verdicts: str) -> RowJudgement:
 
 
 def card(*verdicts: str):
-    return claim_alignment_feedback("claim_alignment", judgement(*verdicts), SOURCE)
+    return card_feedback("claim_alignment", claim_card(judgement(*verdicts)), SOURCE, {})
 
 
 def records() -> list[dict]:
@@ -293,13 +294,13 @@ def test_cards_show_values_to_three_significant_digits_and_name_the_judge_as_mlf
     keep the exact values); the judge is named ``openai:/<model>``, as MLflow's own judges name theirs."""
     from mlflow_genai_metrics.grounding.scoring import RowGrounding
     from mlflow_genai_metrics.summarization.records import CoveredKeyPoint
-    from mlflow_genai_metrics.tracking.feedback import grounding_feedback, judge_source, key_point_coverage_feedback
+    from mlflow_genai_metrics.tracking.feedback import judge_source
 
     points = [CoveredKeyPoint(key_point=f"Point {n}.", covered=n == 0, reason="r") for n in range(3)]
-    covered = key_point_coverage_feedback("key_point_coverage", RowJudgement(id="r1", source_key="k", claims=[], key_points=points), SOURCE)
+    covered = card_feedback("key_point_coverage", coverage_card(RowJudgement(id="r1", source_key="k", claims=[], key_points=points)), SOURCE, {})
     assert covered.value == 0.333
     grounded = RowJudgement(id="r1", source_key="k", claims=[], grounding=RowGrounding(0.014194148827315435, False, "grounding 0.01 (not grounded); 1 sentence."))
-    assert grounding_feedback("grounding", grounded, SOURCE).value == 0.0142
+    assert card_feedback("grounding", grounding_card(grounded), SOURCE, {}).value == 0.0142
     assert card("yes", "yes", "no").metadata["support_rate"] == "0.667"
     assert judge_source("gpt-4o-mini").source_id == "openai:/gpt-4o-mini"
     assert judge_source("anthropic:/claude-3").source_id == "anthropic:/claude-3"

@@ -28,7 +28,7 @@ import threading
 PRELOAD = (
     "mlflow_genai_metrics", "mlflow_genai_metrics.cli", "mlflow_genai_metrics.tracking", "mlflow_genai_metrics.tracking.genai",
     "mlflow_genai_metrics.tracking.evaluate", "mlflow_genai_metrics.meta_evaluation", "mlflow_genai_metrics.plots",
-    "mlflow_genai_metrics.generate", "mlflow_genai_metrics.traditional", "mlflow_genai_metrics.study",
+    "mlflow_genai_metrics.generate", "mlflow_genai_metrics.reference", "mlflow_genai_metrics.study",
     "mlflow", "mlflow.genai", "mlflow.genai.evaluation.harness", "mlflow.store.tracking.sqlalchemy_store", "mlflow.tracing",
     "mlflow.pyfunc", "mlflow.server", "databricks.sdk", "scipy.stats", "openai", "pandas", "matplotlib.pyplot", "nltk",
     "sklearn.metrics", "rouge_score.rouge_scorer", "sacrebleu", "alembic", "git", "pygments.lexers",

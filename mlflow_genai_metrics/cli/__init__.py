@@ -103,8 +103,9 @@ def _setting_error(item: dict) -> str:
     """One pydantic error as ``--prices: prices '1': write INPUT,OUTPUT...``: the flag of the setting it names when
     it has one, and the validator's message without pydantic's "Value error, " prefix."""
     from ..judge import JudgeSettings, declared
+    from ..summarization.method import Method
 
-    flags = {setting.name: setting.flag for setting in declared(JudgeSettings) if setting.flag}
+    flags = {setting.name: setting.flag for kind in (JudgeSettings, Method) for setting in declared(kind) if setting.flag}
     location = [str(part) for part in item.get("loc", ())]
     where = flags.get(location[0], ".".join(location)) if location else ""
     message = str(item.get("msg", "")).removeprefix("Value error, ")

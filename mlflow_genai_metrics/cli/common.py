@@ -116,6 +116,23 @@ def judge_arguments(args: argparse.Namespace, *, settings_type: Any = None) -> d
     return given
 
 
+def method_options(command: argparse.ArgumentParser, *, leave_out: Collection[str] = ()) -> None:
+    """The method's flags (``--stability``, ``--order-check``, ``--examples``: ``summarization.method.Method``), as
+    ``judge_options`` adds the judge's. Read by ``method_arguments``."""
+    from ..summarization.method import Method
+
+    judge_options(command, leave_out=leave_out, settings_type=Method)
+
+
+def method_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The method's keywords (``stability=3``) the flags of ``method_options`` give in ``args``, checked and read (a
+    bad value, an examples file that cannot be read: refused here, under its flag, before any judge is made; the file
+    read once, its ``ExampleSet`` handed on)."""
+    from ..summarization.method import Method
+
+    return dict(Method(**judge_arguments(args, settings_type=Method)))
+
+
 def _flagged(settings_type: Any, leave_out: Collection[str]) -> list[tuple[Any, list[Any]]]:
     """Each judge setting with a flag, and the flagged settings of its model (none: a plain value, such as ``Prices``)."""
     from ..judge import JudgeSettings, declared

@@ -19,6 +19,8 @@ from .common import (
     folder_argument,
     judge_options,
     make_judge,
+    method_arguments,
+    method_options,
     positive_int,
     set_experiment,
     set_tracking,
@@ -45,6 +47,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries
     from ..tracking.genai import parse_row, unique_ids
 
+    method = method_arguments(args)  # a bad --stability, --order-check or --examples: said before the data is read or a judge made
     data = read_table(args.data)
     if data.empty:
         raise ValueError(f"{args.data} has no rows: nothing to evaluate")
@@ -63,7 +66,7 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.batch_dir:
         folder_argument(args.batch_dir, "--batch-dir")
     if args.estimate:
-        return estimate(args, data)
+        return estimate(args, data, method)
     # rows whose ids repeat: refused before a run is started (evaluate_summaries would refuse them inside it)
     unique_ids([parse_row(r["inputs"], None) for r in table_records(data, source_col=args.source_col, summary_col=None, id_col=args.id_col)])
     set_tracking(args)
@@ -71,14 +74,14 @@ def evaluate(args: argparse.Namespace) -> int:
     judge = None if args.grounding_only else make_judge(args, batch_files=True)  # None: the grounding check alone, no judge call
     if judge is not None:  # a wrong model, a refused key or no endpoint: said before a run is started or a summary written
         preflight(judge)
-    said = logging.getLogger("mlflow_genai_metrics.tracking.scored_rows")
+    said = logging.getLogger("mlflow_genai_metrics.tracking.rows")
     said.addFilter(_SAID_BY_THE_COMMAND)  # RunRowsMismatch's sentence is printed below, once
     try:
         with mlflow.start_run(run_name=args.run_name) as run:
             data, model_id = candidate_summaries(args, data) if args.model else (data, None)
             records = table_records(data, source_col=args.source_col, summary_col=args.summary_col, id_col=args.id_col,
                                     category_col=args.category_col, reference_col=args.reference_col)
-            judges = evaluation_judges(judge, coverage=not args.no_coverage)
+            judges = evaluation_judges(judge, coverage=not args.no_coverage, **method)
             evaluation = evaluate_summaries(records, judges, model_id=model_id, all_metrics=args.all_metrics, ter=args.ter)
     except RunRowsMismatch as error:  # the run ended FAILED, tagged mgm.error with the same sentence
         print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
@@ -102,8 +105,9 @@ def candidate_summaries(args: argparse.Namespace, data):
     return data.assign(**{args.summary_col: candidate.predict(None, data)}), info.model_id
 
 
-def estimate(args: argparse.Namespace, data) -> int:
-    """``--estimate``: the prompts judging would send, counted and priced; no judge call, no run."""
+def estimate(args: argparse.Namespace, data, method: dict) -> int:
+    """``--estimate``: the prompts judging would send, counted and priced (claims verified as ``method`` says); no
+    judge call, no run."""
     from ..judge import Prices, environment_context_window
     from ..summarization.estimate import estimate_cost
 
@@ -113,18 +117,24 @@ def estimate(args: argparse.Namespace, data) -> int:
     if prices is not None and (args.batch or args.batch_dir):  # a batch's calls cost the batch price
         prices = prices.batch()
     print(estimate_cost(data[args.source_col], data[args.summary_col], coverage=not args.no_coverage, prices=prices,
-                        context_window=args.judge_context or environment_context_window(args.judge_model)).format())
+                        context_window=args.judge_context or environment_context_window(args.judge_model),
+                        **method).format())
     return EXIT_OK
 
 
-def evaluation_judges(judge, *, coverage: bool) -> list:
-    """``ClaimAlignment``, ``KeyPointCoverage`` (unless ``coverage=False``) and ``Grounding`` on ``judge``;
-    ``Grounding`` alone when there is no judge."""
-    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage
+def evaluation_judges(judge, *, coverage: bool, **method) -> list:
+    """``ClaimAlignment``, ``KeyPointCoverage`` (unless ``coverage=False``) and ``Grounding`` on ``judge``, claims
+    verified as ``method`` says (``stability``, ``order_check``, ``examples``); ``Grounding`` alone when there is no
+    judge (``method`` then refused: nothing is verified)."""
+    from ..summarization.method import Method
+    from ..tracking import Grounding, summarization_scorers
 
     if judge is None:
+        given = [name for name, value in method.items() if value != Method.model_fields[name].default]
+        if given:
+            raise ValueError(f"--grounding-only asks no judge, so no claim is verified: leave out {', '.join('--' + k.replace('_', '-') for k in given)}")
         return [Grounding()]
-    return [ClaimAlignment(judge), *([KeyPointCoverage(judge)] if coverage else []), Grounding()]
+    return summarization_scorers(judge, coverage=coverage, **method)
 
 
 def add_commands(commands) -> None:
@@ -162,6 +172,7 @@ def add_commands(commands) -> None:
     evaluate_parser.add_argument("--model", default=None, help="generate the summaries first with this OpenAI-compatible model, logged with the run (default: read them from --summary-col)")
     evaluate_parser.add_argument("--model-base-url", default=None, help="base URL of the candidate model's endpoint (default: as the judge's, $MGM_JUDGE_BASE_URL, else $OPENAI_BASE_URL, else OpenAI)")
     judge_options(evaluate_parser)
+    method_options(evaluate_parser)
     evaluate_parser.add_argument("--no-coverage", action="store_true", help="skip key points and coverage")
     evaluate_parser.add_argument(
         "--grounding-only", action="store_true",

@@ -7,7 +7,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import EXIT_OK, figure, judge_options, make_judge, positive_int, prepare_experiment, set_tracking, share, tracking_option
+from .common import (
+    EXIT_OK,
+    figure,
+    judge_options,
+    make_judge,
+    method_arguments,
+    method_options,
+    positive_int,
+    prepare_experiment,
+    set_tracking,
+    share,
+    tracking_option,
+)
 
 
 def meta_eval(args: argparse.Namespace) -> int:
@@ -48,7 +60,7 @@ def meta_eval(args: argparse.Namespace) -> int:
 
             labelled = recast_as_retrieval(evaluation_rows(labelled, data.name.split(".")[0], args.split), seed=args.seed)
         evaluate = answers_meta_evaluate if rag else meta_evaluate
-        report = evaluate(labelled, judge=make_judge(args), sample=args.sample, seed=args.seed, progress=True)
+        report = evaluate(labelled, judge=make_judge(args), sample=args.sample, seed=args.seed, progress=True, **method_arguments(args))
         print(f"{data.name}{' recast as retrieval' if rag else ''}: {int(report.metrics['rows'])} pairs; judge {report.result.signature}")
         names = ("balanced_accuracy", "cohen_kappa", "spearman", "kendall", "judge_error_rate", "human_consistent_rate", "judge_aligned_rate")
         for name in (*names, *(("cited_passage_accuracy", "supported_claims", "quote_failure_rate") if rag else ())):
@@ -93,9 +105,29 @@ def agreement(args: argparse.Namespace) -> int:
     for key, value in report.counts.items():
         print(f"  {key:<24} {value}")
     print(report.confusion.to_string())
+    for line in sampled_people_lines(report, log=not args.no_log):
+        print(line)
     if not args.no_log:
         print(f"logged as run {log_agreement(report)}")
     return EXIT_OK
+
+
+def sampled_people_lines(report, *, log: bool) -> list[str]:
+    """People's estimate of each run read that has a labelled sample (``mgm label-sample``): the run given, or the
+    experiment's runs with one; logged on each run unless ``--no-log``."""
+    from mlflow.tracking import MlflowClient
+
+    from ..tracking.labels import SAMPLE_TAG, people_lines
+
+    if report.source_run_id:
+        run_ids = [report.source_run_id]
+    else:
+        found = MlflowClient().search_runs([report.experiment_id], filter_string=f"tags.`{SAMPLE_TAG}.seed` LIKE '%'", max_results=20)
+        run_ids = [run.info.run_id for run in found]
+    lines = []
+    for run_id in run_ids:
+        lines += [f"run {run_id}: {line}" if not report.source_run_id else line for line in people_lines(run_id, log=log)]
+    return lines
 
 
 def align(args: argparse.Namespace) -> int:
@@ -122,16 +154,16 @@ def align(args: argparse.Namespace) -> int:
 
 
 def monitor(args: argparse.Namespace) -> int:
-    from ..tracking import ClaimAlignment, Grounding, KeyPointCoverage, answer_scorers, score_traces
+    from ..tracking import answer_scorers, score_traces, summarization_scorers
 
     set_tracking(args)
     judge = make_judge(args)
     if args.task == "rag":
         if args.no_coverage:
             raise ValueError("--no-coverage is for summaries, not for --task rag")
-        judges = answer_scorers(judge)
+        judges = answer_scorers(judge, **method_arguments(args))
     else:
-        judges = [ClaimAlignment(judge), *([] if args.no_coverage else [KeyPointCoverage(judge)]), Grounding()]
+        judges = summarization_scorers(judge, coverage=not args.no_coverage, **method_arguments(args))
     report = score_traces(args.experiment, judges, filter_string=args.filter, max_traces=args.max_traces)
     print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
           f"({report.judge_errors} judge errors, {report.retried} asked again after an error), {report.already_scored} already scored, {report.unusable} not a "
@@ -158,7 +190,8 @@ def people_command(args: argparse.Namespace) -> int:
 
     set_tracking(args)
     report = people_estimate(args.run_id, log=not args.no_log)
-    print(report.sentence)
+    for line in report.lines:
+        print(line)
     return EXIT_OK
 
 
@@ -170,6 +203,7 @@ def add_commands(commands) -> None:
     meta_parser.add_argument("--seed", type=int, default=0, help="seed of the --sample draw")
     meta_parser.add_argument("--plot", default=None, help="save the confusion matrix as this PNG (default: no plot)")
     judge_options(meta_parser, leave_out=("batch",))
+    method_options(meta_parser)
     meta_parser.add_argument("--task", choices=("summary", "rag"), default="summary",
                              help="summary: the summary judge (default); rag: the answer judge, on the set recast as retrieval (each source "
                                   "split into passages among passages of other sources, the summary as the answer; its evaluation splits "
@@ -199,7 +233,7 @@ def add_commands(commands) -> None:
                               help="the share of labelled traces held back to measure agreement on (default: 0.3)")
     align_parser.add_argument("--seed", type=int, default=0, help="seed of the held-back draw (default: 0)")
     align_parser.add_argument("--per-request", type=positive_int, default=3, metavar="N", help="examples shown per verification (default: 3)")
-    judge_options(align_parser, leave_out=("batch", "examples"))
+    judge_options(align_parser, leave_out=("batch",))
     align_parser.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")
     tracking_option(align_parser)
     align_parser.set_defaults(run=align)
@@ -208,6 +242,7 @@ def add_commands(commands) -> None:
     monitor_parser.add_argument("--filter", default=None, help="an mlflow.search_traces filter string, e.g. \"trace.status = 'OK'\" (default: every trace)")
     monitor_parser.add_argument("--max-traces", type=positive_int, default=None, metavar="N", help="score at most N traces now, the rest on the next pass (default: all)")
     judge_options(monitor_parser, leave_out=("batch",))
+    method_options(monitor_parser)
     monitor_parser.add_argument("--task", choices=("summary", "rag"), default="summary",
                                 help="summary: traces whose root span holds a source and a summary (default); rag: a RAG application's "
                                      "traces, the question and answer from the root span, the passages from its RETRIEVER spans")

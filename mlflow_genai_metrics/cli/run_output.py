@@ -15,9 +15,13 @@ def report_evaluation(run: Any, experiment: Any, evaluation: Any, rows: str) -> 
     """Print what ``evaluation`` logged to ``run`` (``rows``: "8 rows", "3 answers") and return the exit code."""
     import mlflow
 
+    from ..tracking.labels import people_lines
+
     print(f"run {run.info.run_id} ({rows}) in experiment {experiment.name!r} of {mlflow.get_tracking_uri()}")
     print(f"artifacts: {run.info.artifact_uri}")
     for line in summary_lines(evaluation.metrics):
+        print(line)
+    for line in people_lines(run.info.run_id):  # a run with a labelled sample (mgm label-sample): people's rate
         print(line)
     for warning in evaluation.warnings:
         print(f"WARNING: {warning}")

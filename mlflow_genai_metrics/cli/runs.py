@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_GATE_FAILED, EXIT_OK, judge_options, make_judge, set_tracking, tracking_option
+from .common import EXIT_GATE_FAILED, EXIT_OK, judge_options, make_judge, method_options, set_tracking, tracking_option
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -46,7 +46,7 @@ def gate(args: argparse.Namespace) -> int:
         result = register_if_passing(
             args.model_uri, args.name, run_id=args.run_id, rules=args.rule, alias=args.alias, beat_champion=args.beat_champion,
             beat_metric=args.beat_metric or "strict_alignment", require_stability=args.require_stability,
-            champion_data=args.champion_data, judge=judge,
+            champion_data=args.champion_data, judge=judge, examples=args.examples,
         )
     finally:
         if judge is not None:
@@ -96,5 +96,6 @@ def add_commands(commands) -> None:
              "changed since the champion was evaluated judges both sides; the cache answers what has not changed",
     )
     judge_options(gate_parser, leave_out=("batch",))
+    method_options(gate_parser, leave_out=("stability", "order_check"))  # the candidate's stability is in its signature
     tracking_option(gate_parser)
     gate_parser.set_defaults(run=gate)

@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from .common import EXIT_EVALUATION_FAILED, make_judge, set_experiment, set_tracking
+from .common import EXIT_EVALUATION_FAILED, make_judge, method_arguments, set_experiment, set_tracking
 from .run_output import report_evaluation
 
 # The summaries' options that mean nothing for the other tasks: refused rather than silently ignored.
@@ -79,7 +79,7 @@ def evaluate_rag(args: argparse.Namespace, data) -> int:
     experiment = set_experiment(args)
     judge = make_judge(args, batch_files=True)
     preflight(judge)  # a wrong model, a refused key or no endpoint: said before a run is started
-    judges = answer_scorers(judge, sufficiency=bool(args.expected_col))
+    judges = answer_scorers(judge, sufficiency=bool(args.expected_col), **method_arguments(args))
     try:
         with mlflow.start_run(run_name=args.run_name) as run:
             evaluation = evaluate_answers(records, judges, all_metrics=args.all_metrics)
@@ -118,7 +118,7 @@ def evaluate_rewrites(args: argparse.Namespace, data) -> int:
     preflight(judge)
     try:
         with mlflow.start_run(run_name=args.run_name) as run:
-            evaluation = evaluate_rewrites(records, rewrite_scorers(judge), all_metrics=args.all_metrics)
+            evaluation = evaluate_rewrites(records, rewrite_scorers(judge, **method_arguments(args)), all_metrics=args.all_metrics)
     except RunRowsMismatch as error:
         print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_EVALUATION_FAILED

@@ -118,11 +118,6 @@ class Judge:
         double it)."""
         return self._copy(self.settings.replaced(max_concurrency=max_concurrency, max_requests_per_s=max_requests_per_s))
 
-    def with_examples(self, examples: Any) -> Judge:
-        """The same judge (as ``with_limits`` copies it: same budget) showing ``examples`` (an ``ExampleSet``, its
-        file's path, or None for none) to its verifications."""
-        return self._copy(self.settings.replaced(examples=examples))
-
     def batched(self, options: BatchOptions | None = None, **option_values: Any) -> Judge:
         """The same judge in batch mode (``BatchOptions``: ``poll_s``, ``files_dir`` and ``command`` for vLLM, ...):
         every request is answered through batch files (see ``batching``), into the same cache, from the same budget.

@@ -1,4 +1,4 @@
-"""People's corrected verdicts, as few-shot examples for the judge (``Judge(examples=...)``, built by ``mgm align``).
+"""People's corrected verdicts, as few-shot examples for the judge (the method's ``examples=...``, built by ``mgm align``).
 
 An example is a statement people judged against its source (a summary, as a trace's ``claim_alignment`` feedback
 judges it), their verdict (``yes``: the source supports all of it; ``no``: some of it is contradicted or not in the
@@ -9,7 +9,7 @@ content) is in the judge's signature, beside the examples prompt's version, so a
 compared as equals.
 
     examples = ExampleSet.read("examples.json")   # what mgm align wrote (from mlflow_genai_metrics.judge)
-    judge = Judge("gpt-4o-mini", examples=examples)   # or examples="examples.json"; mgm evaluate --examples FILE
+    judge_summaries(sources, summaries, judge=judge, examples=examples)   # or examples="examples.json"; mgm evaluate --examples FILE
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class CorrectedVerdict(BaseModel):
 
 
 class ExampleSet(BaseModel):
-    """Corrected verdicts and how many each request shows. ``Judge(examples=...)`` takes one, a dict of one, or the
+    """Corrected verdicts and how many each request shows. The method's ``examples=...`` takes one, a dict of one, or the
     path of a file ``write`` made."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

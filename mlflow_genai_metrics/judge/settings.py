@@ -17,7 +17,6 @@ from ..sqlite_store import default_cache_dir
 from .batch import BatchOptions
 from .declaration import setting
 from .errors import JudgeConfigError, json_unescaped, redact, redact_url, url_secrets
-from .examples import ExampleSet
 from .http import HttpBackend
 from .records import Prices
 
@@ -112,17 +111,6 @@ class JudgeSettings(BaseModel):
                                  env="OPENAI_API_KEY", positional=True, repr=False)
     temperature: float = setting(0.0, "sent with every request; part of the judge's signature", spec=True)
     seed: int | None = setting(None, "sent with every request; part of the judge's signature", spec=True)
-    stability: int = setting(1, "ask each verification this many times, as distinct requests (a seed each), and keep each "
-                             "claim's majority verdict; claims whose answers differ are unstable (judge/flip_rate); part of "
-                             "the signature", flag="--stability", metavar="K", spec=True, ge=1)
-    order_check: float = setting(0.0, "the share of rows (a fixed sample) whose claims are verified again in a shuffled "
-                                 "order, and key points checked again shuffled: judge/order_sensitivity is the share of "
-                                 "answers that changed; 0: no check", flag="--order-check", metavar="SHARE", spec=True,
-                                 ge=0, le=1)
-    examples: ExampleSet | None = setting(
-        None, "people's corrected verdicts (an ExampleSet, or the file mgm align wrote): each verification shows the "
-        "few most like its claims, never from the rows being judged; the examples prompt and the set's hash are in the "
-        "signature", flag="--examples", metavar="FILE", spec=True)
     max_tokens: int | None = setting(None, "the completion limit of a request that names none; part of the signature",
                                      spec=True, gt=0)
     context_window: int | None = setting(
@@ -162,11 +150,6 @@ class JudgeSettings(BaseModel):
     @classmethod
     def _no_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
-
-    @field_validator("examples", mode="before")
-    @classmethod
-    def _read_examples(cls, value: Any) -> ExampleSet | None:
-        return ExampleSet.coerce(value)
 
     @field_validator("prices", mode="before")
     @classmethod

@@ -18,6 +18,7 @@ from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..summarization.api import response_mode_of
 from ..summarization.judging import as_list, check_same_index, id_problems, is_missing, plain_id, unencodable
+from ..summarization.method import Method, method_of
 from ..summarization.options import JudgingOptions
 from ..summarization.result import JudgedTables
 from ..summarization.scoring import Estimate, rate_statistics, result_metrics
@@ -141,6 +142,8 @@ def judge_answers(
     grounding: bool = True,
     progress: bool | None = None,
     batch: bool | BatchOptions = False,
+    method: Method | None = None,
+    **keywords: Any,
 ) -> AnswersResult:
     """Judge each answer against the passages retrieved for its question, claim by claim, with the evidence cited.
 
@@ -155,81 +158,67 @@ def judge_answers(
     on) checks each judged claim against the passages with the model-free check: its ``lexical_support`` in the
     best passage and a ``suspect`` flag where the verdict disagrees sharply (``judge/suspect_rate``). ``batch=True``
     (or ``BatchOptions(...)``) asks through batch files, as ``judge_summaries`` does (``Judge.batched``): the same
-    answers into the same cache, each pass that needs earlier answers one more batch. Bad input raises before any
-    call, naming every bad row; a row the judge fails on keeps its ``error`` and gets no value.
+    answers into the same cache, each pass that needs earlier answers one more batch. ``method`` (or its fields as
+    keywords: ``stability=3``, ``order_check=0.2``, ``examples="examples.json"``) says how claims are verified, as for
+    summaries. Bad input raises before any call, naming every bad row; a row the judge fails on keeps its ``error``
+    and gets no value.
     """
+    method = method_of("judge_answers", keywords, method)
     if batch and isinstance(judge, Judge) and judge.settings.batch is None:
         batched = judge.batched(batch if isinstance(batch, BatchOptions) else None)
         try:
             return judge_answers(questions, passages, answers, judge=batched, ids=ids, expected=expected, max_source_tokens=max_source_tokens,
-                                 statistics=statistics, grounding=grounding, progress=progress)
+                                 statistics=statistics, grounding=grounding, progress=progress, method=method)
         finally:
             batched.close()
     statistics, chunk = checked_arguments("judge_answers", judge, statistics, max_source_tokens)
     rows = prepare_answer_rows(questions, passages, answers, ids, expected)
-    judgements = judge_answer_rows(rows, judge, max_source_tokens=chunk, grounding=grounding, progress=progress)
-    return build_answers_result(judgements, judge=judge, max_source_tokens=chunk, statistics=statistics, grounding=grounding)
+    judgements = judge_answer_rows(rows, judge, max_source_tokens=chunk, grounding=grounding, progress=progress, method=method)
+    return build_answers_result(judgements, judge=judge, max_source_tokens=chunk, statistics=statistics, grounding=grounding, method=method)
 
 
 def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_tokens: int | None) -> tuple[StatisticsOptions, int | None]:
     """The statistics (default: ``StatisticsOptions()``) and the passages' chunk size (checked like a summary's
     source's) for ``caller`` (``judge_answers``, its Spark twin), after refusing a judge or statistics of the wrong
-    type, and a judge asking for what answers cannot do yet (``refuse_what_answers_cannot_do``)."""
+    type."""
     statistics = statistics if statistics is not None else StatisticsOptions()
     if not isinstance(statistics, StatisticsOptions):
         raise TypeError(f"{caller}(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
     if not isinstance(judge, Judge):
         raise TypeError(f"{caller}(): judge= must be a Judge, not {type(judge).__name__}")
-    refuse_what_answers_cannot_do(judge, spark=caller.endswith("_spark"))
     return statistics, JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
 
 
-def refuse_what_answers_cannot_do(judge: Judge, *, spark: bool = False) -> None:
-    """A ``ValueError`` for a judge whose method options answers cannot honour yet: on Spark, ``stability`` above 1
-    and an ``order_check``, whose counts its rows do not carry yet, and ``examples``, which a partition cannot keep
-    from the rows other partitions judge. Every path that judges answers (``judge_answers``,
-    Spark, the MLflow answer judges, ``evaluate_answers``, ``mgm evaluate --task rag``) calls it before any call, so
-    no run signs a check it did not make. Elsewhere ``stability``, ``order_check`` and ``examples`` are honoured as
-    for summaries (``rag.pipeline``)."""
-    if spark and judge.stability > 1:
-        raise ValueError(f"stability={judge.stability}: repeated verification of answers runs in judge_answers and MLflow, not yet "
-                         "on Spark; judge answers on Spark with a Judge of stability=1")
-    if spark and judge.order_check > 0:
-        raise ValueError(f"order_check={judge.order_check}: the order check of answers runs in judge_answers and MLflow, not yet "
-                         "on Spark; judge answers on Spark with a Judge of order_check=0")
-    if spark and judge.examples is not None:  # each partition sees its own rows only: it could show an example from another's
-        raise ValueError("examples: a partition knows only its own rows, so it could show an example drawn from rows "
-                         "another partition judges; judge with examples in one process (judge_answers)")
-
-
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,
-                      progress: bool | None = None) -> list[AnswerJudgement]:
-    """One judgement per validated row: the judge's passes, then (``grounding``) the model-free check of each claim
-    against its passages (``rag.grounded``)."""
-    judgements = judge_answer_pipelines(rows, judge, max_source_tokens=max_source_tokens, progress=progress)
+                      progress: bool | None = None, method: Method = Method()) -> list[AnswerJudgement]:
+    """One judgement per validated row: the judge's passes (its claims verified as ``method`` says), then
+    (``grounding``) the model-free check of each claim against its passages (``rag.grounded``)."""
+    judgements = judge_answer_pipelines(rows, judge, max_source_tokens=max_source_tokens, progress=progress, method=method)
     return check_against_passages(rows, judgements, judge) if grounding else judgements
 
 
 def build_answers_result(judgements: Sequence[AnswerJudgement], *, judge: Judge, max_source_tokens: int | None,
-                         statistics: StatisticsOptions, grounding: bool = True) -> AnswersResult:
+                         statistics: StatisticsOptions, grounding: bool = True, method: Method = Method()) -> AnswersResult:
     """Tables, aggregates and signature from one judgement per row (``grounding``: its claims were checked against
     the passages by the model-free check)."""
     usage = Usage.total([j.usage for j in judgements])
-    table = answer_rows_table(judgements, suspect=grounding, stability=judge.stability > 1, order=judge.order_check > 0)
+    table = answer_rows_table(judgements, suspect=grounding, stability=method.repeated, order=method.order_checked)
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(histograms, usage, prices=judge.prices, statistics=statistics)
-    signature = answers_signature(judge, max_source_tokens=max_source_tokens, usage=usage, statistics=statistics, grounding=grounding)
+    signature = answers_signature(judge, max_source_tokens=max_source_tokens, usage=usage, statistics=statistics, grounding=grounding,
+                                  method=method)
     return AnswersResult(rows=table, claims=answer_claims_table(judgements), facts=facts_table(judgements), metrics=metrics,
                          signature=signature, judgements=list(judgements), usage=usage, reported_models=dict(usage.reported_models),
                          estimates=found)
 
 
 def answers_signature(judge: Judge, *, max_source_tokens: int | None, usage: Usage, statistics: StatisticsOptions,
-                      grounding: bool) -> str:
+                      grounding: bool, method: Method = Method()) -> str:
     """What produced an answers run's numbers: the judge, the answer prompts, the chunk size, the response mode its
     replies came in (from ``usage``), the statistics and the model-free check's model (``grounding``)."""
     return summarization_signature(judge, max_source_tokens=max_source_tokens, response_mode=response_mode_of(usage),
-                                   statistics=statistics, prompts=ANSWER_SIGNATURE_PROMPTS, grounding=model_tag() if grounding else None)
+                                   statistics=statistics, prompts=ANSWER_SIGNATURE_PROMPTS, grounding=model_tag() if grounding else None,
+                                   method=method)
 
 
 def judge_answers_frame(

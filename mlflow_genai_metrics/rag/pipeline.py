@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from ..judge import BudgetExhausted, ExampleSet, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync, text_key
 from ..summarization.extraction import extract_claims
+from ..summarization.method import Method
 from ..summarization.order import OrderCheck, changed_answers, in_sample, shuffled_order
 from ..summarization.order_pass import CLAIMS_STAGE, not_asked
 from ..summarization.passes import MAX_CLAIMS, extract_claims_request
@@ -45,20 +46,20 @@ EMPTY_ANSWER = "The answer is empty."
 
 
 def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None,
-                           progress: bool | None = None) -> list[AnswerJudgement]:
-    """One ``AnswerJudgement`` per row, in order."""
-    return run_sync(_Answers(rows, judge, max_source_tokens).run(progress))
+                           progress: bool | None = None, method: Method = Method()) -> list[AnswerJudgement]:
+    """One ``AnswerJudgement`` per row, in order, its claims verified as ``method`` says."""
+    return run_sync(_Answers(rows, judge, max_source_tokens, method).run(progress))
 
 
-def answer_examples(judge: Judge, rows: Sequence[AnswerInput]) -> ExampleSet | None:
-    """The judge's examples less those whose text is a passage or an answer of ``rows``: what a run shows the
+def answer_examples(examples: ExampleSet | None, rows: Sequence[AnswerInput]) -> ExampleSet | None:
+    """``examples`` (the method's) less those whose text is a passage or an answer of ``rows``: what a run shows the
     verification of its claims (None: none)."""
-    if judge.examples is None:
+    if examples is None:
         return None
-    return judge.examples.without({text_key(text) for row in rows for text in (*row.passages, row.answer)})
+    return examples.without({text_key(text) for row in rows for text in (*row.passages, row.answer)})
 
 
-def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None) -> RowNeed:
+def answer_need(judge: Judge, method: Method, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None) -> RowNeed:
     """What judging ``row`` will take of the judge's budget when every pass answers: its claims (one call) and their
     verification (one per chunk of passages, ``stability`` times), its relevance (one), and with an expected answer its facts (one), their
     check against each chunk and against the answer (one). Statements not known yet are priced by stand-ins of the
@@ -68,8 +69,8 @@ def answer_need(judge: Judge, row: AnswerInput, chunks: list[PassageChunk], exam
     if has_words(row.answer):
         likely = likely_statements(row.answer, WORDS_PER_CLAIM, MAX_CLAIMS)
         requests += [extract_claims_request(row.answer),
-                     *(verify_passages_request(chunk, likely, examples).repeated(r) for r in range(judge.stability) for chunk in chunks)]
-        if chunks and in_sample(row.source_key, row.answer, judge.order_check):  # the shuffled verification: optional
+                     *(verify_passages_request(chunk, likely, examples).repeated(r) for r in range(method.stability) for chunk in chunks)]
+        if chunks and in_sample(row.source_key, row.answer, method.order_check):  # the shuffled verification: optional
             shuffled = [verify_passages_request(chunk, likely, examples) for chunk in chunks]
         requests.append(relevance_request(row.question, row.answer))
     if row.expected is not None and has_words(row.expected):
@@ -141,10 +142,10 @@ def compare_cited_orders(replies: Sequence[JudgeReply], chunks: Sequence[Passage
 
 
 class _Answers:
-    def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None) -> None:
-        self.rows, self.judge = rows, judge
+    def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None, method: Method) -> None:
+        self.rows, self.judge, self.method = rows, judge, method
         self.chunks = [chunk_passages(row.passages, max_source_tokens) for row in rows]
-        self.examples = answer_examples(judge, rows)
+        self.examples = answer_examples(method.examples, rows)
 
     async def run(self, progress: bool | None) -> list[AnswerJudgement]:
         from tqdm.auto import tqdm
@@ -178,7 +179,7 @@ class _Answers:
         if budget is None:
             return await self._passes(index)
         row = self.rows[index]
-        need = answer_need(self.judge, row, self.chunks[index], self.examples)
+        need = answer_need(self.judge, self.method, row, self.chunks[index], self.examples)
         try:
             earmark = await budget.earmark(need.calls, need.cost_usd, optional_calls=need.order_calls, optional_cost_usd=need.order_cost_usd)
         except BudgetExhausted as exc:
@@ -235,11 +236,11 @@ class _Answers:
         if found.error is not None:
             state.errors["claims"] = found.error
             return []
-        order = claim_order(row, found.claims, chunks, self.judge.order_check)
+        order = claim_order(row, found.claims, chunks, self.method.order_check)
         shuffled = ([verify_passages_request(chunk, [found.claims[i] for i in order], self.examples) for chunk in chunks]
                     if order and state.order_room else [])
         verdicts, *shuffled_replies = await asyncio.gather(
-            self._verify(chunks, found.claims, state.usage["claims"], repetitions=self.judge.stability, examples=self.examples),
+            self._verify(chunks, found.claims, state.usage["claims"], repetitions=self.method.stability, examples=self.examples),
             *(self.judge.aask(r) for r in shuffled))
         for reply in shuffled_replies:  # paid for, whatever comes of them
             state.usage["claims"].add(reply.usage)

@@ -23,6 +23,7 @@ from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result, response_mode_of
 from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows, source_key
+from ..summarization.method import Method, method_of
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowError, RowInput, RowJudgement, TaskVerdict
 from ..summarization.result import SummarizationResult
@@ -98,7 +99,8 @@ def rewrite_result(rows: Sequence[RowInput], judgements: Sequence[RowJudgement],
     result = build_result(rows, judgements, judge=judge, options=options, statistics=statistics, references=references,
                           extra_columns={**(extra_columns or {}), "instruction_followed": followed, "instruction_reasoning": reasons})
     signature = summarization_signature(judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
-                                        response_mode=response_mode_of(result.usage), statistics=statistics, prompts=REWRITE_SIGNATURE_PROMPTS)
+                                        response_mode=response_mode_of(result.usage), statistics=statistics, prompts=REWRITE_SIGNATURE_PROMPTS,
+                                        method=options.method)
     keys = [rewrite_key(row.source, text) for row, text in zip(rows, instructions)]
     return dataclasses.replace(result, signature=signature, rows=result.rows.assign(source_key=keys))
 
@@ -113,6 +115,8 @@ def judge_rewrites(
     max_source_tokens: int | None = None,
     statistics: StatisticsOptions | None = None,
     progress: bool | None = None,
+    method: Method | None = None,
+    **keywords: Any,
 ) -> SummarizationResult:
     """Judge each rewrite against its input and its instruction.
 
@@ -126,8 +130,10 @@ def judge_rewrites(
     - the instruction followed: ``instruction_followed`` (1 or 0, with the judge's reason).
 
     ``instruction``: one text for every row, or one per row. Bad input raises before any call, naming every bad
-    row; a row the judge fails on (any pass) keeps its ``error`` and gets no value.
+    row; a row the judge fails on (any pass) keeps its ``error`` and gets no value. ``method`` (or its fields as
+    keywords: ``stability=3``, ``order_check=0.2``, ``examples=...``) says how claims are verified, as for summaries.
     """
+    method = method_of("judge_rewrites", keywords, method)
     statistics = statistics if statistics is not None else StatisticsOptions()
     if not isinstance(judge, Judge):
         raise TypeError(f"judge_rewrites(): judge= must be a Judge, not {type(judge).__name__}")
@@ -135,7 +141,7 @@ def judge_rewrites(
         raise TypeError(f"judge_rewrites(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
     rows = prepare_rows(inputs, rewrites, ids)
     instructions = _instructions(instruction, len(rows))
-    options = JudgingOptions(coverage=True, grounding=False, max_source_tokens=max_source_tokens).for_judge(judge)
+    options = JudgingOptions(coverage=True, grounding=False, max_source_tokens=max_source_tokens, method=method).for_judge(judge)
     judgements = check_instructions(judge, rows, instructions, judge_rows(rows, judge, options, progress=progress))
     return rewrite_result(rows, judgements, instructions, judge=judge, options=options, statistics=statistics)
 

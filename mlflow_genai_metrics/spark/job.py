@@ -105,7 +105,7 @@ def judge_summaries_spark(
     rows are persisted (memory, then disk) so that it runs once. Bad input raises before any call, naming rows.
     """
     options, statistics = resolve("judge_summaries_spark", keywords, options, statistics)
-    if judge.examples is not None:  # each partition sees its own rows only: it could show an example from another's
+    if options.method.examples is not None:  # each partition sees its own rows only: it could show an example from another's
         raise ValueError("examples: a partition knows only its own rows, so it could show an example drawn from rows "
                          "another partition judges; judge with examples in one process (judge_summaries)")
     carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
@@ -116,7 +116,7 @@ def judge_summaries_spark(
     options = options.for_judge(judge)
     carried = [df.schema[name] for name in carry_cols]
     schema = judged_schema(df.schema[id_col].dataType, carried, options.coverage, reference_col is not None, options.ter, options.grounding,
-                           judge.stability > 1, judge.order_check > 0)
+                           options.method.repeated, options.method.order_checked)
     registry = METRICS.snapshot()
     plan = PartitionPlan(
         share, source_col, summary_col, id_col, reference_col, options, schema.fieldNames(), carry_cols,

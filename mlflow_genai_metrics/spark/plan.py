@@ -117,7 +117,7 @@ class PartitionPlan:
         rows = prepare_rows(batch[self.source_col], batch[self.summary_col], batch[self.id_col])
         judgements = judge_rows(rows, self.judge, self.options, progress=False)
         table = rows_table(judgements, coverage=self.options.coverage, grounding=self.options.grounding, registry=self.registry,
-                           stability=self.judge.stability > 1, order=self.judge.order_check > 0)
+                           stability=self.options.method.repeated, order=self.options.method.order_checked)
         table["id"] = batch[self.id_col].to_numpy()  # the input's own ids and type
         for name in self.carry_cols:
             table[name] = batch[name].to_numpy()

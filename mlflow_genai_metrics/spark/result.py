@@ -198,7 +198,7 @@ class SparkSummarizationResult(SparkJudged):
             self.judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
             response_mode=response_mode_of(self.usage), statistics=self.statistics,
             reference=traditional_signatures(options.ter) if self.references else None,
-            grounding=model_tag() if options.grounding else None,
+            grounding=model_tag() if options.grounding else None, method=options.method,
         )
 
     @property

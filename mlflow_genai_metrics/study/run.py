@@ -92,17 +92,20 @@ def run_study(
         data = articles.assign(summary=generated["summary"])[ok.to_numpy()].reset_index(drop=True)
         with mlflow.start_run(run_name=candidate.name) as run:
             mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
-            mlflow.log_metric("generation_error_rate", float((~ok).mean()))
             info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
             if data.empty:  # every generation failed: nothing to judge; the run says so and the study goes on
                 why = f"no summary to judge: every generation failed (the first: {generated['error'].iloc[0]})"
+                mlflow.log_metric("generation_error_rate", float((~ok).mean()))
                 mlflow.set_tag("mgm.error", why[:5000])
                 mlflow.end_run(status="FAILED")
                 run_ids[candidate.name], failures[candidate.name] = run.info.run_id, why
                 rows.append(study_row(candidate.name, candidate.model, {}, int((~ok).sum())))
                 continue
             records = table_records(data, id_col="id", category_col="category", reference_col="reference" if "reference" in data.columns else None)
-            evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id)
+            try:
+                evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id)
+            finally:  # after the evaluation's figures: MLflow's run lists show metric columns in the order first logged
+                mlflow.log_metric("generation_error_rate", float((~ok).mean()))
         run_ids[candidate.name], model_uris[candidate.name] = run.info.run_id, info.model_uri
         result = evaluation.result
         rows.append(study_row(candidate.name, candidate.model, result.metrics, int((~ok).sum())))

@@ -87,7 +87,7 @@ def build_result(
     """
     usage = Usage.total([j.usage for j in judgements])
     table = rows_table(judgements, coverage=options.coverage, judged=judge is not None, grounding=options.grounding,
-                       stability=judge is not None and judge.stability > 1, order=judge is not None and judge.order_check > 0)
+                       stability=judge is not None and options.method.repeated, order=judge is not None and options.method.order_checked)
     # the summary's fingerprint: a run keeps no texts, so this is how outputs given again are known to be its own
     table.insert(table.columns.get_loc("source_key") + 1, "output_key", [source_key(row.summary) for row in rows])
     for position, (name, values) in enumerate((extra_columns or {}).items(), start=1):
@@ -114,6 +114,7 @@ def build_result(
         signature=summarization_signature(
             judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens, response_mode=response_mode_of(usage),
             reference=reference_signatures, grounding=model_tag() if options.grounding else None, statistics=statistics,
+            method=options.method,
         ),
         judgements=list(judgements),
         usage=usage,

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..judge import MESSAGE_OVERHEAD_TOKENS, Judge, JudgeRequest, Prices, estimate_tokens
 from ..text import split_sentences
 from .chunking import split_source
 from .judging import prepare_rows
+from .method import Method, method_of
 from .options import PROMPT_RESERVE_TOKENS, source_token_budget
 from .order import in_sample
 from .passes import check_coverage_request, extract_claims_request, extract_key_points_request, run_examples, verify_claims_request
@@ -108,6 +110,8 @@ def estimate_cost(
     context_window: int | None = None,
     count_tokens: Callable[[str], int] = estimate_tokens,
     allowance: Allowance = Allowance(),
+    method: Method | None = None,
+    **keywords: Any,
 ) -> CostEstimate:
     """The calls, prompt and completion tokens and cost that ``judge_summaries(sources, summaries, ...)`` is expected
     to take, without calling the judge (see the module's docstring for the stand-ins and ``Allowance``).
@@ -115,8 +119,11 @@ def estimate_cost(
     ``prices`` (default: ``judge.prices``) prices the tokens. Sources are chunked as ``judge_summaries`` would:
     ``max_source_tokens``, else what ``judge.context_window`` (or ``context_window``) leaves room for.
     ``count_tokens`` counts a text's tokens (default: the package's estimate; an endpoint's own count to compare
-    with its usage). The inputs are checked as ``judge_summaries`` checks them.
+    with its usage). ``method`` (or its fields as keywords: ``stability=3``): how claims are verified (each
+    verification asked ``stability`` times, a sample asked again shuffled, ``examples`` shown). The inputs are checked
+    as ``judge_summaries`` checks them.
     """
+    method = method_of("estimate_cost", keywords, method)
     rows = prepare_rows(sources, summaries, None)
     if max_source_tokens is None:
         max_source_tokens = source_token_budget(judge)
@@ -133,11 +140,11 @@ def estimate_cost(
                     points = _stand_in_key_points(chunk)
                     answer = allowance.json + sum(allowance.item + count(point) for point in points)
                     tally.add("keypoints", extract_key_points_request(chunk), answer)
-    repetitions = judge.stability if judge is not None else 1  # each verification asked this many times
-    examples = run_examples(judge, rows)
+    repetitions = method.stability  # each verification asked this many times
+    examples = run_examples(method.examples, rows)
 
     def sampled(row: RowInput) -> bool:  # in the order check's sample: its lists asked again, shuffled
-        return judge is not None and in_sample(row.source_key, row.summary, judge.order_check)
+        return in_sample(row.source_key, row.summary, method.order_check)
 
     for row in rows:
         if not has_words(row.summary):

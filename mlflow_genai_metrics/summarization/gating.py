@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..people import MIN_LABELS
+from ..people import MIN_LABELS, MIN_RECALIBRATION_LABELS
 from ..stats import MIN_INTERVAL_ROWS, MIN_RATIO_ROWS
 from .metrics import METRICS, closest_names
 from .scoring import aggregate_names, corpus_names, interval_names
@@ -22,12 +22,16 @@ RULE_TAG_PREFIX = "mgm.gate.rule."
 
 # The run figures people's labels estimate (``tracking.labels``): ``people/<metric>`` and its interval, n and labels.
 PEOPLE_METRICS = ("strict_alignment", "instruction_following")
+# ... and the grounding check re-calibrated on the same labels: each figure's name and the ``people.Recalibration``
+# attribute it logs (``people/grounding_labelled`` says how many; below the labels it needs, the only one logged)
+RECALIBRATED = {"people/grounding": "mean", "people/grounded_rate": "grounded_rate", "people/grounding_ece_before": "ece_before",
+                "people/grounding_ece_after": "ece_after", "people/grounding_labelled": "labelled"}
 
 
 def aggregate_names_logged() -> frozenset[str]:
     """Every name a registered aggregate is logged under (value, interval bounds, n), and people's estimates'."""
     people = (f"people/{m}{suffix}" for m in PEOPLE_METRICS for suffix in ("", "_ci_low", "_ci_high", "_n", "_labelled"))
-    return frozenset((*(name for base in aggregate_names() for name in (base, *interval_names(base))), *people))
+    return frozenset((*(name for base in aggregate_names() for name in (base, *interval_names(base))), *people, *RECALIBRATED))
 
 
 
@@ -143,6 +147,12 @@ def missing_because(metric: str, metrics: Mapping[str, float]) -> str:
     """Why a run has no value for a rule's metric: an interval not reported from so few rows (or labels), no judged
     row, or no people's estimate."""
     base = re.sub(r"_ci_(low|high)$", "", metric)
+    if metric in RECALIBRATED:
+        labelled = metrics.get("people/grounding_labelled")
+        if labelled is None:
+            return ("no grounding re-calibrated on people's labels on this run: it needs grounding scores on its traces and "
+                    "people's labels on its sample (mgm label-sample, then mgm people)")
+        return f"too few labels to re-calibrate grounding: {labelled:.0f} (needs {MIN_RECALIBRATION_LABELS})"
     if base.startswith("people/"):
         labelled = metrics.get(f"{base}_labelled")
         if labelled is None:

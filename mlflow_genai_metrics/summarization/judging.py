@@ -157,9 +157,11 @@ def judge_rows(
     *,
     progress: bool | None = None,
     grounding_cache_dir: Any = DEFAULT_GROUNDING_CACHE,
+    claims: bool = True,
 ) -> list[RowJudgement]:
-    """Judge every row as ``options`` say (``coverage``, ``grounding``, ``max_source_tokens``; ``ter`` is the
+    """Judge every row as ``options`` say (``coverage``, ``grounding``, ``max_source_tokens``, ``method``; ``ter`` is the
     reference metrics', not the judge's); a row whose judging failed carries the error and is never given a score.
+    ``claims=False`` asks only the key-point passes (a coverage judge whose rows' claims another judge asks).
 
     ``options.grounding`` adds the model-free check to every row and claim (``grounded``), through the grounding cache
     beside the judge's (``grounding_cache_dir``: another folder, or None for none). ``judge=None`` asks no judge:
@@ -174,7 +176,7 @@ def judge_rows(
             # With a cache, the check runs while the judge waits (its results stored, read back below).
             alongside = grounding_alongside(rows, store) if store is not None else None
             judgements = judge_row_pipelines(rows, judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
-                                             progress=progress, alongside=alongside)
+                                             progress=progress, alongside=alongside, claims=claims, method=options.method)
         return ground_judgements(rows, judgements, store) if options.grounding else judgements
     finally:
         if store is not None:

@@ -35,8 +35,8 @@ Kind = Literal["proportion", "mean", "ratio", "corpus"]
 # "suspect": the judge's verdicts checked by the grounding model (needs both); "rag": what only answers from
 # retrieved passages have (``rag.scoring`` computes their row values); "rewrite": what only rewrites have
 # (``rewrites.api`` computes their row values)
-# "stability": how far the judge's repeated verifications agree (``Judge(stability=k)``, k > 1); "order": whether its
-# answers change when a list is asked in another order (``Judge(order_check=share)``)
+# "stability": how far the judge's repeated verifications agree (``stability=k``, k > 1); "order": whether its
+# answers change when a list is asked in another order (``order_check=share``)
 Family = Literal["judge", "coverage", "reference", "length", "usage", "grounding", "suspect", "rag", "rewrite", "stability", "order"]
 
 
@@ -76,7 +76,7 @@ def closest_names(unknown: list[str], known: list[str] | set[str], *, most: int 
 # The run metrics an MLflow run gets by default (each with its interval and n), and the judge's calls and cost: the
 # headline a person reads in the runs table and the Model metrics tab (38 names at most). Every other figure is in
 # the run's report (``mgm/report.json``), which gates and comparisons read too; ``all_metrics=True`` logs them all.
-RUN_METRICS = ("alignment", "strict_alignment", "defect_rate/contradiction", "richness", "coverage", "judge_error_rate",
+RUN_METRICS = ("strict_alignment", "alignment", "defect_rate/contradiction", "richness", "coverage", "judge_error_rate",
                "grounding", "grounded_rate", "rougeL")
 # An answers run's own headline beside the claim figures above (a summary run has none of them).
 ANSWER_RUN_METRICS = ("answer_relevance", "context_utilisation", "context_sufficiency", "quote_failure_rate")
@@ -87,11 +87,17 @@ RUN_USAGE = ("judge/calls", "judge/cost_usd", "judge/flip_rate", "judge/order_se
 
 def run_metrics(metrics: dict[str, float], *, all_metrics: bool = False) -> dict[str, float]:
     """The figures of ``metrics`` an MLflow run logs as metrics: the headline ones (``RUN_METRICS`` and ``ANSWER_RUN_METRICS`` with their
-    ``_ci_low``, ``_ci_high`` and ``_n``, and ``RUN_USAGE``), or every one with ``all_metrics``."""
-    if all_metrics:
-        return dict(metrics)
-    chosen = {name for base in (*RUN_METRICS, *ANSWER_RUN_METRICS, *REWRITE_RUN_METRICS) for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
-    return {name: value for name, value in metrics.items() if name in chosen or name in RUN_USAGE}
+    ``_ci_low``, ``_ci_high`` and ``_n``, and ``RUN_USAGE``), or every one with ``all_metrics``; in the order MLflow's
+    run lists show their columns in: the headline figures (``strict_alignment`` first), the others, then the intervals and counts."""
+    heads = (*RUN_METRICS, *ANSWER_RUN_METRICS, *REWRITE_RUN_METRICS)
+    chosen = {name for base in heads for name in (base, f"{base}_ci_low", f"{base}_ci_high", f"{base}_n")}
+    kept = metrics if all_metrics else {name: value for name, value in metrics.items() if name in chosen or name in RUN_USAGE}
+
+    def place(name: str) -> tuple[bool, int]:  # the figure's own column before its interval's and count's
+        base = name.rsplit("_ci_", 1)[0] if "_ci_" in name else name.removesuffix("_n")
+        return base != name, heads.index(base) if base in heads else len(heads)
+
+    return {name: kept[name] for name in sorted(kept, key=place)}
 
 
 def row_facts(judgement: RowJudgement) -> RowFacts:

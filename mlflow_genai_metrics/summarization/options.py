@@ -4,6 +4,7 @@ option objects that the public functions take, and pass whole down to the code t
     judge_summaries(sources, summaries, judge=judge, options=JudgingOptions(coverage=False),
                     statistics=StatisticsOptions(resamples=200))
     judge_summaries(sources, summaries, judge=judge, coverage=False, resamples=200)  # the same, as keywords
+    judge_summaries(sources, summaries, judge=judge, stability=3)  # JudgingOptions(method=Method(stability=3))
 
 ``resolve`` is the one place that merges the two forms: every public function with ``**keywords`` hands them to it.
 """
@@ -13,12 +14,13 @@ from __future__ import annotations
 import difflib
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from .chunking import MIN_CHUNK_TOKENS
+from .method import Method
 
 # Room the verification prompt needs besides the source: instructions, up to 60 numbered claims, and the answer.
 PROMPT_RESERVE_TOKENS = 3072
@@ -41,13 +43,16 @@ class JudgingOptions:
     ``ter``: with references, TER beside ROUGE, BLEU and chrF (slow: about 0.8 s per row); ``max_source_tokens``:
     sources longer than this are verified chunk by chunk and the verdicts combined (``chunking``); None: what the
     judge's ``context_window`` leaves room for (``source_token_budget``), no limit when that is unknown; else an
-    integer >= ``MIN_CHUNK_TOKENS``. A bad value is refused here, before any judge call.
+    integer >= ``MIN_CHUNK_TOKENS``; ``method``: how claims are verified (``method.Method``: ``stability``,
+    ``order_check``, ``examples``, which a door also takes as keywords). A bad value is refused here, before any judge
+    call.
     """
 
     coverage: bool = True
     grounding: bool = True
     ter: bool = False
     max_source_tokens: int | None = None
+    method: Method = field(default_factory=Method)
 
     def __post_init__(self) -> None:
         for name in ("coverage", "grounding", "ter"):
@@ -56,6 +61,8 @@ class JudgingOptions:
         tokens = self.max_source_tokens
         if tokens is not None and (not isinstance(tokens, numbers.Integral) or isinstance(tokens, bool) or tokens < MIN_CHUNK_TOKENS):
             raise ValueError(f"max_source_tokens must be None or an integer >= {MIN_CHUNK_TOKENS}, got {tokens!r}")
+        if not isinstance(self.method, Method):
+            raise ValueError(f"method must be a Method (stability, order_check, examples), got {self.method!r}")
 
     def for_judge(self, judge: Judge | None) -> JudgingOptions:
         """These options with ``max_source_tokens`` settled: the one given, else the judge's ``source_token_budget``."""
@@ -87,7 +94,9 @@ def resolve(
     """
     kinds: list[tuple[str, type, Any]] = [("options", JudgingOptions, options)] if judging else []
     kinds.append(("statistics", StatisticsOptions, statistics))
-    owner = {field.name: name for name, kind, _ in kinds for field in fields(kind)}
+    owner = {field.name: name for name, kind, _ in kinds for field in fields(kind) if field.name != "method"}
+    if judging:  # the method's fields are the options' keywords too: stability=3 is method=Method(stability=3)
+        owner.update(dict.fromkeys(Method.model_fields, "options"))
     unknown = [key for key in keywords if key not in owner]
     if unknown:
         close = difflib.get_close_matches(unknown[0], owner, n=1)
@@ -100,7 +109,8 @@ def resolve(
     for name, kind, given in kinds:
         mine = {key: value for key, value in keywords.items() if owner[key] == name}
         if given is None:
-            found[name] = kind(**mine)
+            method = {key: mine.pop(key) for key in list(mine) if key in Method.model_fields and kind is JudgingOptions}
+            found[name] = kind(**mine, **({"method": Method(**method)} if method else {}))
             continue
         if not isinstance(given, kind):
             raise TypeError(f"{door}(): {name}= must be a {kind.__name__}, not {type(given).__name__}")

@@ -1,5 +1,5 @@
 """The order check: does the judge favour the first items of a list? On a fixed sample of rows
-(``Judge(order_check=share)``) a row's claims are verified again with the claims in a shuffled order (and, with
+(``order_check=share``, ``summarization.method.Method``) a row's claims are verified again with the claims in a shuffled order (and, with
 coverage, its key points checked again shuffled); each item's answer in the shuffled request is set beside its
 answer in the request itself (the first repetition, under ``stability``), and the row counts the items compared
 (``order_checked``) and those whose answer changed (``order_changed``). The run reports

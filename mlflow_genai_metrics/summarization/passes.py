@@ -22,7 +22,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
-from ..judge import CorrectedVerdict, ExampleSet, Judge, JudgeRequest, text_key
+from ..judge import CorrectedVerdict, ExampleSet, JudgeRequest, text_key
 from ..prompts import load_prompt, marker, neutralise, numbered_lines
 from .records import RowInput
 
@@ -157,11 +157,11 @@ def verify_claims_request(source: str, claims: list[str], examples: ExampleSet |
     return judge_request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
 
 
-def run_examples(judge: Judge | None, rows: Sequence[RowInput]) -> ExampleSet | None:
-    """The judge's examples less those from ``rows`` (their sources and summaries): what a run shows (None: none)."""
-    if judge is None or judge.examples is None:
+def run_examples(examples: ExampleSet | None, rows: Sequence[RowInput]) -> ExampleSet | None:
+    """``examples`` (the method's) less those from ``rows`` (their sources and summaries): what a run shows (None: none)."""
+    if examples is None:
         return None
-    return judge.examples.without({text_key(text) for row in rows for text in (row.source, row.summary)})
+    return examples.without({text_key(text) for row in rows for text in (row.source, row.summary)})
 
 
 def examples_text(examples: Sequence[CorrectedVerdict]) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
 from .extraction import extract_claims
+from .method import Method
 from .order import OrderCheck
 from .order_pass import compare_orders, not_asked, order_requests, row_orders
 from .passes import check_coverage_request, extract_key_points_request, run_examples, verify_claims_request
@@ -90,20 +91,22 @@ def judge_row_pipelines(
     progress: bool | None = None,
     claims: bool = True,
     alongside: Alongside | None = None,
+    method: Method = Method(),
 ) -> list[RowJudgement]:
     """One ``RowJudgement`` per row (in order); only ``JudgeConfigError`` stops the run (answers so far are cached).
 
     ``claims=False`` asks only the key-point passes (key points and coverage; with ``coverage=True``): the part of
     a row that a key-point judge needs when another judge asks its claims. Its records have no claims.
-    ``alongside`` runs on the same loop while the judge waits (its steps between the pipelines' own)."""
-    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims, alongside).run(progress))
+    ``alongside`` runs on the same loop while the judge waits (its steps between the pipelines' own); ``method``: how
+    claims are verified (``stability``, ``order_check``, ``examples``)."""
+    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims, alongside, method).run(progress))
 
 
 class _Pipelines:
     def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None, claims: bool = True,
-                 alongside: Alongside | None = None) -> None:
+                 alongside: Alongside | None = None, method: Method = Method()) -> None:
         self.rows, self.judge, self.coverage, self.max_source_tokens = rows, judge, coverage, max_source_tokens
-        self.claims, self.alongside = claims, alongside
+        self.claims, self.alongside, self.method = claims, alongside, method
         self.passes: tuple[JudgePass, ...] = (*(("claims",) if claims else ()), *(("key_points",) if coverage else ()))
         self.chunks_of: dict[str, list[str]] = {}
         self.first_row_of: dict[str, int] = {}
@@ -112,7 +115,7 @@ class _Pipelines:
                 self.chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
                 self.first_row_of[row.source_key] = index
         self.key_points: dict[str, asyncio.Task[_KeyPoints]] = {}
-        self.examples = run_examples(judge, rows)  # people's corrected verdicts, less those from these rows
+        self.examples = run_examples(method.examples, rows)  # people's corrected verdicts, less those from these rows
 
     async def run(self, progress: bool | None) -> list[RowJudgement]:
         from tqdm.auto import tqdm
@@ -121,7 +124,7 @@ class _Pipelines:
         bar = tqdm(total=len(self.rows), desc="judging rows", unit="row", disable=None if show is None else not show, leave=False)
         # Whole rows are stored with their claims: a row of key points alone replays its transcripts instead.
         stores = self.judge.cache is not None and self.claims
-        store = RowStore(self.judge, coverage=self.coverage, max_source_tokens=self.max_source_tokens, examples=self.examples) if stores else None
+        store = RowStore(self.judge, self.method, coverage=self.coverage, max_source_tokens=self.max_source_tokens, examples=self.examples) if stores else None
         try:
             keys = [store.key(row) for row in self.rows] if store is not None else []
             stored = store.read(keys) if store is not None else {}
@@ -229,7 +232,7 @@ class _Pipelines:
         asked = self.key_points.get(row.source_key)
         answered = asked is not None and asked.done() and not asked.cancelled() and asked.exception() is None
         known = asked.result().points or None if answered else None  # type: ignore[union-attr]
-        return row_need(self.judge, row, self.chunks_of[row.source_key], coverage=self.coverage,
+        return row_need(self.judge, self.method, row, self.chunks_of[row.source_key], coverage=self.coverage,
                         asks_key_points=asked is None, key_points=known, claims=self.claims, examples=self.examples)
 
     async def _passes(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
@@ -249,7 +252,7 @@ class _Pipelines:
             return
         chunks = self.chunks_of[row.source_key]
         asks: list[Awaitable[JudgeReply]] = []
-        repetitions = self.judge.stability
+        repetitions = self.method.stability
         if state.claims:  # each chunk asked once per repetition (``stability``), repetition by repetition
             asks += [self.judge.aask(verify_claims_request(chunk, state.claims, self.examples).repeated(r)) for r in range(repetitions) for chunk in chunks]
         points = key_points.points if key_points is not None else []
@@ -258,7 +261,7 @@ class _Pipelines:
             asks.append(self.judge.aask(check_coverage_request(points, row.summary)))
         elif key_points is not None:
             state.key_points = [CoveredKeyPoint(key_point=p, covered=False, reason="The summary is empty.") for p in points]
-        orders = row_orders(row, state.claims or [], points if covering else [], self.judge.order_check)
+        orders = row_orders(row, state.claims or [], points if covering else [], self.method.order_check)
         shuffled = order_requests(row, chunks, state.claims or [], points, orders, self.examples) if state.order_room else []
         replies = await _each([*asks, *(self.judge.aask(request) for request in shuffled)])
         replies, order_replies = replies[: len(asks)], replies[len(asks):]

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from ..judge import ExampleSet, Judge, JudgeRequest
+from .method import Method
 from .order import in_sample
 from .passes import (
     MAX_CLAIMS,
@@ -49,22 +50,23 @@ class RowNeed:
 
 
 def row_need(
-    judge: Judge, row: RowInput, chunks: list[str], *, coverage: bool, asks_key_points: bool, key_points: list[str] | None,
+    judge: Judge, method: Method, row: RowInput, chunks: list[str], *, coverage: bool, asks_key_points: bool, key_points: list[str] | None,
     claims: bool = True, examples: ExampleSet | None = None,
 ) -> RowNeed:
     """What judging ``row`` against its source's ``chunks`` will take. ``asks_key_points``: this row asks for its
     source's key points (no row has yet); ``key_points``: the source's, when they are already known; ``claims``:
-    whether its claims are asked (False: the key-point passes alone); ``examples``: the run's (``run_examples``)."""
+    whether its claims are asked (False: the key-point passes alone); ``method``: how claims are verified (its
+    ``stability`` and ``order_check``); ``examples``: the run's (``run_examples``)."""
     requests: list[JudgeRequest] = []
     shuffled: list[JudgeRequest] = []  # the order check's
-    sampled = in_sample(row.source_key, row.summary, judge.order_check)
+    sampled = in_sample(row.source_key, row.summary, method.order_check)
     if coverage and asks_key_points:
         requests += [extract_key_points_request(chunk) for chunk in chunks]
     if has_words(row.summary):
         if claims:
             likely = likely_statements(row.summary, WORDS_PER_CLAIM, MAX_CLAIMS)
             requests.append(extract_claims_request(row.summary))
-            requests += [verify_claims_request(chunk, likely, examples) for chunk in chunks] * judge.stability
+            requests += [verify_claims_request(chunk, likely, examples) for chunk in chunks] * method.stability
             if sampled:
                 two_or_more = stand_ins(row.summary.split(), WORDS_PER_CLAIM, min(max(len(likely), 2), MAX_CLAIMS))
                 shuffled += [verify_claims_request(chunk, two_or_more, examples) for chunk in chunks]

@@ -10,8 +10,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..people import DIFFERENCE_ASSUMES, PeopleEstimate, estimate_difference
 from ..stats import StatisticsOptions
 from .comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
+from .gating import PEOPLE_METRICS
 from .metrics import METRICS, closest_names
 from .scoring import interval_names
 
@@ -29,10 +31,12 @@ def comparison_table(
     allow_mixed_judges: bool = False,
     allow_partial: bool = False,
     statistics: StatisticsOptions = StatisticsOptions(),
+    cards: dict[str, str | None] | None = None,
 ) -> tuple[pd.DataFrame, str]:
     """The table of ``tracking.compare_runs`` (its docstring says every column) for evaluated runs (each with
     ``run_id``, ``name``, ``metrics``, ``signature`` and ``rows``), each after the first tested against the first;
-    and the note a reader of it must know (mixed judges, a partial comparison, rows left out)."""
+    and the note a reader of it must know (mixed judges, a partial comparison, rows left out). People's estimates
+    (``people/<metric>``) get ``people_records``' rows: ``cards``, by run id, the card people answered there."""
     base = runs[0]
     comparisons: dict[str, Comparison] = {}
     for run in runs[1:]:
@@ -48,7 +52,7 @@ def comparison_table(
             ) from None
     notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
     note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
-    names = metrics or default_metrics()
+    names = [name for name in metrics or default_metrics() if name not in PEOPLE_NAMES]
     unknown = [name for name in metrics or () if not any(name in run.metrics for run in runs)]
     if unknown:  # a typo would otherwise leave an empty table
         raise ValueError(f"no run compared has the metric(s) {closest_names(unknown, set(base.metrics))}")
@@ -102,7 +106,49 @@ def comparison_table(
                     metric_note=paired.loc[name, "note"],
                 )
             records.append(record)
-    return pd.DataFrame.from_records(records), note
+    shown_people = [m for m in PEOPLE_NAMES if metrics is None or m in metrics]
+    records += people_records(runs, shown_people, cards or {}, notes)
+    return pd.DataFrame.from_records(records, columns=COLUMNS), note
+
+
+COLUMNS = ("run_id", "run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "difference_ci_low", "difference_ci_high",
+           "p_value", "p_holm", "test", "direction", "better", "pairs", "metric_note", "pairs_used", "pairs_dropped_for_errors",
+           "only_in_first", "only_in_this", "note")
+
+
+PEOPLE_NAMES = tuple(f"people/{metric}" for metric in PEOPLE_METRICS)
+
+
+def people_records(runs: Sequence[Any], names: Sequence[str], cards: dict[str, str | None], notes: dict[str, str]) -> list[dict]:
+    """One row per run with a people's estimate of each of ``names``: its value, interval and labels (``n``), and, for
+    each run after the first where both have one, the difference from the first's with its interval (MOVER of the
+    two; ``test`` "independent samples (MOVER)", no p-value) and what it assumes (``metric_note``), "too few labels"
+    below the labels it holds its coverage from, or why it is not compared (different questions)."""
+    empty = {key: "" if key in ("test", "better", "metric_note", "note") else math.nan for key in COLUMNS}
+    base, records = runs[0], []
+    for name in names:
+        metric = name.removeprefix("people/")
+        first = PeopleEstimate.from_metrics(base.metrics, metric)
+        for run in runs:
+            found = PeopleEstimate.from_metrics(run.metrics, metric)
+            if found is None:
+                continue
+            record = {**empty, "run_id": run.run_id, "run_name": run.name, "metric": name, "value": found.estimate, "ci_low": found.ci_low,
+                      "ci_high": found.ci_high, "n": float(found.labelled), "direction": "higher",
+                      "metric_note": found.too_few or f"n: labelled rows of {found.n} judged", "note": notes.get(run.run_id, "")}
+            if run is not base and first is not None:
+                if cards.get(run.run_id) != cards.get(base.run_id):
+                    record["metric_note"] = (f"not compared: people answered {cards.get(base.run_id)} on the first run and "
+                                             f"{cards.get(run.run_id)} on this one")
+                else:
+                    difference = estimate_difference(first, found)
+                    excludes = difference.ci_low > 0 or difference.ci_high < 0
+                    record.update(difference_vs_first=difference.difference, difference_ci_low=difference.ci_low,
+                                  difference_ci_high=difference.ci_high, test="independent samples (MOVER)",
+                                  better=("this" if difference.difference > 0 else "first") if excludes else "",
+                                  metric_note=difference.too_few or f"the difference assumes {DIFFERENCE_ASSUMES}")
+            records.append(record)
+    return records
 
 
 def _note(comparison: Comparison) -> str:
@@ -151,4 +197,16 @@ def disagreements(table: pd.DataFrame, level: float = 0.05) -> list[str]:
                 lines.append(f"{name} ({run_id[:8]}): lexical and faithfulness metrics disagree: {way} on {', '.join(up)}, "
                              f"{'worse' if way == 'better' else 'better'} on {', '.join(down)} (Holm p < {level:g}); the decision "
                              f"metric is {DECISION_METRIC}: overlap with a reference is not faithfulness to the article")
+    return lines
+
+
+def people_differences(table: pd.DataFrame) -> list[str]:
+    """One line per run compared with the first on a people's estimate: ``cand (1a2b3c4d) minus the first,
+    people/strict_alignment: +0.05 [-0.12, 0.22] (the difference assumes ...)``, or why there is no interval."""
+    rows = table[table["metric"].str.startswith("people/") & (table["test"] != "")]
+    lines = []
+    for _, row in rows.iterrows():
+        interval = "" if math.isnan(row["difference_ci_low"]) else f" [{row['difference_ci_low']:+.3g}, {row['difference_ci_high']:+.3g}]"
+        lines.append(f"{row['run_name']} ({row['run_id'][:8]}) minus the first, {row['metric']}: {row['difference_vs_first']:+.3g}{interval} "
+                     f"({row['metric_note']})")
     return lines

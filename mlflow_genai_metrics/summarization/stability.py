@@ -1,4 +1,4 @@
-"""Verdict stability: each verification asked ``k`` times (``Judge(stability=k)``), as distinct requests with a
+"""Verdict stability: each verification asked ``k`` times (``stability=k``, ``summarization.method.Method``), as distinct requests with a
 seed each (``JudgeRequest.repeated``), so each repetition is cached apart and an identical rerun asks nothing.
 
 Each repetition judges a claim whole (its verdicts over the source's chunks combined as usual); the claim's verdict

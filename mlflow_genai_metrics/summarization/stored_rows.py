@@ -25,6 +25,7 @@ from ..judge import CACHE_FILE, ExampleSet, Judge, Usage, canonical_json
 from ..prompts import SUMMARY_PROMPTS, load_prompt
 from ..sqlite_store import OwnerOnlyStore
 from ..store_writes import JUDGE_CACHE
+from .method import Method
 from .order import OrderCheck
 from .records import CheckedClaim, CoveredKeyPoint, RowInput
 
@@ -78,16 +79,16 @@ class RowStore(OwnerOnlyStore):
 
     FILE, SCHEMA, TABLE, LABEL = CACHE_FILE, _SCHEMA, "row_records", JUDGE_CACHE
 
-    def __init__(self, judge: Judge, *, coverage: bool, max_source_tokens: int | None, examples: ExampleSet | None = None):
+    def __init__(self, judge: Judge, method: Method, *, coverage: bool, max_source_tokens: int | None, examples: ExampleSet | None = None):
         assert judge.cache is not None, "rows are stored only beside a judge's cache"
         super().__init__(judge.cache.directory)
         settings = judge.settings
         material = {
             "model": settings.model, "base_url": settings.cache_endpoint, "temperature": settings.temperature,
-            "seed": settings.seed, "stability": settings.stability, "order_check": settings.order_check,
+            "seed": settings.seed, "stability": method.stability, "order_check": method.order_check,
             "max_tokens": settings.max_tokens, "prompts": [load_prompt(name).tag for name in SUMMARY_PROMPTS],
             "coverage": coverage, "max_source_tokens": max_source_tokens, "code": _code_hash(), "mgm": __version__,
-            "examples": examples.tag if examples is not None else None,  # the run's: the judge's less the rows'
+            "examples": examples.tag if examples is not None else None,  # the run's: the method's less the rows'
         }
         self._run = hashlib.sha256(canonical_json(material).encode("utf-8"))
 

@@ -3,7 +3,7 @@
     from mlflow_genai_metrics.tracking import align_judge
     report = align_judge("my-app", judge=judge, output="examples.json")
     report.before["balanced_accuracy"], report.after["balanced_accuracy"]   # on feedback the examples did not use
-    judge = Judge("gpt-4o-mini", examples="examples.json")                 # or: mgm evaluate --examples examples.json
+    evaluate(data, summarization_scorers(judge, examples="examples.json"))  # or: mgm evaluate --examples examples.json
 
 The traces are those ``judge_agreement`` reads: each trace whose people's verdict under ``name`` (default
 ``claim_alignment``: yes = every statement of the summary supported) is decided (their majority; a tie or no verdict
@@ -33,6 +33,7 @@ from ..judge import CorrectedVerdict, ExampleSet, Judge
 from ..meta_evaluation import binary_agreement_metrics
 from ..signature import summarization_signature
 from ..summarization import judge_summaries
+from ..summarization.method import Method
 from ..summarization.verdicts import HUMAN_SOURCE, latest_feedback, normalise_verdict, trace_verdicts
 from .agreement import _source, log_report_run, side_experiment
 
@@ -114,8 +115,6 @@ def align_judge(
     and measure the judge's agreement with people on the held-back feedback without and with them (module doc)."""
     if not isinstance(judge, Judge):
         raise TypeError(f"judge must be a mlflow_genai_metrics.Judge, not {type(judge).__name__}")
-    if judge.examples is not None:
-        raise ValueError("align_judge measures the judge without examples against the judge with new ones: pass a Judge without examples")
     if not 0 < held_out < 1:
         raise ValueError(f"held_out={held_out}: the share of labelled traces held back must be between 0 and 1")
     experiment_id, source_run_id = _source(MlflowClient(), experiment_id_or_name, run_id)
@@ -134,12 +133,11 @@ def align_judge(
         per_request=per_request,
     )
     written = examples.write(output)
-    aligned = judge.with_examples(examples)
     before, failed_before = _agreement(judge, test)
-    after, failed_after = _agreement(aligned, test)
+    after, failed_after = _agreement(judge, test, examples)
     counts = {"labelled_traces": len(labelled), "examples": len(train), "held_out": len(test),
               "judge_failed_before": failed_before, "judge_failed_after": failed_after}
-    signature = summarization_signature(aligned, coverage=False)
+    signature = summarization_signature(judge, coverage=False, method=Method(examples=examples))
     report = AlignmentReport(examples, written, before, after, counts, signature, [t.trace_id for t in test])
     if log:
         metrics = {**{f"before/{k}": v for k, v in before.items()}, **{f"after/{k}": v for k, v in after.items()}, **counts}
@@ -153,10 +151,11 @@ def align_judge(
     return report
 
 
-def _agreement(judge: Judge, rows: list[LabelledTrace]) -> tuple[dict[str, float], int]:
-    """People's agreement with ``judge``'s ``strictly_aligned`` on ``rows`` (those it judged), and how many failed."""
+def _agreement(judge: Judge, rows: list[LabelledTrace], examples: ExampleSet | None = None) -> tuple[dict[str, float], int]:
+    """People's agreement with ``judge``'s ``strictly_aligned`` on ``rows`` (those it judged, shown ``examples``), and
+    how many failed."""
     result = judge_summaries([r.source for r in rows], [r.summary for r in rows], judge=judge, ids=[r.trace_id for r in rows],
-                             coverage=False, grounding=False, progress=False)
+                             coverage=False, grounding=False, progress=False, examples=examples)
     judged = result.rows.set_index("id")
     matrix = [[0, 0], [0, 0]]
     failed = 0

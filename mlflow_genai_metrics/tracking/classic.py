@@ -226,7 +226,7 @@ def summarization_metrics(
     )
     families = (
         *row_families(judged=judge is not None, coverage=options.coverage, grounding=options.grounding,
-                      stability=judge is not None and judge.stability > 1, order=judge is not None and judge.order_check > 0),
+                      stability=judge is not None and options.method.repeated, order=judge is not None and options.method.order_checked),
         *(("reference",) if traditional else ()), "length",
     )
     metrics = []

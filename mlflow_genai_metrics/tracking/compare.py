@@ -27,7 +27,8 @@ from mlflow.tracking import MlflowClient
 from .. import plots
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
-from ..summarization.run_table import DECISION_METRIC, comparison_table, disagreements, test_labels
+from ..summarization.run_table import DECISION_METRIC, comparison_table, disagreements, people_differences, test_labels
+from .labels import SAMPLE_TAG
 from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
 
 
@@ -137,6 +138,11 @@ def compare_runs(
     stands on (``pairs``) and a ``metric_note`` ("too few pairs to test", pairs left out because references or key
     points differ).
 
+    Runs with people's estimates (``people/strict_alignment``, ``tracking.labels.people_estimate``) get a row each
+    (``n``: the labelled rows), and each after the first, where both have one of the same card, the difference of the
+    two estimates with its interval (``test`` "independent samples (MOVER)", no p-value; ``metric_note`` says what
+    it assumes, or "too few labels"), logged on the comparison run as ``mgm.people_difference.<k>`` tags.
+
     Pairing follows ``compare_results`` exactly (each run is loaded into it): rows pair by id and source, a row
     with a judge error on either side leaves the pair, and the columns ``pairs_used``, ``pairs_dropped_for_errors``,
     ``only_in_first`` and ``only_in_this`` say what each comparison stands on. Runs whose judge signatures differ
@@ -152,8 +158,9 @@ def compare_runs(
         raise ValueError("compare_runs needs at least two run ids")
     client = MlflowClient()
     runs = [load_run(run_id, client) for run_id in run_ids]
+    cards = {run_id: client.get_run(run_id).data.tags.get(f"{SAMPLE_TAG}.card") for run_id in run_ids}
     table, note = comparison_table(
-        runs, metrics=metrics, allow_mixed_judges=allow_mixed_judges, allow_partial=allow_partial, statistics=statistics,
+        runs, metrics=metrics, allow_mixed_judges=allow_mixed_judges, allow_partial=allow_partial, statistics=statistics, cards=cards,
     )
     if log:
         table.attrs["comparison_run_id"] = _log_comparison(runs, table, note, client, run_name)
@@ -172,6 +179,8 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
     client.set_tag(run_id, "mgm.decision_metric", DECISION_METRIC)
     for number, line in enumerate(disagreements(table), start=1):
         client.set_tag(run_id, f"mgm.disagreement.{number}", line[:4900])
+    for number, line in enumerate(people_differences(table), start=1):
+        client.set_tag(run_id, f"mgm.people_difference.{number}", line[:4900])
     with tempfile.TemporaryDirectory(prefix="mgm-compare-") as tmp:
         folder = Path(tmp) / ARTIFACT_DIR
         (folder / "plots").mkdir(parents=True)

@@ -1,18 +1,22 @@
-"""``evaluate_summaries``: judge every row once, run ``mlflow.genai.evaluate``, log the run's results once.
+"""``evaluate``: the one door into a run for every task: judge every row once, run ``mlflow.genai.evaluate``, log
+the run's results once; ``log_results``: the full report of a run plain ``mlflow.genai.evaluate`` made.
 
     from mlflow_genai_metrics import Judge, evaluate_summaries
-    from mlflow_genai_metrics.tracking import ClaimAlignment, KeyPointCoverage
+    from mlflow_genai_metrics.tracking import ClaimAlignment, KeyPointCoverage, evaluate
 
     judge = Judge("gpt-4o-mini")
-    evaluation = evaluate_summaries(data, judges=[ClaimAlignment(judge), KeyPointCoverage(judge)])
+    evaluation = evaluate(data, [ClaimAlignment(judge), KeyPointCoverage(judge)])
     evaluation.metrics["alignment"], evaluation.metrics["alignment_ci_low"], evaluation.run_id
 
-Whatever subset of the judges is chosen, the run gets every result the rows give (``alignment``, the defect rates,
-richness, coverage when ``KeyPointCoverage`` is among them, the grounding check, ROUGE/BLEU/chrF when the rows'
-``expectations`` hold a reference; each with its interval and n; the judge's usage; tables and plots), logged
-once, and MLflow logs no ``<judge>/mean`` beside them. Plain ``mlflow.genai.evaluate`` with the same judges gives
-the cards and MLflow's own aggregates; ``log_results(run_id, judges)`` (``results``) logs its full report afterwards,
-from the run's traces, through ``log_summary_results`` here.
+The task is the judges' (summaries', rewrites' or answers'; ``evaluate_summaries``, ``evaluate_rewrites`` and
+``evaluate_answers`` are ``evaluate`` with that task's default judges). Whatever subset of a task's judges is
+chosen, the run gets every result the rows give (for summaries ``alignment``, the defect rates, richness, coverage
+when ``KeyPointCoverage`` is among them, the grounding check, ROUGE/BLEU/chrF when the rows' ``expectations`` hold
+a reference; each with its interval and n; the judge's usage; tables and plots), logged once, and MLflow logs no
+``<judge>/mean`` beside them. Plain ``mlflow.genai.evaluate`` with the same judges gives the cards and MLflow's own
+aggregates; ``log_results(run_id, judges)`` logs its full report afterwards, from the run's traces (the judge's
+cache answers what was asked), or nothing but the run's ``mgm.error`` tag and ``RunRowsMismatch`` when rows are
+missing.
 
 The run's numbers are those of the rows of *this* call: the rows its judges were handed (every call, whether or
 not MLflow could store its trace), which must be the rows of ``data``, the rows of MLflow's ``result_df`` and the
@@ -41,13 +45,13 @@ from mlflow.tracking import MlflowClient
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
-from ..summarization.result import SummarizationResult
 from ..summarization.warnings import RunWarning
-from .genai import evaluated_row_count, trace_rows, unique_ids
-from .judge_sets import rewrite_scorers, shared_pipeline
-from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
+from .genai import evaluated_row_count, root_span, trace_rows
+from .judge_sets import rewrite_scorers
+from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
+from .pipeline import TaskPipeline
+from .rows import EvaluationRows, fail
 from .run_logging import SIGNATURE_TAG, log_result
-from .scored_rows import ScoredRows, fail, settle
 
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
@@ -66,12 +70,13 @@ class RunRowsMismatch(RuntimeError):
 
 
 @dataclass(frozen=True)
-class SummaryEvaluation:
-    """An evaluation run: its id, its result (per-row tables, every aggregate with its interval, the signature) and
-    MLflow's own ``EvaluationResult`` (``result_df``: one feedback per judge per row)."""
+class Evaluation:
+    """An evaluation run: its id, its result (the task's: ``SummarizationResult``, ``rag.AnswersResult``; per-row
+    tables, every aggregate with its interval, the signature) and MLflow's own ``EvaluationResult`` (``result_df``:
+    one feedback per judge per row)."""
 
     run_id: str
-    result: SummarizationResult
+    result: Any
     mlflow_result: Any
 
     @property
@@ -100,13 +105,38 @@ def _records(data: Any) -> list[dict[str, Any]]:
     raise TypeError(f"data must be a list of dicts, a pandas DataFrame or an MLflow evaluation dataset, not {type(data).__name__}")
 
 
-def parsed_rows(pipeline: Any, records: Sequence[dict[str, Any]]) -> list[Any]:
+def task_of(judges: Sequence[Any], door: str) -> tuple[type[_TaskScorer], list[_TaskScorer]]:
+    """The task of ``judges``' own scorers (the base class their ``set_pipeline`` is on) and those scorers: one task
+    per evaluation, else ``ValueError``."""
+    ours = [j for j in judges if isinstance(j, _TaskScorer)]
+    if not ours:
+        raise ValueError(f"{door} needs at least one of this package's judges (ClaimAlignment, KeyPointCoverage, Grounding, "
+                         "InstructionFollowing; or the answers' judges)")
+    tasks = {next(c for c in type(j).__mro__ if "set_pipeline" in vars(c)) for j in ours}
+    if len(tasks) > 1:
+        raise ValueError(f"{door} judges one task at a time; these judges are of {len(tasks)}: {sorted(t.__name__ for t in tasks)}")
+    return tasks.pop(), ours
+
+
+def record_row(record: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """A row of ``data`` as MLflow hands it to a scorer: a trace's root span gives the inputs and outputs it lacks."""
+    trace = record.get("trace")
+    inputs, outputs = record.get("inputs"), record.get("outputs")
+    if trace is not None and hasattr(trace, "data"):
+        root = root_span(trace)
+        if root is not None:
+            inputs = root.inputs if inputs is None else inputs
+            outputs = root.outputs if outputs is None else outputs
+    return inputs, outputs, record.get("expectations"), trace
+
+
+def parsed_rows(pipeline: TaskPipeline, records: Sequence[dict[str, Any]]) -> list[Any]:
     """Each record as ``pipeline`` reads it; bad rows refused together before any judge call (``ValueError`` naming
     each row by its position and id, and what is wrong with it)."""
     parsed, bad = [], []
     for position, record in enumerate(records):
         try:
-            parsed.append(pipeline.parse(record.get("inputs"), record.get("outputs"), record.get("expectations")))
+            parsed.append(pipeline.parse(*record_row(record)))
         except ValueError as error:
             inputs = record.get("inputs")
             row_id = inputs.get(pipeline.keys.id) if isinstance(inputs, dict) else None
@@ -117,66 +147,77 @@ def parsed_rows(pipeline: Any, records: Sequence[dict[str, Any]]) -> list[Any]:
     return parsed
 
 
-def evaluate_summaries(
-    data: Any, judges: Sequence[Any] | None = None, *, predict_fn: Any = None, model_id: str | None = None, all_metrics: bool = False,
+def evaluate(
+    data: Any, judges: Sequence[Any], *, predict_fn: Any = None, model_id: str | None = None, all_metrics: bool = False,
     ter: bool = False, statistics: StatisticsOptions | None = None, **keywords: Any,
-) -> SummaryEvaluation:
-    """Judge the summaries of ``data`` and log one MLflow evaluation run (the active run, else a new one).
+) -> Evaluation:
+    """Judge the rows of ``data`` with ``judges`` (one task's, sharing one judge's settings; other MLflow scorers are
+    passed on as they are) and log one MLflow evaluation run (the active run, else a new one).
 
-    ``data``: what ``mlflow.genai.evaluate`` takes (a list of ``{"inputs": {"text": ..., "id": ...}, "outputs":
-    summary, "expectations": {"expected_response": reference}}``, a DataFrame of those columns, an MLflow evaluation
-    dataset). ``judges``: any of ``ClaimAlignment``, ``KeyPointCoverage``, ``Grounding`` (default: all three, the
-    judge from the environment), sharing one judge's settings; other MLflow scorers are passed on as they are.
+    ``data``: what ``mlflow.genai.evaluate`` takes (a list of ``{"inputs": ..., "outputs": ..., "expectations":
+    ...}``, a DataFrame of those columns, an MLflow evaluation dataset, or traces); the task's judges say where the
+    texts are. Rows that can be read before the evaluation are checked first: a row that cannot be read, or ids that
+    repeat, raise ``ValueError`` naming each (by position and id) before any judge call or run (a row without an id
+    is known by its texts' hash, so two rows of one source need ids). The judge is checked next (its model listing:
+    a wrong model, a refused key or an unreachable endpoint raises ``JudgeConfigError`` in seconds, before any run),
+    then every given row is judged in one batch, then ``mlflow.genai.evaluate`` runs with judges that read those
+    judgements (rows ``predict_fn`` produces are judged as they come), and the run's results are logged once.
 
-    Rows whose ids repeat are refused first (``ValueError`` naming them, before any judge call or run; a row without
-    an id is known by its source's hash, so two rows of one article need ids). The judge is checked next (its model
-    listing: a wrong model, a refused key or an unreachable endpoint raises ``JudgeConfigError`` in seconds, before
-    any run is started), then every row with a summary is judged in one batch, then ``mlflow.genai.evaluate`` runs
-    with judges that read those judgements (one feedback per judge per row; rows ``predict_fn`` summarises are
-    judged as they come), and the run's results are logged once.
-
-    ``model_id``: the logged model the summaries are from (``SummarizerModel.log(...).model_id``), linked to the run
-    as MLflow links an evaluated model. ``all_metrics``: log every figure as a run metric, not only the headline
-    ones (``summarization.metrics.run_metrics``; the report table holds them all either way). ``ter``: TER against
-    the references too (sacreBLEU; about 0.8 s per row). ``statistics`` (a ``stats.StatisticsOptions``, or its
-    fields as keywords: ``resamples=200``) sets the intervals. What else is judged the judges say (coverage with
-    ``KeyPointCoverage``, ``max_source_tokens`` theirs).
+    ``model_id``: the logged model the outputs are from, linked to the run as MLflow links an evaluated model.
+    ``all_metrics``: log every figure as a run metric, not only the headline ones (the report table holds them all
+    either way). ``ter``: TER against the references too (summaries; sacreBLEU; about 0.8 s per row).
+    ``statistics`` (a ``stats.StatisticsOptions``, or its fields as keywords: ``resamples=200``) sets the intervals.
     """
-    statistics = resolve("evaluate_summaries", keywords, statistics=statistics, judging=False).statistics
-    judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
-    ours = [j for j in judges if isinstance(j, _SummaryScorer)]
-    if not ours:
-        raise ValueError("evaluate_summaries needs at least one of ClaimAlignment, KeyPointCoverage or Grounding in judges")
-    pipeline = shared_pipeline(ours, ter=ter, statistics=statistics)
+    statistics = resolve("evaluate", keywords, statistics=statistics, judging=False).statistics
+    task, ours = task_of(judges, "evaluate")
+    pipeline = task.set_pipeline(ours, statistics=statistics, ter=ter)
     records = _records(data)
     if not records:
         raise ValueError("data has no rows: nothing to evaluate")
-    parsed = parsed_rows(pipeline, records)
-    unique_ids(parsed, id_key=pipeline.keys.id)
+    if predict_fn is None or task.inputs_suffice:
+        parsed = parsed_rows(pipeline, records)
+        pipeline.unique(parsed)
     pipeline.check()
-    ready = [p for p, r in zip(parsed, records) if "outputs" in r and predict_fn is None]
-    if ready:
-        pipeline.judge_all(ready)
-    needs = frozenset().union(*(j.needs for j in ours))
-    scored = ScoredRows(pipeline.judge, needs=needs, keys=pipeline.keys, pipeline=pipeline, all_metrics=all_metrics)
-    scorers = [j.bound_to(scored, aggregations=[]) if isinstance(j, _SummaryScorer) else j for j in judges]
+    if predict_fn is None:
+        pipeline.judge_all(parsed)
+    evaluation_rows = EvaluationRows(pipeline, all_metrics=all_metrics)
+    scorers = [j.bound_to(evaluation_rows, aggregations=[]) if isinstance(j, _TaskScorer) else j for j in judges]
     with _ONE_EVALUATION, _workers(EVALUATION_WORKERS):
         evaluation = mlflow.genai.evaluate(data=data, predict_fn=predict_fn, scorers=scorers, model_id=model_id)
     # The run's result is that of the rows the judges were handed, once they are the rows of ``data``, of MLflow's
     # ``result_df`` and of the run's traces; else the run is tagged and RunRowsMismatch says why.
     listed = len(evaluation.result_df) if evaluation.result_df is not None else 0
-    outcome = settle(scored, evaluation.run_id, expected=(len(records), listed))
+    outcome = evaluation_rows.settle(evaluation.run_id, expected=(len(records), listed))
     if outcome.result is None:
         raise RunRowsMismatch(outcome.error or "", evaluation.run_id)
-    return SummaryEvaluation(run_id=evaluation.run_id, result=outcome.result, mlflow_result=evaluation)
+    return Evaluation(run_id=evaluation.run_id, result=outcome.result, mlflow_result=evaluation)
 
 
-def evaluate_rewrites(data: Any, judges: Sequence[Any] | None = None, **keywords: Any) -> SummaryEvaluation:
-    """``evaluate_summaries`` for rewrites: ``data``'s rows are ``{"inputs": {"input": text, "instruction": what was
-    asked, "id": ...}, "outputs": rewrite}``, ``judges`` default ``rewrite_scorers(Judge())``. One trace per row with
-    its claim-alignment, coverage and instruction cards; the run's figures are ``judge_rewrites``' (no new facts,
-    nothing lost, ``instruction_following``), each row paired across runs by its input and its instruction."""
-    return evaluate_summaries(data, judges if judges is not None else rewrite_scorers(Judge()), **keywords)
+def evaluate_summaries(data: Any, judges: Sequence[Any] | None = None, **keywords: Any) -> Evaluation:
+    """``evaluate`` for summaries: ``data``'s rows are ``{"inputs": {"text": ..., "id": ...}, "outputs": summary,
+    "expectations": {"expected_response": reference}}``, ``judges`` default ``ClaimAlignment``, ``KeyPointCoverage``
+    and ``Grounding`` with the judge from the environment."""
+    return task_door("evaluate_summaries", data, judges, lambda: [ClaimAlignment(), KeyPointCoverage(), Grounding()], keywords)
+
+
+def evaluate_rewrites(data: Any, judges: Sequence[Any] | None = None, **keywords: Any) -> Evaluation:
+    """``evaluate`` for rewrites: ``data``'s rows are ``{"inputs": {"input": text, "instruction": what was asked,
+    "id": ...}, "outputs": rewrite}``, ``judges`` default ``rewrite_scorers(Judge())``. One trace per row with its
+    claim-alignment, coverage and instruction cards; the run's figures are ``judge_rewrites``' (no new facts, nothing
+    lost, ``instruction_following``), each row paired across runs by its input and its instruction."""
+    return task_door("evaluate_rewrites", data, judges, lambda: rewrite_scorers(Judge()), keywords)
+
+
+_EVALUATE_KEYWORDS = ("predict_fn", "model_id", "all_metrics", "ter", "statistics")
+
+
+def task_door(door: str, data: Any, judges: Sequence[Any] | None, default: Any, keywords: dict[str, Any]) -> Evaluation:
+    """``evaluate`` under a task's own name: its keywords checked first (an unknown one is a ``TypeError`` naming
+    ``door``, before a default judge is made), ``judges`` defaulting to ``default()``."""
+    fields = {k: v for k, v in keywords.items() if k not in _EVALUATE_KEYWORDS}
+    statistics = resolve(door, fields, statistics=keywords.get("statistics"), judging=False).statistics
+    given = {k: v for k, v in keywords.items() if k in _EVALUATE_KEYWORDS}
+    return evaluate(data, judges if judges is not None else default(), **{**given, "statistics": statistics})
 
 
 @contextlib.contextmanager
@@ -192,16 +233,19 @@ def _workers(count: int) -> Iterator[None]:
         os.environ.pop(MLFLOW_GENAI_EVAL_MAX_WORKERS.name, None)
 
 
-def log_summary_results(run_id: str, judges: Sequence[_SummaryScorer], data: Any = None) -> SummarizationResult:
-    """``log_results`` for summary scorers: the run's traces judged again by ``judges``' judge, the full report logged."""
-    judges = list(judges or [])
-    if not judges or not all(isinstance(j, _SummaryScorer) for j in judges):
-        raise ValueError("log_results needs judges=[...]: the scorers the evaluation ran with (ClaimAlignment, KeyPointCoverage, "
-                         "Grounding; or the answers' judges), whose judge judges the run's traces again")
+def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
+    """Log the full report of ``run_id``, a run plain ``mlflow.genai.evaluate`` made with ``judges`` (one task's, one
+    judge's): the run's traces are read once MLflow's trace writers are done, judged again by the judges' judge (its
+    cache answers what was asked: no call when it is on), checked to be the rows MLflow evaluated (the ``num_rows``
+    of the dataset it logged as the run's input; ``data``: what was evaluated, so that rows MLflow did not store are
+    named by their ids), and every figure is logged with its interval and n, the tables, the signature and the
+    plots. Returns the task's result. The report signs one judge: scorers made with different Judges (a cheaper one
+    for coverage) give their cards in the plain run, and their report one judge at a time."""
+    task, ours = task_of(list(judges or []), "log_results")
     refuse_a_run_with_results(run_id)
-    pipeline = shared_pipeline(judges)
-    rows = run_trace_rows(run_id, pipeline, "a source and a summary", data)
-    said_on_the_run(run_id, unique_ids, rows, id_key=pipeline.keys.id)
+    pipeline = task.set_pipeline(ours, statistics=StatisticsOptions())
+    rows = run_trace_rows(run_id, pipeline, data)
+    said_on_the_run(run_id, pipeline.unique, rows)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
     log_result(result, run_id=run_id, log_metrics=True)
@@ -222,7 +266,7 @@ def refuse_a_run_with_results(run_id: str) -> None:
         raise ValueError(f"run {run_id} holds the results of an evaluation already; evaluate again into a new run")
 
 
-def run_trace_rows(run_id: str, pipeline: Any, holding: str, data: Any = None) -> list[Any]:
+def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> list[Any]:
     """The rows of ``run_id``'s traces as ``pipeline`` reads them, once MLflow's trace writers are done; exactly the
     rows MLflow evaluated, else ``RunRowsMismatch`` (and the run's ``mgm.error`` tag) with both counts, and with
     ``data`` (what was evaluated) the ids of the rows MLflow did not store."""
@@ -230,10 +274,10 @@ def run_trace_rows(run_id: str, pipeline: Any, holding: str, data: Any = None) -
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
     if not rows:
-        raise ValueError(f"run {run_id} has no trace with {holding} to judge ({len(unusable)} traces that are not)")
+        raise ValueError(f"run {run_id} has no trace with {pipeline.holding} to judge ({len(unusable)} traces that are not)")
     evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
     if data is not None:
-        given = [str(pipeline.parse(r.get("inputs"), r.get("outputs"), r.get("expectations")).row.id) for r in _records(data)]
+        given = [str(pipeline.parse(*record_row(r)).row.id) for r in _records(data)]
         evaluated = len(given)
         stored = {str(row.row.id) for row in rows}
         lost = [row_id for row_id in given if row_id not in stored]
@@ -241,7 +285,10 @@ def run_trace_rows(run_id: str, pipeline: Any, holding: str, data: Any = None) -
         named = f" (not stored: ids {', '.join(lost[:20])}{' ...' if len(lost) > 20 else ''})" if data is not None and lost else ""
         raise RunRowsMismatch(fail(run_id, (
             f"the run evaluated {'its' if evaluated is None else evaluated} rows, {len(traces)} of their traces can be read "
-            f"back{named} and {len(rows)} of those hold {holding}"
+            f"back{named} and {len(rows)} of those hold {pipeline.holding}"
             + (f" (not: {', '.join(unusable[:5])}{', ...' if len(unusable) > 5 else ''})" if unusable else "")
             + "; evaluate the data again into a new run")), run_id)
     return rows
+
+
+SummaryEvaluation = AnswerEvaluation = Evaluation  # the task's own names for an evaluation run

@@ -1,5 +1,5 @@
-"""One judgement -> the one ``Feedback`` card each judge shows per row, native in MLflow's UI: what the card says
-is ``summarization.cards``'; here it becomes MLflow's.
+"""A card -> the one ``Feedback`` each judge shows per row, native in MLflow's UI: what the card says is the
+task's (``summarization.cards``, ``rewrites.cards``, ``rag.cards``); here it becomes MLflow's.
 
 - ``claim_alignment``: "yes"/"no" (MLflow's ``CategoricalRating``, as its own judges give), source ``LLM_JUDGE``
   named as MLflow names its judges' models (``openai:/<model>``), the Markdown rationale, the counts in metadata;
@@ -23,9 +23,8 @@ from mlflow.genai.judges import CategoricalRating
 from mlflow.tracing.constant import AssessmentMetadataKey
 
 from ..judge import Usage
-from ..rewrites.cards import instruction_card
-from ..summarization.cards import Card, claim_card, coverage_card, grounding_card
-from ..summarization.records import JudgePass, RowJudgement
+from ..summarization.cards import Card
+from ..summarization.records import JudgePass
 
 
 def judge_source(model: str) -> AssessmentSource:
@@ -34,7 +33,7 @@ def judge_source(model: str) -> AssessmentSource:
     return AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=model if ":/" in model else f"openai:/{model}")
 
 
-def judge_cost(judgement: RowJudgement, judge_pass: JudgePass, *, priced: bool) -> dict[str, Any]:
+def judge_cost(judgement: Any, judge_pass: JudgePass, *, priced: bool) -> dict[str, Any]:
     """What the calls of ``judge_pass`` for this row cost, under MLflow's assessment metadata keys, as its own judges
     write them: input and output tokens, and the cost in USD when the judge has prices (``priced``). Cache hits
     cost 0 tokens and 0.0 USD, and say so. Nothing when the judgement did not ask that pass."""
@@ -60,23 +59,3 @@ def card_feedback(name: str, card: Card, source: AssessmentSource, cost: dict[st
         return error_feedback(name, card.error, source, code=card.code, metadata=cost)
     value = (CategoricalRating.YES if card.value else CategoricalRating.NO) if isinstance(card.value, bool) else card.value
     return Feedback(name=name, value=value, rationale=card.rationale, source=source, metadata={**(card.metadata or {}), **cost})
-
-
-def claim_alignment_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
-    """Yes when the summary is faithful (``summarization.cards.claim_card``); ``priced``: the card says the cost."""
-    return card_feedback(name, claim_card(judgement), source, judge_cost(judgement, "claims", priced=priced))
-
-
-def key_point_coverage_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
-    """The share of the source's key points the summary covers, the missed ones listed first."""
-    return card_feedback(name, coverage_card(judgement), source, judge_cost(judgement, "key_points", priced=priced))
-
-
-def grounding_feedback(name: str, judgement: RowJudgement, source: AssessmentSource) -> Feedback:
-    """The model-free check needs no judge: a row the judge failed on still gets its grounding."""
-    return card_feedback(name, grounding_card(judgement), source, {})
-
-
-def instruction_feedback(name: str, judgement: RowJudgement, source: AssessmentSource, *, priced: bool = False) -> Feedback:
-    """Yes when the rewrite follows its instruction (``rewrites.cards.instruction_card``), with the judge's reason."""
-    return card_feedback(name, instruction_card(judgement), source, judge_cost(judgement, "instruction", priced=priced))

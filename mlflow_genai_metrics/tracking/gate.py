@@ -15,7 +15,7 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from ..judge import Judge
+from ..judge import ExampleSet, Judge
 from ..signature import parse_signature
 from ..stats import StatisticsOptions
 from ..summarization.comparison import (
@@ -65,6 +65,7 @@ def register_if_passing(
     require_stability: bool = False,
     champion_data: pd.DataFrame | str | Path | None = None,
     judge: Judge | None = None,
+    examples: Any = None,
     **keywords: Any,
 ) -> GateResult:
     """Register ``model_uri`` as a version of ``name`` only if the evaluation run ``run_id`` passes every rule.
@@ -85,7 +86,8 @@ def register_if_passing(
     candidate's unstable claims counted against it (``summarization.stability.counted_against``: each claim whose
     repeated verifications disagreed counted as contradicted); a candidate judged with each verification asked
     once (no ``stability`` in its signature) is refused. ``champion_data`` (the champion's outputs: a table or its path,
-    columns ``id``, ``text``, ``summary``) with ``judge`` (the candidate's ``Judge``) judges the champion's rows again
+    columns ``id``, ``text``, ``summary``) with ``judge`` (the candidate's ``Judge``; ``examples``: the examples
+    the candidate was judged with, if any; its stability is read from its signature) judges the champion's rows again
     at gate time and compares against that (``tracking.rejudge``): a judge that drifted since the champion was
     evaluated then judges both sides; the cache answers what has not changed. On a pass the version is registered and ``alias`` is moved to it; the
     version gets one tag per rule, ``mgm.gate.rule.<metric>`` = ``">= 0.9 actual 0.93 passed"`` (a champion
@@ -107,6 +109,8 @@ def register_if_passing(
     if champion_data is not None and (not beat_champion or judge is None):
         raise ValueError("champion_data is judged again to beat the champion: give it with beat_champion=True and the "
                          "candidate's judge (judge=Judge(...), the one its run was judged with)")
+    if examples is not None and champion_data is None:
+        raise ValueError("examples are the candidate's, to judge the champion's rows again with: give them with champion_data")
     client = MlflowClient()
     run = client.get_run(run_id)
     check_model_uri(model_uri)
@@ -122,7 +126,7 @@ def register_if_passing(
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
-        rejudge = (champion_data, judge) if champion_data is not None else None
+        rejudge = (champion_data, judge, ExampleSet.coerce(examples)) if champion_data is not None else None
         outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags,
                                        require_stability, report, rejudge)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
@@ -232,7 +236,7 @@ def _check_alias(alias: str) -> None:
 def _champion_outcomes(
     client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
     statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], require_stability: bool = False,
-    report: dict | None = None, rejudge: tuple[Any, Judge] | None = None,
+    report: dict | None = None, rejudge: tuple[Any, Judge, ExampleSet | None] | None = None,
 ) -> list[RuleOutcome]:
     """The decision's rules against the champion (``summarization.decision.decide``), this attempt counted on the
     champion's version (``run`` is the candidate's, with the ``figures`` the rules read and its ``report``, read once)."""
@@ -252,7 +256,9 @@ def _champion_outcomes(
     candidate, incumbent = evaluated_run(run, client, figures, report), load_run(champion_run_id, client)
     if rejudge is not None:  # the champion's side judged today, by the candidate's judge
         try:
-            again = rejudge_champion(incumbent, *rejudge, run, candidate.signature, f"{name} v{champion.version} judged again", client)
+            data, judge, examples = rejudge
+            again = rejudge_champion(incumbent, data, judge, run, candidate.signature, f"{name} v{champion.version} judged again", client,
+                                     examples)
         except ChampionDataError as error:
             return refused(f"refused: {error}")
         incumbent = again.run
@@ -262,7 +268,7 @@ def _champion_outcomes(
     if require_stability:
         if not parse_signature(candidate.signature).get("stability"):
             return refused("refused: stability is required, but the candidate was judged with each verification asked once "
-                           "(judge it with Judge(stability=k), k > 1, at the temperature it will be used at)")
+                           "(judge it with stability=k, k > 1, at the temperature it will be used at)")
         rows, counted = counted_against(candidate.rows, load_table(run.info.run_id, "claims", client))
         candidate = dataclasses.replace(candidate, rows=rows)
         tags["mgm.gate.stability"] = f"required: {counted} unstable claim(s) of the candidate counted as contradicted"

@@ -1,6 +1,6 @@
-"""The summarization judges as MLflow scorers: ``ClaimAlignment``, ``KeyPointCoverage`` and ``Grounding``; for
-rewrites also ``InstructionFollowing`` (``judge_sets.rewrite_scorers``: the claims and key points of a rewrite
-against its input, and its instruction).
+"""The judges as MLflow scorers, one class per card, for every task: the summaries' ``ClaimAlignment``,
+``KeyPointCoverage`` and ``Grounding``, the rewrites' ``InstructionFollowing`` (``rewrite_scorers``), and the base
+every task's scorers share (``_TaskScorer``; the answers' are in ``answer_judges``).
 
     from mlflow_genai_metrics import Judge
     from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage
@@ -10,13 +10,12 @@ against its input, and its instruction).
     ClaimAlignment(judge).register().start(sampling_config=ScorerSamplingConfig(sample_rate=1.0))
 
 Each is a ``Scorer`` with a name, a description and serialisable settings (``judge``: the judge model, base URL,
-options and prompt versions; never the key), and gives one ``Feedback`` per row (``feedback``; a judge's card
-carries the tokens and cost of its own judge calls under MLflow's assessment metadata keys). Each asks only
-what its card needs (``ClaimAlignment`` the claim passes, ``KeyPointCoverage`` the key-point passes, ``Grounding``
-no judge), with the ``Judge`` it was made with. In plain ``mlflow.genai.evaluate`` MLflow aggregates the cards'
-values itself (``claim_alignment/mean``, ...); the run's full report is ``log_results(run_id, judges)`` afterwards,
-or comes from ``evaluate_summaries`` at once (``scored_rows``). A scorer keeps no row and puts nothing on MLflow's
-objects: one scorer may serve evaluations at once.
+options and prompt versions; never the key: ``spec.JudgeSpec``), and gives one ``Feedback`` per row (its card; a
+judge's card carries the tokens and cost of its own judge calls under MLflow's assessment metadata keys). Each
+asks only what its card needs, with the ``Judge`` it was made with. In plain ``mlflow.genai.evaluate`` MLflow
+aggregates the cards' values itself (``claim_alignment/mean``, ...); the run's full report is
+``log_results(run_id, judges)`` afterwards, or comes from ``evaluate`` at once (``rows``). A scorer keeps no row of
+an evaluation and puts nothing on MLflow's objects: one scorer may serve evaluations at once.
 
 MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the
 judge as a ``@scorer`` whose body imports this package and rebuilds the judge from the settings its signature
@@ -30,100 +29,117 @@ from __future__ import annotations
 import json
 import threading
 import types
-import typing
-from typing import Any, ClassVar, Literal
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import pydantic
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
 from mlflow.genai.scorers import Scorer, scorer
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
 from ..grounding.model import model_tag
-from ..judge import Declared, Judge, JudgeConfigError, JudgeSettings, declared
-from ..prompts import PROMPT_NAMES, load_prompt
-from ..summarization.records import RowJudgement
-from .feedback import (
-    claim_alignment_feedback,
-    error_feedback,
-    grounding_feedback,
-    instruction_feedback,
-    judge_source,
-    key_point_coverage_feedback,
-)
-from .genai import InputKeys, trace_id_of
-from .scored_rows import CLAIMS, GROUNDING, INSTRUCTION, KEY_POINTS, Call, ScoredRows
+from ..judge import ExampleSet, Judge, JudgeConfigError, Preflight
+from ..rewrites.cards import instruction_card
+from ..stats import StatisticsOptions
+from ..summarization.cards import Card, claim_card, coverage_card, grounding_card
+from ..summarization.method import Method
+from ..summarization.options import JudgingOptions
+from ..summarization.records import JudgePass, RowJudgement
+from .feedback import card_feedback, error_feedback, judge_cost, judge_source
+from .genai import InputKeys, Pipeline, trace_id_of
+from .pipeline import TaskPipeline
+from .rows import Call, EvaluationRows
+from .spec import YES_NO, JudgeSpec, judge_and_spec
+
+# What a summary scorer's card reads of a row: its claims, its source's key points, the grounding check, a rewrite's instruction check.
+CLAIMS, KEY_POINTS, GROUNDING, INSTRUCTION = "claims", "key_points", "grounding", "instruction"
 
 
-def installed_prompts() -> dict[str, str]:
-    """Each prompt's version tag in this installation (``v1-3f2a``), as the signature pins them."""
-    return {name: load_prompt(name).tag.split(":", 1)[1] for name in PROMPT_NAMES}
+class _TaskScorer(Scorer):
+    """What every judge of every task shares: it reads a row as its task's ``TaskPipeline`` does, gives one card per
+    row (``card``, with the tokens and cost of its own ``judge_pass``), and has a registrable form.
 
+    In plain ``mlflow.genai.evaluate`` it judges each row itself (``plain_pipeline``), its judge checked once for
+    all its rows; bound to an evaluation (``bound_to``: ``evaluate``) it reads that evaluation's judgements and
+    records every call for ``EvaluationRows.settle``. A task adds its scorers as subclasses: a ``judge_kind``, a
+    ``card`` and how its rows are judged (``plain_pipeline``, ``set_pipeline``)."""
 
-def _travelling(setting: Declared) -> tuple[Any, Any]:
-    """A setting's field in ``JudgeSpec``: one of a model's type (``Prices``) as its dump, and one read from the
-    environment when left out (``model``, ``base_url``: default None, type not optional) required."""
-    annotation = dict[str, Any] | None if setting.model is not None else setting.field.annotation
-    required = setting.default is None and type(None) not in typing.get_args(annotation)
-    return annotation, (... if required else setting.default)
+    judge_kind: ClassVar[str]
+    judge_pass: ClassVar[JudgePass | None] = None  # the calls whose tokens and cost the card carries
+    inputs_suffice: ClassVar[bool] = True  # a row can be read from ``inputs`` before the application answers
+    _evaluation: EvaluationRows | None = PrivateAttr(default=None)
+    _preflight: Preflight | None = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)  # MLflow digests every feedback
 
+    # -- what a task says --------------------------------------------------------------------------------------------
 
-_Travelling: Any = pydantic.create_model(
-    "_Travelling", __config__=ConfigDict(frozen=True, extra="forbid"), __module__=__name__,
-    **{setting.name: _travelling(setting) for setting in declared(JudgeSettings) if setting.spec},
-)
+    def card(self, judgement: Any) -> Card:
+        """This judge's card for a judged row."""
+        raise NotImplementedError
 
+    def source(self) -> AssessmentSource:
+        raise NotImplementedError
 
-YES_NO = Literal["yes", "no"]  # a yes/no judge's value type, as MLflow's built-in judges declare theirs
+    def priced(self) -> bool:
+        return False
 
-class JudgeSpec(_Travelling):
-    """A judge's serialisable settings: what rebuilds the same judge elsewhere. The settings ``JudgeSettings`` marks
-    ``spec`` (``model``, ``base_url``, ``temperature``, ...), whether it caches, and the versions of its prompts.
-    Never the API key (the rebuilt judge reads ``OPENAI_API_KEY`` where it runs) nor credentials in the base URL
-    (shown as ``***``)."""
+    def live_judge(self) -> Judge | None:
+        return None
 
-    cache: bool = True
-    prompts: dict[str, str] = pydantic.Field(default_factory=installed_prompts)
+    def method(self) -> Method:
+        """How this judge's claims are verified (a judge that asks no model: the default, unused)."""
+        return Method()
+
+    def plain_pipeline(self) -> TaskPipeline:
+        """The pipeline that judges a row of plain ``mlflow.genai.evaluate`` (asking only what the card needs)."""
+        raise NotImplementedError
 
     @classmethod
-    def of(cls, judge: Judge) -> JudgeSpec:
-        """The settings of ``judge``."""
-        s = judge.settings
-        values = {name: getattr(s, name) for name in _Travelling.model_fields}
-        values = {name: v.model_dump(exclude_none=True) if isinstance(v, BaseModel) else v for name, v in values.items()}
-        return cls(**{**values, "base_url": s.shown_url}, cache=s.cache_dir is not None)
+    def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False) -> TaskPipeline:
+        """One pipeline for a set of this task's judges, judging each row once for all of them."""
+        raise NotImplementedError
 
-    def build(self) -> Judge:
-        """The judge these settings describe; refused when this installation's prompts are not the ones named."""
-        if self.prompts != installed_prompts():
-            raise ValueError(
-                f"this judge was set up with the prompts {self.prompts}, but this installation of mlflow_genai_metrics "
-                f"has {installed_prompts()}: its numbers would not be the same judge's. Install the version it was "
-                "registered with, or register the judge again."
-            )
-        if "***" in self.base_url:
-            raise ValueError(f"the judge's base URL {self.base_url} held credentials, which its settings never keep: pass the key as OPENAI_API_KEY")
-        options = self.model_dump(exclude={"model", "base_url", "cache", "prompts"})
-        return Judge(self.model, self.base_url, **options, **({} if self.cache else {"cache_dir": None}))
+    # -- scoring -----------------------------------------------------------------------------------------------------
 
+    def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None) -> Feedback:
+        evaluation = self._evaluation
+        pipeline = evaluation.pipeline if evaluation is not None else self.plain_pipeline()
+        record = evaluation.record if evaluation is not None else lambda call: None
+        try:
+            parsed = pipeline.parse(inputs, outputs, expectations, trace)
+        except ValueError as error:
+            record(Call(self.name, trace_id_of(trace), None, valued=False))
+            return error_feedback(self.name, str(error), self.source(), code="BAD_ROW")
+        try:
+            judgement = pipeline.judgement(parsed)
+        except JudgeConfigError as error:  # every later row fails at once, with no call (the preflight remembers it)
+            record(Call(self.name, parsed.trace_id, parsed, valued=False, config_error=str(error)))
+            return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
+        feedback = self.feedback(judgement)
+        record(Call(self.name, parsed.trace_id, parsed, valued=_aggregated(feedback.value)))
+        return feedback
 
-def judge_and_spec(judge: Judge | JudgeSpec | dict | None) -> tuple[Judge | None, JudgeSpec | dict]:
-    """A scorer's ``judge`` argument as the live ``Judge`` it asks (None: built from the settings when first needed)
-    and the settings it carries: a ``Judge`` as it is, None as the environment's judge, settings as they are."""
-    live = Judge() if judge is None else judge if isinstance(judge, Judge) else None
-    return live, JudgeSpec.of(live) if live is not None else judge
+    def feedback(self, judgement: Any) -> Feedback:
+        """This judge's one feedback for a judged row."""
+        cost = judge_cost(judgement, self.judge_pass, priced=self.priced()) if self.judge_pass else {}
+        return card_feedback(self.name, self.card(judgement), self.source(), cost)
 
+    def own_preflight(self) -> Preflight:
+        """The judge's check, once for every plain row of this judge."""
+        with self._lock:
+            if self._preflight is None:
+                self._preflight = Preflight(self.live_judge())
+            return self._preflight
 
-class Registrable:
-    """The registrable form a judge scorer shares (``_SummaryScorer``, ``answer_judges._AnswerScorer``): MLflow
-    serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the judge as
-    a ``@scorer`` whose body (``registered_body``, a module-level function of the judge's family) imports this
-    package and rebuilds the judge from the settings its signature carries as a default value."""
+    def bound_to(self, evaluation: EvaluationRows, **update: Any) -> _TaskScorer:
+        """A copy of this judge reading (and recording into) ``evaluation`` (``update``: fields to change, e.g.
+        ``aggregations=[]``)."""
+        copy = self.model_copy(update=update)
+        copy._evaluation, copy._lock = evaluation, threading.Lock()
+        return copy
 
-    registered_body: ClassVar[Any]
-    judge_kind: ClassVar[str]
-    _dumped: tuple[str, dict[str, Any]] | None  # (settings, dump), a private attribute of each scorer class: MLflow digests every feedback
-
-    # -- the registrable form -----------------------------------------------------------------------------------------
+    # -- the registrable form: MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass ----
 
     def settings(self) -> dict[str, Any]:
         """Everything that rebuilds this judge, JSON-ready (``rebuilt(settings)``)."""
@@ -131,11 +147,11 @@ class Registrable:
         return {"kind": self.judge_kind, **fields}
 
     def registrable(self) -> Scorer:
-        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body imports this
-        package and rebuilds the judge from ``settings()``, which its signature carries as a default value."""
-        body = type(self).registered_body
+        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body
+        (``task_judge``) imports this package and rebuilds the judge from ``settings()``, which its signature carries
+        as a default value."""
         defaults = (None, None, None, None, self.settings())
-        func = types.FunctionType(body.__code__, body.__globals__, body.__name__, defaults)
+        func = types.FunctionType(task_judge.__code__, task_judge.__globals__, task_judge.__name__, defaults)
         return scorer(func, name=self.name, description=self.description, aggregations=[])
 
     def register(self, *, name: str | None = None, experiment_id: str | None = None) -> Scorer:
@@ -159,73 +175,25 @@ class Registrable:
         return dict(self._dumped[1])
 
 
-
-
-class _SummaryScorer(Registrable, Scorer):
-    """What every judge shares: where the texts are in a row, how it reads rows, one feedback per row."""
-
-    source_key: str = "text"
-    id_key: str = "id"
-    category_key: str = "category"
-    instruction_key: str | None = None  # rewrites: the instruction's key in ``inputs`` (``rewrite_scorers``)
-    judge_kind: ClassVar[str]
-    needs: ClassVar[frozenset[str]]  # the parts of a row's judgement its feedback reads
-    _rows: ScoredRows | None = PrivateAttr(default=None)
-    _rows_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)
-
-    # -- scoring ----------------------------------------------------------------------------------------------------
-
-    def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None) -> Feedback:
-        scored = self.scored_rows()
-        try:
-            parsed = scored.parse(inputs, outputs, expectations, trace)
-        except ValueError as error:
-            scored.record(Call(self.name, trace_id_of(trace), None, valued=False))
-            return error_feedback(self.name, str(error), self.source(), code="BAD_ROW")
-        try:
-            judgement = scored.judgement(parsed, self.needs)
-        except JudgeConfigError as error:
-            scored.preflight.failed(error)  # every later row fails at once, with no call
-            scored.record(Call(self.name, parsed.trace_id, parsed, valued=False, config_error=str(error)))
-            return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
-        feedback = self.feedback(judgement)
-        scored.record(Call(self.name, parsed.trace_id, parsed, valued=_aggregated(feedback.value)))
-        return feedback
-
-    def feedback(self, judgement: RowJudgement) -> Feedback:
-        """This judge's one feedback for a judged row."""
-        raise NotImplementedError
-
-    def source(self) -> AssessmentSource:
-        raise NotImplementedError
-
-    def scored_rows(self) -> ScoredRows:
-        """How this judge reads rows: on its own, or in an ``evaluate_summaries`` call (``bound_to``)."""
-        with self._rows_lock:
-            if self._rows is None:
-                self._rows = self._own_rows()
-            return self._rows
-
-    def _own_rows(self) -> ScoredRows:
-        return ScoredRows(None, needs=self.needs, keys=self.input_keys())
-
-    def input_keys(self) -> InputKeys:
-        return InputKeys(self.source_key, self.id_key, self.category_key, self.instruction_key)
-
-    def bound_to(self, rows: ScoredRows, **update: Any) -> _SummaryScorer:
-        """A copy of this judge reading ``rows`` (``update``: fields to change, e.g. ``aggregations=[]``)."""
-        copy = self.model_copy(update=update)
-        copy._rows, copy._rows_lock = rows, threading.Lock()
-        return copy
-
-
-class _JudgedScorer(_SummaryScorer):
-    """A judge that asks the judge model: its settings, and the live ``Judge`` it was made with (kept in-process)."""
+class _Judged(_TaskScorer):
+    """A judge that asks the judge model: its settings, the live ``Judge`` it was made with (kept in-process), and
+    how its claims are verified (``stability``, ``order_check``, ``examples``: ``summarization.method.Method``)."""
 
     judge: JudgeSpec
     max_source_tokens: int | None = None
+    # the method's own fields (declared once, in ``Method``): a bad value is refused when the judge is made
+    stability: int = Method.model_fields["stability"]
+    order_check: float = Method.model_fields["order_check"]
+    examples: ExampleSet | None = Method.model_fields["examples"]
     _live: Judge | None = PrivateAttr(default=None)
+
+    @pydantic.field_validator("examples", mode="before")
+    @classmethod
+    def _read_examples(cls, value: Any) -> ExampleSet | None:
+        return ExampleSet.coerce(value)
+
+    def method(self) -> Method:
+        return Method(stability=self.stability, order_check=self.order_check, examples=self.examples)
 
     def __init__(self, judge: Judge | JudgeSpec | dict | None = None, /, **data: Any):
         live, spec = judge_and_spec(data.pop("judge") if "judge" in data else judge)
@@ -238,10 +206,6 @@ class _JudgedScorer(_SummaryScorer):
             self._live = self.judge.build()
         return self._live
 
-    def _own_rows(self) -> ScoredRows:
-        return ScoredRows(self.live_judge(), needs=self.needs, keys=self.input_keys(), max_source_tokens=self.max_source_tokens,
-                          grounding=self.instruction_key is None)  # rewrites are judged without the grounding check
-
     def source(self) -> AssessmentSource:
         return judge_source(self.judge.model)
 
@@ -250,7 +214,58 @@ class _JudgedScorer(_SummaryScorer):
         return self.judge.prices is not None
 
 
-class ClaimAlignment(_JudgedScorer):
+class _SummaryScorer(_TaskScorer):
+    """A judge of summaries (and rewrites): where the texts are in a row, what of a row's judgement its card reads."""
+
+    source_key: str = "text"
+    id_key: str = "id"
+    category_key: str = "category"
+    instruction_key: str | None = None  # rewrites: the instruction's key in ``inputs`` (``rewrite_scorers``)
+    needs: ClassVar[frozenset[str]]  # the parts of a row's judgement its card reads
+
+    def input_keys(self) -> InputKeys:
+        return InputKeys(self.source_key, self.id_key, self.category_key, self.instruction_key)
+
+    def plain_pipeline(self) -> Pipeline:
+        """A pipeline for one row, asking only what this card needs (``ClaimAlignment`` the claim passes,
+        ``KeyPointCoverage`` the key-point passes, ``InstructionFollowing`` the instruction, ``Grounding`` no judge),
+        so scorers made with different Judges never wait for one another."""
+        needs, judge = self.needs, self.live_judge()
+        grounding = GROUNDING in needs or (CLAIMS in needs and self.instruction_key is None)  # rewrites: no check
+        options = JudgingOptions(coverage=KEY_POINTS in needs, grounding=grounding, max_source_tokens=getattr(self, "max_source_tokens", None),
+                                 method=self.method())
+        return Pipeline(judge, options=options, keys=self.input_keys(), claims=CLAIMS in needs, instruction=INSTRUCTION in needs,
+                        preflight=self.own_preflight())
+
+    @classmethod
+    def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False) -> Pipeline:
+        """One pipeline for ``judges`` (they must share the judge's settings and where the texts are); coverage only
+        when a ``KeyPointCoverage`` is among them; TER against the references with ``ter``."""
+        judged = [j for j in judges if isinstance(j, _Judged)]
+        keys = one_setting(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
+        if not judged:
+            return Pipeline(None, options=JudgingOptions(coverage=False, ter=ter), statistics=statistics, keys=keys)
+        one_setting(judged, "one judge's settings", lambda j: j.judge)
+        options = JudgingOptions(
+            coverage=any(KEY_POINTS in j.needs for j in judges), ter=ter,
+            max_source_tokens=one_setting(judged, "max_source_tokens", lambda j: j.max_source_tokens),
+            method=one_setting(judged, "one method (stability, order_check, examples)", lambda j: j.method()),
+            # rewrites are judged without the grounding check (as ``judge_rewrites``), unless a Grounding judge asks for it
+            grounding=keys.instruction is None or any(GROUNDING in j.needs for j in judges),
+        )
+        return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys)
+
+
+def one_setting(judges: Sequence[Any], what: str, read: Any) -> Any:
+    """What ``read`` gives for every judge of a set, which must be one value (``ValueError`` naming them): a set
+    judges each row once for all its judges."""
+    values = {repr(read(j)): read(j) for j in judges}
+    if len(values) > 1:
+        raise ValueError(f"the judges of one set judge each row once, so they must share {what}; got {sorted(values)}")
+    return next(iter(values.values()))
+
+
+class ClaimAlignment(_Judged, _SummaryScorer):
     """Is the summary faithful to the source? "yes" when the summary makes claims and the source supports every one
     (``strictly_aligned``), else "no": a contradicted claim or an unverifiable one (idk, what an invented detail
     looks like) makes it "no". The rationale says why, then lists every claim with its verdict and reason."""
@@ -266,12 +281,13 @@ class ClaimAlignment(_JudgedScorer):
     # (agg_all, agg_any and majority_vote take a yes/no judge; mean refuses it up front).
     feedback_value_type: ClassVar[Any] = YES_NO
     needs: ClassVar[frozenset[str]] = frozenset({CLAIMS})
+    judge_pass: ClassVar[JudgePass | None] = "claims"
 
-    def feedback(self, judgement: RowJudgement) -> Feedback:
-        return claim_alignment_feedback(self.name, judgement, self.source(), priced=self.priced())
+    def card(self, judgement: RowJudgement) -> Card:
+        return claim_card(judgement)
 
 
-class KeyPointCoverage(_JudgedScorer):
+class KeyPointCoverage(_Judged, _SummaryScorer):
     """What share of the source's key points does the summary cover? The rationale lists the missed and covered ones."""
 
     name: str = "key_point_coverage"
@@ -279,12 +295,13 @@ class KeyPointCoverage(_JudgedScorer):
     judge_kind: ClassVar[str] = "key_point_coverage"
     feedback_value_type: ClassVar[Any] = float
     needs: ClassVar[frozenset[str]] = frozenset({KEY_POINTS})
+    judge_pass: ClassVar[JudgePass | None] = "key_points"
 
-    def feedback(self, judgement: RowJudgement) -> Feedback:
-        return key_point_coverage_feedback(self.name, judgement, self.source(), priced=self.priced())
+    def card(self, judgement: RowJudgement) -> Card:
+        return coverage_card(judgement)
 
 
-class InstructionFollowing(_JudgedScorer):
+class InstructionFollowing(_Judged, _SummaryScorer):
     """Does the rewrite follow its instruction? "yes" or "no" with the judge's reason (one call per row; an empty
     rewrite is "no" with no call). The rewrite is ``outputs``, its input ``inputs["input"]`` and its instruction
     ``inputs["instruction"]`` (``source_key``, ``instruction_key``)."""
@@ -296,6 +313,7 @@ class InstructionFollowing(_JudgedScorer):
     judge_kind: ClassVar[str] = "instruction_following"
     feedback_value_type: ClassVar[Any] = YES_NO
     needs: ClassVar[frozenset[str]] = frozenset({INSTRUCTION})
+    judge_pass: ClassVar[JudgePass | None] = "instruction"
 
     @pydantic.field_validator("instruction_key")
     @classmethod
@@ -304,8 +322,8 @@ class InstructionFollowing(_JudgedScorer):
             raise ValueError("InstructionFollowing needs instruction_key: the key of the instruction in each row's inputs")
         return value
 
-    def feedback(self, judgement: RowJudgement) -> Feedback:
-        return instruction_feedback(self.name, judgement, self.source(), priced=self.priced())
+    def card(self, judgement: RowJudgement) -> Card:
+        return instruction_card(judgement)
 
 
 class Grounding(_SummaryScorer):
@@ -317,29 +335,38 @@ class Grounding(_SummaryScorer):
     feedback_value_type: ClassVar[Any] = float
     needs: ClassVar[frozenset[str]] = frozenset({GROUNDING})
 
-    def feedback(self, judgement: RowJudgement) -> Feedback:
-        return grounding_feedback(self.name, judgement, self.source())
+    def card(self, judgement: RowJudgement) -> Card:
+        return grounding_card(judgement)
 
     def source(self) -> AssessmentSource:
         return AssessmentSource(source_type=AssessmentSourceType.CODE, source_id=model_tag())
 
 
-KINDS = types.MappingProxyType({cls.judge_kind: cls for cls in (ClaimAlignment, KeyPointCoverage, InstructionFollowing, Grounding)})
+def kinds() -> dict[str, type[_TaskScorer]]:
+    """Every judge class loaded, by its ``judge_kind``: each task's scorers register themselves by subclassing."""
+    found, todo = {}, [_TaskScorer]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "judge_kind" in vars(cls):
+            found[cls.judge_kind] = cls
+    return found
 
 
-def rebuilt(settings: dict[str, Any]) -> _SummaryScorer:
+def rebuilt(settings: dict[str, Any]) -> _TaskScorer:
     """The judge ``settings()`` describe, made anew for each call of the registrable form: nothing is kept for the
     process, so no judge (or its rows) reaches another call. No preflight: a wrong model is the call's
     ``JUDGE_CONFIG_ERROR``, from its first request."""
     fields = dict(settings)
-    judge = KINDS[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
-    judge.scored_rows().preflight.skip()
+    judge = kinds()[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
+    judge.own_preflight().skip()
     return judge
 
 
-def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, settings=None):
+def task_judge(inputs=None, outputs=None, expectations=None, trace=None, settings=None):
     """The registrable form of a judge: MLflow stores this body and the signature (whose ``settings`` default names
     the judge), and runs them where the scorer is loaded."""
+    import mlflow_genai_metrics.tracking  # noqa: F401  (every task's judges, loaded)
     from mlflow_genai_metrics.tracking.judges import rebuilt
 
     return rebuilt(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
@@ -348,6 +375,3 @@ def summary_judge(inputs=None, outputs=None, expectations=None, trace=None, sett
 def _aggregated(value: Any) -> bool:
     """Whether MLflow aggregates a feedback of this value: a number or a yes/no (as its ``aggregation`` module)."""
     return isinstance(value, (int, float, bool)) or (isinstance(value, str) and value.lower() in ("yes", "no"))
-
-
-_SummaryScorer.registered_body = staticmethod(summary_judge)

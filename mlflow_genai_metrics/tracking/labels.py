@@ -24,6 +24,18 @@ exact pieces (``people``), logged as ``people/<metric>`` (``strict_alignment`` f
 ``answer_faithfulness``, ``instruction_following`` for ``instruction_following``) with ``_ci_low``, ``_ci_high``,
 ``_n`` (rows judged), ``_labelled``; below ``people.MIN_LABELS`` labels only ``_n`` and ``_labelled`` are logged (no
 figure a rule could pass on) and the run's ``mgm.people.<metric>`` tag says "too few labels", as a gate rule on it does.
+
+**Grounding re-calibrated on the same labels**, where the run's traces carry the model-free ``grounding`` score:
+``people.recalibrated_grounding`` on the labelled drawn rows (people's verdict on the card as "consistent"),
+cross-validated there, logged as ``people/grounding`` (the mean re-calibrated score), ``people/grounded_rate`` (the
+share at or above 0.5 of it), ``people/grounding_ece_before`` and ``_ece_after`` (calibration error on the labels,
+after: out-of-fold) and ``people/grounding_labelled``, the calibration used named in the tag
+``mgm.grounding.recalibrated_on`` and the line in ``mgm.people.grounding``; below ``people.MIN_RECALIBRATION_LABELS``
+labels only ``_labelled``, the shipped calibration named and "too few labels" said instead of a number.
+
+**Two runs' estimates compared**: ``people_difference(first, second)`` (``people.estimate_difference``: MOVER of the
+two intervals), which ``compare_runs`` adds to its table where both runs have an estimate; it assumes
+``people.DIFFERENCE_ASSUMES``.
 """
 
 from __future__ import annotations
@@ -42,13 +54,16 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
-from ..people import PeopleEstimate, ppi_proportion
-from ..summarization.verdicts import trace_verdicts
+from ..people import PeopleDifference, PeopleEstimate, Recalibration, estimate_difference, ppi_proportion, recalibrated_grounding
+from ..summarization.gating import RECALIBRATED
+from ..summarization.verdicts import latest_feedback, trace_verdicts
 from .genai import root_span
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
 SAMPLE_ARTIFACT = "mgm_label_sample.json"
 PEOPLE_TAG = "mgm.people"
+GROUNDING = "grounding"  # the model-free check's feedback name on a trace (a number in [0, 1])
+RECALIBRATED_TAG = "mgm.grounding.recalibrated_on"  # beside run_logging's mgm.grounding.calibrated_on
 # A card people answer, the question its label schema asks, and the run figure it estimates.
 CARDS = {
     "claim_alignment": ("Is every claim of the summary supported by the source? yes or no", "strict_alignment"),
@@ -83,6 +98,7 @@ class PeopleReport:
     outside_sample: int
     judge_failed: int
     unlabelled: int
+    grounding: Recalibration | None = None  # None: the run's traces carry no grounding score
 
     @property
     def sentence(self) -> str:
@@ -93,6 +109,30 @@ class PeopleReport:
         apart += [f"{_count(self.judge_failed, 'drawn row')} the judge failed on (left out)"] * bool(self.judge_failed)
         apart += [f"{_count(self.unlabelled, 'drawn row')} not labelled yet"] * bool(self.unlabelled)
         return head + ("; " + "; ".join(apart) if apart else "")
+
+    @property
+    def grounding_sentence(self) -> str | None:
+        """The re-calibrated grounding's line, naming the calibration (None without grounding scores)."""
+        g = self.grounding
+        if g is None:
+            return None
+        if g.too_few:
+            return f"grounding re-calibrated on people's labels: {g.too_few}; the calibration used: {g.calibration}"
+        return (f"grounding re-calibrated on people's labels: mean {g.mean:.3g}, grounded (>= 0.5) {g.grounded_rate:.3g}; calibration "
+                f"error {g.ece_before:.3g} before, {g.ece_after:.3g} after (out-of-fold, {g.labelled} labels); the calibration used: {g.calibration}")
+
+    @property
+    def lines(self) -> list[str]:
+        """What ``mgm people``, ``mgm agreement`` and ``mgm evaluate`` print: the estimate, and grounding's line."""
+        return [self.sentence, *([self.grounding_sentence] if self.grounding is not None else [])]
+
+    def grounding_metrics(self) -> dict[str, float]:
+        """``people/grounding``, ``people/grounded_rate``, ``_ece_before``, ``_ece_after``, ``_labelled`` (only the
+        last below the labels re-calibration needs)."""
+        g = self.grounding
+        if g is None:
+            return {}
+        return {name: float(getattr(g, field)) for name, field in RECALIBRATED.items() if not g.too_few or field == "labelled"}
 
 
 def _count(number: int, what: str) -> str:
@@ -192,18 +232,62 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
     drawn = {t.info.trace_id for t in traces if SAMPLE_TAG in t.info.tags}
     judge_all = [v.judge for v in verdicts.values() if v.judge is not None]
     pairs = [(v.judge, v.human) for trace, v in verdicts.items() if trace in drawn and v.judge is not None and v.human is not None]
+    scores = {t.info.trace_id: _grounding_of(t) for t in traces}
+    positions = {t.info.trace_id: int(t.info.tags[SAMPLE_TAG]) for t in traces if SAMPLE_TAG in t.info.tags}
+    # in draw order: the cross-validation's folds then depend on the seed and the labels alone
+    labelled = sorted((t for t in drawn if verdicts[t].human is not None and scores[t] is not None), key=positions.__getitem__)
+    grounding = None if all(v is None for v in scores.values()) else recalibrated_grounding(
+        [np.nan if v is None else v for v in scores.values()], [scores[t] for t in labelled], [verdicts[t].human for t in labelled])
     report = PeopleReport(
         run_id, metric,
         ppi_proportion(judge_all, [j for j, _ in pairs], [h for _, h in pairs]),
         outside_sample=sum(v.human is not None for trace, v in verdicts.items() if trace not in drawn),
         judge_failed=sum(verdicts[trace].judge is None for trace in drawn),
         unlabelled=sum(verdicts[trace].judge is not None and verdicts[trace].human is None for trace in drawn),
+        grounding=grounding,
     )
     if log:
         figures = report.estimate.as_metrics(metric)
         if report.estimate.too_few is not None:  # no figure a rule could pass on below the count at which the interval
             figures = {k: v for k, v in figures.items() if k.endswith(("_n", "_labelled"))}  # holds: the tag says why
+        figures.update(report.grounding_metrics())
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(name, float(value), now, 0) for name, value in figures.items()])
         client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", report.sentence[:5000])
+        if grounding is not None:
+            client.set_tag(run_id, f"{PEOPLE_TAG}.{GROUNDING}", report.grounding_sentence[:5000])
+            client.set_tag(run_id, RECALIBRATED_TAG, grounding.calibration)
     return report
+
+
+def _grounding_of(trace) -> float | None:
+    """The trace's latest valid ``grounding`` score (None: none, or not a number)."""
+    found = [a for a in trace.info.assessments if a.name == GROUNDING and getattr(a, "feedback", None) is not None
+             and a.valid is not False and a.error is None]
+    value = latest_feedback(found).value if found else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def people_difference(first_run_id: str, second_run_id: str, metric: str | None = None) -> PeopleDifference:
+    """The second run's people's estimate minus the first's (as logged by ``people_estimate``), with its interval
+    (``people.estimate_difference``). Refused when either run has no estimate, or the two answer different questions."""
+    client = MlflowClient()
+    runs = [client.get_run(run_id) for run_id in (first_run_id, second_run_id)]
+    cards = [run.data.tags.get(f"{SAMPLE_TAG}.card") for run in runs]
+    if cards[0] != cards[1]:
+        raise ValueError(f"runs {first_run_id} and {second_run_id} were labelled on different questions ({cards[0]} and {cards[1]}): "
+                         "their people's estimates are not of the same rate")
+    metric = metric or (CARDS[cards[0]][1] if cards[0] in CARDS else "strict_alignment")
+    found = [PeopleEstimate.from_metrics(run.data.metrics, metric) for run in runs]
+    for run, estimate in zip(runs, found):
+        if estimate is None:
+            raise ValueError(f"run {run.info.run_id} has no people/{metric}: draw a sample (mgm label-sample), label it, then mgm people")
+    return estimate_difference(found[0], found[1])
+
+
+def people_lines(run_id: str, *, log: bool = False) -> list[str]:
+    """The people's estimate lines of a run that has a sample (none for a run without one): what ``mgm evaluate``
+    and ``mgm agreement`` print after their figures."""
+    if f"{SAMPLE_TAG}.seed" not in MlflowClient().get_run(run_id).data.tags:
+        return []
+    return people_estimate(run_id, log=log).lines

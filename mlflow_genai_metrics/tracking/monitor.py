@@ -23,6 +23,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import AssessmentSourceType
 
+from ..stats import StatisticsOptions
 from ..summarization.warnings import RunWarning, verification_warning
 from .genai import root_span, trace_rows
 
@@ -84,18 +85,20 @@ def score_traces(
     judges of ``answer_scorers`` for a RAG application's traces (question and answer from the root span, passages
     from its RETRIEVER spans, as ``evaluate_answers`` reads them). The judge is
     checked before any trace (``JudgeConfigError`` in seconds for a wrong model, key or endpoint)."""
-    from .answer_judges import _AnswerScorer, answer_rows_of
-    from .judge_sets import shared_pipeline
-    from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _SummaryScorer
+    from .evaluate import task_of
+    from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
 
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
-    answers = bool(judges) and all(isinstance(j, _AnswerScorer) for j in judges)
-    if not judges or not (answers or all(isinstance(j, _SummaryScorer) for j in judges)):
+    try:
+        if not judges or not all(isinstance(j, _TaskScorer) for j in judges):
+            raise ValueError("not judges")
+        task, judges = task_of(judges, "score_traces")
+    except ValueError:
         raise ValueError("score_traces takes either summary judges (ClaimAlignment, KeyPointCoverage, Grounding) or answer "
-                         "judges (AnswerFaithfulness, AnswerRelevance, ContextSufficiency)")
-    pipeline = answer_rows_of(judges) if answers else shared_pipeline(judges)
+                         "judges (AnswerFaithfulness, AnswerRelevance, ContextSufficiency), one task's at a time") from None
+    pipeline = task.set_pipeline(judges, statistics=StatisticsOptions())
     experiment_id = _experiment_id(experiment)
-    (pipeline.preflight if answers else pipeline).check()
+    pipeline.check()
     mlflow.flush_trace_async_logging()  # this process's own traces, written in the background, are read whole
     traces = mlflow.search_traces(locations=[experiment_id], filter_string=filter_string, return_type="list")
     names = {j.name for j in judges}
@@ -104,11 +107,7 @@ def score_traces(
     deferred = max(len(rows) - max_traces, 0) if max_traces is not None else 0
     rows = rows[: len(rows) - deferred]
     done = {t.info.trace_id: _ours(t, names) for t in todo}
-    if answers:
-        pipeline.judge_all(rows)
-        judgements = [pipeline.judgement(parsed) for parsed in rows]
-    else:
-        judgements = pipeline.judge_all(rows) if rows else []
+    judgements = pipeline.judge_all(rows) if rows else []
     roots = {t.info.trace_id: root_span(t) for t in todo}
     stale = {t.info.trace_id: _error_cards(t, names) for t in todo}
     for parsed, judgement in zip(rows, judgements):

@@ -26,11 +26,12 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from ..judge import Judge
+from ..judge import ExampleSet, Judge
 from ..signature import Signature
 from ..stats import StatisticsOptions
 from ..summarization.api import judge_summaries
 from ..summarization.ids import canonical_id
+from ..summarization.method import Method
 from ..summarization.options import JudgingOptions
 from ..tables import read_table
 from .compare import EvaluatedRun, load_run
@@ -65,9 +66,10 @@ class Rejudged:
 
 
 def rejudge_champion(champion: EvaluatedRun, data: pd.DataFrame | str | Path, judge: Judge, candidate: Run,
-                     signature: str, label: str, client: MlflowClient) -> Rejudged:
-    """Judge ``data`` (the champion's outputs) with ``judge`` under the options of the candidate's ``signature``, log
-    it beside the ``candidate`` run as ``label``, and check it is the champion's run's rows (``ChampionDataError``)."""
+                     signature: str, label: str, client: MlflowClient, examples: ExampleSet | None = None) -> Rejudged:
+    """Judge ``data`` (the champion's outputs) with ``judge`` under the options of the candidate's ``signature`` (its
+    stability; ``examples``: those it was judged with, which the signature names by their tag), log it beside the
+    ``candidate`` run as ``label``, and check it is the champion's run's rows (``ChampionDataError``)."""
     if not isinstance(judge, Judge):
         raise TypeError(f"judging the champion again needs the candidate's mlflow_genai_metrics.Judge, not {type(judge).__name__}")
     table = read_table(data) if isinstance(data, (str, Path)) else data
@@ -79,7 +81,7 @@ def rejudge_champion(champion: EvaluatedRun, data: pd.DataFrame | str | Path, ju
     if missing:
         raise ChampionDataError(f"champion_data has no column {missing} (it has {list(table.columns)}): give the table the "
                                 "champion's evaluation read: id, text, summary" + (", reference" if references else ""))
-    options, statistics = _options(parsed)
+    options, statistics = _options(parsed, examples)
     result = judge_summaries(table["text"].tolist(), table["summary"].tolist(), judge=judge, ids=table["id"].tolist(),
                              references=table["reference"].tolist() if references else None, options=options,
                              statistics=statistics, progress=False)
@@ -92,12 +94,20 @@ def rejudge_champion(champion: EvaluatedRun, data: pd.DataFrame | str | Path, ju
     return Rejudged(load_run(run.info.run_id, client), len(result.rows), drifted, compared, int(result.usage.calls))
 
 
-def _options(signature: Signature) -> tuple[JudgingOptions, StatisticsOptions]:
-    """The judging and statistics options a signature records."""
+def _options(signature: Signature, examples: ExampleSet | None = None) -> tuple[JudgingOptions, StatisticsOptions]:
+    """The judging and statistics options a signature records, with ``examples`` when it names them (refused when
+    they are not the ones it names: their tag is signed, not their content)."""
     judge = signature.judge
+    signed, given = judge.examples if judge else None, examples.tag if examples is not None else None
+    if signed != given:
+        raise ValueError(f"the candidate was judged with {f'the examples {signed}' if signed else 'no examples'}, and "
+                         f"{f'the examples {given}' if given else 'none'} were given to judge the champion again with: give the "
+                         "candidate's own (examples=, --examples FILE)")
+    method = Method(stability=judge.stability or 1 if judge else 1, examples=examples)
     options = JudgingOptions(
         coverage=judge is not None and "keypoints" in judge.prompts, grounding=signature.grounding is not None,
         ter=bool(signature.reference and "ter" in signature.reference), max_source_tokens=judge.chunk if judge else None,
+        method=method,
     )
     defaults = StatisticsOptions()
     statistics = StatisticsOptions(
