@@ -27,22 +27,20 @@ each verdict stratum's exact Clopper-Pearson interval of people's rate, combined
 labels are independent binomial samples and F's error is uncorrelated with them, so the pieces add as MOVER
 assumes. It covers the rate people would give on rows like these (what every other interval of a run means, and
 what a gate or a comparison of two runs needs), and so, a fortiori, people's rate over these N rows (measured on
-both). An interval for these N rows alone (finite-population pieces, each stratum's hypergeometric interval) would
-be narrower only where much of the run is labelled, and there it under-covers (0.82-0.89 with 75-80% of 20, 50 or
-100 rows labelled, measured while designing this): it is not offered. ``ppi_mean_interval`` writes
-``ppi-python``'s closed forms (an independent unlabelled sample, the normal interval) once, to compare with it;
-``tests/test_people.py`` does.
+both). One for these N rows alone (hypergeometric pieces) under-covers where it would be narrower (0.82-0.89 with
+75-80% of 20-100 rows labelled): not offered. ``ppi_mean_interval``: ``ppi-python``'s closed forms, to compare.
 
 **Two runs' estimates compared** (``estimate_difference``): the second's minus the first's, its interval the two
 intervals combined by MOVER (low: d - sqrt((e2 - l2)^2 + (h1 - e1)^2), high alike). It assumes what
 ``DIFFERENCE_ASSUMES`` says: labels on independent random samples of each run's rows, the same question on both.
 
 **Re-calibrating grounding**: logit(p') = a + b logit(grounding), fitted on the labelled rows by Platt's method
-(logistic loss, with his smoothed targets (k+1)/(k+2) and 1/(m+2) so that labels of one class still give a finite
-fit), ``form="shift+scale"`` (a and b, b >= 0) or ``"shift"`` (a alone, b = 1). The calibration error before and
-after is the expected calibration error over ten equal-width bins (as ``meta_evaluation.calibration_error``), the
-"after" one measured on out-of-fold predictions (k-fold cross-validation on the labelled rows); the Brier score
-is given beside it.
+(logistic loss, his smoothed targets (k+1)/(k+2) and 1/(m+2): labels of one class still give a finite fit),
+``form="shift+scale"`` (a and b, b >= 0) or ``"shift"`` (a alone). The mean of p' over the run estimates people's
+rate; the re-calibrated ``grounded`` calls that share of the rows grounded, those grounding ranks highest (from grounding ``cut``). A
+cut at p' = 0.5 cannot: where the score ranks poorly and people find 6.5% consistent, p' < 0.5 on every row and the
+label says 0% (5-24 points off at 100 labels, benchmarks/bench_people.py). The calibration error before and after
+is the ECE over ten equal-width bins, "after" on out-of-fold predictions (k-fold on the labelled rows); Brier beside.
 """
 
 from __future__ import annotations
@@ -93,7 +91,6 @@ class PeopleEstimate:
         name = f"people/{metric}"
         return {name: self.estimate, f"{name}_ci_low": self.ci_low, f"{name}_ci_high": self.ci_high,
                 f"{name}_n": float(self.n), f"{name}_labelled": float(self.labelled)}
-
 
     @classmethod
     def from_metrics(cls, metrics, metric: str) -> PeopleEstimate | None:
@@ -275,7 +272,7 @@ def _clopper_pearson(successes, trials, alpha):
 @dataclass(frozen=True)
 class Recalibration:
     """The grounding score re-calibrated on people's labels: ``scores`` for every row (NaN where the input had none),
-    ``grounded`` (1 where the re-calibrated score >= 0.5), ``grounded_rate`` and ``mean`` over the scored rows,
+    ``grounded`` (1 on the top ``mean`` share of rows by score, from the shipped score ``cut``), ``grounded_rate`` and ``mean``,
     ``shift`` a and ``scale`` b of logit(p') = a + b logit(grounding), and the calibration error on the labelled
     rows before and after (ECE over ten bins; after: out-of-fold), with the Brier score beside. Below
     ``MIN_RECALIBRATION_LABELS`` labels the shipped calibration is kept (``too_few`` says so)."""
@@ -292,17 +289,14 @@ class Recalibration:
     brier_before: float
     brier_after: float
     too_few: str | None = None
-
-    @property
-    def grounded(self) -> np.ndarray:
-        return np.where(np.isnan(self.scores), np.nan, (self.scores >= 0.5).astype(float))
+    grounded: np.ndarray = field(repr=False, default_factory=lambda: np.empty(0))
+    cut: float = 0.5  # the shipped score from which rows are grounded (below too few labels: the model's own 0.5)
 
     @property
     def calibration(self) -> str:
         """What the card names: which calibration the numbers use."""
-        if self.too_few:
-            return "shipped (the training mix)"
-        return f"re-calibrated on {self.labelled} people's labels (Platt, {self.form}: a={self.shift:.3f}, b={self.scale:.3f})"
+        return "shipped (the training mix)" if self.too_few else (f"re-calibrated on {self.labelled} people's labels (Platt, {self.form}: a={self.shift:.3f}, b={self.scale:.3f}; "
+                f"grounded: the top {self.grounded_rate:.1%} of rows, from grounding {self.cut:.3f})")
 
 
 def recalibrated_grounding(
@@ -322,10 +316,11 @@ def recalibrated_grounding(
     labelled = len(people)
     ece_before = calibration_error(people, scored) if labelled else math.nan
     brier_before = float(np.mean((scored - people) ** 2)) if labelled else math.nan
+    scored_all = ~np.isnan(scores_all)
     if labelled < max(min_labels, folds, 2):
-        usable = scores_all[~np.isnan(scores_all)]
-        return Recalibration(scores_all.copy(), _share(usable >= 0.5), _mean(usable), 0.0, 1.0, "shipped", labelled, ece_before,
-                             math.nan, brier_before, math.nan, f"too few labels to re-calibrate grounding: {labelled} (needs {max(min_labels, folds, 2)})")
+        usable, grounded = scores_all[scored_all], np.where(scored_all, scores_all >= 0.5, np.nan)
+        return Recalibration(scores_all.copy(), _share(usable >= 0.5), _mean(usable), 0.0, 1.0, "shipped", labelled, ece_before, math.nan,
+                             brier_before, math.nan, f"too few labels to re-calibrate grounding: {labelled} (needs {max(min_labels, folds, 2)})", grounded)
     z = _logit(scored)
     out_of_fold = np.empty(labelled)
     order = np.random.default_rng(seed).permutation(labelled)
@@ -335,9 +330,14 @@ def recalibrated_grounding(
         out_of_fold[part] = expit(a + b * z[part])
     a, b = _platt(z, people, form)
     recalibrated = np.where(np.isnan(scores_all), np.nan, expit(a + b * _logit(scores_all)))
-    usable = recalibrated[~np.isnan(recalibrated)]
-    return Recalibration(recalibrated, _share(usable >= 0.5), _mean(usable), a, b, form, labelled, ece_before,
-                         calibration_error(people, out_of_fold), brier_before, float(np.mean((out_of_fold - people) ** 2)))
+    # people's share of the rows, as p' estimates it: those rows the score ranks highest (one order, ties by position)
+    order = np.flatnonzero(scored_all)[np.argsort(-scores_all[scored_all], kind="stable")]
+    top = order[: int(round(_mean(recalibrated[scored_all]) * len(order)))] if len(order) else order
+    grounded = np.where(scored_all, 0.0, np.nan)
+    grounded[top] = 1.0
+    return Recalibration(recalibrated, _share(grounded[scored_all]), _mean(recalibrated[scored_all]), a, b, form, labelled, ece_before,
+                         calibration_error(people, out_of_fold), brier_before, float(np.mean((out_of_fold - people) ** 2)), None,
+                         grounded, float(scores_all[top[-1]]) if len(top) else math.inf)
 
 
 def _share(flags: np.ndarray) -> float:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import mlflow
 from browser import chromium_path, interact, render
 from helpers import judge_for
+from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, first_sentence, frame, summary_for
 
 from mlflow_genai_metrics import evaluate_summaries, judge_summaries
@@ -18,6 +21,11 @@ PLOTS = ("mgm_plot_metrics.png", "mgm_plot_verdicts.png")
 OPEN_CARD = ['[data-component-id="mlflow.assistant.chat_panel.close"]',
              '[data-component-id="shared.model-trace-explorer.assessments-pane-toggle"]',
              '[data-component-id="shared.model-trace-explorer.toggle-assessment-expanded"]']
+
+
+def page_text(dom: str) -> str:
+    """A page's text: its DOM without the tags, entities read."""
+    return html.unescape(re.sub(r"<[^>]+>", "", dom))
 
 
 def card_shows(value: str) -> str:
@@ -206,3 +214,45 @@ def header_texts(dom: str) -> list[str]:
     parser.feed(dom)
     return [text.strip() for text in parser.found]
 
+
+
+def test_a_labelling_sample_s_review_queue_and_people_s_figures_are_seen_in_the_ui(scripted_server, mlflow_ui, ui_store, tmp_path):
+    """Issue 48: the drawn sample's review queue on the experiment's Review queue page (its name, its traces, the
+    card's question), then, labelled, people's estimate on the run page, and two runs' difference on the comparison."""
+    from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+    from mlflow_genai_metrics.testing import SummarizationJudgeScript
+    from mlflow_genai_metrics.tracking import compare_runs, label_sample, people_estimate
+
+    server = scripted_server(SummarizationJudgeScript())
+    person = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="ann@example.com")
+    run_ids, samples = [], []
+    for run in range(2):
+        rows = [{"inputs": {"text": f"Article {k}. The club {k} won on Saturday.", "id": f"u{k}"},
+                 "outputs": f"The club {k} won." + (f" The striker {k} scored." if (k + run) % 3 == 0 else "")} for k in range(8)]
+        with mlflow.start_run(run_name=f"labelled-{run}") as started:
+            evaluate_summaries(rows, [ClaimAlignment(judge_for(server))])
+        run_ids.append(started.info.run_id)
+        samples.append(label_sample(started.info.run_id, 5, seed=1))
+    experiment_id = mlflow.get_run(run_ids[0]).info.experiment_id
+    name = f"mgm sample of run {run_ids[0]}"
+    queue = render(f"{mlflow_ui.url}/#/experiments/{experiment_id}/review-queue?selectedQueueId={samples[0].queue}",
+                   screenshot=tmp_path / "review-queue.png")
+    assert name in queue and f"mgm sample of run {run_ids[1]}" in queue and "Needs review (5)" in queue
+    shown = page_text(queue)  # the queue's table: the 5 drawn rows of the first run, no other
+    drawn = {int(row_id[1:]) for row_id in samples[0].row_ids}
+    assert [k for k in range(8) if f"Article {k}. The club {k} won" in shown] == sorted(drawn)
+    reports = []
+    for run_id, sample in zip(run_ids, samples):
+        for k, trace_id in enumerate(sample.trace_ids):
+            mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="yes" if k % 2 == 0 else "no", source=person)
+        reports.append(people_estimate(run_id))
+    run_page = render(mlflow_ui.run_url(experiment_id, run_ids[1]), screenshot=tmp_path / "people-run.png")
+    sentence = reports[1].sentence
+    assert f"{sentence[:1].upper()}{sentence[1:]}" in page_text(run_page)  # the run's description says it, first on the page
+    assert "people/strict_alignment_ci_low" in run_page
+    table = compare_runs(run_ids, log=True)
+    comparison = render(mlflow_ui.run_url(experiment_id, table.attrs["comparison_run_id"]), screenshot=tmp_path / "people-difference.png",
+                        height=1400)
+    difference = MlflowClient().get_run(table.attrs["comparison_run_id"]).data.tags["mgm.people_difference.1"]
+    assert difference in page_text(comparison)  # in full, in the run's description (the tag's value is cut short on the page)

@@ -151,11 +151,30 @@ def test_recalibration_on_the_labels_reduces_the_calibration_error():
         assert found.ece_after < found.ece_before / 2 and found.brier_after < found.brier_before
         assert abs(found.mean - people.mean()) < abs(scores.mean() - people.mean()) / 3
         assert found.scores.shape == scores.shape and found.labelled == 200 and "re-calibrated on 200" in found.calibration
-        assert found.grounded_rate == pytest.approx(np.mean(found.scores >= 0.5))
+        assert found.grounded_rate == np.mean(found.grounded) == np.mean(scores >= found.cut)
+        assert found.grounded_rate == pytest.approx(found.mean, abs=1 / 3000)  # the share people's rate is estimated at
     # the fit recovers the inverse map, logit p = (logit score - 2) / 2: a = -1, b = 0.5
     assert (found.shift, found.scale) != (0, 1)
     full = recalibrated_grounding(scores, scores[picked], people[picked])
     assert full.shift == pytest.approx(-1.0, abs=0.45) and full.scale == pytest.approx(0.5, abs=0.15)
+
+
+def test_the_recalibrated_grounded_rate_follows_people_s_rate_where_the_score_ranks_poorly():
+    """Issue 48: a score that ranks barely better than chance (AUC about 0.6) on a set people find 6.5% consistent,
+    and one they find 87% consistent: a cut at re-calibrated 0.5 would call 0% and 100% grounded; the label's share
+    is within a few points of people's rate over the set (100 labels, 200 seeded draws each)."""
+    rng = np.random.default_rng(11)
+    for rate in (0.065, 0.869):
+        people = (rng.random(2000) < rate).astype(int)
+        scores = expit(rng.normal(0.4 * people, 1.0) + 1.0)  # too high, and ranking poorly
+        errors, at_half = [], []
+        for _ in range(200):
+            picked = rng.choice(2000, 100, replace=False)
+            found = recalibrated_grounding(scores, scores[picked], people[picked])
+            errors.append(abs(found.grounded_rate - people.mean()))
+            at_half.append(abs(np.mean(found.scores >= 0.5) - people.mean()))
+            assert found.cut == np.min(scores[found.grounded == 1]) and found.grounded_rate == np.mean(found.grounded)
+        assert np.mean(errors) < 0.05 and np.mean(at_half) > 0.06, (rate, np.mean(errors), np.mean(at_half))
 
 
 def test_recalibration_leaves_missing_scores_out_and_keeps_the_shipped_calibration_below_its_minimum():
@@ -166,6 +185,8 @@ def test_recalibration_leaves_missing_scores_out_and_keeps_the_shipped_calibrati
     assert found.labelled == 55 and np.isnan(found.scores[:5]).all() and not np.isnan(found.scores[5:]).any()
     few = recalibrated_grounding(scores, scores[5:5 + MIN_RECALIBRATION_LABELS - 1], people[5:5 + MIN_RECALIBRATION_LABELS - 1])
     assert few.too_few and few.calibration.startswith("shipped") and np.array_equal(few.scores, scores, equal_nan=True)
+    assert few.cut == 0.5 and few.grounded_rate == np.nanmean(few.grounded) == np.mean(scores[5:] >= 0.5)  # the model's own cut
+    assert np.isnan(found.grounded[:5]).all() and found.grounded_rate == np.mean(found.grounded[5:])
     assert math.isnan(few.ece_after)
     one_class = recalibrated_grounding(scores, scores[5:45], np.zeros(40))  # Platt's targets keep the fit finite
     assert np.isfinite(one_class.shift) and one_class.mean < scores[5:].mean()

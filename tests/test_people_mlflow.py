@@ -120,6 +120,12 @@ def test_people_s_rate_is_estimated_from_the_sample_s_labels_only_and_a_gate_rul
     assert "1 label on rows not drawn (not used)" in logged.tags["mgm.people.strict_alignment"]
     passed = register_if_passing(uri, "people-gated", run_id=run_id, rules={"people/strict_alignment_ci_low": f">= {expected.ci_low - 0.01:.3f}"})
     assert passed.passed and passed.registered_version is not None
+    # the run's description: the latest estimate (the one-label estimate replaced), then the latest gate decision
+    note = MlflowClient().get_run(run_id).data.tags["mlflow.note.content"]
+    estimate, gate = note.split("<!-- mlflow_genai_metrics gate decision -->\n")
+    assert estimate.startswith("<!-- mlflow_genai_metrics people's estimate -->\n**People's strict_alignment: ")
+    assert report.sentence[1:] in estimate and "too few labels" not in estimate and note.count("people's estimate -->") == 1
+    assert gate.startswith("**Registry gate (people-gated): passed, registered version")
 
 
 def test_mgm_label_sample_and_mgm_people_print_where_to_label_and_the_estimate(scripted_server, mlflow_store, capsys):
@@ -182,7 +188,7 @@ def test_grounding_is_recalibrated_on_the_sample_s_labels_and_says_too_few_below
     assert logged.tags["mgm.grounding.recalibrated_on"] == expected.calibration and expected.calibration.startswith("re-calibrated on 14")
     assert logged.tags["mgm.grounding.calibrated_on"]  # the shipped calibration stays named beside it
     line = logged.tags["mgm.people.grounding"]
-    assert f"mean {expected.mean:.3g}, grounded (>= 0.5) {expected.grounded_rate:.3g}" in line and expected.calibration in line
+    assert f"mean {expected.mean:.3g}, grounded {expected.grounded_rate:.3g}" in line and expected.calibration in line
     capsys.readouterr()
     assert mgm(["people", "--run-id", run_id, "--no-log"]) == 0
     assert capsys.readouterr().out.splitlines() == report.lines and len(report.lines) == 2

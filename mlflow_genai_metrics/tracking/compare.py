@@ -29,7 +29,7 @@ from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.run_table import DECISION_METRIC, comparison_table, disagreements, people_differences, test_labels
 from .labels import SAMPLE_TAG
-from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, set_note_section
 
 
 @dataclass(frozen=True)
@@ -177,10 +177,14 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
     if note:
         client.set_tag(run_id, "mgm.note", note)
     client.set_tag(run_id, "mgm.decision_metric", DECISION_METRIC)
-    for number, line in enumerate(disagreements(table), start=1):
-        client.set_tag(run_id, f"mgm.disagreement.{number}", line[:4900])
-    for number, line in enumerate(people_differences(table), start=1):
-        client.set_tag(run_id, f"mgm.people_difference.{number}", line[:4900])
+    lines = {"disagreement": disagreements(table), "people_difference": people_differences(table)}
+    for kind, found in lines.items():
+        for number, line in enumerate(found, start=1):
+            client.set_tag(run_id, f"mgm.{kind}.{number}", line[:4900])
+    # the run's description, the first thing its page shows: what was compared, and those lines in full
+    said = [f"- {line}" for found in lines.values() for line in found]
+    head = f"**Comparison of {', '.join(labels.values())}**: every metric's difference and test in `{ARTIFACT_DIR}/comparison.json`."
+    set_note_section(client, run_id, "comparison", "\n".join([head, *([""] + said if said else [])])[:7900])
     with tempfile.TemporaryDirectory(prefix="mgm-compare-") as tmp:
         folder = Path(tmp) / ARTIFACT_DIR
         (folder / "plots").mkdir(parents=True)

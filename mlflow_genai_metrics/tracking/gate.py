@@ -41,7 +41,7 @@ from ..summarization.unreadable import infrastructure_failed
 from .compare import evaluated_run, load_run, load_table, run_figures, run_report
 from .errors import is_bad_input
 from .rejudge import ChampionDataError, rejudge_champion
-from .run_logging import SIGNATURE_TAG
+from .run_logging import SIGNATURE_TAG, set_note_section
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
 ATTEMPTS_TAG = "mgm.gate.attempts"  # on the champion's version: the gate attempts against it that spent a test
@@ -176,17 +176,10 @@ def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateR
     for key, value in {DECISION_TAG: line[:4900], **tags}.items():
         client.set_tag(run_id, key, value)
     client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
-    # The run's description (the first thing its page shows): the person's own text, then the latest decision.
-    own = client.get_run(run_id).data.tags.get(_NOTE_TAG, "").split(_DECISION_MARK)[0].rstrip()
     rules = "\n".join(_rule_lines(result.outcomes, marks=True))
     head = (f"passed, registered version {result.registered_version}" if result.passed
             else f"failed {len(failed)} of {len(result.outcomes)} rules, nothing registered")
-    decision = f"{_DECISION_MARK}\n**Registry gate ({name}): {head}**\n\n{rules}\n\nEvery rule's test: `{DECISION_TABLE}`."
-    client.set_tag(run_id, _NOTE_TAG, f"{own}\n\n{decision}" if own else decision)
-
-
-_NOTE_TAG = "mlflow.note.content"  # MLflow's run description
-_DECISION_MARK = "<!-- mlflow_genai_metrics gate decision -->"
+    set_note_section(client, run_id, "gate decision", f"**Registry gate ({name}): {head}**\n\n{rules}\n\nEvery rule's test: `{DECISION_TABLE}`.")
 
 
 def check_model_uri(model_uri: str) -> None:

@@ -27,8 +27,8 @@ figure a rule could pass on) and the run's ``mgm.people.<metric>`` tag says "too
 
 **Grounding re-calibrated on the same labels**, where the run's traces carry the model-free ``grounding`` score:
 ``people.recalibrated_grounding`` on the labelled drawn rows (people's verdict on the card as "consistent"),
-cross-validated there, logged as ``people/grounding`` (the mean re-calibrated score), ``people/grounded_rate`` (the
-share at or above 0.5 of it), ``people/grounding_ece_before`` and ``_ece_after`` (calibration error on the labels,
+cross-validated there, logged as ``people/grounding`` (the mean re-calibrated score), ``people/grounded_rate`` (that
+mean's share of the rows, those grounding ranks highest, called grounded), ``people/grounding_ece_before`` and ``_ece_after`` (calibration error on the labels,
 after: out-of-fold) and ``people/grounding_labelled``, the calibration used named in the tag
 ``mgm.grounding.recalibrated_on`` and the line in ``mgm.people.grounding``; below ``people.MIN_RECALIBRATION_LABELS``
 labels only ``_labelled``, the shipped calibration named and "too few labels" said instead of a number.
@@ -58,6 +58,7 @@ from ..people import PeopleDifference, PeopleEstimate, Recalibration, estimate_d
 from ..summarization.gating import RECALIBRATED
 from ..summarization.verdicts import latest_feedback, trace_verdicts
 from .genai import root_span
+from .run_logging import set_note_section
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
 SAMPLE_ARTIFACT = "mgm_label_sample.json"
@@ -118,7 +119,7 @@ class PeopleReport:
             return None
         if g.too_few:
             return f"grounding re-calibrated on people's labels: {g.too_few}; the calibration used: {g.calibration}"
-        return (f"grounding re-calibrated on people's labels: mean {g.mean:.3g}, grounded (>= 0.5) {g.grounded_rate:.3g}; calibration "
+        return (f"grounding re-calibrated on people's labels: mean {g.mean:.3g}, grounded {g.grounded_rate:.3g}; calibration "
                 f"error {g.ece_before:.3g} before, {g.ece_after:.3g} after (out-of-fold, {g.labelled} labels); the calibration used: {g.calibration}")
 
     @property
@@ -257,6 +258,8 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
         if grounding is not None:
             client.set_tag(run_id, f"{PEOPLE_TAG}.{GROUNDING}", report.grounding_sentence[:5000])
             client.set_tag(run_id, RECALIBRATED_TAG, grounding.calibration)
+        set_note_section(client, run_id, "people's estimate", "\n\n".join(f"**{line[:1].upper()}{line[1:]}**" if k == 0 else line
+                                                                          for k, line in enumerate(report.lines)))
     return report
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import tempfile
 import time
@@ -73,6 +74,8 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
 
 
+NOTE_TAG = "mlflow.note.content"  # MLflow's run description, the first thing a run's page shows
+_NOTE_SECTION = re.compile(r"\n*<!-- mlflow_genai_metrics (.+?) -->\n")
 GROUNDING_CALIBRATION_TAG = "mgm.grounding.calibrated_on"  # the data the grounding score and its 0.5 cut are calibrated on
 
 
@@ -211,3 +214,13 @@ def _evaluated_models(client: MlflowClient, run_id: str) -> list[str]:
 
 class LoggingFailedError(RuntimeError):
     """Logging a result to MLflow failed after everything was judged; the message says where the tables are kept."""
+
+
+def set_note_section(client: MlflowClient, run_id: str, section: str, text: str) -> None:
+    """Put ``text`` in the run's description under ``section`` (a gate's decision, people's estimate): the person's
+    own text stays first, each of our sections after it in the order first written, replaced by its latest."""
+    parts = _NOTE_SECTION.split(client.get_run(run_id).data.tags.get(NOTE_TAG, ""))
+    sections = {name: body.rstrip() for name, body in zip(parts[1::2], parts[2::2])}
+    sections[section] = text
+    own = [parts[0].rstrip()] if parts[0].strip() else []
+    client.set_tag(run_id, NOTE_TAG, "\n\n".join([*own, *(f"<!-- mlflow_genai_metrics {name} -->\n{body}" for name, body in sections.items())]))
