@@ -251,3 +251,45 @@ def test_rows_the_judge_failed_on_are_checked_by_the_worker_too(scripted_server,
     monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
     in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
     assert row_columns(worker) == row_columns(in_loop) and claim_columns(worker) == claim_columns(in_loop)
+
+
+LEAN = """
+import sys, threading
+from mlflow_genai_metrics.grounding.vectors import load_vectors
+from mlflow_genai_metrics.grounding.words import stem
+words = sorted({t.lstrip("#").lower() for t in load_vectors().rows if t.lstrip("#").isalpha()})
+stems = [stem(w) for w in words]  # a process of one thread: the lean load
+lean = dict(nltk_left=sorted(m for m in sys.modules if m.startswith("nltk")),
+            scipy="scipy.stats" in sys.modules, threads=threading.active_count())
+import nltk  # the real package after it, whole
+from nltk.stem.porter import PorterStemmer
+plain = PorterStemmer()
+print(repr(dict(lean, words=len(words), differ=[w for w, s in zip(words, stems) if plain.stem(w) != s][:5],
+                real=hasattr(nltk, "word_tokenize"))))
+"""
+
+
+def test_the_worker_s_stemmer_loads_without_nltk_s_package_and_stems_as_nltk_does():
+    """Issue 47: in a process of one thread (the grounding worker) the Porter stemmer's module loads without running
+    ``nltk/__init__`` (2 s of CPU: scipy.stats, NLTK's corpora and metrics), leaves no ``nltk`` module behind, and
+    stems every word of the word-vector vocabulary exactly as NLTK's own import does; a later ``import nltk`` is the
+    real package."""
+    import ast
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", LEAN], capture_output=True, text=True, timeout=120, check=True)
+    found = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert found["threads"] == 1 and found["words"] > 15_000 and found["differ"] == []
+    assert found["nltk_left"] == [] and found["real"]
+    assert not found["scipy"]  # NLTK's package imports scipy.stats (its collocations' metrics): it never ran
+
+
+def test_with_other_threads_the_stemmer_is_nltk_s_plain_import():
+    """Where another thread could be importing ``nltk`` meanwhile, no bare stand-in is ever put in ``sys.modules``:
+    the plain import, which leaves the whole package loaded."""
+    import subprocess
+
+    code = ("import threading, time, sys\nthreading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
+            "from mlflow_genai_metrics.grounding.words import stem\nprint(stem('running'), 'nltk' in sys.modules, 'nltk.collocations' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["run", "True", "True"]

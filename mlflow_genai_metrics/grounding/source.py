@@ -106,10 +106,6 @@ class SourceIndex:
             self._lower = {t.lower for s in self.sentences for t in s.tokens}
         return self._lower
 
-    def meaning(self) -> tuple[np.ndarray, np.ndarray]:
-        """(vectors of the source's distinct content words, in sorted order; unit mean vector of each sentence's)."""
-        return self.word_vectors(), self.sentence_vectors()
-
     def sentence_vectors(self) -> np.ndarray:
         """Each sentence's mean content-word vector at unit length (zeros for a sentence without one)."""
         return self._vectors()[0]

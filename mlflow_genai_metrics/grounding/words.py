@@ -7,7 +7,12 @@ corpus pays for each distinct word once.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 import re
+import sys
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -57,9 +62,32 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=1)
 def _stemmer():
+    return porter_class(lean=threading.active_count() == 1 and "nltk" not in sys.modules)()
+
+
+def porter_class(*, lean: bool = False) -> type:
+    """NLTK's ``PorterStemmer``. ``lean``: its module loaded without running ``nltk/__init__.py``, which imports
+    NLTK's collocations, metrics and scipy.stats (2 s of CPU, the grounding worker's whole start-up, 2 ms a row of a
+    1,000-row run): the packages ``nltk`` and ``nltk.stem`` stand in bare while ``nltk.stem.porter`` and what it
+    imports load, then every ``nltk`` module is taken out of ``sys.modules`` again, so a later ``import nltk`` loads
+    the real package. Only where no other thread could import ``nltk`` meanwhile (``_stemmer`` asks for it in a
+    process of one thread); anything unexpected falls back to the plain import. The same class, the same stems."""
+    if lean:
+        try:
+            found = importlib.util.find_spec("nltk")
+            for name, where in (("nltk", found.submodule_search_locations[0]), ("nltk.stem", None)):
+                bare = importlib.machinery.ModuleSpec(name, None, is_package=True)
+                bare.submodule_search_locations = [where or os.path.join(found.submodule_search_locations[0], "stem")]
+                sys.modules[name] = importlib.util.module_from_spec(bare)
+            return importlib.import_module("nltk.stem.porter").PorterStemmer
+        except Exception:  # noqa: BLE001 - another NLTK's layout: the plain import below
+            pass
+        finally:
+            for name in [name for name in sys.modules if name == "nltk" or name.startswith("nltk.")]:
+                del sys.modules[name]
     from nltk.stem.porter import PorterStemmer
 
-    return PorterStemmer()
+    return PorterStemmer
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # compared by identity: "None in tokens" stays a C-level scan

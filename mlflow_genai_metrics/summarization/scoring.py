@@ -29,11 +29,6 @@ USAGE_COLUMNS = [
 _VERDICT_ORDER = {"no": 0, "idk": 1, "yes": 2}  # contradicted claims first in the reasoning
 
 
-def judge_row_columns(*, coverage: bool = True) -> list[str]:
-    """The per-row judge metrics, in the registry's order (``coverage`` only when key points were asked for)."""
-    return [spec.name for spec in METRICS.rows("judge", *(("coverage",) if coverage else ()))]
-
-
 def row_values(judgement: RowJudgement, *, coverage: bool = True) -> dict[str, float | int | None]:
     """The per-row values of one judged row, from the registry; all None for a row the judge failed on."""
     facts = row_facts(judgement)
