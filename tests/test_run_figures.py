@@ -165,10 +165,10 @@ def test_the_gate_reads_each_run_s_report_once(scripted_server, mlflow_store, mo
 
 
 @pytest.mark.parametrize("quiet", [True, False], ids=["ours", "the user's own setting"])
-def test_compare_runs_prints_no_download_bars_unless_the_user_asks(scripted_server, mlflow_store, capfd, monkeypatch, quiet):
+def test_compare_runs_and_the_gate_print_no_download_bars_unless_the_user_asks(scripted_server, mlflow_store, capfd, monkeypatch, quiet):
     server = scripted_server()
     first, _ = _logged(server, [GOOD.format(i=i) for i in range(6)], run_name="good")
-    second, _ = _logged(server, _half_vague(), run_name="half vague")
+    second, uri = _logged(server, _half_vague(), run_name="half vague")
     if quiet:
         monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
     else:  # the control: MLflow's bar is there to be hidden
@@ -177,6 +177,10 @@ def test_compare_runs_prints_no_download_bars_unless_the_user_asks(scripted_serv
     compare_runs([first, second])
     printed = "".join(capfd.readouterr())
     assert ("Downloading artifacts" in printed) is not quiet
+    assert not register_if_passing(uri, "summarizer", run_id=second, rules={"richness": ">= 9"}).passed
+    assert register_if_passing(uri, "summarizer", run_id=second, rules={"richness": ">= 0"}).passed  # adds to the first's table
+    printed = "".join(capfd.readouterr())
+    assert ("Downloading artifacts" in printed) is not quiet, printed
     assert os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR") == (None if quiet else "true")
 
 

@@ -38,7 +38,7 @@ from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
 from ..summarization.unreadable import infrastructure_failed
-from .compare import evaluated_run, load_run, load_table, run_figures, run_report
+from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
 from .rejudge import ChampionDataError, rejudge_champion
 from .run_logging import SIGNATURE_TAG, set_note_section
@@ -175,7 +175,8 @@ def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateR
             else f"failed ({len(failed)} of {len(result.outcomes)} rules) for {name}: {failed[0]}")
     for key, value in {DECISION_TAG: line[:4900], **tags}.items():
         client.set_tag(run_id, key, value)
-    client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
+    with quiet_downloads():  # MLflow reads the table logged by an earlier gate call, to add this one's rows
+        client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
     rules = "\n".join(_rule_lines(result.outcomes, marks=True))
     head = (f"passed, registered version {result.registered_version}" if result.passed
             else f"failed {len(failed)} of {len(result.outcomes)} rules, nothing registered")
