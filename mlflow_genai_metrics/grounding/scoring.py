@@ -1,7 +1,8 @@
 """Rows and claims -> grounding scores with the shipped model, and the suspect rule for judge verdicts.
 
-``grounding`` of a row is the model's probability that people would find the summary fully consistent with its
-source, from the row's features. ``lexical_support`` of one claim (or one summary sentence) is the same model on
+``grounding`` of a row is the model's score, calibrated on its training mix (``model.calibrated_on``), that people
+would find the summary fully consistent with its source, from the row's features: for ranking and comparing systems
+on the same data, not a probability that holds on other data (``docs/metrics.md``). ``lexical_support`` of one claim (or one summary sentence) is the same model on
 that sentence alone, as a one-sentence summary. A judge's verdict is suspect when it says ``yes`` to a claim whose
 support is below ``support_low``, or ``no``/``idk`` to one whose support is above ``support_high`` (both fixed once
 from the training splits and stored in the model file; ``docs/metrics.md`` says how).
