@@ -293,10 +293,10 @@ class Recalibration:
     cut: float = 0.5  # the shipped score from which rows are grounded (below too few labels: the model's own 0.5)
 
     @property
-    def calibration(self) -> str:
-        """What the card names: which calibration the numbers use."""
+    def calibration(self) -> str:  # what the run's tag names: the calibration its numbers use
+        blind = "; the score ranks these labels the wrong way (b = 0): which rows are grounded means nothing" if self.scale == 0 else ""
         return "shipped (the training mix)" if self.too_few else (f"re-calibrated on {self.labelled} people's labels (Platt, {self.form}: a={self.shift:.3f}, b={self.scale:.3f}; "
-                f"grounded: the top {self.grounded_rate:.1%} of rows, from grounding {self.cut:.3f})")
+                                                                  f"grounded: the top {self.grounded_rate:.1%} of rows, from grounding {self.cut:.3f}{blind})")
 
 
 def recalibrated_grounding(
