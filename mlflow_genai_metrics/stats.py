@@ -119,6 +119,17 @@ class RatioHistogram:
         keep = totals > 0
         return cls(distinct[keep, 0], distinct[keep, 1], totals[keep])
 
+    @classmethod
+    def merge(cls, histograms: list[RatioHistogram]) -> RatioHistogram:
+        """The histogram of the union of the rows behind ``histograms``."""
+        if not histograms:
+            return cls.of(np.empty(0), np.empty(0))
+        return cls.of(
+            np.concatenate([h.numerators for h in histograms]),
+            np.concatenate([h.denominators for h in histograms]),
+            np.concatenate([h.counts for h in histograms]),
+        )
+
     @property
     def rows(self) -> int:
         return int(self.counts.sum())
