@@ -319,7 +319,7 @@ def recalibrated_grounding(
     scored_all = ~np.isnan(scores_all)
     if labelled < max(min_labels, folds, 2):
         usable, grounded = scores_all[scored_all], np.where(scored_all, scores_all >= 0.5, np.nan)
-        return Recalibration(scores_all.copy(), _share(usable >= 0.5), _mean(usable), 0.0, 1.0, "shipped", labelled, ece_before, math.nan,
+        return Recalibration(scores_all.copy(), _share(grounded[scored_all]), _mean(usable), 0.0, 1.0, "shipped", labelled, ece_before, math.nan,
                              brier_before, math.nan, f"too few labels to re-calibrate grounding: {labelled} (needs {max(min_labels, folds, 2)})", grounded)
     z = _logit(scored)
     out_of_fold = np.empty(labelled)
@@ -329,10 +329,10 @@ def recalibrated_grounding(
         a, b = _platt(z[train], people[train], form)
         out_of_fold[part] = expit(a + b * z[part])
     a, b = _platt(z, people, form)
-    recalibrated = np.where(np.isnan(scores_all), np.nan, expit(a + b * _logit(scores_all)))
+    recalibrated = np.where(scored_all, expit(a + b * _logit(scores_all)), np.nan)
     # people's share of the rows, as p' estimates it: those rows the score ranks highest (one order, ties by position)
-    order = np.flatnonzero(scored_all)[np.argsort(-scores_all[scored_all], kind="stable")]
-    top = order[: int(round(_mean(recalibrated[scored_all]) * len(order)))] if len(order) else order
+    ranked = np.flatnonzero(scored_all)[np.argsort(-scores_all[scored_all], kind="stable")]
+    top = ranked[: int(round(_mean(recalibrated[scored_all]) * len(ranked)))] if len(ranked) else ranked
     grounded = np.where(scored_all, 0.0, np.nan)
     grounded[top] = 1.0
     return Recalibration(recalibrated, _share(grounded[scored_all]), _mean(recalibrated[scored_all]), a, b, form, labelled, ece_before,

@@ -189,10 +189,10 @@ def test_recalibration_leaves_missing_scores_out_and_keeps_the_shipped_calibrati
     assert np.isnan(found.grounded[:5]).all() and found.grounded_rate == np.mean(found.grounded[5:])
     assert math.isnan(few.ece_after)
     one_class = recalibrated_grounding(scores, scores[5:45], np.zeros(40))  # Platt's targets keep the fit finite
+    assert np.isfinite(one_class.shift) and one_class.mean < scores[5:].mean()
     assert "means nothing" not in found.calibration
     backwards = recalibrated_grounding(scores, scores[5:65], (scores[5:65] < np.median(scores[5:65])).astype(int))  # ranks wrongly
     assert backwards.scale == 0 and "ranks these labels the wrong way (b = 0): which rows are grounded means nothing" in backwards.calibration
-    assert np.isfinite(one_class.shift) and one_class.mean < scores[5:].mean()
 
 
 def test_the_core_imports_nothing_from_mlflow():

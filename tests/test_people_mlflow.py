@@ -249,3 +249,21 @@ def test_two_runs_people_estimates_are_compared_and_printed_where_results_are(sc
     table = compare_runs([first, third])
     [row] = table[(table["metric"] == "people/strict_alignment") & (table["run_id"] == third)].to_dict("records")
     assert row["metric_note"].startswith("too few labels: 1") and row["difference_ci_low"] != row["difference_ci_low"]  # NaN
+
+
+def test_our_sections_of_a_run_s_description_keep_the_person_s_text_and_fit_what_mlflow_stores(mlflow_store):
+    """The description holds the person's text, then each of our sections (replaced by its latest); a section that
+    would take it past MLflow's longest tag value is cut short, its mark whole, so the next section still finds it."""
+    from mlflow_genai_metrics.tracking.run_logging import NOTE_LIMIT, NOTE_TAG, set_note_section
+
+    client = MlflowClient()
+    with mlflow.start_run() as run:
+        mlflow.set_tag(NOTE_TAG, "Our own notes.")
+    run_id = run.info.run_id
+    set_note_section(client, run_id, "people's estimate", "x" * 20_000)
+    set_note_section(client, run_id, "gate decision", "**passed**")
+    set_note_section(client, run_id, "people's estimate", "y" * 20_000)
+    note = client.get_run(run_id).data.tags[NOTE_TAG]
+    assert len(note) == NOTE_LIMIT and note.startswith("Our own notes.\n\n<!-- mlflow_genai_metrics people's estimate -->\nyyy")
+    assert note.endswith("y...\n\n<!-- mlflow_genai_metrics gate decision -->\n**passed**") and "x" not in note
+

@@ -74,10 +74,10 @@ def porter_class(*, lean: bool = False) -> type:
     process of one thread); anything unexpected falls back to the plain import. The same class, the same stems."""
     if lean:
         try:
-            found = importlib.util.find_spec("nltk")
-            for name, where in (("nltk", found.submodule_search_locations[0]), ("nltk.stem", None)):
+            root = importlib.util.find_spec("nltk").submodule_search_locations[0]
+            for name, where in (("nltk", root), ("nltk.stem", os.path.join(root, "stem"))):
                 bare = importlib.machinery.ModuleSpec(name, None, is_package=True)
-                bare.submodule_search_locations = [where or os.path.join(found.submodule_search_locations[0], "stem")]
+                bare.submodule_search_locations = [where]
                 sys.modules[name] = importlib.util.module_from_spec(bare)
             return importlib.import_module("nltk.stem.porter").PorterStemmer
         except Exception:  # noqa: BLE001 - another NLTK's layout: the plain import below

@@ -184,7 +184,7 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
     # the run's description, the first thing its page shows: what was compared, and those lines in full
     said = [f"- {line}" for found in lines.values() for line in found]
     head = f"**Comparison of {', '.join(labels.values())}**: every metric's difference and test in `{ARTIFACT_DIR}/comparison.json`."
-    set_note_section(client, run_id, "comparison", "\n".join([head, *([""] + said if said else [])])[:7900])
+    set_note_section(client, run_id, "comparison", "\n".join([head, *([""] + said if said else [])]))
     with tempfile.TemporaryDirectory(prefix="mgm-compare-") as tmp:
         folder = Path(tmp) / ARTIFACT_DIR
         (folder / "plots").mkdir(parents=True)

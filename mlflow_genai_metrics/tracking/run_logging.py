@@ -75,6 +75,7 @@ def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
 
 
 NOTE_TAG = "mlflow.note.content"  # MLflow's run description, the first thing a run's page shows
+NOTE_LIMIT = 8000  # the longest tag value MLflow stores (mlflow.utils.validation.MAX_TAG_VAL_LENGTH)
 _NOTE_SECTION = re.compile(r"\n*<!-- mlflow_genai_metrics (.+?) -->\n")
 GROUNDING_CALIBRATION_TAG = "mgm.grounding.calibrated_on"  # the data the grounding score and its 0.5 cut are calibrated on
 
@@ -218,9 +219,17 @@ class LoggingFailedError(RuntimeError):
 
 def set_note_section(client: MlflowClient, run_id: str, section: str, text: str) -> None:
     """Put ``text`` in the run's description under ``section`` (a gate's decision, people's estimate): the person's
-    own text stays first, each of our sections after it in the order first written, replaced by its latest."""
+    own text stays first, each of our sections after it in the order first written, replaced by its latest. Past
+    ``NOTE_LIMIT`` the longest section is cut short (ending "..."), its mark kept whole, so the others stay whole."""
     parts = _NOTE_SECTION.split(client.get_run(run_id).data.tags.get(NOTE_TAG, ""))
     sections = {name: body.rstrip() for name, body in zip(parts[1::2], parts[2::2])}
-    sections[section] = text
     own = [parts[0].rstrip()] if parts[0].strip() else []
-    client.set_tag(run_id, NOTE_TAG, "\n\n".join([*own, *(f"<!-- mlflow_genai_metrics {name} -->\n{body}" for name, body in sections.items())]))
+
+    def note() -> str:
+        return "\n\n".join([*own, *(f"<!-- mlflow_genai_metrics {name} -->\n{body}" for name, body in sections.items())])
+
+    sections[section] = text
+    while (over := len(note()) - NOTE_LIMIT) > 0 and len(longest := max(sections.values(), key=len)) > 3:
+        name = next(name for name, body in sections.items() if body is longest)
+        sections[name] = longest[: max(0, len(longest) - over - 3)] + "..."
+    client.set_tag(run_id, NOTE_TAG, note())
