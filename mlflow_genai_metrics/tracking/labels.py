@@ -54,8 +54,8 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
-from ..people import PeopleDifference, PeopleEstimate, Recalibration, estimate_difference, ppi_proportion, recalibrated_grounding
-from ..summarization.gating import RECALIBRATED
+from ..people import PeopleDifference, PeopleEstimate, estimate_difference
+from ..people_labels import CARDS, PeopleReport, people_report
 from ..summarization.verdicts import latest_feedback, trace_verdicts
 from .genai import root_span
 from .run_logging import set_note_section
@@ -65,14 +65,6 @@ SAMPLE_ARTIFACT = "mgm_label_sample.json"
 PEOPLE_TAG = "mgm.people"
 GROUNDING = "grounding"  # the model-free check's feedback name on a trace (a number in [0, 1])
 RECALIBRATED_TAG = "mgm.grounding.recalibrated_on"  # beside run_logging's mgm.grounding.calibrated_on
-# A card people answer, the question its label schema asks, and the run figure it estimates.
-CARDS = {
-    "claim_alignment": ("Is every claim of the summary supported by the source? yes or no", "strict_alignment"),
-    "answer_faithfulness": ("Is every claim of the answer supported by the passages? yes or no", "strict_alignment"),
-    "instruction_following": ("Does the rewrite do what its instruction asks? yes or no", "instruction_following"),
-}
-
-
 @dataclass(frozen=True)
 class LabelSample:
     """The rows drawn for people to label: the run, the seed, the card people answer, the traces (in draw order) and
@@ -86,58 +78,6 @@ class LabelSample:
     evaluated: int
     queue: str | None
     where: str
-
-
-@dataclass(frozen=True)
-class PeopleReport:
-    """People's rate estimated on a run (``estimate``), and what was counted apart: labels on traces the tool did not
-    draw (never used), drawn traces the judge failed on, drawn traces not labelled yet."""
-
-    run_id: str
-    metric: str
-    estimate: PeopleEstimate
-    outside_sample: int
-    judge_failed: int
-    unlabelled: int
-    grounding: Recalibration | None = None  # None: the run's traces carry no grounding score
-
-    @property
-    def sentence(self) -> str:
-        e = self.estimate
-        head = (f"people's {self.metric}: {e.estimate:.3g}" + (f" [{e.ci_low:.3g}, {e.ci_high:.3g}]" if e.too_few is None else f" ({e.too_few})")
-                + f" from {e.labelled} labels of {e.n} judged rows (PPI++, the judge's own rate {e.judge_rate:.3g})")
-        apart = [f"{_count(self.outside_sample, 'label')} on rows not drawn (not used)"] * bool(self.outside_sample)
-        apart += [f"{_count(self.judge_failed, 'drawn row')} the judge failed on (left out)"] * bool(self.judge_failed)
-        apart += [f"{_count(self.unlabelled, 'drawn row')} not labelled yet"] * bool(self.unlabelled)
-        return head + ("; " + "; ".join(apart) if apart else "")
-
-    @property
-    def grounding_sentence(self) -> str | None:
-        """The re-calibrated grounding's line, naming the calibration (None without grounding scores)."""
-        g = self.grounding
-        if g is None:
-            return None
-        if g.too_few:
-            return f"grounding re-calibrated on people's labels: {g.too_few}; the calibration used: {g.calibration}"
-        return (f"grounding re-calibrated on people's labels: mean {g.mean:.3g}, grounded {g.grounded_rate:.3g}; calibration "
-                f"error {g.ece_before:.3g} before, {g.ece_after:.3g} after (out-of-fold, {g.labelled} labels); the calibration used: {g.calibration}")
-
-    @property
-    def lines(self) -> list[str]:
-        """What ``mgm people``, ``mgm agreement`` and ``mgm evaluate`` print: the estimate, and grounding's line."""
-        return [self.sentence, *([self.grounding_sentence] if self.grounding is not None else [])]
-
-    def grounding_metrics(self) -> dict[str, float]:
-        """``people/grounding``, ``people/grounded_rate``, ``_ece_before``, ``_ece_after``, ``_labelled`` (only the
-        last below the labels re-calibration needs)."""
-        g = self.grounding
-        if g is None:
-            return {}
-        return {name: float(getattr(g, field)) for name, field in RECALIBRATED.items() if not g.too_few or field == "labelled"}
-
-
-def _count(number: int, what: str) -> str:
-    return f"{number} {what}{'s' if number != 1 else ''}"
 
 
 def _evaluated_traces(run_id: str) -> list:
@@ -230,34 +170,18 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
     metric = CARDS[card][1]
     traces = _evaluated_traces(run_id)
     verdicts = {t.info.trace_id: trace_verdicts(t.info.trace_id, t.info.assessments, card) for t in traces}
-    drawn = {t.info.trace_id for t in traces if SAMPLE_TAG in t.info.tags}
-    judge_all = [v.judge for v in verdicts.values() if v.judge is not None]
-    pairs = [(v.judge, v.human) for trace, v in verdicts.items() if trace in drawn and v.judge is not None and v.human is not None]
-    scores = {t.info.trace_id: _grounding_of(t) for t in traces}
-    positions = {t.info.trace_id: int(t.info.tags[SAMPLE_TAG]) for t in traces if SAMPLE_TAG in t.info.tags}
-    # in draw order: the cross-validation's folds then depend on the seed and the labels alone
-    labelled = sorted((t for t in drawn if verdicts[t].human is not None and scores[t] is not None), key=positions.__getitem__)
-    grounding = None if all(v is None for v in scores.values()) else recalibrated_grounding(
-        [np.nan if v is None else v for v in scores.values()], [scores[t] for t in labelled], [verdicts[t].human for t in labelled])
-    report = PeopleReport(
-        run_id, metric,
-        ppi_proportion(judge_all, [j for j, _ in pairs], [h for _, h in pairs]),
-        outside_sample=sum(v.human is not None for trace, v in verdicts.items() if trace not in drawn),
-        judge_failed=sum(verdicts[trace].judge is None for trace in drawn),
-        unlabelled=sum(verdicts[trace].judge is not None and verdicts[trace].human is None for trace in drawn),
-        grounding=grounding,
-    )
+    # in draw order: the re-calibration's folds then depend on the seed and the labels alone
+    drawn = [t.info.trace_id for t in sorted((t for t in traces if SAMPLE_TAG in t.info.tags), key=lambda t: int(t.info.tags[SAMPLE_TAG]))]
+    report = people_report(metric, {t: v.judge for t, v in verdicts.items()}, {t: v.human for t, v in verdicts.items()}, drawn,
+                           {t.info.trace_id: _grounding_of(t) for t in traces}, run_id=run_id)
     if log:
-        figures = report.estimate.as_metrics(metric)
-        if report.estimate.too_few is not None:  # no figure a rule could pass on below the count at which the interval
-            figures = {k: v for k, v in figures.items() if k.endswith(("_n", "_labelled"))}  # holds: the tag says why
-        figures.update(report.grounding_metrics())
+        figures = report.metrics()  # below the labels an interval needs, no figure a rule could pass on: the tag says why
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(name, float(value), now, 0) for name, value in figures.items()])
         client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", report.sentence[:5000])
-        if grounding is not None:
+        if report.grounding is not None:
             client.set_tag(run_id, f"{PEOPLE_TAG}.{GROUNDING}", report.grounding_sentence[:5000])
-            client.set_tag(run_id, RECALIBRATED_TAG, grounding.calibration)
+            client.set_tag(run_id, RECALIBRATED_TAG, report.grounding.calibration)
         set_note_section(client, run_id, "people's estimate", "\n\n".join(f"**{line[:1].upper()}{line[1:]}**" if k == 0 else line
                                                                           for k, line in enumerate(report.lines)))
     return report
