@@ -267,3 +267,21 @@ def test_our_sections_of_a_run_s_description_keep_the_person_s_text_and_fit_what
     assert len(note) == NOTE_LIMIT and note.startswith("Our own notes.\n\n<!-- mlflow_genai_metrics people's estimate -->\nyyy")
     assert note.endswith("y...\n\n<!-- mlflow_genai_metrics gate decision -->\n**passed**") and "x" not in note
 
+
+
+def test_a_tag_too_long_for_mlflow_is_cut_short_and_says_so(mlflow_store):
+    """Every tag of ours goes through ``tag_value``: a run's error (here, naming 2,000 lost rows) is stored whole up to
+    MLflow's longest tag value and cut there with "...", never refused by MLflow (which would lose the run's reason)."""
+    from mlflow_genai_metrics.tracking.rows import ERROR_TAG, fail
+    from mlflow_genai_metrics.tracking.run_logging import NOTE_LIMIT
+
+    with mlflow.start_run() as run:
+        pass
+    why = "MLflow did not store rows " + ", ".join(f"row-{k}" for k in range(2000))
+    assert len(why) > NOTE_LIMIT
+    fail(run.info.run_id, why)
+    stored = MlflowClient().get_run(run.info.run_id).data.tags[ERROR_TAG]
+    assert len(stored) == NOTE_LIMIT and stored.endswith("...") and stored[:-3] in f"no results logged for run {run.info.run_id}: {why}"
+    short = "MLflow did not store row-7"
+    fail(run.info.run_id, short)
+    assert MlflowClient().get_run(run.info.run_id).data.tags[ERROR_TAG].endswith(short)

@@ -26,12 +26,12 @@ import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 
-from ..judge import BudgetExhausted, ExampleSet, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync, text_key
+from ..judge import BudgetExhausted, ExampleSet, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync
 from ..summarization.extraction import extract_claims
 from ..summarization.method import Method
 from ..summarization.order import OrderCheck, changed_answers, in_sample, shuffled_order
 from ..summarization.order_pass import CLAIMS_STAGE, not_asked
-from ..summarization.passes import MAX_CLAIMS, extract_claims_request
+from ..summarization.passes import MAX_CLAIMS, extract_claims_request, run_examples
 from ..summarization.records import CheckedClaim, JudgePass, RowError
 from ..summarization.row_needs import WORDS_PER_CLAIM, RowNeed, likely_statements
 from ..summarization.stability import majority_verdict
@@ -49,14 +49,6 @@ def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_sou
                            progress: bool | None = None, method: Method = Method()) -> list[AnswerJudgement]:
     """One ``AnswerJudgement`` per row, in order, its claims verified as ``method`` says."""
     return run_sync(_Answers(rows, judge, max_source_tokens, method).run(progress))
-
-
-def answer_examples(examples: ExampleSet | None, rows: Sequence[AnswerInput]) -> ExampleSet | None:
-    """``examples`` (the method's) less those whose text is a passage or an answer of ``rows``: what a run shows the
-    verification of its claims (None: none)."""
-    if examples is None:
-        return None
-    return examples.without({text_key(text) for row in rows for text in (*row.passages, row.answer)})
 
 
 def answer_need(judge: Judge, method: Method, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None) -> RowNeed:
@@ -145,7 +137,7 @@ class _Answers:
     def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None, method: Method) -> None:
         self.rows, self.judge, self.method = rows, judge, method
         self.chunks = [chunk_passages(row.passages, max_source_tokens) for row in rows]
-        self.examples = answer_examples(method.examples, rows)
+        self.examples = run_examples(method.examples, (text for row in rows for text in (*row.passages, row.answer)))
 
     async def run(self, progress: bool | None) -> list[AnswerJudgement]:
         from tqdm.auto import tqdm

@@ -72,6 +72,7 @@ def run_study(
     from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
     from ..tables import table_records
     from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
+    from ..tracking.run_logging import tag_value
 
     existing = mlflow.get_experiment_by_name(experiment)
     if existing is None and artifact_location is not None:
@@ -96,7 +97,7 @@ def run_study(
             if data.empty:  # every generation failed: nothing to judge; the run says so and the study goes on
                 why = f"no summary to judge: every generation failed (the first: {generated['error'].iloc[0]})"
                 mlflow.log_metric("generation_error_rate", float((~ok).mean()))
-                mlflow.set_tag("mgm.error", why[:5000])
+                mlflow.set_tag("mgm.error", tag_value(why))
                 mlflow.end_run(status="FAILED")
                 run_ids[candidate.name], failures[candidate.name] = run.info.run_id, why
                 rows.append(study_row(candidate.name, candidate.model, {}, int((~ok).sum())))

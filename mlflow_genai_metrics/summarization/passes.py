@@ -16,7 +16,7 @@ the error shown. With ``json_schema`` or llama.cpp's grammar the count is enforc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Annotated, ClassVar, Literal
 
@@ -24,7 +24,6 @@ from pydantic import AfterValidator, BaseModel, Field, create_model, model_valid
 
 from ..judge import CorrectedVerdict, ExampleSet, JudgeRequest, text_key
 from ..prompts import load_prompt, marker, neutralise, numbered_lines
-from .records import RowInput
 
 MAX_CLAIMS = 60
 MAX_KEY_POINTS = 10
@@ -157,11 +156,12 @@ def verify_claims_request(source: str, claims: list[str], examples: ExampleSet |
     return judge_request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
 
 
-def run_examples(examples: ExampleSet | None, rows: Sequence[RowInput]) -> ExampleSet | None:
-    """``examples`` (the method's) less those from ``rows`` (their sources and summaries): what a run shows (None: none)."""
+def run_examples(examples: ExampleSet | None, texts: Iterable[str]) -> ExampleSet | None:
+    """``examples`` (the method's) less those from the judged rows' ``texts`` (a summary's source and summary; an
+    answer's passages and answer): what a run shows (None: none)."""
     if examples is None:
         return None
-    return examples.without({text_key(text) for row in rows for text in (row.source, row.summary)})
+    return examples.without({text_key(text) for text in texts})
 
 
 def examples_text(examples: Sequence[CorrectedVerdict]) -> str:

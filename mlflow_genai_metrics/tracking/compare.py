@@ -29,7 +29,7 @@ from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.run_table import DECISION_METRIC, comparison_table, disagreements, people_differences, test_labels
 from .labels import SAMPLE_TAG
-from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, set_note_section
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, set_note_section, tag_value
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
     lines = {"disagreement": disagreements(table), "people_difference": people_differences(table)}
     for kind, found in lines.items():
         for number, line in enumerate(found, start=1):
-            client.set_tag(run_id, f"mgm.{kind}.{number}", line[:4900])
+            client.set_tag(run_id, f"mgm.{kind}.{number}", tag_value(line))
     # the run's description, the first thing its page shows: what was compared, and those lines in full
     said = [f"- {line}" for found in lines.values() for line in found]
     head = f"**Comparison of {', '.join(labels.values())}**: every metric's difference and test in `{ARTIFACT_DIR}/comparison.json`."

@@ -58,7 +58,7 @@ from ..people import PeopleDifference, PeopleEstimate, estimate_difference
 from ..people_labels import CARDS, PeopleReport, people_report
 from ..summarization.verdicts import latest_feedback, trace_verdicts
 from .genai import root_span
-from .run_logging import set_note_section
+from .run_logging import set_note_section, tag_value
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
 SAMPLE_ARTIFACT = "mgm_label_sample.json"
@@ -178,9 +178,9 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
         figures = report.metrics()  # below the labels an interval needs, no figure a rule could pass on: the tag says why
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(name, float(value), now, 0) for name, value in figures.items()])
-        client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", report.sentence[:5000])
+        client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", tag_value(report.sentence))
         if report.grounding is not None:
-            client.set_tag(run_id, f"{PEOPLE_TAG}.{GROUNDING}", report.grounding_sentence[:5000])
+            client.set_tag(run_id, f"{PEOPLE_TAG}.{GROUNDING}", tag_value(report.grounding_sentence))
             client.set_tag(run_id, RECALIBRATED_TAG, report.grounding.calibration)
         set_note_section(client, run_id, "people's estimate", "\n\n".join(f"**{line[:1].upper()}{line[1:]}**" if k == 0 else line
                                                                           for k, line in enumerate(report.lines)))

@@ -27,7 +27,7 @@ from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
 from .pipeline import TaskPipeline
-from .run_logging import log_result
+from .run_logging import log_result, tag_value
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def problems(calls: list[Call], rows: dict[str, Any], run_rows: set[str], pipeli
 def fail(run_id: str, why: str) -> str:
     """Say on the run why it has no figures (the ``mgm.error`` tag) and in a warning; returns the sentence."""
     message = f"no results logged for run {run_id}: {why}"
-    MlflowClient().set_tag(run_id, ERROR_TAG, message[:5000])
+    MlflowClient().set_tag(run_id, ERROR_TAG, tag_value(message))
     log.warning(message)
     return message
 

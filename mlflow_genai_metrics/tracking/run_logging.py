@@ -217,6 +217,11 @@ class LoggingFailedError(RuntimeError):
     """Logging a result to MLflow failed after everything was judged; the message says where the tables are kept."""
 
 
+def tag_value(text: str) -> str:
+    """``text`` as a tag's value: past ``NOTE_LIMIT`` cut short, ending "..." (MLflow refuses a longer one)."""
+    return text if len(text) <= NOTE_LIMIT else text[: NOTE_LIMIT - 3] + "..."
+
+
 def set_note_section(client: MlflowClient, run_id: str, section: str, text: str) -> None:
     """Put ``text`` in the run's description under ``section`` (a gate's decision, people's estimate): the person's
     own text stays first, each of our sections after it in the order first written, replaced by its latest. Past
