@@ -27,8 +27,9 @@ the default; a cluster: a directory on shared storage, see ``docs/scale.md``).
 
 Answers from retrieved passages run the same way (``judge_answers_spark``, module ``answers``), partitioned by id.
 
-Modules: ``job`` (``judge_summaries_spark``), ``plan`` (what each task runs), ``result`` (``SparkJudged``, what
-every Spark result does, and ``SparkSummarizationResult``), ``answers`` (``judge_answers_spark``,
+Modules: ``job`` (``judged_rows``, the one job every task runs after its checks, and ``judge_summaries_spark``),
+``plan`` (what a partition runs: ``TaskPlan``, and the summaries' plan), ``result`` (``SparkJudged``, what every
+Spark result does, and ``SparkSummarizationResult``), ``answers`` (``judge_answers_spark``, its plan and
 ``SparkAnswersResult``), ``budget`` (each partition's share of the judge's budget).
 """
 

@@ -12,8 +12,7 @@ histograms, as for summaries, and are the single-process numbers.
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -27,13 +26,11 @@ from ..judge import Judge
 from ..rag.api import answers_signature, checked_arguments, judge_answer_rows, prepare_answer_rows
 from ..rag.scoring import ANSWER_CLAIM_COLUMNS, ANSWER_COLUMNS, FACT_COLUMNS, INTEGER_COLUMNS, answer_claims_table, answer_rows_table, facts_table
 from ..stats import StatisticsOptions
-from ..summarization.grounded import grounding_cache
 from ..summarization.metrics import METRICS, MetricRegistry
 from ..summarization.scoring import row_families
-from ..tables import MissingColumnError
-from .budget import BudgetShares, keep_to_partition_share, partition_budgets
-from .job import ID_TYPES, carried_clashes, judge_share, refuse_problems
-from .plan import INTERNAL_COLUMNS, add_usage_columns, usage_fields
+from .budget import BudgetShares, keep_to_partition_share
+from .job import check_columns, judged_rows, refuse_problems
+from .plan import INTERNAL_COLUMNS, TaskPlan, add_usage_columns, usage_fields
 from .result import CLAIM_FIELDS, SparkJudged
 
 _TYPES = {"passage": T.LongType(), "quote": T.StringType(), "quote_found": T.BooleanType(), "judge_verdict": T.StringType()}
@@ -65,7 +62,7 @@ def _nested_json(table: pd.DataFrame, ids: Sequence[Any]) -> list[str]:
 
 
 @dataclass(frozen=True)
-class AnswerPartitionPlan:
+class AnswerPartitionPlan(TaskPlan):
     """Everything one partition needs; pickled into each task."""
 
     judge: Judge
@@ -77,15 +74,6 @@ class AnswerPartitionPlan:
     run: str  # unique per call: Spark never mistakes this judging for an earlier one it has persisted
     registry: MetricRegistry  # the driver's metrics travel with the task
     budgets: BudgetShares | None = None
-
-    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        store = grounding_cache(self.judge) if self.grounding else None  # opened before the first call, as for summaries
-        try:
-            for batch in batches:
-                yield self._judge(batch.reset_index(drop=True))
-        finally:
-            if store is not None:
-                store.close()
 
     def _judge(self, batch: pd.DataFrame) -> pd.DataFrame:
         keep_to_partition_share(self.judge, self.budgets)
@@ -105,18 +93,9 @@ class AnswerPartitionPlan:
 
 def _validate(df: DataFrame, columns: dict[str, str | None], carry_cols: tuple[str, ...]) -> None:
     """What would stop ``judge_answers`` stops this job too, before any call, naming the rows."""
-    wanted = [c for c in (*columns.values(), *carry_cols) if c is not None]
-    missing = [c for c in wanted if c not in df.columns]
-    if missing:
-        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {df.columns}")
-    carried_clashes(carry_cols, answers_schema(T.StringType(), [], True))
-    types = {f.name: f.dataType for f in df.schema.fields}
     id_col, question, passages = columns["id"], F.col(columns["question"]), F.col(columns["passages"])
-    if not isinstance(types[id_col], ID_TYPES):
-        raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
-    for name in (columns["question"], columns["answer"], columns["expected"]):
-        if name is not None and not isinstance(types[name], T.StringType):
-            raise TypeError(f"the column {name!r} is {types[name].simpleString()}, not string")
+    types = check_columns(df, id_col, (columns["question"], columns["answer"], columns["expected"]), carry_cols,
+                          answers_schema(T.StringType(), [], True), others=[columns["passages"]])
     kind = types[columns["passages"]]
     if not (isinstance(kind, T.ArrayType) and isinstance(kind.elementType, T.StringType)):
         raise TypeError(f"the passages column {columns['passages']!r} is {kind.simpleString()}, not array<string> (a list of texts per row)")
@@ -152,15 +131,11 @@ def judge_answers_spark(
     columns = {"question": question_col, "passages": passages_col, "answer": answer_col, "id": id_col, "expected": expected_col}
     carry_cols = tuple(c for c in carry_cols if c not in columns.values())
     _validate(df, columns, carry_cols)
-    if grounding and (store := grounding_cache(judge)) is not None:
-        store.close()  # a grounding cache that cannot be read stops the job before any call
-    partitions, share = judge_share(df, judge, partitions)
     schema = answers_schema(df.schema[id_col].dataType, [df.schema[name] for name in carry_cols], grounding)
-    registry = METRICS.snapshot()
-    plan = AnswerPartitionPlan(share, columns, carry_cols, chunk, grounding, schema.fieldNames(), uuid.uuid4().hex, registry,
-                               partition_budgets(df, judge, partitions, id_col))
-    wanted = [c for c in dict.fromkeys([*columns.values(), *carry_cols]) if c is not None]
-    judged = df.select(*wanted).repartition(partitions, id_col).mapInPandas(plan, schema).persist()
+    judged, registry = judged_rows(
+        df, judge, partitions, wanted=[*columns.values(), *carry_cols], key=id_col, sort=False, grounding=grounding, schema=schema,
+        plan=lambda share, registry, run, budgets: AnswerPartitionPlan(share, columns, carry_cols, chunk, grounding, schema.fieldNames(),
+                                                                        run, registry, budgets))
     return SparkAnswersResult(judged=judged, judge=judge, registry=registry, prices=judge.prices, statistics=statistics,
                               max_source_tokens=chunk, grounding=grounding)
 

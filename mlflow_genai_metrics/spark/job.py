@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -13,31 +13,41 @@ from pyspark.sql import types as T
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.grounded import grounding_cache
-from ..summarization.metrics import METRICS
+from ..summarization.metrics import METRICS, MetricRegistry
 from ..summarization.options import JudgingOptions, resolve
 from ..tables import MissingColumnError
-from .budget import partition_budgets
+from .budget import BudgetShares, partition_budgets
 from .plan import PartitionPlan, judged_schema
 from .result import SparkSummarizationResult
 
 ID_TYPES = (T.StringType, T.IntegerType, T.LongType, T.ShortType, T.ByteType)
 
 
+def check_columns(
+    df: DataFrame, id_col: str, texts: Sequence[str | None], carry_cols: tuple[str, ...], schema: T.StructType, others: Sequence[str] = (),
+) -> dict[str, T.DataType]:
+    """Every task's first checks, before any call: the columns exist (``others`` too), carried ones do not overwrite
+    the judged rows' (``schema``), the ids are strings or integers and the ``texts`` columns strings (None: not
+    given). Returns the columns' types."""
+    wanted = [c for c in (id_col, *texts, *others, *carry_cols) if c is not None]
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {df.columns}")
+    carried_clashes(carry_cols, schema)
+    types = {f.name: f.dataType for f in df.schema.fields}
+    if not isinstance(types[id_col], ID_TYPES):
+        raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
+    for name in texts:
+        if name is not None and not isinstance(types[name], T.StringType):
+            raise TypeError(f"the column {name!r} is {types[name].simpleString()}, not string")
+    return types
+
+
 def _validate(
     df: DataFrame, source_col: str, summary_col: str, id_col: str, reference_col: str | None, carry_cols: tuple[str, ...]
 ) -> None:
     """Problems that would stop a single-process run stop this one too, before any call, naming the rows."""
-    wanted = [c for c in (source_col, summary_col, id_col, reference_col, *carry_cols) if c is not None]
-    missing = [c for c in wanted if c not in df.columns]
-    if missing:
-        raise MissingColumnError(f"the DataFrame has no column {missing}; it has {df.columns}")
-    carried_clashes(carry_cols, judged_schema(T.StringType(), [], True, True))
-    types = {f.name: f.dataType for f in df.schema.fields}
-    if not isinstance(types[id_col], ID_TYPES):
-        raise TypeError(f"the id column {id_col!r} is {types[id_col].simpleString()}; use strings or integers (cast it)")
-    for name in (source_col, summary_col, *([reference_col] if reference_col else [])):
-        if not isinstance(types[name], T.StringType):
-            raise TypeError(f"the column {name!r} is {types[name].simpleString()}, not string")
+    check_columns(df, id_col, (source_col, summary_col, reference_col), carry_cols, judged_schema(T.StringType(), [], True, True))
     source = F.col(source_col)
     problems = [
         (F.col(id_col).isNull(), "the id is missing"),
@@ -79,6 +89,24 @@ def judge_share(df: DataFrame, judge: Judge, partitions: int | None) -> tuple[in
     )
 
 
+def judged_rows(
+    df: DataFrame, judge: Judge, partitions: int | None, *, wanted: Sequence[str | None], key: str, sort: bool, grounding: bool,
+    schema: T.StructType, plan: Callable[[Judge, MetricRegistry, str, BudgetShares | None], Any],
+) -> tuple[DataFrame, MetricRegistry]:
+    """The one Spark job of every task, after its checks: the grounding cache opened once (one that cannot be read
+    stops the job before any call), the ``wanted`` columns hash-partitioned by ``key`` (sorted by it within a
+    partition with ``sort``), each partition judged into ``schema`` by ``plan(the judge's share of the limits, the
+    registry, a run id, the partitions' budgets)``, the judged rows persisted so that they are judged once. Returns
+    them and the metric registry the tasks carry (the driver's at the call)."""
+    if grounding and (store := grounding_cache(judge)) is not None:
+        store.close()
+    partitions, share = judge_share(df, judge, partitions)
+    registry = METRICS.snapshot()
+    task = plan(share, registry, uuid.uuid4().hex, partition_budgets(df, judge, partitions, key))
+    spread = df.select(*[c for c in dict.fromkeys(wanted) if c is not None]).repartition(partitions, key)
+    return (spread.sortWithinPartitions(key) if sort else spread).mapInPandas(task, schema).persist(), registry
+
+
 def judge_summaries_spark(
     df: DataFrame,
     *,
@@ -110,26 +138,13 @@ def judge_summaries_spark(
                          "another partition judges; judge with examples in one process (judge_summaries)")
     carry_cols = tuple(c for c in carry_cols if c not in (id_col, source_col, summary_col, reference_col))
     _validate(df, source_col, summary_col, id_col, reference_col, carry_cols)
-    if options.grounding and (store := grounding_cache(judge)) is not None:
-        store.close()  # opened once here: a grounding cache that cannot be read stops the job before any call
-    partitions, share = judge_share(df, judge, partitions)
     options = options.for_judge(judge)
-    carried = [df.schema[name] for name in carry_cols]
-    schema = judged_schema(df.schema[id_col].dataType, carried, options.coverage, reference_col is not None, options.ter, options.grounding,
-                           options.method.repeated, options.method.order_checked)
-    registry = METRICS.snapshot()
-    plan = PartitionPlan(
-        share, source_col, summary_col, id_col, reference_col, options, schema.fieldNames(), carry_cols,
-        uuid.uuid4().hex, registry, partition_budgets(df, judge, partitions, source_col),
-    )
-    wanted = [c for c in dict.fromkeys([id_col, source_col, summary_col, reference_col, *carry_cols]) if c is not None]
-    judged = (
-        df.select(*wanted)
-        .repartition(partitions, source_col)
-        .sortWithinPartitions(source_col)
-        .mapInPandas(plan, schema)
-        .persist()
-    )
+    schema = judged_schema(df.schema[id_col].dataType, [df.schema[name] for name in carry_cols], options.coverage, reference_col is not None,
+                           options.ter, options.grounding, options.method.repeated, options.method.order_checked)
+    judged, registry = judged_rows(
+        df, judge, partitions, wanted=[id_col, source_col, summary_col, reference_col, *carry_cols], key=source_col, sort=True,
+        grounding=options.grounding, schema=schema, plan=lambda share, registry, run, budgets: PartitionPlan(
+            share, source_col, summary_col, id_col, reference_col, options, schema.fieldNames(), carry_cols, run, registry, budgets))
     return SparkSummarizationResult(
         judged=judged,
         judge=judge,

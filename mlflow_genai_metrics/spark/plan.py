@@ -72,9 +72,30 @@ def judged_schema(
     return T.StructType(fields)
 
 
+class TaskPlan:
+    """What every task's partition plan does: the stores it uses open before its first call (the judge's since the
+    plan was unpickled, the grounding cache's here), so that a file that cannot be read fails the task before anything
+    is paid, and each batch judged (``_judge``) with them."""
+
+    judge: Judge
+    grounding: bool
+
+    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        store = grounding_cache(self.judge) if self.grounding else None
+        try:
+            yield from self._judged(batches)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _judged(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        for batch in batches:
+            yield self._judge(batch.reset_index(drop=True))  # each task's own
+
+
 @dataclass(frozen=True)
-class PartitionPlan:
-    """Everything one partition needs; pickled into each task."""
+class PartitionPlan(TaskPlan):
+    """Everything one partition of summaries needs; pickled into each task."""
 
     judge: Judge
     source_col: str
@@ -88,15 +109,9 @@ class PartitionPlan:
     registry: MetricRegistry  # the driver's metrics travel with the task (a worker imports the package afresh)
     budgets: BudgetShares | None = None  # per partition, its part of the judge's budget (None: the judge has none)
 
-    def __call__(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        # Every store the partition uses is open before its first call (the judge's since the plan was unpickled),
-        # so a file that cannot be read fails the task before anything is paid; each batch's stores share them.
-        store = grounding_cache(self.judge) if self.options.grounding else None
-        try:
-            yield from self._judged(batches)
-        finally:
-            if store is not None:
-                store.close()
+    @property
+    def grounding(self) -> bool:
+        return self.options.grounding
 
     def _judged(self, batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         held: pd.DataFrame | None = None
