@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import secrets
+from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,7 +192,7 @@ def _card_of(result: Any, rows: pd.DataFrame, card: str | None) -> str:
 
 def _ids(rows: pd.DataFrame) -> list[str]:
     ids = [canonical_id(v) for v in rows["id"]]
-    repeated = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+    repeated = sorted(i for i, times in Counter(ids).items() if times > 1)
     if repeated:
         raise ValueError(f"the rows' ids repeat ({', '.join(map(repr, repeated[:5]))}): each row needs its own id to be labelled")
     return ids

@@ -66,6 +66,10 @@ def test_a_draw_is_seeded_recorded_and_the_same_whatever_order_the_rows_came_in(
             draw_sample(result, n)
     with pytest.raises(ValueError, match="a rows table does not say which task it is"):
         draw_sample(result.rows, 5)
+    twice = pd.concat([result.rows, result.rows.iloc[[3, 0]]])  # two results' rows put together, say
+    first, fourth = sorted(result.rows["id"].iloc[[0, 3]])
+    with pytest.raises(ValueError, match=f"the rows' ids repeat \\('{first}', '{fourth}'\\)"):
+        draw_sample(twice, 5, card="claim_alignment")
 
 
 def test_the_estimate_uses_the_drawn_rows_labels_only_and_counts_the_rest_apart(result):
