@@ -285,3 +285,15 @@ def test_a_tag_too_long_for_mlflow_is_cut_short_and_says_so(mlflow_store):
     short = "MLflow did not store row-7"
     fail(run.info.run_id, short)
     assert MlflowClient().get_run(run.info.run_id).data.tags[ERROR_TAG].endswith(short)
+
+
+def test_a_run_holding_the_same_rows_twice_is_refused_a_sample_naming_them(scripted_server, mlflow_store):
+    """Plain ``mlflow.genai.evaluate`` twice into one run: every row has two traces. A draw over them could take a row
+    twice and the judge's rate would count each twice, so the sample is refused, naming the repeated rows."""
+    server = scripted_server(SummarizationJudgeScript())
+    with mlflow.start_run() as run:
+        for _ in range(2):
+            mlflow.genai.evaluate(data=rows()[:5], scorers=[ClaimAlignment(judge_for(server))])
+    with pytest.raises(ValueError, match=r"repeat row ids \('r0', 'r1', 'r2', 'r3', 'r4': 5 in all\)"):
+        label_sample(run.info.run_id, 3, seed=0)
+    assert f"{SAMPLE_TAG}.seed" not in MlflowClient().get_run(run.info.run_id).data.tags  # refused before anything is written

@@ -44,6 +44,7 @@ import json
 import secrets
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,11 +83,19 @@ class LabelSample:
 
 def _evaluated_traces(run_id: str) -> list:
     """The run's evaluated traces (what its Traces tab shows of the evaluation), with their assessments, in the order
-    of their rows' ids: a draw depends on the seed and the rows alone, not on the ids MLflow gave the traces."""
+    of their rows' ids: a draw depends on the seed and the rows alone, not on the ids MLflow gave the traces. Refused
+    where row ids repeat (the run holds two evaluations of the same rows, say): a row counted twice would weigh twice
+    in the judge's rate and could be drawn twice."""
     run = MlflowClient().get_run(run_id)
     mlflow.flush_trace_async_logging()
     traces = mlflow.search_traces(locations=[run.info.experiment_id], run_id=run_id, return_type="list")
-    return sorted((t for t in traces if TraceTagKey.EVAL_REQUEST_ID in t.info.tags), key=lambda t: (_row_id(t), t.info.trace_id))
+    evaluated = sorted(((_row_id(t), t) for t in traces if TraceTagKey.EVAL_REQUEST_ID in t.info.tags), key=lambda p: (p[0], p[1].info.trace_id))
+    repeated = sorted(row for row, times in Counter(row for row, _ in evaluated).items() if times > 1)
+    if repeated:
+        raise ValueError(f"run {run_id}'s evaluated traces repeat row ids ({', '.join(map(repr, repeated[:5]))}"
+                         f"{', ...' if len(repeated) > 5 else ''}: {len(repeated)} in all): each row must be drawn from once; "
+                         "the run holds more than one evaluation of them? evaluate into a new run")
+    return [t for _, t in evaluated]
 
 
 def _card_of(traces: list, card: str | None) -> str:
