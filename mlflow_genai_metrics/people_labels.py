@@ -34,7 +34,7 @@ import json
 import math
 import secrets
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,8 +59,9 @@ CARDS = {
 @dataclass(frozen=True)
 class PeopleReport:
     """People's rate estimated on judged rows (``estimate``, of ``people/<metric>``), and what was counted apart:
-    labels on rows not drawn (never used), drawn rows the judge failed on, drawn rows not labelled yet; ``run_id``
-    where the rows are an MLflow run's."""
+    labels on rows not drawn (never used), drawn rows the judge failed on, drawn rows not labelled yet, drawn rows
+    whose labels decide nothing (people tied, or a value that is not yes/no); ``run_id`` where the rows are an MLflow
+    run's."""
 
     metric: str
     estimate: PeopleEstimate
@@ -69,6 +70,7 @@ class PeopleReport:
     unlabelled: int
     grounding: Recalibration | None = None  # None: the rows carry no grounding score
     run_id: str | None = None
+    undecided: int = 0
 
     @property
     def sentence(self) -> str:
@@ -78,6 +80,7 @@ class PeopleReport:
         apart = [f"{_count(self.outside_sample, 'label')} on rows not drawn (not used)"] * bool(self.outside_sample)
         apart += [f"{_count(self.judge_failed, 'drawn row')} the judge failed on (left out)"] * bool(self.judge_failed)
         apart += [f"{_count(self.unlabelled, 'drawn row')} not labelled yet"] * bool(self.unlabelled)
+        apart += [f"{_count(self.undecided, 'drawn row')} whose labels decide nothing (people tied, or not yes/no; not used)"] * bool(self.undecided)
         return head + ("; " + "; ".join(apart) if apart else "")
 
     @property
@@ -119,11 +122,12 @@ def _count(number: int, what: str) -> str:
 
 def people_report(
     metric: str, judge: Mapping[Hashable, bool | None], people: Mapping[Hashable, bool | None], drawn: Sequence[Hashable],
-    grounding: Mapping[Hashable, float | None] | None = None, *, run_id: str | None = None,
+    grounding: Mapping[Hashable, float | None] | None = None, *, run_id: str | None = None, undecided: Collection[Hashable] = (),
 ) -> PeopleReport:
     """People's rate of ``metric`` from every row's judge verdict (``judge``: row -> True/False, None where the judge
     failed), people's verdicts (``people``: row -> True/False, None or absent where unlabelled), the drawn rows in
-    draw order (``drawn``) and, where the rows have one, each row's grounding score (None: none)."""
+    draw order (``drawn``) and, where the rows have one, each row's grounding score (None: none). ``undecided``: rows
+    with labels that decide no verdict (counted apart from those not labelled)."""
     drawn_set = set(drawn)
     pairs = [(judge[row], people[row]) for row in drawn if judge.get(row) is not None and people.get(row) is not None]
     scores = grounding or {}
@@ -135,9 +139,10 @@ def people_report(
         ppi_proportion([v for v in judge.values() if v is not None], [j for j, _ in pairs], [h for _, h in pairs]),
         outside_sample=sum(v is not None for row, v in people.items() if row not in drawn_set),
         judge_failed=sum(judge.get(row) is None for row in drawn),
-        unlabelled=sum(judge.get(row) is not None and people.get(row) is None for row in drawn),
+        unlabelled=sum(judge.get(row) is not None and people.get(row) is None and row not in undecided for row in drawn),
         grounding=recalibration,
         run_id=run_id,
+        undecided=sum(judge.get(row) is not None and people.get(row) is None and row in undecided for row in drawn),
     )
 
 

@@ -297,3 +297,21 @@ def test_a_run_holding_the_same_rows_twice_is_refused_a_sample_naming_them(scrip
     with pytest.raises(ValueError, match=r"repeat row ids \('r0', 'r1', 'r2', 'r3', 'r4': 5 in all\)"):
         label_sample(run.info.run_id, 3, seed=0)
     assert f"{SAMPLE_TAG}.seed" not in MlflowClient().get_run(run.info.run_id).data.tags  # refused before anything is written
+
+
+def test_drawn_rows_whose_labels_decide_nothing_are_counted_apart_from_unlabelled_ones(scripted_server, mlflow_store):
+    """People tied on a row, or answered something that is not yes/no: the row is not used, and the sentence says so
+    apart from the rows nobody labelled yet (those only wait for people; these need a person to decide)."""
+    server = scripted_server(SummarizationJudgeScript())
+    run_id, _ = evaluated_run(server)
+    sample = label_sample(run_id, 6, seed=4)
+    labelled, maybe, tied, _waiting = sample.trace_ids[:3], sample.trace_ids[3], sample.trace_ids[4], sample.trace_ids[5]
+    for trace_id in labelled:
+        mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="yes", source=PERSON)
+    mlflow.log_feedback(trace_id=maybe, name="claim_alignment", value="maybe", source=PERSON)
+    other = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="bob@example.com")
+    mlflow.log_feedback(trace_id=tied, name="claim_alignment", value="yes", source=PERSON)
+    mlflow.log_feedback(trace_id=tied, name="claim_alignment", value="no", source=other)
+    report = people_estimate(run_id, log=False)
+    assert (report.estimate.labelled, report.undecided, report.unlabelled) == (3, 2, 1)
+    assert "1 drawn row not labelled yet; 2 drawn rows whose labels decide nothing (people tied, or not yes/no; not used)" in report.sentence

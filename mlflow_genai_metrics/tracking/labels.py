@@ -17,7 +17,7 @@ answer ``claim_alignment`` yes or no as the judge did), where the installed MLfl
 **The labels** are read as ``judge_agreement`` reads them (``summarization.verdicts``): per trace, the judge's latest
 valid verdict under the card's name and the majority of people's (``HUMAN`` source) latest votes. Labels on traces
 the tool did not draw are counted apart and never used; a drawn trace the judge failed on is left out of the
-estimate with its row, and counted.
+estimate with its row, and counted, as is one whose labels decide nothing (people tied, or not yes/no).
 
 **The estimate** is people's rate of the card's question over the run's judged rows: PPI++ with an interval of
 exact pieces (``people``), logged as ``people/<metric>`` (``strict_alignment`` for ``claim_alignment`` and
@@ -182,7 +182,8 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
     # in draw order: the re-calibration's folds then depend on the seed and the labels alone
     drawn = [t.info.trace_id for t in sorted((t for t in traces if SAMPLE_TAG in t.info.tags), key=lambda t: int(t.info.tags[SAMPLE_TAG]))]
     report = people_report(metric, {t: v.judge for t, v in verdicts.items()}, {t: v.human for t, v in verdicts.items()}, drawn,
-                           {t.info.trace_id: _grounding_of(t) for t in traces}, run_id=run_id)
+                           {t.info.trace_id: _grounding_of(t) for t in traces}, run_id=run_id,
+                           undecided={t for t, v in verdicts.items() if v.people and v.human is None})
     if log:
         figures = report.metrics()  # below the labels an interval needs, no figure a rule could pass on: the tag says why
         now = int(time.time() * 1000)
