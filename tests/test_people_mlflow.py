@@ -118,6 +118,11 @@ def test_people_s_rate_is_estimated_from_the_sample_s_labels_only_and_a_gate_rul
     assert logged.metrics["people/strict_alignment_ci_low"] == pytest.approx(expected.ci_low)
     assert logged.metrics["people/strict_alignment_labelled"] == 12 and logged.metrics["people/strict_alignment_n"] == ROWS
     assert "1 label on rows not drawn (not used)" in logged.tags["mgm.people.strict_alignment"]
+    # the run's people report (mgm/people.json): the lines printed, the figures logged, what was counted apart
+    people_report = json.loads(open(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="mgm/people.json")).read())
+    assert people_report["lines"] == report.lines and people_report["card"] == "claim_alignment"
+    assert people_report["metrics"] == pytest.approx(report.metrics()) and people_report["metrics"]["people/strict_alignment_labelled"] == 12
+    assert (people_report["labelled"], people_report["rows"], people_report["outside_sample"], people_report["unlabelled"]) == (12, ROWS, 1, 0)
     passed = register_if_passing(uri, "people-gated", run_id=run_id, rules={"people/strict_alignment_ci_low": f">= {expected.ci_low - 0.01:.3f}"})
     assert passed.passed and passed.registered_version is not None
     # the run's description: the latest estimate (the one-label estimate replaced), then the latest gate decision

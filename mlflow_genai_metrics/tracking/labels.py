@@ -20,7 +20,7 @@ the tool did not draw are counted apart and never used; a drawn trace the judge 
 estimate with its row, and counted, as is one whose labels decide nothing (people tied, or not yes/no).
 
 **The estimate** is people's rate of the card's question over the run's judged rows: PPI++ with an interval of
-exact pieces (``people``), logged as ``people/<metric>`` (``strict_alignment`` for ``claim_alignment`` and
+exact pieces (``people``), written with what was counted apart in ``mgm/people.json`` and logged as ``people/<metric>`` (``strict_alignment`` for ``claim_alignment`` and
 ``answer_faithfulness``, ``instruction_following`` for ``instruction_following``) with ``_ci_low``, ``_ci_high``,
 ``_n`` (rows judged), ``_labelled``; below ``people.MIN_LABELS`` labels only ``_n`` and ``_labelled`` are logged (no
 figure a rule could pass on) and the run's ``mgm.people.<metric>`` tag says "too few labels", as a gate rule on it does.
@@ -41,6 +41,7 @@ two intervals), which ``compare_runs`` adds to its table where both runs have an
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import tempfile
 import time
@@ -59,10 +60,11 @@ from ..people import PeopleDifference, PeopleEstimate, estimate_difference
 from ..people_labels import CARDS, PeopleReport, people_report
 from ..summarization.verdicts import latest_feedback, trace_verdicts
 from .genai import root_span
-from .run_logging import set_note_section, tag_value
+from .run_logging import ARTIFACT_DIR, set_note_section, tag_value
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
 SAMPLE_ARTIFACT = "mgm_label_sample.json"
+PEOPLE_REPORT = f"{ARTIFACT_DIR}/people.json"  # the latest estimate: its lines, figures and what was counted apart
 PEOPLE_TAG = "mgm.people"
 GROUNDING = "grounding"  # the model-free check's feedback name on a trace (a number in [0, 1])
 RECALIBRATED_TAG = "mgm.grounding.recalibrated_on"  # beside run_logging's mgm.grounding.calibrated_on
@@ -133,11 +135,8 @@ def label_sample(run_id: str, n: int, *, seed: int | None = None, card: str | No
     drawn = [traces[i] for i in np.random.default_rng(seed).choice(len(traces), size=n, replace=False)]
     trace_ids, row_ids = tuple(t.info.trace_id for t in drawn), tuple(_row_id(t) for t in drawn)
     # The draw is recorded first: whatever fails after, the run has its one sample and a second draw is refused.
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / SAMPLE_ARTIFACT
-        path.write_text(json.dumps({"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(trace_ids),
-                                    "row_ids": list(row_ids)}, indent=1))
-        client.log_artifact(run_id, str(path))
+    _log_json(client, run_id, SAMPLE_ARTIFACT, {"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(trace_ids),
+                                                "row_ids": list(row_ids)})
     for key, value in {"n": n, "card": chosen_card, "seed": seed}.items():
         client.set_tag(run_id, f"{SAMPLE_TAG}.{key}", str(value))
     for position, trace_id in enumerate(trace_ids, start=1):
@@ -194,7 +193,19 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
             client.set_tag(run_id, RECALIBRATED_TAG, report.grounding.calibration)
         set_note_section(client, run_id, "people's estimate", "\n\n".join(f"**{line[:1].upper()}{line[1:]}**" if k == 0 else line
                                                                           for k, line in enumerate(report.lines)))
+        _log_json(client, run_id, PEOPLE_REPORT, {
+            "card": card, "lines": report.lines, "metrics": {k: None if math.isnan(v) else v for k, v in report.metrics().items()}, "labelled": report.estimate.labelled, "rows": report.estimate.n,
+            "outside_sample": report.outside_sample, "judge_failed": report.judge_failed, "unlabelled": report.unlabelled,
+            "undecided": report.undecided, "calibration": None if report.grounding is None else report.grounding.calibration})
     return report
+
+
+def _log_json(client: MlflowClient, run_id: str, path: str, record: dict) -> None:
+    """``record`` as the run's artifact ``path`` (a later one replaces it)."""
+    folder, name = path.rsplit("/", 1) if "/" in path else (None, path)
+    with tempfile.TemporaryDirectory() as temporary:
+        (Path(temporary) / name).write_text(json.dumps(record, indent=1, allow_nan=False, default=str))
+        client.log_artifact(run_id, str(Path(temporary) / name), artifact_path=folder)
 
 
 def _grounding_of(trace) -> float | None:
