@@ -229,7 +229,7 @@ def people_from_table(result: Any, sample: TableSample, labels: pd.DataFrame, *,
     if _fingerprint(ids) != sample.fingerprint or len(ids) != sample.rows:
         raise ValueError(f"the sample (seed {sample.seed}) was drawn from {sample.rows} other rows than the result's {len(ids)}: "
                          "draw the sample from the result it estimates")
-    question, metric, column = CARDS[sample.card]
+    _, metric, column = CARDS[sample.card]
     if column not in rows:
         raise ValueError(f"the rows have no {column!r} column: the judge's answer to the {sample.card} question")
     people = _read_labels(labels, label_col, id_col, set(ids))

@@ -137,7 +137,7 @@ class _Answers:
     def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None, method: Method) -> None:
         self.rows, self.judge, self.method = rows, judge, method
         self.chunks = [chunk_passages(row.passages, max_source_tokens) for row in rows]
-        self.examples = run_examples(method.examples, (text for row in rows for text in (*row.passages, row.answer)))
+        self.examples = run_examples(method.examples, rows)
 
     async def run(self, progress: bool | None) -> list[AnswerJudgement]:
         from tqdm.auto import tqdm

@@ -27,6 +27,11 @@ class AnswerInput(BaseModel):
     expected: str | None = None
     source_key: str
 
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The row's texts a judge's example must not come from (``passes.run_examples``)."""
+        return *self.passages, self.answer
+
 
 class Cited(BaseModel):
     """A statement checked against passages: verdict, reason, the deciding passage (1-based) and quote, and whether

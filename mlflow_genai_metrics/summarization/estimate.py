@@ -141,7 +141,7 @@ def estimate_cost(
                     answer = allowance.json + sum(allowance.item + count(point) for point in points)
                     tally.add("keypoints", extract_key_points_request(chunk), answer)
     repetitions = method.stability  # each verification asked this many times
-    examples = run_examples(method.examples, (text for row in rows for text in (row.source, row.summary)))
+    examples = run_examples(method.examples, rows)
 
     def sampled(row: RowInput) -> bool:  # in the order check's sample: its lists asked again, shuffled
         return in_sample(row.source_key, row.summary, method.order_check)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import cache
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, Protocol
 
 from pydantic import AfterValidator, BaseModel, Field, create_model, model_validator
 
@@ -156,12 +156,17 @@ def verify_claims_request(source: str, claims: list[str], examples: ExampleSet |
     return judge_request(prompt, text, verification_answer(len(claims)), 64 + 80 * len(claims))
 
 
-def run_examples(examples: ExampleSet | None, texts: Iterable[str]) -> ExampleSet | None:
+class _Judged(Protocol):
+    @property
+    def texts(self) -> tuple[str, ...]: ...
+
+
+def run_examples(examples: ExampleSet | None, rows: Iterable[_Judged]) -> ExampleSet | None:
     """``examples`` (the method's) less those from the judged rows' ``texts`` (a summary's source and summary; an
     answer's passages and answer): what a run shows (None: none)."""
     if examples is None:
         return None
-    return examples.without({text_key(text) for text in texts})
+    return examples.without({text_key(text) for row in rows for text in row.texts})
 
 
 def examples_text(examples: Sequence[CorrectedVerdict]) -> str:

@@ -115,7 +115,7 @@ class _Pipelines:
                 self.chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
                 self.first_row_of[row.source_key] = index
         self.key_points: dict[str, asyncio.Task[_KeyPoints]] = {}
-        self.examples = run_examples(method.examples, (text for row in rows for text in (row.source, row.summary)))  # people's corrected verdicts, less those from these rows
+        self.examples = run_examples(method.examples, rows)  # people's corrected verdicts, less those from these rows
 
     async def run(self, progress: bool | None) -> list[RowJudgement]:
         from tqdm.auto import tqdm

@@ -24,6 +24,11 @@ class RowInput(BaseModel):
     summary: str
     source_key: str  # hash of the source text: rows with the same text share key points
 
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The row's texts a judge's example must not come from (``passes.run_examples``)."""
+        return self.source, self.summary
+
 
 class CheckedClaim(BaseModel):
     """One claim of a summary with its verdict; ``duplicates`` counts the repeats of it removed (same text but for

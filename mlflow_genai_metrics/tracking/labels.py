@@ -40,14 +40,11 @@ two intervals), which ``compare_runs`` adds to its table where both runs have an
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -135,8 +132,8 @@ def label_sample(run_id: str, n: int, *, seed: int | None = None, card: str | No
     drawn = [traces[i] for i in np.random.default_rng(seed).choice(len(traces), size=n, replace=False)]
     trace_ids, row_ids = tuple(t.info.trace_id for t in drawn), tuple(_row_id(t) for t in drawn)
     # The draw is recorded first: whatever fails after, the run has its one sample and a second draw is refused.
-    _log_json(client, run_id, SAMPLE_ARTIFACT, {"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(trace_ids),
-                                                "row_ids": list(row_ids)})
+    client.log_dict(run_id, {"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(trace_ids),
+                             "row_ids": list(row_ids)}, SAMPLE_ARTIFACT)
     for key, value in {"n": n, "card": chosen_card, "seed": seed}.items():
         client.set_tag(run_id, f"{SAMPLE_TAG}.{key}", str(value))
     for position, trace_id in enumerate(trace_ids, start=1):
@@ -193,19 +190,12 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
             client.set_tag(run_id, RECALIBRATED_TAG, report.grounding.calibration)
         set_note_section(client, run_id, "people's estimate", "\n\n".join(f"**{line[:1].upper()}{line[1:]}**" if k == 0 else line
                                                                           for k, line in enumerate(report.lines)))
-        _log_json(client, run_id, PEOPLE_REPORT, {
+        client.log_dict(run_id, {
             "card": card, "lines": report.lines, "metrics": {k: None if math.isnan(v) else v for k, v in report.metrics().items()}, "labelled": report.estimate.labelled, "rows": report.estimate.n,
             "outside_sample": report.outside_sample, "judge_failed": report.judge_failed, "unlabelled": report.unlabelled,
-            "undecided": report.undecided, "calibration": None if report.grounding is None else report.grounding.calibration})
+            "undecided": report.undecided, "calibration": None if report.grounding is None else report.grounding.calibration},
+            PEOPLE_REPORT)
     return report
-
-
-def _log_json(client: MlflowClient, run_id: str, path: str, record: dict) -> None:
-    """``record`` as the run's artifact ``path`` (a later one replaces it)."""
-    folder, name = path.rsplit("/", 1) if "/" in path else (None, path)
-    with tempfile.TemporaryDirectory() as temporary:
-        (Path(temporary) / name).write_text(json.dumps(record, indent=1, allow_nan=False, default=str))
-        client.log_artifact(run_id, str(Path(temporary) / name), artifact_path=folder)
 
 
 def _grounding_of(trace) -> float | None:
