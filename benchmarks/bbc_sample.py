@@ -11,10 +11,12 @@ __all__ = ["DATA", "bbc_rows"]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news_summary.jsonl"
 
 
-def bbc_rows(articles: int) -> tuple[list[str], list[str]] | None:
-    """``articles`` BBC texts and their reference summaries; None (after saying so) when the data is absent."""
+def bbc_rows(articles: int, words: int | None = None) -> tuple[list[str], list[str]] | None:
+    """``articles`` BBC texts and their reference summaries; None (after saying so) when the data is absent.
+    ``words``: each text cut to its first N words (a smoke run on a real model, whose time goes with the prompt)."""
     if not DATA.exists():
         print(f"skipped: the BBC data is not at {DATA} (../shared/data beside the project)")
         return None
     sample = stratified_sample(load_articles(DATA), articles)
-    return list(sample["text"]), list(sample["reference"])
+    texts = [" ".join(text.split()[:words]) for text in sample["text"]] if words else list(sample["text"])
+    return texts, list(sample["reference"])

@@ -121,8 +121,9 @@ def main(argv: list[str] | None = None) -> list[str]:
                         help="how many of the three candidates to judge (1: the reference summaries only)")
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--no-coverage", action="store_true", help="alignment and richness only: no key-point call to share the source with")
+    parser.add_argument("--words", type=int, default=None, help="each article cut to its first N words (a quick smoke run)")
     args = parser.parse_args(argv)
-    rows = bbc_rows(args.articles)
+    rows = bbc_rows(args.articles, args.words)
     if rows is None:
         return []
     sources, summaries = candidates(*rows, args.candidates)
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     after = measure(sources, summaries, before=False, n_ctx=args.n_ctx, coverage=not args.no_coverage)
     lines = [
         f"{args.articles} BBC articles x {args.candidates} candidates = {len(sources)} rows, {'without' if args.no_coverage else 'with'} coverage; SmolLM2-135M on llama-cpp-python "
-        "(`--cache True`), one request at a time",
+        "(`--cache True`), one request at a time" + (f"; articles cut to {args.words} words" if args.words else ""),
         "",
         "| prompt layout | calls | prompt tokens sent | prompt tokens evaluated | evaluated / sent | "
         + " | ".join(f"evaluated: {name}" for name in PASSES) + " | prompt processing s |",

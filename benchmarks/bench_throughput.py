@@ -226,11 +226,13 @@ def main(argv: list[str] | None = None) -> list[str]:
              "| endpoint | judged | client | calls per row | rows/s | bound rows/s | share of bound | vs bare client | "
              "CPU ms per row | CPU ms per row beyond bare | rerun calls | rerun wall time / first |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    print("\n".join(lines), flush=True)  # each case's lines as it ends: a run cut short keeps what it measured
     variants = {"on": [True], "off": [False], "both": [True, False]}[args.grounding]
     ours = {}
     for latency, slots in args.case:
         where = f"{latency * 1000:.0f} ms, {slots} slots"
         for coverage in (False, True):
+            done = len(lines)
             what = "alignment + richness + coverage" if coverage else "alignment + richness"
             runs: dict[bool, list[dict]] = {g: [] for g in variants}
             bares = []
@@ -253,10 +255,12 @@ def main(argv: list[str] | None = None) -> list[str]:
             lines.append(f"| {where} | {what} | bare openai client, same requests | {bare['calls_per_row']:.2f} | {bare['rows_per_s']:.1f} | "
                          f"{bare['bound_rows_per_s']:.1f} | {bare_share:.0%} | 1.00x | {bare['cpu_ms_per_row']:.2f} "
                          f"({bare['cpu_ms_per_request']:.2f} per request) | | | |")
+            print("\n".join(lines[done:]), flush=True)
     if args.peers:
         latency, slots = args.case[0]
-        lines += peer_lines(args.peers, texts, latency, slots, ours[(latency, slots)])
-    print("\n".join(lines))
+        found = peer_lines(args.peers, texts, latency, slots, ours[(latency, slots)])
+        print("\n".join(found), flush=True)
+        lines += found
     return lines
 
 

@@ -320,3 +320,18 @@ def test_bench_people_smoke(warm_python):
         assert "gate passed: registered version 1\n  PASS people/strict_alignment_ci_low" in out
         assert "grounding re-calibrated on people's labels: mean " in out and "tag mgm.grounding.recalibrated_on: re-calibrated on 20" in out
     assert [row["lowest coverage"] for row in markdown_table(out, "difference: rows per run")]
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(900)  # a real model on two shared cores, two runs of one row
+def test_bench_local_endpoint_smoke(run):
+    """The grounding check's process beside a real llama.cpp server: both paths ask the same requests of it (the
+    check asks none), and the default path's line says the check ran in its own process."""
+    if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
+        pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
+    out = run("bench_local_endpoint.py", "--rows", "1", "--worker", "--words", "40")
+    assert "the check in its own process" in out, out
+    rows = {row["path"]: row for row in markdown_table(out, "path")}
+    assert set(rows) == {"default (grounding on)", "grounding=False"}, out
+    assert rows["default (grounding on)"]["calls"] == rows["grounding=False"]["calls"] != "0", out
+    assert rows["grounding=False"]["vs grounding=False"] == "1.000x" and float(rows["default (grounding on)"]["server CPU ms per row"]) > 0

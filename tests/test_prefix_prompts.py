@@ -159,7 +159,7 @@ def test_bench_prefix_cache_smoke():
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_prefix_cache.py"
-    done = subprocess.run([sys.executable, str(script), "--articles", "1", "--candidates", "1"], capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, str(script), "--articles", "1", "--candidates", "1", "--words", "150"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     ratio = next(line for line in done.stdout.splitlines() if line.startswith("prompt tokens evaluated, after / before"))
     assert float(ratio.split(": ")[1].rstrip("x")) < 1.0

@@ -24,8 +24,8 @@ def test_smollm2_with_stability_3_reports_its_flip_rate_and_a_rerun_makes_no_cal
                          seed=seed, max_concurrency=2)
 
         # At temperature 0 this model lists no claim at all (every row a no_claims error); sampled, it lists some for
-        # some seeds (6 on the machine this was written on): the first seed that gives a judged row is used.
-        for seed in (6, 9, *range(20, 40)):
+        # some seeds (9 on the machine of 2026-12-05, 6 on the one it was written on): the first seed that gives a judged row is used.
+        for seed in (9, 6, *range(20, 40)):
             first = judge_summaries(SOURCES, SUMMARIES, judge=judge(seed), stability=3, coverage=False, grounding=False, progress=False)
             judged = first.rows[first.rows["error"] == ""]
             assert (first.rows.loc[first.rows["error"] != "", "claim_count"].isna()).all()  # failed: an error, never a score
@@ -39,7 +39,7 @@ def test_smollm2_with_stability_3_reports_its_flip_rate_and_a_rerun_makes_no_cal
         assert flip_rate == judged["unstable_claims"].sum() / claims and 0.0 <= flip_rate <= 1.0
         # each row's claims asked once (or twice), each judged row's verification three times (seed, seed + 1, seed + 2)
         assert first.usage.calls >= len(SOURCES) + 3 * len(judged)
-        print(f"SmolLM2 at temperature 0.8, stability 3: flip rate {flip_rate:.2f} over {claims} claims")
+        print(f"SmolLM2 at temperature 0.8, stability 3, seed {seed}: flip rate {flip_rate:.2f} over {claims} claims")
 
         again = judge_summaries(SOURCES, SUMMARIES, judge=judge(seed), stability=3, coverage=False, grounding=False, progress=False)
         assert again.usage.calls == 0 and again.metrics["judge/flip_rate"] == flip_rate
