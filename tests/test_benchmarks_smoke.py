@@ -326,7 +326,7 @@ def test_bench_people_smoke(warm_python):
 @pytest.mark.timeout(900)  # a real model on two shared cores, two runs of one row
 def test_bench_local_endpoint_smoke(run):
     """The grounding check's process beside a real llama.cpp server: both paths ask the same requests of it (the
-    check asks none), and the default path's line says the check ran in its own process."""
+    check asks none), and the check ran in a process of its own (its CPU measured) on the default path alone."""
     if not (SHARED_DATA / "bbc_news_summary.jsonl").exists():
         pytest.skip(f"the BBC data is not at {SHARED_DATA} (../shared/data beside the project)")
     out = run("bench_local_endpoint.py", "--rows", "1", "--worker", "--words", "40")
@@ -335,3 +335,5 @@ def test_bench_local_endpoint_smoke(run):
     assert set(rows) == {"default (grounding on)", "grounding=False"}, out
     assert rows["default (grounding on)"]["calls"] == rows["grounding=False"]["calls"] != "0", out
     assert rows["grounding=False"]["vs grounding=False"] == "1.000x" and float(rows["default (grounding on)"]["server CPU ms per row"]) > 0
+    # the check's own process ran (its CPU measured) on the default path, and no process on grounding=False's
+    assert float(rows["default (grounding on)"]["of it, the check's process"]) > 0 and rows["grounding=False"]["of it, the check's process"] == "0.0"
