@@ -300,3 +300,18 @@ def test_a_word_of_a_hundred_thousand_letters_scores_at_once_as_bert_reads_it():
     result = grounding_metrics(["The council approved the budget. Critics laughed."], ["Critics laughed: " + "ha" * 50_000 + "."])
     assert time.process_time() - started < 1.0, "a 100,000-letter word must not stall the grounding check"
     assert len(result.rows) == 1 and MAX_WORD_CHARS == 100
+
+
+def test_the_calibration_is_scipy_s_expit_bit_for_bit():
+    """``model.logistic`` stands in for ``scipy.special.expit`` (so the worker never imports scipy.special): the
+    same double for every value, the extremes included."""
+    from scipy.special import expit
+
+    from mlflow_genai_metrics.grounding.model import logistic
+
+    rng = np.random.default_rng(47)
+    values = np.concatenate([rng.normal(0, 4, 200_000), rng.uniform(-800, 800, 20_000),
+                             [0.0, -0.0, 709.0, -709.0, 709.8, -709.8, 745.2, -745.2, 1e308, -1e308, np.inf, -np.inf]])
+    ours = np.array([logistic(v) for v in values.tolist()])
+    assert np.array_equal(ours, expit(values))
+    assert math.isnan(logistic(math.nan))

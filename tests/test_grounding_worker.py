@@ -284,6 +284,26 @@ def test_the_worker_s_stemmer_loads_without_nltk_s_package_and_stems_as_nltk_doe
     assert not found["scipy"]  # NLTK's package imports scipy.stats (its collocations' metrics): it never ran
 
 
+SERVED = """
+import io, json, sys
+from mlflow_genai_metrics.grounding.worker import serve
+lines = [{"cache": sys.argv[1]}, {"source": "The council approved the budget on Monday. Critics objected.",
+         "summary": "The council approved the budget.", "claims": ["The council rejected the budget."]}]
+serve(io.BufferedReader(io.BytesIO("".join(json.dumps(line) + "\\n" for line in lines).encode())))
+print(sorted({m.split(".")[0] for m in sys.modules} & {"scipy", "nltk", "pandas", "mlflow"}))
+"""
+
+
+def test_the_worker_scores_without_importing_scipy_pandas_or_mlflow(tmp_path):
+    """Issue 47: the worker's start-up is part of the check's CPU a row. Scoring a row and a claim loads none of
+    scipy (its ``expit`` alone cost a third of a second), pandas or MLflow."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", SERVED, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split()[-1] == "[]"
+    assert stored(tmp_path) == (1, 1)
+
+
 def test_with_other_threads_the_stemmer_is_nltk_s_plain_import():
     """Where another thread could be importing ``nltk`` meanwhile, no bare stand-in is ever put in ``sys.modules``:
     the plain import, which leaves the whole package loaded."""

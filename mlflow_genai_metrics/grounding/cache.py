@@ -14,7 +14,6 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict
 
 from ..sqlite_store import OwnerOnlyStore, default_cache_dir
 from .features import SourceIndex
@@ -60,7 +59,8 @@ class GroundingCache(OwnerOnlyStore):
     def put_many(self, items: Sequence[tuple[Key, RowGrounding]]) -> None:
         """Store results; a key stored before keeps its first value (same model and texts, same result). A write
         the file refuses is said once and stops the cache's writes; the results are the caller's all the same."""
-        records = [("|".join(key), key[0], json.dumps(asdict(value))) for key, value in items]
+        # vars: the three fields, in order, as ``asdict`` gives them without its deep copy
+        records = [("|".join(key), key[0], json.dumps(vars(value))) for key, value in items]
         self._write(lambda: self._insert_many("INSERT OR IGNORE INTO grounding VALUES (?, ?, ?)", records),
                     what=f"the grounding of {len(records)} text(s)",
                     kept=_KEPT)
