@@ -12,7 +12,9 @@ machine inflates), with the CPU milliseconds per row. Imports, and reading the m
 as in a fresh process. Every grounding line but the rerun is cold: no grounding cache, each source indexed once. The
 first line meets every word of the corpus for the first time (a fresh process); "again" is the same run with the
 memos holding the corpus's words (a long-lived process); the claims line adds, per row, each summary sentence as a
-claim against the same index (what the judge's run asks per row, as ``grounding.worker`` does it). ROUGE reads the
+claim against the same index (what the judge's run asks per row, as ``grounding.worker`` does it); the worker line is
+that work done by a fresh ``grounding.worker`` process fed one line per row, as a large run feeds it: its CPU with
+its start-up (imports, model, vectors, empty memos), which is what the check costs a run wherever it runs. ROUGE reads the
 same two texts per row: rouge-score's stemmed rouge1/2/L row by row, and the project's ``traditional_metrics``
 (ROUGE, BLEU and chrF) in one process.
 """
@@ -22,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +47,20 @@ def timed(work) -> tuple[float, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     work()
     return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def worker_cost(sources: list[str], summaries: list[str], claims: list[list[str]], cache_dir: str) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of a fresh ``grounding.worker`` process scoring each row and its claims, fed one
+    line per row (``GroundingInAnotherProcess``'s lines), storing into an empty cache in ``cache_dir``."""
+    lines = [{"cache": cache_dir}] + [{"source": source, "summary": summary, "claims": row_claims}
+                                      for source, summary, row_claims in zip(sources, summaries, claims)]
+    feed = "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "mlflow_genai_metrics.grounding.worker"], input=feed, check=True, timeout=3600)
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall
 
 
 def main(argv: list[str] | None = None) -> list[str]:
@@ -81,6 +99,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     results["grounding_metrics, no cache"] = timed(lambda: grounding_metrics(sources, summaries, ids=ids, cache=False))
     results["grounding_metrics, no cache, again (word memos warm)"] = timed(lambda: grounding_metrics(sources, summaries, ids=ids, cache=False))
     results["summary and its sentences as claims, row by row, no cache (word memos warm)"] = timed(with_claims)
+    with tempfile.TemporaryDirectory(prefix="mgm-bench-worker-") as cache_dir:
+        results["the same in a fresh grounding.worker process, a line per row (start-up included)"] = worker_cost(sources, summaries, claims, cache_dir)
     with tempfile.TemporaryDirectory(prefix="mgm-bench-grounding-") as cache_dir:
         # A fresh cache: the first run scores and stores every row, the second reads them all back.
         results["grounding_metrics, first run (stores in the cache)"] = timed(lambda: grounding_metrics(sources, summaries, ids=ids, cache_dir=cache_dir))

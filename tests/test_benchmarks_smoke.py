@@ -243,6 +243,8 @@ def test_bench_grounding_smoke(run):
     assert {"grounding_metrics, no cache", "grounding_metrics, rerun (reads the cache)", "rouge-score rouge1/2/L (stemmed), row by row"} <= set(methods)
     assert float(methods["grounding_metrics, no cache"]["rows/s (CPU, one core)"]) > 0
     assert "rerun recomputed 0 rows" in out
+    # the worker's line is a real process's CPU: its start-up alone (numpy, the model, the vectors) is over 0.1 s
+    assert float(methods["the same in a fresh grounding.worker process, a line per row (start-up included)"]["CPU s"]) > 0.1
 
 
 def test_bench_agreement_grounding_smoke(run):
