@@ -339,3 +339,11 @@ def test_bench_local_endpoint_smoke(run):
     assert rows["grounding=False"]["vs grounding=False"] == "1.000x" and float(rows["default (grounding on)"]["server CPU ms per row"]) > 0
     # the check's own process ran (its CPU measured) on the default path, and no process on grounding=False's
     assert float(rows["default (grounding on)"]["of it, the check's process"]) > 0 and rows["grounding=False"]["of it, the check's process"] == "0.0"
+
+
+def test_bench_mlflow_workers_smoke(run):
+    """MLflow alone at 4 workers (its default takes half a minute a run here): every trace stored with its spans."""
+    out = run("bench_mlflow_workers.py", "--runs", "1", "--rows", "4", "--workers", "4")
+    rows = markdown_table(out, "MLflow workers")
+    assert [(r["MLflow workers"], r["run"], r["traces stored with their spans"]) for r in rows] == [("4", "1", "4 of 4")]
+    assert float(rows[0]["seconds"]) > 0
