@@ -315,3 +315,17 @@ def test_the_calibration_is_scipy_s_expit_bit_for_bit():
     ours = np.array([logistic(v) for v in values.tolist()])
     assert np.array_equal(ours, expit(values))
     assert math.isnan(logistic(math.nan))
+
+
+def test_rows_scored_together_or_alone_get_the_same_scores_across_chunks():
+    """The trees score rows in chunks (``model._CHUNK``): a matrix spanning several chunks scores each row exactly
+    as that row alone does."""
+    from mlflow_genai_metrics.grounding import model as model_module
+
+    model = load_model()
+    rows = 3 * model_module._CHUNK + 5
+    features = np.random.default_rng(46).random((rows, len(model.features)))
+    features[::7, 3] = np.nan  # missing values take their own branch
+    together = model.predict(features)
+    alone = np.concatenate([model.predict(features[i:i + 1]) for i in range(rows)])
+    assert together.shape == (rows,) and np.array_equal(together, alone)

@@ -132,7 +132,9 @@ def logistic(x: float) -> float:
         return 0.0
 
 
-_CHUNK = 1024  # rows scored at once: (rows x split nodes) arrays of about 10 MB
+# Rows scored at once: a chunk's (rows x split nodes) arrays stay in the CPU's cache (measured, 200 trees: 8.5 us a
+# row in chunks of 64, 16.8 in chunks of 1,024); each row's sum is its own, so the chunks change no bit.
+_CHUNK = 64
 
 
 @dataclass(frozen=True)
