@@ -226,7 +226,7 @@ def test_grounding_cache_is_owner_only(tmp_path):
     assert stat.S_IMODE((folder / CACHE_FILE).stat().st_mode) == 0o600
 
 
-def test_the_model_file_is_package_data():
+def test_the_model_vectors_and_stem_table_are_package_data():
     import fnmatch
     import tomllib
     from pathlib import Path
@@ -234,8 +234,10 @@ def test_the_model_file_is_package_data():
     package = Path(mlflow_genai_metrics.__file__).parent
     pyproject = tomllib.loads((package.parent / "pyproject.toml").read_text())
     globs = pyproject["tool"]["setuptools"]["package-data"]["mlflow_genai_metrics"]
-    for shipped in (MODEL_FILE, VECTORS_FILE):
-        assert any(fnmatch.fnmatch(shipped.relative_to(package).as_posix(), glob) for glob in globs), shipped
+    from mlflow_genai_metrics.grounding.words import STEM_TABLE
+
+    for shipped in (MODEL_FILE, VECTORS_FILE, STEM_TABLE):
+        assert shipped.exists() and any(fnmatch.fnmatch(shipped.relative_to(package).as_posix(), glob) for glob in globs), shipped
 
 
 def test_scoring_does_not_import_mlflow():

@@ -256,15 +256,19 @@ def test_rows_the_judge_failed_on_are_checked_by_the_worker_too(scripted_server,
 LEAN = """
 import sys, threading
 from mlflow_genai_metrics.grounding.vectors import load_vectors
-from mlflow_genai_metrics.grounding.words import stem
+from mlflow_genai_metrics.grounding.words import _stem_table, _stemmer, stem
 words = sorted({t.lstrip("#").lower() for t in load_vectors().rows if t.lstrip("#").isalpha()})
-stems = [stem(w) for w in words]  # a process of one thread: the lean load
+lean_stemmer = _stemmer()  # a process of one thread: the lean load
+stems = [lean_stemmer.stem(w) for w in words]
+table = _stem_table()
 lean = dict(nltk_left=sorted(m for m in sys.modules if m.startswith("nltk")),
             scipy="scipy.stats" in sys.modules, threads=threading.active_count())
 import nltk  # the real package after it, whole
 from nltk.stem.porter import PorterStemmer
 plain = PorterStemmer()
 print(repr(dict(lean, words=len(words), differ=[w for w, s in zip(words, stems) if plain.stem(w) != s][:5],
+                table=len(table), table_differs=[w for w, s in table.items() if plain.stem(w) != s][:5],
+                stem_reads_table=all(stem(w) == table[w] for w in table),
                 real=hasattr(nltk, "word_tokenize"))))
 """
 
@@ -273,13 +277,15 @@ def test_the_worker_s_stemmer_loads_without_nltk_s_package_and_stems_as_nltk_doe
     """Issue 47: in a process of one thread (the grounding worker) the Porter stemmer's module loads without running
     ``nltk/__init__`` (2 s of CPU: scipy.stats, NLTK's corpora and metrics), leaves no ``nltk`` module behind, and
     stems every word of the word-vector vocabulary exactly as NLTK's own import does; a later ``import nltk`` is the
-    real package."""
+    real package. The shipped table of stems holds NLTK's own, and ``stem`` reads them from it."""
     import ast
     import subprocess
 
     done = subprocess.run([sys.executable, "-c", LEAN], capture_output=True, text=True, timeout=120, check=True)
     found = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert found["threads"] == 1 and found["words"] > 15_000 and found["differ"] == []
+    # the shipped table (scripts/build_stem_table.py) holds NLTK's own stems, and stem() reads it
+    assert found["table"] > 20_000 and found["table_differs"] == [] and found["stem_reads_table"]
     assert found["nltk_left"] == [] and found["real"]
     assert not found["scipy"]  # NLTK's package imports scipy.stats (its collocations' metrics): it never ran
 
@@ -310,6 +316,6 @@ def test_with_other_threads_the_stemmer_is_nltk_s_plain_import():
     import subprocess
 
     code = ("import threading, time, sys\nthreading.Thread(target=time.sleep, args=(5,), daemon=True).start()\n"
-            "from mlflow_genai_metrics.grounding.words import stem\nprint(stem('running'), 'nltk' in sys.modules, 'nltk.collocations' in sys.modules)")
+            "from mlflow_genai_metrics.grounding.words import stem\nprint(stem('flumphing'), 'nltk' in sys.modules, 'nltk.collocations' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    assert done.stdout.split() == ["run", "True", "True"]
+    assert done.stdout.split() == ["flumph", "True", "True"]  # a word the shipped table lacks: NLTK stems it
