@@ -24,12 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_throughput import children_cpu  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news_summary.jsonl"
 
@@ -55,12 +58,9 @@ def worker_cost(sources: list[str], summaries: list[str], claims: list[list[str]
     lines = [{"cache": cache_dir}] + [{"source": source, "summary": summary, "claims": row_claims}
                                       for source, summary, row_claims in zip(sources, summaries, claims)]
     feed = "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = time.perf_counter()
+    cpu, wall = children_cpu(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "mlflow_genai_metrics.grounding.worker"], input=feed, check=True, timeout=3600)
-    wall = time.perf_counter() - wall
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, wall
+    return children_cpu() - cpu, time.perf_counter() - wall
 
 
 def main(argv: list[str] | None = None) -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bbc_sample import bbc_rows  # noqa: E402
+from bench_throughput import children_cpu  # noqa: E402
 
 from mlflow_genai_metrics import Judge, judge_summaries  # noqa: E402
 from mlflow_genai_metrics.local import LocalModelServer  # noqa: E402
@@ -42,21 +42,15 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu(who: int) -> float:
-    """CPU seconds (user + system) of ``resource.RUSAGE_SELF`` or ``RUSAGE_CHILDREN`` (the reaped ones: the
-    grounding check's process; the server is reaped only after)."""
-    usage = resource.getrusage(who)
-    return usage.ru_utime + usage.ru_stime
-
-
 def measure(server: LocalModelServer, texts: tuple[list[str], list[str]], slots: int, grounding: bool) -> dict[str, float]:
     sources, summaries = texts
     with tempfile.TemporaryDirectory(prefix="mgm-bench-local-") as cache:
         judge = Judge(server.model_id, server.base_url, "local", cache_dir=cache, max_concurrency=slots, timeout_s=600)
-        wall, own, worker, served = time.perf_counter(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), process_cpu(server.pid)
+        # children_cpu: the reaped children, i.e. the grounding check's process (the server is reaped only after)
+        wall, own, worker, served = time.perf_counter(), time.process_time(), children_cpu(), process_cpu(server.pid)
         result = judge_summaries(sources, summaries, judge=judge, coverage=False, grounding=grounding, resamples=200)
-        wall, own = time.perf_counter() - wall, cpu(resource.RUSAGE_SELF) - own
-        worker, served = cpu(resource.RUSAGE_CHILDREN) - worker, process_cpu(server.pid) - served
+        wall, own = time.perf_counter() - wall, time.process_time() - own
+        worker, served = children_cpu() - worker, process_cpu(server.pid) - served
     rows = len(sources)
     failed = int((result.rows["error"] != "").sum())  # "" where the judge gave every answer
     return {"rows_per_s": rows / wall, "wall_s": wall, "ours_ms": (own + worker) / rows * 1000, "worker_ms": worker / rows * 1000,
