@@ -115,6 +115,7 @@ class _Pipelines:
                 self.chunks_of[row.source_key] = split_source(row.source, max_source_tokens) if max_source_tokens else [row.source]
                 self.first_row_of[row.source_key] = index
         self.key_points: dict[str, asyncio.Task[_KeyPoints]] = {}
+        self.built: dict[int, RowJudgement] = {}  # each judged row's record, made as it finished (not after the last)
         self.examples = run_examples(method.examples, rows)  # people's corrected verdicts, less those from these rows
 
     async def run(self, progress: bool | None) -> list[RowJudgement]:
@@ -169,7 +170,12 @@ class _Pipelines:
                 states[first].usage["key_points"].add(self.key_points[key].result().usage)
             elif self.coverage and stored_key_points.get(key) is not None:
                 states[first].usage["key_points"].add(stored_key_points[key].count_cached(self.judge))
-        return [_stored_record(self.rows[index], found[index], state) if index in found else _record(self.rows[index], state)
+            else:
+                continue
+            if first in self.built:  # its usage has changed since
+                self.built[first] = self.built[first].model_copy(update=_usage(states[first]))
+        return [_stored_record(self.rows[index], found[index], state) if index in found
+                else self.built[index] if index in self.built else _record(self.rows[index], state)
                 for index, state in enumerate(states)]
 
     async def _judge_rows(self, pending: list[int], states: list[_RowState], bar: Any) -> None:
@@ -178,6 +184,7 @@ class _Pipelines:
         async def worker(group: asyncio.TaskGroup) -> None:
             for index in next_row:
                 await self._row(index, states[index], group)
+                self.built[index] = _record(self.rows[index], states[index])  # while the judge answers other rows
                 bar.update(1)
 
         try:
