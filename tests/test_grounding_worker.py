@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import os
 import sqlite3
 import sys
@@ -192,6 +193,72 @@ def test_the_worker_stores_what_its_lines_ask_however_they_arrive(tmp_path, size
         direct.close()
 
 
+def test_the_worker_hands_back_each_named_rows_scores_as_the_cache_holds_them(tmp_path):
+    """Issue 47: the worker writes a line per row its tasks name (a row with its claims, a row's claims alone, a
+    named batch), the numbers ``cached_groundings`` and ``cached_supports`` give (NaN for a claim with no word);
+    tasks that name no row are stored and handed back to no one."""
+    claims0, claims1 = ["The council approved budget 0."], ["The mayor welcomed it.", "...", "Budget 1 doubled."]
+    lines = [{"cache": str(tmp_path / "worker")},
+             {"row": 0, "source": SOURCES[0], "summary": SUMMARIES[0], "claims": claims0},
+             {"source": SOURCES[9], "summary": SUMMARIES[9], "claims": ["Budget 9 passed."]},  # no row named
+             {"row": 1, "source": SOURCES[1], "claims": claims1},
+             {"sources": SOURCES[7:9], "summaries": SUMMARIES[7:9]},  # no rows named
+             {"rows": [5, 6], "sources": SOURCES[5:7], "summaries": SUMMARIES[5:7]}]
+    out = io.BytesIO()
+    serve(Pipe([("".join(json.dumps(line) + "\n" for line in lines)).encode("utf-8")]), out)
+    handed = [json.loads(line) for line in out.getvalue().decode("utf-8").splitlines()]
+    direct = GroundingCache(tmp_path / "direct")
+    try:
+        rows, _, _ = cached_groundings([SOURCES[0], SOURCES[5], SOURCES[6]], [SUMMARIES[0], SUMMARIES[5], SUMMARIES[6]], direct)
+        supports = cached_supports(claims0 + claims1, [SOURCES[0]] + [SOURCES[1]] * 3, direct)
+    finally:
+        direct.close()
+    assert [h["row"] for h in handed] == [0, 1, 5, 6]
+    assert [h.get("grounding") for h in handed] == [vars(rows[0]), None, vars(rows[1]), vars(rows[2])]
+    assert handed[0]["supports"] == supports[:1] and handed[2]["supports"] == handed[3]["supports"] == []
+    assert handed[1]["supports"][0] == supports[1] and math.isnan(handed[1]["supports"][1]) and math.isnan(supports[2])
+    assert handed[1]["supports"][2] == supports[3]
+    assert stored(tmp_path / "worker") == (6, 5)  # every task stored, named or not
+
+
+def test_a_large_run_reads_back_nothing_the_worker_handed_over(scripted_server, tmp_path, monkeypatch):
+    """After the judge's last answer the run reads no row or claim back from the cache that the worker scored: it
+    handed each over as it went (the readback was a third of the run's tail after the last answer)."""
+    spy, read = Spy(monkeypatch), {"groundings": [], "supports": []}
+    groundings, supports = grounded.cached_groundings, grounded.cached_supports
+
+    def reading_groundings(sources, *args, **kwargs):
+        read["groundings"].append(len(sources))
+        return groundings(sources, *args, **kwargs)
+
+    def reading_supports(claims, *args, **kwargs):
+        read["supports"].append(len(claims))
+        return supports(claims, *args, **kwargs)
+
+    monkeypatch.setattr(grounded, "cached_groundings", reading_groundings)
+    monkeypatch.setattr(grounded, "cached_supports", reading_supports)
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "cache", max_concurrency=8), coverage=False)
+    assert len(spy.made) == 1 and spy.made[0]._process.returncode == 0
+    assert len(spy.made[0].scored.groundings) == ROWS and len(result.claims) > ROWS
+    assert read == {"groundings": [0], "supports": []}
+
+
+def test_a_worker_handing_back_lines_no_row_can_use_costs_only_time(scripted_server, tmp_path, monkeypatch):
+    """Lines that are not JSON, name no row sent or lack fields are passed over: those rows are scored after the
+    judge, the in-loop numbers."""
+    junk = ('import sys; sys.stdin.read(); sys.stdout.write("not json\\n" + \'{"row": 99999, "supports": [0.5]}\\n\' + '
+            '\'{"row": 0, "grounding": {"grounding": 0.5}}\\n\' + \'{"supports": []}\\n\')')
+    spy = Spy(monkeypatch, command=(sys.executable, "-c", junk))
+    server = scripted_server(SummarizationJudgeScript())
+    ids = list(range(ROWS))
+    handed = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "junk", max_concurrency=8), coverage=False, ids=ids)
+    assert len(spy.made) == 1 and spy.made[0]._process.returncode == 0 and spy.made[0].scored.groundings == {}
+    monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
+    in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
+    assert row_columns(handed) == row_columns(in_loop) and claim_columns(handed) == claim_columns(in_loop)
+
+
 def test_a_bad_line_fails_the_worker_with_what_it_stored_kept(tmp_path):
     """The rows that arrived before a bad line are stored; the bad line raises (the process exits 1 and says why)."""
     good = (json.dumps({"cache": str(tmp_path)}) + "\n" + json.dumps({"sources": SOURCES[:2], "summaries": SUMMARIES[:2]}) + "\n").encode("utf-8")
@@ -320,3 +387,23 @@ def test_with_other_threads_the_stemmer_is_nltk_s_plain_import():
             "from mlflow_genai_metrics.grounding.words import stem\nprint(stem('flumphing'), 'nltk' in sys.modules, 'nltk.collocations' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.split() == ["flumph", "True", "True"]  # a word the shipped table lacks: NLTK stems it
+
+
+def test_the_check_on_the_judges_loop_hands_over_every_row_and_claim_it_scored(scripted_server, tmp_path, monkeypatch):
+    """A small run (the check on the judge's loop): what the check scored while the judge waited reaches
+    ``ground_judgements`` as it is, every row and every judged claim, so nothing is read back after the judge."""
+    from mlflow_genai_metrics.summarization import judging
+
+    seen, original = [], judging.ground_judgements
+
+    def handed(rows, judgements, cache, scored=None):
+        seen.append((scored, judgements))
+        return original(rows, judgements, cache, scored)
+
+    monkeypatch.setattr(judging, "ground_judgements", handed)
+    server = scripted_server(SummarizationJudgeScript())
+    judge_summaries(SOURCES[:20], SUMMARIES[:20], judge=judge_for(server, cache_dir=tmp_path / "cache"), coverage=False)
+    (scored, judgements), = seen
+    assert sorted(scored.groundings) == list(range(20))
+    assert all(claim.claim in scored.supports[position] for position, j in enumerate(judgements) for claim in j.claims)
+    assert sum(len(j.claims) for j in judgements) > 20

@@ -3,13 +3,16 @@
     python -m mlflow_genai_metrics.grounding.worker      # reads JSON lines on standard input
 
 The first line names the cache folder, ``{"cache": DIR}``; then each line is one row, its summary and the claims
-judged so far, ``{"source": "...", "summary": "...", "claims": [...]}`` (``cached_groundings`` and
+judged so far, ``{"row": 7, "source": "...", "summary": "...", "claims": [...]}`` (``cached_groundings`` and
 ``cached_supports`` on one index of the source; ``summary`` may be left out), or a batch of rows,
-``{"sources": [...], "summaries": [...]}``. End of input ends the process (exit 0). A cache it cannot write (a full
-disk, a read-only file) stops it at once with exit 74 (``EXIT_UNWRITABLE``), SQLite's words on standard error: the
-caller says so, naming the file (``store_writes``). Anything else, or another failure, is written to standard error
-and exits 1. Either way what it had stored stays stored, the rest is left for the caller to compute. Nothing is
-written to standard output.
+``{"rows": [...], "sources": [...], "summaries": [...]}``. End of input ends the process (exit 0). A cache it cannot
+write (a full disk, a read-only file) stops it at once with exit 74 (``EXIT_UNWRITABLE``), SQLite's words on standard
+error: the caller says so, naming the file (``store_writes``). Anything else, or another failure, is written to
+standard error and exits 1. Either way what it had stored stays stored, the rest is left for the caller to compute.
+
+What it scores it also hands back on standard output, a line per row as each batch is done (rows named by the
+caller's ``row``): ``{"row": 7, "grounding": {...}, "supports": [...]}`` (the ``RowGrounding``'s fields; each
+claim's support in the order sent, NaN for a claim with no word), so the caller need not read the cache back.
 
 ``summarization.grounded.GroundingInAnotherProcess`` starts it for a large run, so the check uses another core
 instead of holding the judge's loop; it is a plain interpreter started with ``-m`` (never a fork of the caller,
@@ -29,16 +32,18 @@ from typing import BinaryIO
 from ..store_writes import StoreWriteError, StoreWriteWarning
 from .cache import GroundingCache, cached_groundings, cached_supports
 from .features import SourceIndex
+from .scoring import RowGrounding
 
 KEPT_INDEXES = 64  # sources whose index the worker keeps for their next rows (a BBC article's: tens of kB)
 EXIT_UNWRITABLE = 74  # sysexits' EX_IOERR: the cache could not be written; standard error holds SQLite's words
 
 
-def serve(stream: BinaryIO) -> None:
-    """Fill the cache named by the first line with what the next lines ask, until the input ends. The lines that
-    have arrived together are scored together (one model pass, one write), so a worker that falls behind catches
-    up faster; the latest sources' indexes are kept, so a source shared by many rows is indexed once. A cache that
-    cannot be written raises its ``StoreWriteError`` after the lines in hand: scoring on would store nothing."""
+def serve(stream: BinaryIO, out: BinaryIO | None = None) -> None:
+    """Fill the cache named by the first line with what the next lines ask, until the input ends, and hand each
+    named row's scores to ``out``. The lines that have arrived together are scored together (one model pass, one
+    write), so a worker that falls behind catches up faster; the latest sources' indexes are kept, so a source shared
+    by many rows is indexed once. A cache that cannot be written raises its ``StoreWriteError`` after the lines in
+    hand: scoring on would store nothing."""
     lines = _batches(stream)
     first = next(lines, [])
     if not first:
@@ -46,9 +51,9 @@ def serve(stream: BinaryIO) -> None:
     cache = GroundingCache(json.loads(first[0])["cache"])
     try:
         recent: dict[str, SourceIndex] = {}  # the latest sources' indexes, oldest first: a shared source is indexed once
-        _score(first[1:], cache, recent)
+        _score(first[1:], cache, recent, out)
         for batch in lines:
-            _score(batch, cache, recent)
+            _score(batch, cache, recent, out)
     finally:
         cache.close()
 
@@ -73,18 +78,32 @@ def _keep_recent(recent: dict[str, SourceIndex], sources: list[str]) -> None:
         del recent[next(iter(recent))]
 
 
-def _score(lines: list[bytes], cache: GroundingCache, recent: dict[str, SourceIndex]) -> None:
+def _score(lines: list[bytes], cache: GroundingCache, recent: dict[str, SourceIndex], out: BinaryIO | None = None) -> None:
     tasks = [json.loads(line) for line in lines if line.strip()]
     sources = [source for t in tasks for source in t.get("sources", [t["source"]] if "summary" in t else [])]
     summaries = [summary for t in tasks for summary in t.get("summaries", [t["summary"]] if "summary" in t else [])]
     claims = [(claim, t["source"]) for t in tasks for claim in t.get("claims", [])]
-    if summaries:
-        cached_groundings(sources, summaries, cache, recent)
-    if claims:
-        cached_supports([c for c, _ in claims], [s for _, s in claims], cache, recent)
+    groundings = iter(cached_groundings(sources, summaries, cache, recent)[0] if summaries else [])
+    supports = iter(cached_supports([c for c, _ in claims], [s for _, s in claims], cache, recent) if claims else [])
     _keep_recent(recent, sources + [s for _, s in claims])
+    if out is not None:
+        out.write("".join(_handed(tasks, groundings, supports)).encode("utf-8"))
+        out.flush()
     if cache.write_failure is not None:
         raise cache.write_failure
+
+
+def _handed(tasks: list[dict], groundings: Iterator[RowGrounding], supports: Iterator[float]) -> Iterator[str]:
+    """A line per row a task names, with its scores: the results are in the tasks' order (a batch's rows have only
+    their groundings; a row's task its grounding when it sent its summary, and its claims' supports)."""
+    for task in tasks:
+        if "sources" in task:
+            rows = task.get("rows") or [None] * len(task["sources"])
+            scored = [(row, {"grounding": vars(next(groundings)), "supports": []}) for row in rows]
+        else:
+            scores = {"grounding": vars(next(groundings))} if "summary" in task else {}
+            scored = [(task.get("row"), {**scores, "supports": [next(supports) for _ in task.get("claims", [])]})]
+        yield from (json.dumps({"row": row, **scores}) + "\n" for row, scores in scored if row is not None)
 
 
 if __name__ == "__main__":
@@ -92,7 +111,7 @@ if __name__ == "__main__":
         os.nice(10)  # behind the caller: the judge's loop and the endpoint get the cores first, this gets what is left
     warnings.simplefilter("ignore", StoreWriteWarning)  # the caller says it, once, naming the file
     try:
-        serve(sys.stdin.buffer)
+        serve(sys.stdin.buffer, sys.stdout.buffer)
     except StoreWriteError as failure:
         sys.stderr.write(failure.problem)
         sys.stderr.flush()

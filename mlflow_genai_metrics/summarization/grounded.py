@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import sys
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from ..grounding.cache import GroundingCache, cached_groundings, cached_supports, uncached_rows
 from ..grounding.model import load_model
-from ..grounding.scoring import suspect
+from ..grounding.scoring import RowGrounding, suspect
 from ..grounding.worker import EXIT_UNWRITABLE
 from ..judge import Judge
 from .records import RowInput, RowJudgement
@@ -47,12 +49,31 @@ def grounding_cache(judge: Judge | None, cache_dir: str | os.PathLike[str] | Non
     return GroundingCache(cache_dir) if cache_dir is not None else None
 
 
-def ground_judgements(rows: Sequence[RowInput], judgements: Sequence[RowJudgement], cache: GroundingCache | None) -> list[RowJudgement]:
+@dataclass
+class Scored:
+    """What the check scored while the judge waited, by row position: each row's grounding, and its claims' supports
+    by claim text. ``ground_judgements`` takes these as they are and reads (or scores) only the rest."""
+
+    groundings: dict[int, RowGrounding] = field(default_factory=dict)
+    supports: dict[int, dict[str, float]] = field(default_factory=dict)
+
+
+def ground_judgements(rows: Sequence[RowInput], judgements: Sequence[RowJudgement], cache: GroundingCache | None,
+                      scored: Scored | None = None) -> list[RowJudgement]:
     """``judgements`` (``rows[i]`` with ``judgements[i]``) with each row's grounding and each claim's support and
-    suspect flag."""
-    groundings, _, _ = cached_groundings([r.source for r in rows], [r.summary for r in rows], cache)
+    suspect flag; ``scored``: what the check already handed over (the rest through the cache)."""
+    scored = scored or Scored()
+    rest = [position for position in range(len(rows)) if position not in scored.groundings]
+    found, _, _ = cached_groundings([rows[p].source for p in rest], [rows[p].summary for p in rest], cache)
+    groundings = [scored.groundings[p] if p in scored.groundings else None for p in range(len(rows))]
+    for position, grounding in zip(rest, found):
+        groundings[position] = grounding
     claims = [(position, number, claim.claim) for position, j in enumerate(judgements) for number, claim in enumerate(j.claims)]
-    supports = cached_supports([text for _, _, text in claims], [rows[position].source for position, _, _ in claims], cache)
+    unknown = [at for at, (position, _, text) in enumerate(claims) if text not in scored.supports.get(position, {})]
+    supports = [scored.supports[position][text] if text in scored.supports.get(position, {}) else math.nan for position, _, text in claims]
+    read = cached_supports([claims[at][2] for at in unknown], [rows[claims[at][0]].source for at in unknown], cache) if unknown else []
+    for at, support in zip(unknown, read):
+        supports[at] = support
     model = load_model()
     checked: dict[int, dict[int, tuple[float | None, bool]]] = {}
     for (position, number, _), support in zip(claims, supports):
@@ -83,6 +104,7 @@ class GroundingWhileJudging:
 
     def __init__(self, rows: Sequence[RowInput], cache: GroundingCache):
         self.rows, self.cache = rows, cache
+        self.scored = Scored()  # handed to ``ground_judgements``: nothing read back
         self._rows = deque(range(len(rows)))
         self._claims: deque[tuple[int, list[str]]] = deque()
         self._wake = asyncio.Event()
@@ -101,10 +123,12 @@ class GroundingWhileJudging:
             while self.cache.write_failure is None:  # scores that cannot be stored would only be computed twice
                 if self._claims:
                     index, claims = self._claims.popleft()
-                    cached_supports(claims, [self.rows[index].source] * len(claims), self.cache)
+                    supports = cached_supports(claims, [self.rows[index].source] * len(claims), self.cache)
+                    self.scored.supports[index] = dict(zip(claims, supports))
                 elif self._rows:
                     step = self._next_rows()
-                    cached_groundings([self.rows[i].source for i in step], [self.rows[i].summary for i in step], self.cache)
+                    found, _, _ = cached_groundings([self.rows[i].source for i in step], [self.rows[i].summary for i in step], self.cache)
+                    self.scored.groundings.update(zip(step, found))
                 elif self._closed:
                     return
                 else:
@@ -147,13 +171,16 @@ class GroundingInAnotherProcess:
 
     def __init__(self, rows: Sequence[RowInput], cache: GroundingCache, unscored: Sequence[int]):
         self.rows, self.cache, self.directory = rows, cache, cache.directory
+        self.scored = Scored()  # what the worker handed back (``ground_judgements`` reads only the rest)
+        self._claims_sent: dict[int, list[str]] = {}
         self._unsent = dict.fromkeys(unscored)  # rows the cache lacks, in order, not yet sent
         self._process: asyncio.subprocess.Process | None = None  # set once started; kept for the caller to inspect
         self._waiting: list[dict] = []  # tasks told before the worker started
         self._closed = asyncio.Event()
 
     def claims_ready(self, index: int, claims: list[str]) -> None:
-        task: dict = {"source": self.rows[index].source, "claims": list(claims)}
+        task: dict = {"row": index, "source": self.rows[index].source, "claims": list(claims)}
+        self._claims_sent[index] = task["claims"]
         if index in self._unsent:
             del self._unsent[index]
             task["summary"] = self.rows[index].summary
@@ -176,11 +203,12 @@ class GroundingInAnotherProcess:
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.command, env=environment,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         except (OSError, NotImplementedError) as error:  # NotImplementedError: an event loop with no subprocesses
             _log.warning("the grounding check could not start a process of its own (%s); it runs after the judge instead", error)
             return
         errors = asyncio.ensure_future(process.stderr.read())
+        handed = asyncio.ensure_future(self._take(process.stdout))
         try:
             process.stdin.write((json.dumps({"cache": str(self.directory)}) + "\n").encode("utf-8"))
             self._process, waiting, self._waiting = process, self._waiting, []
@@ -190,7 +218,8 @@ class GroundingInAnotherProcess:
             rest, self._unsent = list(self._unsent), {}
             for start in range(0, len(rest), ROWS_PER_TASK):
                 batch = [self.rows[p] for p in rest[start : start + ROWS_PER_TASK]]
-                self._send({"sources": [r.source for r in batch], "summaries": [r.summary for r in batch]})
+                self._send({"rows": rest[start : start + ROWS_PER_TASK], "sources": [r.source for r in batch],
+                            "summaries": [r.summary for r in batch]})
             process.stdin.close()
             # A worker that stalls must not stall the run: past its deadline it is killed, and the rows it did not
             # store are scored after the judge, as when it fails.
@@ -201,9 +230,11 @@ class GroundingInAnotherProcess:
                 process.kill()
                 await process.wait()
                 errors.cancel()
+                handed.cancel()
                 _log.warning("the grounding check's process did not finish within %.3g s of the judge's last answer; it was "
                              "stopped, and what it did not store is scored after the judge", deadline)
                 return
+            await handed
             message = (await errors).decode("utf-8", "replace").strip()
             if returncode == EXIT_UNWRITABLE:
                 self.cache.failed_in_worker(message[-500:] or "no reason given")
@@ -215,7 +246,27 @@ class GroundingInAnotherProcess:
                 process.kill()
             await process.wait()
             errors.cancel()
+            handed.cancel()
             raise
+
+    async def _take(self, stdout: asyncio.StreamReader) -> None:
+        """Keep the scores the worker hands back (a line per row) until it ends; a line it could not have meant is
+        left alone (that row is read from the cache instead), and the rest is still read, so the worker never waits."""
+        pending = b""
+        while chunk := await stdout.read(1 << 16):
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                try:
+                    self._keep(json.loads(line))
+                except (ValueError, TypeError, KeyError, IndexError):
+                    continue
+
+    def _keep(self, handed: dict) -> None:
+        row = handed["row"]
+        if "grounding" in handed:
+            self.scored.groundings[row] = RowGrounding(**handed["grounding"])
+        if handed["supports"]:
+            self.scored.supports[row] = dict(zip(self._claims_sent[row], handed["supports"], strict=True))
 
 
 def grounding_alongside(rows: Sequence[RowInput], cache: GroundingCache) -> GroundingWhileJudging | GroundingInAnotherProcess:

@@ -169,15 +169,17 @@ def judge_rows(
     that cannot be read (``StoreUnreadable``) stops the run before any judge call, not after every row was paid for.
     """
     store = grounding_cache(judge, grounding_cache_dir) if options.grounding else None
+    alongside = None
     try:
         if judge is None:
             judgements = [RowJudgement(id=row.id, source_key=row.source_key, judged=False) for row in rows]
         else:
-            # With a cache, the check runs while the judge waits (its results stored, read back below).
+            # With a cache, the check runs while the judge waits (its results stored, and handed over: what it did
+            # not hand over is read back below).
             alongside = grounding_alongside(rows, store) if store is not None else None
             judgements = judge_row_pipelines(rows, judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
                                              progress=progress, alongside=alongside, claims=claims, method=options.method)
-        return ground_judgements(rows, judgements, store) if options.grounding else judgements
+        return ground_judgements(rows, judgements, store, alongside.scored if alongside is not None else None) if options.grounding else judgements
     finally:
         if store is not None:
             store.close()
