@@ -253,13 +253,16 @@ class GroundingInAnotherProcess:
         """Keep the scores the worker hands back (a line per row) until it ends; a line it could not have meant is
         left alone (that row is read from the cache instead), and the rest is still read, so the worker never waits."""
         pending = b""
-        while chunk := await stdout.read(1 << 16):
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                try:
-                    self._keep(json.loads(line))
-                except (ValueError, TypeError, KeyError, IndexError):
-                    continue
+        try:
+            while chunk := await stdout.read(1 << 16):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    try:
+                        self._keep(json.loads(line))
+                    except (ValueError, TypeError, KeyError, IndexError):
+                        continue
+        except Exception as error:  # noqa: BLE001 - only an optimisation: what was not handed over is read back
+            _log.warning("the grounding check's process's scores could not be read (%s); they are read from the cache instead", error)
 
     def _keep(self, handed: dict) -> None:
         row = handed["row"]
