@@ -407,3 +407,22 @@ def test_the_check_on_the_judges_loop_hands_over_every_row_and_claim_it_scored(s
     assert sorted(scored.groundings) == list(range(20))
     assert all(claim.claim in scored.supports[position] for position, j in enumerate(judgements) for claim in j.claims)
     assert sum(len(j.claims) for j in judgements) > 20
+
+
+def test_a_failure_keeping_the_workers_scores_costs_only_the_readback(scripted_server, tmp_path, monkeypatch, caplog):
+    """The run's side of the handover failing (here: keeping a row's scores raises) is logged; the worker's output is
+    still drained, so it finishes on its own (exit 0, not killed at its deadline), and every row is read back."""
+    def broken(self, handed):
+        raise RuntimeError("no room for row scores")
+
+    spy = Spy(monkeypatch)
+    monkeypatch.setattr(grounded.GroundingInAnotherProcess, "_keep", broken)
+    server = scripted_server(SummarizationJudgeScript())
+    ids = list(range(ROWS))
+    with caplog.at_level(logging.WARNING, logger=grounded.__name__):
+        kept_none = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "broken", max_concurrency=8), coverage=False, ids=ids)
+    assert "scores could not be kept (no room for row scores)" in caplog.text and "did not finish" not in caplog.text
+    assert len(spy.made) == 1 and spy.made[0]._process.returncode == 0 and spy.made[0].scored.groundings == {}
+    monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
+    in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
+    assert row_columns(kept_none) == row_columns(in_loop) and claim_columns(kept_none) == claim_columns(in_loop)

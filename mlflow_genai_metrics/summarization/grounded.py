@@ -9,6 +9,7 @@ recomputes nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -251,17 +252,22 @@ class GroundingInAnotherProcess:
 
     async def _take(self, stdout: asyncio.StreamReader) -> None:
         """Keep the scores the worker hands back (a line per row) until it ends; a line it could not have meant is
-        left alone (that row is read from the cache instead), and the rest is still read, so the worker never waits."""
-        pending = b""
+        passed over (that row is read from the cache instead). Only an optimisation: a failure here is logged, the
+        rest of the output drained unread (the worker never waits on a full pipe), and what was not kept is read back."""
+        pending, keeping = b"", True
         try:
             while chunk := await stdout.read(1 << 16):
+                if not keeping:
+                    continue
                 *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    try:
-                        self._keep(json.loads(line))
-                    except (ValueError, TypeError, KeyError, IndexError):
-                        continue
-        except Exception as error:  # noqa: BLE001 - only an optimisation: what was not handed over is read back
+                try:
+                    for line in lines:
+                        with contextlib.suppress(ValueError, TypeError, KeyError, IndexError):
+                            self._keep(json.loads(line))
+                except Exception as error:  # noqa: BLE001
+                    keeping = False
+                    _log.warning("the grounding check's process's scores could not be kept (%s); they are read from the cache instead", error)
+        except Exception as error:  # noqa: BLE001
             _log.warning("the grounding check's process's scores could not be read (%s); they are read from the cache instead", error)
 
     def _keep(self, handed: dict) -> None:
