@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import math
 import os
 import sys
 from collections import deque
@@ -66,12 +65,11 @@ def ground_judgements(rows: Sequence[RowInput], judgements: Sequence[RowJudgemen
     scored = scored or Scored()
     rest = [position for position in range(len(rows)) if position not in scored.groundings]
     found, _, _ = cached_groundings([rows[p].source for p in rest], [rows[p].summary for p in rest], cache)
-    groundings = [scored.groundings[p] if p in scored.groundings else None for p in range(len(rows))]
-    for position, grounding in zip(rest, found):
-        groundings[position] = grounding
+    by_position = {**dict(zip(rest, found)), **scored.groundings}
+    groundings = [by_position[position] for position in range(len(rows))]
     claims = [(position, number, claim.claim) for position, j in enumerate(judgements) for number, claim in enumerate(j.claims)]
-    unknown = [at for at, (position, _, text) in enumerate(claims) if text not in scored.supports.get(position, {})]
-    supports = [scored.supports[position][text] if text in scored.supports.get(position, {}) else math.nan for position, _, text in claims]
+    supports = [scored.supports.get(position, {}).get(text) for position, _, text in claims]  # None: not handed over
+    unknown = [at for at, support in enumerate(supports) if support is None]
     read = cached_supports([claims[at][2] for at in unknown], [rows[claims[at][0]].source for at in unknown], cache) if unknown else []
     for at, support in zip(unknown, read):
         supports[at] = support
