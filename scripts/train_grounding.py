@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = training_rows(args.data)
     spec = fit(rows, perturbed=perturbed_rows())
     args.out.write_text(json.dumps(spec, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
-    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB), tag {model_tag(args.out)}")
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB), tag {model_tag(str(args.out))}")
     print(f"grounded threshold {spec['threshold']:.4f}; suspect support_low {spec['suspect']['support_low']:.4f}, support_high {spec['suspect']['support_high']:.4f}")
     for name, figures in spec["training"]["per_set"].items():
         print(f"  {name}: {figures}")

@@ -259,6 +259,24 @@ def test_a_worker_handing_back_lines_no_row_can_use_costs_only_time(scripted_ser
     assert row_columns(handed) == row_columns(in_loop) and claim_columns(handed) == claim_columns(in_loop)
 
 
+def test_each_read_of_the_worker_costs_one_cache_read_and_one_write(tmp_path, monkeypatch):
+    """Issue 47: a row's summary and claims are looked up in one query and stored in one transaction (two of each
+    were a tenth of the worker's CPU); rows already stored are read, not scored or written again."""
+    calls = []
+    for name in ("get_many", "put_many"):
+        real = getattr(GroundingCache, name)
+        monkeypatch.setattr(GroundingCache, name, lambda self, items, real=real, name=name: calls.append((name, len(items))) or real(self, items))
+    rows = [{"row": n, "source": SOURCES[n], "summary": SUMMARIES[n], "claims": [f"Budget {n} passed.", "The mayor spoke."]} for n in range(3)]
+    reads = [(json.dumps(line) + "\n").encode("utf-8") for line in [{"cache": str(tmp_path)}, *rows, {"sources": SOURCES[3:5], "summaries": SUMMARIES[3:5]}]]
+    serve(Pipe(reads), io.BytesIO())
+    assert calls == [("get_many", 3), ("put_many", 3)] * 3 + [("get_many", 2), ("put_many", 2)]
+    calls.clear()
+    out = io.BytesIO()
+    serve(Pipe([b"".join(reads[:3])]), out)  # the first two rows again, arriving together: all read, none scored
+    assert calls == [("get_many", 6)] and len(out.getvalue().splitlines()) == 2
+    assert stored(tmp_path) == (5, 6)
+
+
 def test_a_bad_line_fails_the_worker_with_what_it_stored_kept(tmp_path):
     """The rows that arrived before a bad line are stored; the bad line raises (the process exits 1 and says why)."""
     good = (json.dumps({"cache": str(tmp_path)}) + "\n" + json.dumps({"sources": SOURCES[:2], "summaries": SUMMARIES[:2]}) + "\n").encode("utf-8")

@@ -28,10 +28,16 @@ MODEL_FILE = Path(__file__).resolve().with_name("grounding-v2.json")
 
 
 def model_tag(path: str | Path = MODEL_FILE) -> str:
-    """``grounding:<version>-<first 4 hex digits of the file's SHA-256>``."""
+    """``grounding:<version>-<first 4 hex digits of the file's SHA-256>``. The shipped model's is the loaded model's
+    (the file read once per process: parsing it costs milliseconds, and a scorer's feedback names it on every row)."""
+    if path is MODEL_FILE:
+        return load_model().tag
     data = Path(path).read_bytes()
-    version = json.loads(data)["version"]
-    return f"grounding:{version}-{hashlib.sha256(data).hexdigest()[:4]}"
+    return _tag(data, json.loads(data))
+
+
+def _tag(data: bytes, spec: dict[str, Any]) -> str:
+    return f"grounding:{spec['version']}-{hashlib.sha256(data).hexdigest()[:4]}"
 
 
 @dataclass(frozen=True)
@@ -205,14 +211,15 @@ def _load(path: str) -> GroundingModel:
     from .readable import RULE
     from .vectors import vectors_tag
 
-    spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = Path(path).read_bytes()
+    spec = json.loads(data)
     if spec.get("word_vectors") != vectors_tag():
         raise ValueError(f"{path} was trained on word vectors {spec.get('word_vectors')}, but the package ships "
                          f"{vectors_tag()}: retrain it (scripts/train_grounding.py)")
     if spec.get("readable") != RULE:
         raise ValueError(f"{path} was written for the readable-text rule {spec.get('readable')}, but the package has "
                          f"{RULE}: retrain it (scripts/train_grounding.py), so that the tag changes with the rule")
-    return GroundingModel.from_dict(spec, model_tag(path))
+    return GroundingModel.from_dict(spec, _tag(data, spec))
 
 
 def calibrated_on(model: GroundingModel | None = None) -> str:

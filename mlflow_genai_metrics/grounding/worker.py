@@ -3,12 +3,13 @@
     python -m mlflow_genai_metrics.grounding.worker      # reads JSON lines on standard input
 
 The first line names the cache folder, ``{"cache": DIR}``; then each line is one row, its summary and the claims
-judged so far, ``{"row": 7, "source": "...", "summary": "...", "claims": [...]}`` (``cached_groundings`` and
-``cached_supports`` on one index of the source; ``summary`` may be left out), or a batch of rows,
-``{"rows": [...], "sources": [...], "summaries": [...]}``. End of input ends the process (exit 0). A cache it cannot
-write (a full disk, a read-only file) stops it at once with exit 74 (``EXIT_UNWRITABLE``), SQLite's words on standard
-error: the caller says so, naming the file (``store_writes``). Anything else, or another failure, is written to
-standard error and exits 1. Either way what it had stored stays stored, the rest is left for the caller to compute.
+judged so far, ``{"row": 7, "source": "...", "summary": "...", "claims": [...]}`` (``cached_scores``: the summary's
+grounding and the claims' supports on one index of the source, with one read of the cache and one write; ``summary``
+may be left out), or a batch of rows, ``{"rows": [...], "sources": [...], "summaries": [...]}``. End of input ends the
+process (exit 0). A cache it cannot write (a full disk, a read-only file) stops it at once with exit 74
+(``EXIT_UNWRITABLE``), SQLite's words on standard error: the caller says so, naming the file (``store_writes``).
+Anything else, or another failure, is written to standard error and exits 1. Either way what it had stored stays
+stored, the rest is left for the caller to compute.
 
 What it scores it also hands back on standard output, a line per row as each batch is done (rows named by the
 caller's ``row``): ``{"row": 7, "grounding": {...}, "supports": [...]}`` (the ``RowGrounding``'s fields; each
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from ..store_writes import StoreWriteError, StoreWriteWarning
-from .cache import GroundingCache, cached_groundings, cached_supports
+from .cache import GroundingCache, cached_scores
 from .features import SourceIndex
 from .scoring import RowGrounding
 
@@ -83,8 +84,8 @@ def _score(lines: list[bytes], cache: GroundingCache, recent: dict[str, SourceIn
     sources = [source for t in tasks for source in t.get("sources", [t["source"]] if "summary" in t else [])]
     summaries = [summary for t in tasks for summary in t.get("summaries", [t["summary"]] if "summary" in t else [])]
     claims = [(claim, t["source"]) for t in tasks for claim in t.get("claims", [])]
-    groundings = iter(cached_groundings(sources, summaries, cache, recent)[0] if summaries else [])
-    supports = iter(cached_supports([c for c, _ in claims], [s for _, s in claims], cache, recent) if claims else [])
+    found, supported = cached_scores(sources, summaries, [c for c, _ in claims], [s for _, s in claims], cache, recent)
+    groundings, supports = iter(found), iter(supported)
     _keep_recent(recent, sources + [s for _, s in claims])
     if out is not None:
         out.write("".join(_handed(tasks, groundings, supports)).encode("utf-8"))
