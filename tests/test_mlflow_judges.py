@@ -5,6 +5,7 @@ traces, expectations, evaluation datasets, and a wrong judge failing before the 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -296,6 +297,34 @@ def test_log_results_refuses_a_run_whose_traces_were_partly_lost(scripted_server
     run = client.get_run(result.run_id)
     assert "alignment_n" not in run.data.metrics and "evaluated 30 rows" in run.data.tags["mgm.error"]
     assert server.request_count == 0  # refused before any row was judged
+
+
+def test_log_results_says_a_run_whose_traces_were_all_lost_lost_them(scripted_server, mlflow_store, monkeypatch):
+    """MLflow can lose every trace of a run (its SQLite pool spent): that run lost its rows, said as for some lost
+    (``RunRowsMismatch`` and ``mgm.error``), not "no trace to judge" as for a run that was never one of this task."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+
+    @scorer
+    def has_summary(outputs) -> bool:
+        return bool(outputs)
+
+    data = [{"inputs": {"text": text, "id": row_id}, "outputs": first_sentence(text)} for row_id, _, text in ARTICLES]
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "2")
+    client = MlflowClient()
+    for given in (None, data):
+        result = mlflow.genai.evaluate(data=data, scorers=[has_summary])
+        mlflow.flush_trace_async_logging()
+        traces = mlflow.search_traces(run_id=result.run_id, return_type="list")
+        client.delete_traces(client.get_run(result.run_id).info.experiment_id, trace_ids=[t.info.trace_id for t in traces])
+        lost = f" (not stored: ids {', '.join(str(i) for i, _, _ in ARTICLES)})" if given else ""
+        with pytest.raises(RunRowsMismatch, match=re.escape(f"evaluated {len(data)} rows, 0 of their traces can be read back{lost}")):
+            log_results(result.run_id, judges=[ClaimAlignment(judge_for(server))], data=given)
+        assert f"evaluated {len(data)} rows" in client.get_run(result.run_id).data.tags["mgm.error"]
+    with mlflow.start_run() as plain:  # no evaluation at all: nothing was lost, there is nothing to judge
+        pass
+    with pytest.raises(ValueError, match=re.escape(f"run {plain.info.run_id} has no trace with a source and a summary to judge (0 traces")):
+        log_results(plain.info.run_id, judges=[ClaimAlignment(judge_for(server))])
+    assert server.request_count == 0
 
 
 def test_log_results_refuses_a_run_that_holds_results(scripted_server, mlflow_store):

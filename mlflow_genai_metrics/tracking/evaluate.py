@@ -273,9 +273,9 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> lis
     mlflow.flush_trace_async_logging()
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
-    if not rows:
-        raise ValueError(f"run {run_id} has no trace with {pipeline.holding} to judge ({len(unusable)} traces that are not)")
     evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
+    if not rows and (traces or not (evaluated or data is not None)):  # (no trace left of rows it evaluated: lost, below)
+        raise ValueError(f"run {run_id} has no trace with {pipeline.holding} to judge ({len(unusable)} traces that are not)")
     if data is not None:
         given = [str(pipeline.parse(*record_row(r)).row.id) for r in _records(data)]
         evaluated = len(given)
