@@ -322,8 +322,9 @@ def test_log_results_says_a_run_whose_traces_were_all_lost_lost_them(scripted_se
         assert f"evaluated {len(data)} rows" in client.get_run(result.run_id).data.tags["mgm.error"]
     with mlflow.start_run() as plain:  # no evaluation at all: nothing was lost, there is nothing to judge
         pass
-    with pytest.raises(ValueError, match=re.escape(f"run {plain.info.run_id} has no trace with a source and a summary to judge (0 traces")):
-        log_results(plain.info.run_id, judges=[ClaimAlignment(judge_for(server))])
+    for given in (None, []):
+        with pytest.raises(ValueError, match=re.escape(f"run {plain.info.run_id} has no trace with a source and a summary to judge (0 traces")):
+            log_results(plain.info.run_id, judges=[ClaimAlignment(judge_for(server))], data=given)
     assert server.request_count == 0
 
 

@@ -274,13 +274,13 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> lis
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
     evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
-    if not rows and (traces or not (evaluated or data is not None)):  # (no trace left of rows it evaluated: lost, below)
-        raise ValueError(f"run {run_id} has no trace with {pipeline.holding} to judge ({len(unusable)} traces that are not)")
     if data is not None:
         given = [str(pipeline.parse(*record_row(r)).row.id) for r in _records(data)]
         evaluated = len(given)
         stored = {str(row.row.id) for row in rows}
         lost = [row_id for row_id in given if row_id not in stored]
+    if not rows and (traces or not evaluated):  # (no trace left of the rows it evaluated: they were lost, below)
+        raise ValueError(f"run {run_id} has no trace with {pipeline.holding} to judge ({len(unusable)} traces that are not)")
     if len(rows) != (len(traces) if evaluated is None else evaluated):
         named = f" (not stored: ids {', '.join(lost[:20])}{' ...' if len(lost) > 20 else ''})" if data is not None and lost else ""
         raise RunRowsMismatch(fail(run_id, (
