@@ -315,6 +315,7 @@ def test_log_results_says_a_run_whose_traces_were_all_lost_lost_them(scripted_se
         result = mlflow.genai.evaluate(data=data, scorers=[has_summary])
         mlflow.flush_trace_async_logging()
         traces = mlflow.search_traces(run_id=result.run_id, return_type="list")
+        assert len(traces) == len(data)  # every trace stored: the test removes them all itself
         client.delete_traces(client.get_run(result.run_id).info.experiment_id, trace_ids=[t.info.trace_id for t in traces])
         lost = f" (not stored: ids {', '.join(str(i) for i, _, _ in ARTICLES)})" if given else ""
         with pytest.raises(RunRowsMismatch, match=re.escape(f"evaluated {len(data)} rows, 0 of their traces can be read back{lost}")):

@@ -97,8 +97,9 @@ def _hashes(texts: Sequence[str]) -> dict[str, str]:
     return {text: text_hash(text) for text in dict.fromkeys(texts)}
 
 
-def _row_keys(tag: str, sources: Sequence[str], summaries: Sequence[str]) -> list[Key]:
-    hashes = _hashes(sources)
+def _row_keys(tag: str, sources: Sequence[str], summaries: Sequence[str], hashes: dict[str, str] | None = None) -> list[Key]:
+    """Each (source, summary) pair's key (``hashes``: the sources' hashes when the caller has them)."""
+    hashes = hashes if hashes is not None else _hashes(sources)
     return [(tag, hashes[source], text_hash(summary)) for source, summary in zip(sources, summaries)]
 
 
@@ -132,8 +133,9 @@ def cached_scores(sources: Sequence[str], summaries: Sequence[str], claims: Sequ
     """``cached_groundings(sources, summaries)`` and ``cached_supports(claims, claim_sources)`` with one read of the
     cache and one write for both (a transaction less for each of the grounding worker's rows)."""
     model = load_model()
-    row_keys = _row_keys(model.tag, sources, summaries)
-    claim_keys = _claim_keys(model.tag, claims, claim_sources)
+    hashes = _hashes([*sources, *claim_sources])  # a row's source hashed once, for its summary and its claims
+    row_keys = _row_keys(model.tag, sources, summaries, hashes)
+    claim_keys = _claim_keys(model.tag, claims, claim_sources, hashes)
     found = cache.get_many(row_keys + claim_keys) if cache is not None and (row_keys or claim_keys) else {}
     fresh: list[tuple[Key, RowGrounding]] = []
     groundings, _, _ = _through_found(row_keys, found, _groundings_of(sources, summaries, model, indexes), fresh)
@@ -143,9 +145,9 @@ def cached_scores(sources: Sequence[str], summaries: Sequence[str], claims: Sequ
     return groundings, _support_values(supports)
 
 
-def _claim_keys(tag: str, claims: Sequence[str], sources: Sequence[str]) -> list[Key]:
+def _claim_keys(tag: str, claims: Sequence[str], sources: Sequence[str], hashes: dict[str, str] | None = None) -> list[Key]:
     # A claim's entry is keyed apart from a summary's: the same text scored as a claim is stored as its support.
-    hashes = _hashes(sources)
+    hashes = hashes if hashes is not None else _hashes(sources)
     return [(tag, hashes[source], "claim:" + text_hash(claim)) for claim, source in zip(claims, sources)]
 
 
