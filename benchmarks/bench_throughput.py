@@ -2,7 +2,7 @@
 openai client and the peers beside us.
 
     .venv/bin/python benchmarks/bench_throughput.py [--rows 1000] [--bbc] [--case LATENCY:SLOTS ...] [--repeat N]
-        [--grounding on|off|both] [--peers SYSTEM...]
+        [--grounding on|off|both] [--claims sentences|reworded] [--peers SYSTEM...]
 
 Each case (default ``0.2:32 0.2:128 0.01:256``: an endpoint answering in 200 ms with 32 or 128 slots, and a fast
 GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``scripts/serve_judge.py``, a
@@ -10,7 +10,10 @@ deterministic judge) in its own process, so the CPU time measured here is ours a
 allows: slots / latency / calls per row. Then an identical second evaluation: the calls it makes (0: the cache) and
 its wall time against the first. Ours runs the default path, the grounding check included (it runs while the
 judge's requests are in flight: from 200 rows the cache lacks, in a worker process of its own, whose CPU time is
-counted in ours); ``--grounding both`` adds ``grounding=False`` beside it, ``off`` runs that alone.
+counted in ours); ``--grounding both`` adds ``grounding=False`` beside it, ``off`` runs that alone. The endpoint's
+claims are the summary's sentences word for word, which the check scores once for the summary and its claims
+(``grounding.features.texts_features``); ``--claims reworded`` makes every claim differ from them (each without its
+full stop: the same calls and verdicts), so the check scores each claim afresh, as for a judge that rewords.
 
 The bare client: ``openai.AsyncOpenAI().chat.completions.create`` sending the very requests our first run sent
 (their bodies, as the endpoint logged them), ``slots`` at a time, against a fresh endpoint of the same case; what a
@@ -86,12 +89,13 @@ def endpoint_stats(server: subprocess.Popen) -> dict[str, int]:
 SERVE = [sys.executable, str(ROOT / "scripts" / "serve_judge.py")]
 
 
-def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, coverage: bool, bodies: Path, grounding: bool) -> dict[str, float]:
+def measure(texts: tuple[list[str], list[str]], latency: float, slots: int, coverage: bool, bodies: Path, grounding: bool,
+            serve: list[str] = SERVE) -> dict[str, float]:
     """Ours, first run and identical rerun; the first run's request bodies written to ``bodies``. ``grounding``:
     the default path (the model-free check runs while the judge's requests are in flight), or ``grounding=False``."""
     sources, summaries = texts
     rows = len(sources)
-    with endpoint(SERVE, latency, slots) as (base_url, server):
+    with endpoint(serve, latency, slots) as (base_url, server):
         with tempfile.TemporaryDirectory(prefix="mgm-bench-cache-") as cache:
             figures = {}
             for label in ("first", "rerun"):
@@ -217,11 +221,15 @@ def main(argv: list[str] | None = None) -> list[str]:
                         "and keep the fastest run of each (a shared machine's noise only ever slows a run down)")
     parser.add_argument("--grounding", choices=("on", "off", "both"), default="on",
                         help="ours with the grounding check (on: the default path), with grounding=False (off), or both side by side")
+    parser.add_argument("--claims", choices=("sentences", "reworded"), default="sentences",
+                        help="the endpoint's claims: the summary's sentences word for word, or each reworded (no full stop)")
     parser.add_argument("--peers", nargs="*", default=PEERS, help="peers to run beside ours, at the first case (none: --peers alone)")
     args = parser.parse_args(argv)
     texts = (bbc_rows(args.rows) if args.bbc else None) or articles(args.rows)
     rows = len(texts[0])
+    serve = SERVE + (["--claims-reworded"] if args.claims == "reworded" else [])
     lines = [f"{rows} rows ({'BBC articles and their reference summaries' if args.bbc else 'short synthetic texts'}); "
+             f"claims: {'each summary sentence reworded' if args.claims == 'reworded' else 'the summary sentences'}; "
              "each endpoint case fresh, in its own process",
              "| endpoint | judged | client | calls per row | rows/s | bound rows/s | share of bound | vs bare client | "
              "CPU ms per row | CPU ms per row beyond bare | rerun calls | rerun wall time / first |",
@@ -239,7 +247,7 @@ def main(argv: list[str] | None = None) -> list[str]:
             for _ in range(args.repeat):  # ours (each variant) then the bare client, in turn; the best of each kept
                 with tempfile.TemporaryDirectory(prefix="mgm-bench-bodies-") as tmp:
                     for grounding in variants:  # the same requests either way: the bodies of the last are replayed
-                        runs[grounding].append(measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl", grounding))
+                        runs[grounding].append(measure(texts, latency, slots, coverage, Path(tmp) / "bodies.jsonl", grounding, serve))
                     bares.append(measure_bare(Path(tmp) / "bodies.jsonl", rows, latency, slots))
             bare = max(bares, key=lambda r: r["rows_per_s"])
             bare_share = bare["rows_per_s"] / bare["bound_rows_per_s"]

@@ -46,7 +46,8 @@ def test_bench_faults_smoke(run):
 
 
 def test_bench_throughput_smoke(run):
-    out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers", "--grounding", "both")
+    out = run("bench_throughput.py", "--rows", "12", "--case", "0.01:4", "--peers", "--grounding", "both", "--claims", "reworded")
+    assert "claims: each summary sentence reworded" in out.splitlines()[0]
     table = markdown_table(out, "endpoint")
     ours = {row["judged"]: row for row in table if row["client"] == "ours"}
     without = {row["judged"]: row for row in table if row["client"] == "ours, grounding=False"}
@@ -347,3 +348,26 @@ def test_bench_mlflow_workers_smoke(run):
     rows = markdown_table(out, "MLflow workers")
     assert [(r["MLflow workers"], r["run"], r["traces stored with their spans"]) for r in rows] == [("4", "1", "4 of 4")]
     assert float(rows[0]["seconds"]) > 0
+
+
+def test_serve_judge_rewords_its_claims_when_asked(tmp_path):
+    """``bench_throughput.py --claims reworded``'s endpoint: every claim differs from the summary's sentences (so the
+    grounding check's memo serves none), with the same verdicts and calls as the plain endpoint."""
+    from mlflow_genai_metrics import Judge, judge_summaries
+
+    source = "The council approved the budget on Monday. The mayor welcomed it. Critics objected."
+    summary = "The council approved the budget. The mayor welcomed it!"
+    found = {}
+    for flags in ([], ["--claims-reworded"]):
+        server = subprocess.Popen([sys.executable, str(BENCHMARKS.parent / "scripts" / "serve_judge.py"), *flags],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            judge = Judge("scripted-judge", server.stdout.readline().strip(), "bench", cache_dir=tmp_path / str(len(flags)))
+            result = judge_summaries([source], [summary], judge=judge, grounding=False)
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        found[bool(flags)] = (list(result.claims["claim"]), list(result.claims["verdict"]), result.metrics["judge/calls"])
+    assert found[False][0] == ["The council approved the budget.", "The mayor welcomed it!"]
+    assert found[True][0] == ["The council approved the budget", "The mayor welcomed it"]
+    assert found[True][1:] == found[False][1:]

@@ -210,3 +210,26 @@ def test_claims_scored_together_equal_each_scored_alone():
     texts = CLAIMS + SUMMARIES
     assert [[s.values for s in found] for found in texts_features(texts, index)] == \
         [[s.values for s in summary_features(text, SourceIndex(SOURCE))] for text in texts]
+
+
+def test_a_sentence_scored_against_an_index_is_read_from_it_not_scored_again(monkeypatch):
+    from mlflow_genai_metrics.grounding import features
+
+    calls = []
+    plain = features.sentence_features
+    monkeypatch.setattr(features, "sentence_features", lambda sentence, *a, **k: calls.append(sentence.text) or plain(sentence, *a, **k))
+    index = SourceIndex(SOURCE)
+    summary = SUMMARIES[0] + " " + SUMMARIES[2]
+    sentences = split_sentences(summary)
+    first = score_pairs([SOURCE], [summary], indexes={SOURCE: index})
+    assert sorted(calls) == sorted(sentences)
+    # The claims repeat two of the summary's sentences word for word (one reflowed), and add one it lacks; a second
+    # summary of the same source shares a sentence with the first.
+    claims = [sentences[1], "  ".join(sentences[2].split()) + "\n", CLAIMS[2]]
+    supports = lexical_supports(claims, [SOURCE] * 3, indexes={SOURCE: index})
+    second = score_pairs([SOURCE], [SUMMARIES[6] + " " + sentences[0]], indexes={SOURCE: index})
+    assert sorted(calls) == sorted([*sentences, CLAIMS[2], SUMMARIES[6]])
+    # ... with the values they have on an index of their own, bit for bit
+    assert supports == [lexical_supports([claim], [SOURCE])[0] for claim in claims]
+    assert first == score_pairs([SOURCE], [summary]) and second == score_pairs([SOURCE], [SUMMARIES[6] + " " + sentences[0]])
+    assert [s.values for s in texts_features([summary], index)[0]] == [s.values for s in summary_features(summary, SourceIndex(SOURCE))]

@@ -307,12 +307,15 @@ def texts_features(texts: list[str], source: SourceIndex) -> list[list[SentenceF
     """``summary_features`` of each text against one source (e.g. a row's claims), their words' vectors looked up
     together."""
     per_text = [[s for s in source.analyse(text) if any(t.kind != "symbol" for t in s.tokens)] for text in texts]
-    pool = _Pool([sentence for sentences in per_text for sentence in sentences], source)
-    found, position = [], 0
-    for sentences in per_text:
-        found.append([sentence_features(sentence, source, pool, position + k) for k, sentence in enumerate(sentences)])
-        position += len(sentences)
-    return found
+    # A sentence's features depend on its text and the source alone: one the index has scored is read from it (a
+    # claim that repeats a summary's sentence word for word, the same sentence in two summaries of one source).
+    scored = source.scored
+    fresh = list({s.text: s for sentences in per_text for s in sentences if s.text not in scored}.values())
+    if fresh:
+        pool = _Pool(fresh, source)
+        for position, sentence in enumerate(fresh):
+            scored[sentence.text] = sentence_features(sentence, source, pool, position)
+    return [[scored[s.text] for s in sentences] for sentences in per_text]
 
 
 _KINDS = list(SENTENCE_FEATURES.values())

@@ -22,9 +22,11 @@ class SourceIndex:
     ``where``: informative key -> bit mask of the sentences that hold it (its keys are ``keys``); ``names``: keys
     written capitalised somewhere other than a sentence's start; ``negated``: per sentence, whether it holds a
     negation; ``words``: the source's words (tokens that are not symbols); ``readable``: the scoring found the
-    text readable (``readable.unreadable``), so a later call with this index need not read it again."""
+    text readable (``readable.unreadable``), so a later call with this index need not read it again; ``scored``:
+    the features of each sentence scored against it so far, by the sentence's text (``features.texts_features``): a
+    claim that repeats a summary's sentence word for word, or a sentence two summaries share, is scored once."""
 
-    __slots__ = ("sentences", "keys", "where", "names", "negated", "words", "readable", "_keys", "_informative", "_numbered",
+    __slots__ = ("sentences", "keys", "where", "names", "negated", "words", "readable", "scored", "_keys", "_informative", "_numbered",
                  "_details", "_bigrams", "_units", "_lower", "_meaning", "_sorted", "_by_text")
 
     def __init__(self, text: str):
@@ -51,6 +53,7 @@ class SourceIndex:
         self.words = sum(map(len, self._keys))
         self.keys = set(where)
         self.readable = False  # set by the scoring once ``readable.unreadable`` found the source readable
+        self.scored: dict[str, object] = {}  # sentence text -> its ``features.SentenceFeatures``
         self._details: list[tuple[set[str], set[str], list[str]] | None] = [None] * len(self.sentences)
         self._bigrams: set[tuple[str, str]] | None = None
         self._units: tuple[set[tuple[str, str]], set[str]] | None = None
