@@ -65,16 +65,17 @@ def claim_columns(result) -> list[tuple]:
 
 
 def test_a_large_run_checks_in_another_process_while_the_judge_waits_with_the_in_loop_numbers(scripted_server, tmp_path, monkeypatch):
-    """Before the judge's last answer every row is stored (the worker checked each as its claims came), and the
-    rows and claims are exactly those the check gives on the judge's loop."""
+    """Before the judge's last answer every row was scored and handed back (the worker checked each as its claims
+    came), the cache holds them all after the run, and the rows and claims are exactly those the check gives on the
+    judge's loop."""
     judge_script, seen = SummarizationJudgeScript(), {}
 
     def script(request):
         if request.index == 2 * ROWS - 1:  # the last verification: every row's claims were extracted before it
             deadline = time.monotonic() + 30
-            while stored(tmp_path / "worker")[0] < ROWS and time.monotonic() < deadline:
+            while len(spy.made[0].scored.groundings) < ROWS and time.monotonic() < deadline:
                 time.sleep(0.05)
-            seen["rows"], seen["claims"] = stored(tmp_path / "worker")
+            seen["rows"], seen["claims"] = len(spy.made[0].scored.groundings), sum(map(len, spy.made[0].scored.supports.values()))
         return judge_script(request)
 
     spy = Spy(monkeypatch)
@@ -84,6 +85,7 @@ def test_a_large_run_checks_in_another_process_while_the_judge_waits_with_the_in
     worker = judge_summaries(SOURCES, SUMMARIES, judge=judge, coverage=False, ids=ids)
     assert len(spy.made) == 1 and spy.made[0]._process is not None and spy.made[0]._process.returncode == 0
     assert seen["rows"] == ROWS and seen["claims"] > 0
+    assert stored(tmp_path / "worker")[0] == ROWS
 
     monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)  # the same run, the check on the judge's loop
     in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
@@ -259,22 +261,47 @@ def test_a_worker_handing_back_lines_no_row_can_use_costs_only_time(scripted_ser
     assert row_columns(handed) == row_columns(in_loop) and claim_columns(handed) == claim_columns(in_loop)
 
 
-def test_each_read_of_the_worker_costs_one_cache_read_and_one_write(tmp_path, monkeypatch):
-    """Issue 47: a row's summary and claims are looked up in one query and stored in one transaction (two of each
-    were a tenth of the worker's CPU); rows already stored are read, not scored or written again."""
+def test_the_worker_reads_the_cache_once_a_read_and_stores_a_transaction_at_a_time(tmp_path, monkeypatch):
+    """Issue 47: a row's summary and claims are looked up in one query (two were a tenth of the worker's CPU); the
+    scores are stored in one transaction once ``STORE_EVERY`` are held, or at a read after the first has waited
+    ``STORE_WITHIN_S``, and at the end (a transaction a row was 0.3 ms of its ~5); rows already stored, or held, are
+    read, not scored or written again."""
+    from mlflow_genai_metrics.grounding import worker
+
     calls = []
     for name in ("get_many", "put_many"):
         real = getattr(GroundingCache, name)
         monkeypatch.setattr(GroundingCache, name, lambda self, items, real=real, name=name: calls.append((name, len(items))) or real(self, items))
     rows = [{"row": n, "source": SOURCES[n], "summary": SUMMARIES[n], "claims": [f"Budget {n} passed.", "The mayor spoke."]} for n in range(3)]
-    reads = [(json.dumps(line) + "\n").encode("utf-8") for line in [{"cache": str(tmp_path)}, *rows, {"sources": SOURCES[3:5], "summaries": SUMMARIES[3:5]}]]
-    serve(Pipe(reads), io.BytesIO())
-    assert calls == [("get_many", 3), ("put_many", 3)] * 3 + [("get_many", 2), ("put_many", 2)]
+
+    def reads(folder, tasks):
+        return [(json.dumps(line) + "\n").encode("utf-8") for line in [{"cache": str(tmp_path / folder)}, *tasks]]
+
+    every = reads("all", [*rows, {"sources": SOURCES[3:5], "summaries": SUMMARIES[3:5]}])
+    serve(Pipe(every), io.BytesIO())  # 11 results: held to the end
+    assert calls == [("get_many", 3)] * 3 + [("get_many", 2), ("put_many", 11)]
+    assert stored(tmp_path / "all") == (5, 6)
     calls.clear()
     out = io.BytesIO()
-    serve(Pipe([b"".join(reads[:3])]), out)  # the first two rows again, arriving together: all read, none scored
+    serve(Pipe([b"".join(every[:3])]), out)  # the first two rows again, arriving together: all read, none scored
     assert calls == [("get_many", 6)] and len(out.getvalue().splitlines()) == 2
-    assert stored(tmp_path) == (5, 6)
+    calls.clear()
+    monkeypatch.setattr(worker, "STORE_EVERY", 6)
+    from mlflow_genai_metrics.grounding import cache as cache_module
+
+    scored = []
+    real_score = cache_module.score_pairs
+    monkeypatch.setattr(cache_module, "score_pairs", lambda sources, summaries, **k: scored.extend(summaries) or real_score(sources, summaries, **k))
+    out = io.BytesIO()
+    serve(Pipe(reads("six", [rows[0], rows[0], *rows[1:]])), out)  # the row held is neither looked up nor scored again
+    assert calls == [("get_many", 3), ("get_many", 3), ("put_many", 6), ("get_many", 3), ("put_many", 3)]
+    handed = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [h["row"] for h in handed] == [0, 0, 1, 2] and handed[0] == handed[1] and scored == SUMMARIES[:3]
+    calls.clear()
+    monkeypatch.setattr(worker, "STORE_WITHIN_S", 0.0)
+    serve(Pipe(reads("due", rows)), io.BytesIO())
+    assert calls == [("get_many", 3), ("put_many", 3)] * 3
+    assert stored(tmp_path / "six") == stored(tmp_path / "due") == (3, 6)
 
 
 def test_a_bad_line_fails_the_worker_with_what_it_stored_kept(tmp_path):

@@ -129,20 +129,38 @@ def cached_supports(claims: Sequence[str], sources: Sequence[str], cache: Ground
 
 
 def cached_scores(sources: Sequence[str], summaries: Sequence[str], claims: Sequence[str], claim_sources: Sequence[str],
-                  cache: GroundingCache | None, indexes: dict[str, SourceIndex] | None = None) -> tuple[list[RowGrounding], list[float]]:
+                  cache: GroundingCache | None, indexes: dict[str, SourceIndex] | None = None,
+                  unstored: dict[Key, RowGrounding] | None = None) -> tuple[list[RowGrounding], list[float]]:
     """``cached_groundings(sources, summaries)`` and ``cached_supports(claims, claim_sources)`` with one read of the
-    cache and one write for both (a transaction less for each of the grounding worker's rows)."""
+    cache and one write for both (a transaction less for each of the grounding worker's rows). ``unstored``: results
+    the caller holds to store later (``store_unstored``), read as the cache's; what this call computes is added to it
+    instead of written."""
     model = load_model()
     hashes = _hashes([*sources, *claim_sources])  # a row's source hashed once, for its summary and its claims
     row_keys = _row_keys(model.tag, sources, summaries, hashes)
     claim_keys = _claim_keys(model.tag, claims, claim_sources, hashes)
-    found = cache.get_many(row_keys + claim_keys) if cache is not None and (row_keys or claim_keys) else {}
+    keys = row_keys + claim_keys
+    if unstored:
+        held = {key: unstored[key] for key in keys if key in unstored}
+        asked = [key for key in keys if key not in held]
+        found = {**(cache.get_many(asked) if cache is not None and asked else {}), **held}
+    else:
+        found = cache.get_many(keys) if cache is not None and keys else {}
     fresh: list[tuple[Key, RowGrounding]] = []
     groundings, _, _ = _through_found(row_keys, found, _groundings_of(sources, summaries, model, indexes), fresh)
     supports, _, _ = _through_found(claim_keys, found, _supports_of(claims, claim_sources, model, indexes), fresh)
-    if fresh and cache is not None:
+    if unstored is not None:
+        unstored.update(fresh)
+    elif fresh and cache is not None:
         cache.put_many(fresh)
     return groundings, _support_values(supports)
+
+
+def store_unstored(cache: GroundingCache, unstored: dict[Key, RowGrounding]) -> None:
+    """Write the results ``cached_scores`` held back (one transaction), and forget them."""
+    if unstored:
+        cache.put_many(list(unstored.items()))
+        unstored.clear()
 
 
 def _claim_keys(tag: str, claims: Sequence[str], sources: Sequence[str], hashes: dict[str, str] | None = None) -> list[Key]:
