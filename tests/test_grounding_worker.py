@@ -471,3 +471,33 @@ def test_a_failure_keeping_the_workers_scores_costs_only_the_readback(scripted_s
     monkeypatch.setattr(grounded, "ROWS_FOR_A_PROCESS", 10**9)
     in_loop = judge_summaries(SOURCES, SUMMARIES, judge=judge_for(server, cache_dir=tmp_path / "loop"), coverage=False, ids=ids)
     assert row_columns(kept_none) == row_columns(in_loop) and claim_columns(kept_none) == claim_columns(in_loop)
+
+
+def test_rows_go_to_the_worker_a_few_at_a_time(tmp_path, monkeypatch):
+    """Issue 47: a row is sent when ``ROWS_PER_SEND`` wait, or ``SEND_WITHIN_S`` after the first of them (the worker
+    scores what arrives together as one batch: a read of 4 rows cost it 0.35 ms a row less than 4 reads of 1)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from mlflow_genai_metrics.summarization.records import RowInput
+
+    writes = []
+    stdin = SimpleNamespace(write=lambda data: writes.append([json.loads(line)["row"] for line in data.decode().splitlines()]),
+                            is_closing=lambda: False)
+    rows = [RowInput(id=n, source=SOURCES[n], summary=SUMMARIES[n], source_key=str(n)) for n in range(6)]
+    cache = GroundingCache(tmp_path)
+    try:
+        sending = grounded.GroundingInAnotherProcess(rows, cache, [])
+        sending._process = SimpleNamespace(returncode=None, stdin=stdin)
+
+        async def claims_arrive():
+            for n in range(5):
+                sending.claims_ready(n, [f"Claim {n}."])
+            seen = [list(w) for w in writes]
+            await asyncio.sleep(grounded.SEND_WITHIN_S * 3)
+            return seen
+
+        assert asyncio.run(claims_arrive()) == [[0, 1, 2, 3]]  # the fifth waits for company ...
+        assert writes == [[0, 1, 2, 3], [4]]  # ... until SEND_WITHIN_S has passed
+    finally:
+        cache.close()

@@ -29,6 +29,10 @@ _log = logging.getLogger(__name__)
 ROWS_PER_STEP = 4  # a step of the check holds the judge's loop while it scores this many rows (BBC, with its claims: about 2-4 ms each)
 ROWS_FOR_A_PROCESS = 200  # from this many rows, the check runs in a process of its own (starting one and scoring its first row: 0.4-0.6 s of CPU on a machine at a third of its quiet speed)
 ROWS_PER_TASK = 32  # rows sent to that process in one line
+# Rows whose claims are ready go to that process a few at a time (it reads what has arrived together as one batch:
+# 4 rows a read cost it 0.35 ms a row less than 1 a read, 7%): when this many wait, or this long after the first.
+ROWS_PER_SEND = 4
+SEND_WITHIN_S = 0.05
 
 
 class _Default:
@@ -175,6 +179,8 @@ class GroundingInAnotherProcess:
         self._unsent = dict.fromkeys(unscored)  # rows the cache lacks, in order, not yet sent
         self._process: asyncio.subprocess.Process | None = None  # set once started; kept for the caller to inspect
         self._waiting: list[dict] = []  # tasks told before the worker started
+        self._outbox: list[bytes] = []  # lines not sent yet (``ROWS_PER_SEND``)
+        self._due: asyncio.TimerHandle | None = None
         self._closed = asyncio.Event()
 
     def claims_ready(self, index: int, claims: list[str]) -> None:
@@ -189,10 +195,23 @@ class GroundingInAnotherProcess:
         self._closed.set()
 
     def _send(self, task: dict) -> None:
+        """Send ``task`` with the next few (``ROWS_PER_SEND``, ``SEND_WITHIN_S``)."""
         if self._process is None:
             self._waiting.append(task)
-        elif self._process.returncode is None and not self._process.stdin.is_closing():
-            self._process.stdin.write((json.dumps(task) + "\n").encode("utf-8"))
+            return
+        self._outbox.append((json.dumps(task) + "\n").encode("utf-8"))
+        if len(self._outbox) >= ROWS_PER_SEND:
+            self._flush()
+        elif self._due is None:
+            self._due = asyncio.get_running_loop().call_later(SEND_WITHIN_S, self._flush)
+
+    def _flush(self) -> None:
+        if self._due is not None:
+            self._due.cancel()
+            self._due = None
+        lines, self._outbox = self._outbox, []
+        if lines and self._process.returncode is None and not self._process.stdin.is_closing():
+            self._process.stdin.write(b"".join(lines))
 
     async def run(self) -> None:
         # The worker finds modules where this process does (this copy of the package among them), in the same order.
@@ -219,6 +238,7 @@ class GroundingInAnotherProcess:
                 batch = [self.rows[p] for p in rest[start : start + ROWS_PER_TASK]]
                 self._send({"rows": rest[start : start + ROWS_PER_TASK], "sources": [r.source for r in batch],
                             "summaries": [r.summary for r in batch]})
+            self._flush()  # what waits goes now, not after SEND_WITHIN_S
             process.stdin.close()
             # A worker that stalls must not stall the run: past its deadline it is killed, and the rows it did not
             # store are scored after the judge, as when it fails.
@@ -241,6 +261,8 @@ class GroundingInAnotherProcess:
                 _log.warning("the grounding check's process failed (exit %s: %s); what it did not store is scored after the judge",
                              returncode, message[-500:])
         except BaseException:
+            if self._due is not None:
+                self._due.cancel()
             if process.returncode is None:
                 process.kill()
             await process.wait()
