@@ -163,10 +163,11 @@ class GroundingInAnotherProcess:
     """The same work as ``GroundingWhileJudging``, in a process of its own (``grounding.worker``) on another core:
     the judge's loop only writes each task as a line to the worker's input, so the check neither holds the loop nor
     takes its core. A row goes to the worker when its claims are extracted, summary and claims together (one index
-    of the source for both), with the next few (``ROWS_PER_SEND``, ``SEND_WITHIN_S``); the rows still unsent when the judge is done (no claims, a failure) go then. The
-    worker stores what it scores in the same grounding cache, and ``ground_judgements`` afterwards reads it back.
-    Only an optimisation, like the in-loop check: a worker that cannot start or fails is logged, and whatever it
-    did not store is scored after the judge. A worker that cannot write the cache (a full disk) exits at once with
+    of the source for both), with the next few (``ROWS_PER_SEND``, ``SEND_WITHIN_S``); the rows still unsent when
+    the judge is done (no claims, a failure) go then. The worker stores what it scores in the same grounding cache,
+    and ``ground_judgements`` afterwards reads it back. Only an optimisation, like the in-loop check: a worker that
+    cannot start or fails is logged, and whatever it did not store is scored after the judge. A worker that cannot
+    write the cache (a full disk) exits at its first refused write with
     ``EXIT_UNWRITABLE``: that is said as this process's own write failure would be (``GroundingCache.failed_in_worker``).
     When the run stops (a configuration error, Ctrl-C), the worker is killed."""
 
