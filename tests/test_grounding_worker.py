@@ -277,6 +277,7 @@ def test_the_worker_reads_the_cache_once_a_read_and_stores_a_transaction_at_a_ti
     def reads(folder, tasks):
         return [(json.dumps(line) + "\n").encode("utf-8") for line in [{"cache": str(tmp_path / folder)}, *tasks]]
 
+    monkeypatch.setattr(worker, "STORE_WITHIN_S", 1e9)  # (however slow the machine: the time rule is tested below)
     every = reads("all", [*rows, {"sources": SOURCES[3:5], "summaries": SUMMARIES[3:5]}])
     serve(Pipe(every), io.BytesIO())  # 11 results: held to the end
     assert calls == [("get_many", 3)] * 3 + [("get_many", 2), ("put_many", 11)]
