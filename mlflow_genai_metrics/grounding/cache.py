@@ -139,13 +139,9 @@ def cached_scores(sources: Sequence[str], summaries: Sequence[str], claims: Sequ
     hashes = _hashes([*sources, *claim_sources])  # a row's source hashed once, for its summary and its claims
     row_keys = _row_keys(model.tag, sources, summaries, hashes)
     claim_keys = _claim_keys(model.tag, claims, claim_sources, hashes)
-    keys = row_keys + claim_keys
-    if unstored:
-        held = {key: unstored[key] for key in keys if key in unstored}
-        asked = [key for key in keys if key not in held]
-        found = {**(cache.get_many(asked) if cache is not None and asked else {}), **held}
-    else:
-        found = cache.get_many(keys) if cache is not None and keys else {}
+    held = {key: unstored[key] for key in row_keys + claim_keys if key in unstored} if unstored else {}
+    asked = [key for key in row_keys + claim_keys if key not in held]  # what only the cache can have
+    found = {**(cache.get_many(asked) if cache is not None and asked else {}), **held}
     fresh: list[tuple[Key, RowGrounding]] = []
     groundings, _, _ = _through_found(row_keys, found, _groundings_of(sources, summaries, model, indexes), fresh)
     supports, _, _ = _through_found(claim_keys, found, _supports_of(claims, claim_sources, model, indexes), fresh)
