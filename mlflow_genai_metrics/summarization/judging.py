@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from ..judge import Judge
+from ..judge.runner import older_objects_set_aside
 from ..tables import is_missing
 from ..text import normalised, texts
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_alongside, grounding_cache
@@ -168,6 +169,12 @@ def judge_rows(
     the records carry only the grounding check (``judged`` is False). The grounding cache is opened first: one
     that cannot be read (``StoreUnreadable``) stops the run before any judge call, not after every row was paid for.
     """
+    with older_objects_set_aside():  # the judge's loop and the check's scores after it (one block: run_sync's is inside)
+        return _judge_rows(rows, judge, options, progress, grounding_cache_dir, claims)
+
+
+def _judge_rows(rows: list[RowInput], judge: Judge | None, options: JudgingOptions, progress: bool | None,
+                grounding_cache_dir: Any, claims: bool) -> list[RowJudgement]:
     store = grounding_cache(judge, grounding_cache_dir) if options.grounding else None
     alongside = None
     try:
