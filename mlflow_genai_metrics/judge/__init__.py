@@ -17,7 +17,7 @@ from .models import same_model
 from .modes import EndpointModes
 from .preflight import Preflight, preflight
 from .records import USAGE_SUMS, ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
-from .runner import run_sync
+from .runner import older_objects_set_aside, run_sync
 from .settings import DEFAULT_BASE_URL, JudgeSettings, environment_context_window
 from .tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
@@ -63,6 +63,7 @@ __all__ = [
     "estimate_tokens",
     "text_key",
     "preflight",
+    "older_objects_set_aside",
     "run_sync",
     "same_model",
 ]

@@ -18,8 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..judge import Judge
-from ..judge.runner import older_objects_set_aside
+from ..judge import Judge, older_objects_set_aside
 from ..tables import is_missing
 from ..text import normalised, texts
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_alongside, grounding_cache
