@@ -425,7 +425,7 @@ def test_the_worker_scores_without_importing_scipy_pandas_or_mlflow(tmp_path):
 
 
 CYCLES = """
-import gc, io, json, math, sys
+import gc, io, json, sys
 from mlflow_genai_metrics.grounding import worker
 articles = [f"Article {i}: the council approved budget {i} on Monday. The mayor welcomed it. Critics objected." for i in range(70)]
 def lines(directory):

@@ -139,8 +139,9 @@ def cached_scores(sources: Sequence[str], summaries: Sequence[str], claims: Sequ
     hashes = _hashes([*sources, *claim_sources])  # a row's source hashed once, for its summary and its claims
     row_keys = _row_keys(model.tag, sources, summaries, hashes)
     claim_keys = _claim_keys(model.tag, claims, claim_sources, hashes)
-    held = {key: unstored[key] for key in row_keys + claim_keys if key in unstored} if unstored else {}
-    asked = [key for key in row_keys + claim_keys if key not in held]  # what only the cache can have
+    keys = row_keys + claim_keys
+    held = {key: unstored[key] for key in keys if key in unstored} if unstored else {}
+    asked = [key for key in keys if key not in held]  # what only the cache can have
     found = {**(cache.get_many(asked) if cache is not None and asked else {}), **held}
     fresh: list[tuple[Key, RowGrounding]] = []
     groundings, _, _ = _through_found(row_keys, found, _groundings_of(sources, summaries, model, indexes), fresh)
