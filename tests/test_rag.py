@@ -344,3 +344,34 @@ def test_a_share_of_the_calls_the_answers_need_judges_that_share_of_the_rows_and
     assert {j.error.kind for j in failed} == {"budget"} and all(j.usage.calls == 0 for j in failed)
     assert all("cannot pay for this row's" in str(j.error) for j in failed)
     assert judge.usage.calls <= needed // 2 and result.rows.loc[result.rows["error"] != "", "strictly_aligned"].isna().all()
+
+
+def test_each_pass_asked_alone_makes_only_its_own_calls_and_a_budget_sets_aside_only_those(scripted_server):
+    # A plain answer scorer asks one pass of a row (claims, relevance or facts): the three alone cost what the row costs
+    # with all of them, each judgement holds only what was asked, and a budget's earmark counts only the pass's calls.
+    from mlflow_genai_metrics.rag import prepare_answer_rows
+    from mlflow_genai_metrics.rag.passages import chunk_passages as chunks_of
+    from mlflow_genai_metrics.rag.pipeline import PARTS, answer_need, judge_answer_pipelines
+    from mlflow_genai_metrics.summarization.method import Method
+
+    rows = prepare_answer_rows([QUESTION, "Who wrote Hamlet?"], [[TOWER, CAPITAL], [HAMLET]],
+                               ["The Eiffel Tower is 330 metres tall. It is in Rome.", "Shakespeare wrote Hamlet."], [1, 2],
+                               [TOWER, "Shakespeare wrote Hamlet."])
+    server = scripted_server(AnswersJudgeScript())
+    whole = judge_answer_pipelines(rows, judge_for(server), max_source_tokens=None, progress=False)
+    assert all(j.claims and j.relevance and j.facts for j in whole)
+    calls = {}
+    for part in sorted(PARTS):
+        judge = judge_for(server)
+        alone = judge_answer_pipelines(rows, judge, max_source_tokens=None, progress=False, parts=frozenset({part}))
+        calls[part] = judge.usage.calls
+        assert calls[part] == sum(answer_need(judge, Method(), row, chunks_of(row.passages, None), parts=frozenset({part})).calls
+                                  for row in rows) > 0, part
+        for one, both in zip(alone, whole):
+            assert set(one.usage_by_pass) == {part}
+            assert one.claims == (both.claims if part == "claims" else [])
+            assert one.relevance == (both.relevance if part == "relevance" else None)
+            assert one.facts == (both.facts if part == "facts" else None)
+    assert sum(calls.values()) == sum(j.usage.calls for j in whole)
+    with pytest.raises(ValueError, match="parts must be some of"):
+        judge_answer_pipelines(rows, judge_for(server), max_source_tokens=None, parts=frozenset({"summary"}))

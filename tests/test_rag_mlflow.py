@@ -281,3 +281,29 @@ def test_the_answers_mlflow_path_and_mgm_take_examples_and_sign_them(scripted_se
                    "answer": TOPICS["prize"][1]}]).to_csv(answers, index=False)
     assert mgm(["evaluate", str(answers), "--task", "rag", "--id-col", "id", "--examples", str(path)]) == 0
     assert "strict_alignment" in capsys.readouterr().out
+
+
+def test_plain_answer_judges_ask_each_pass_once_a_row_and_keep_nothing_for_a_later_evaluation(scripted_server, mlflow_store):
+    """Each plain answer judge asks its own pass of a row (claims, relevance, facts) and nothing else, so a set costs
+    what one batch of the rows costs; the same scorer objects in a second evaluation ask the judge again: no
+    judgement is kept on them between calls."""
+    from collections import Counter
+
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    rows = [{"inputs": {"question": TOPICS[i][0], "passages": list(TOPICS[i][1:]), "id": i}, "outputs": TOPICS[i][1],
+             "expectations": {"expected_response": TOPICS[i][2]}} for i in ("prize", "plant", "comet")]
+    judge = judge_for(server)
+
+    def asked() -> Counter:
+        return Counter(r.purpose for r in server.requests if r.body.get("model") == "scripted-judge")
+
+    judge_answers([r["inputs"]["question"] for r in rows], [r["inputs"]["passages"] for r in rows], [r["outputs"] for r in rows],
+                  judge=judge, ids=[r["inputs"]["id"] for r in rows], expected=[r["expectations"]["expected_response"] for r in rows])
+    batch = asked()
+    assert len(batch) >= 3 and batch["ExtractedClaims"] == 3  # claims, relevance, facts (and their checks) were asked
+
+    scorers = answer_scorers(judge)
+    for evaluation in (1, 2):
+        mlflow.genai.evaluate(data=rows, scorers=scorers)
+        assert asked() == Counter({purpose: (evaluation + 1) * n for purpose, n in batch.items()}), evaluation
+    assert all(getattr(s, "__pydantic_private__", {}).get("_evaluation") is None for s in scorers)

@@ -24,7 +24,7 @@ from ..summarization.result import JudgedTables
 from ..summarization.scoring import Estimate, rate_statistics, result_metrics
 from ..tables import MissingColumnError
 from .grounded import check_against_passages
-from .pipeline import judge_answer_pipelines
+from .pipeline import PARTS, judge_answer_pipelines
 from .records import AnswerInput, AnswerJudgement
 from .scoring import answer_claims_table, answer_rows_table, facts_table
 
@@ -190,10 +190,11 @@ def checked_arguments(caller: str, judge: Any, statistics: Any, max_source_token
 
 
 def judge_answer_rows(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None, grounding: bool = True,
-                      progress: bool | None = None, method: Method = Method()) -> list[AnswerJudgement]:
-    """One judgement per validated row: the judge's passes (its claims verified as ``method`` says), then
-    (``grounding``) the model-free check of each claim against its passages (``rag.grounded``)."""
-    judgements = judge_answer_pipelines(rows, judge, max_source_tokens=max_source_tokens, progress=progress, method=method)
+                      progress: bool | None = None, method: Method = Method(), parts: frozenset[str] = PARTS) -> list[AnswerJudgement]:
+    """One judgement per validated row: the judge's passes (its claims verified as ``method`` says; ``parts``: which,
+    ``rag.pipeline.PARTS``), then (``grounding``) the model-free check of each claim against its passages
+    (``rag.grounded``)."""
+    judgements = judge_answer_pipelines(rows, judge, max_source_tokens=max_source_tokens, progress=progress, method=method, parts=parts)
     return check_against_passages(rows, judgements, judge) if grounding else judgements
 
 

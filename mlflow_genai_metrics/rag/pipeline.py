@@ -23,7 +23,7 @@ starts, and a row it cannot pay for is a ``budget`` error with no call made.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..judge import BudgetExhausted, ExampleSet, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync
@@ -41,31 +41,39 @@ from .passes import MAX_FACTS, ClaimCitation, expected_facts_request, relevance_
 from .records import AnswerInput, AnswerJudgement, AnswerRelevance, Cited, FactCheck
 
 ROWS_PER_SLOT = 4  # rows under way per slot of the judge, as for summaries
+PARTS: frozenset[str] = frozenset({"claims", "relevance", "facts"})  # a row's passes; a scorer of one card asks its own alone
 NO_PASSAGE = "No passage was retrieved to check it against."
 EMPTY_ANSWER = "The answer is empty."
 
 
 def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_source_tokens: int | None,
-                           progress: bool | None = None, method: Method = Method()) -> list[AnswerJudgement]:
-    """One ``AnswerJudgement`` per row, in order, its claims verified as ``method`` says."""
-    return run_sync(_Answers(rows, judge, max_source_tokens, method).run(progress))
+                           progress: bool | None = None, method: Method = Method(), parts: frozenset[str] = PARTS) -> list[AnswerJudgement]:
+    """One ``AnswerJudgement`` per row, in order, its claims verified as ``method`` says; ``parts``: the passes asked
+    (``PARTS``: all; a part not asked is left None, or no claims)."""
+    unknown = sorted(set(parts) - PARTS)
+    if unknown or not parts:
+        raise ValueError(f"parts must be some of {sorted(PARTS)}; got {sorted(parts)}")
+    return run_sync(_Answers(rows, judge, max_source_tokens, method, frozenset(parts)).run(progress))
 
 
-def answer_need(judge: Judge, method: Method, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None) -> RowNeed:
-    """What judging ``row`` will take of the judge's budget when every pass answers: its claims (one call) and their
-    verification (one per chunk of passages, ``stability`` times), its relevance (one), and with an expected answer its facts (one), their
-    check against each chunk and against the answer (one). Statements not known yet are priced by stand-ins of the
-    likely size (``summarization.row_needs``); retries and repair turns draw from what is free."""
+def answer_need(judge: Judge, method: Method, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None,
+                parts: frozenset[str] = PARTS) -> RowNeed:
+    """What judging ``row``'s ``parts`` will take of the judge's budget when every pass answers: its claims (one call)
+    and their verification (one per chunk of passages, ``stability`` times), its relevance (one), and with an expected
+    answer its facts (one), their check against each chunk and against the answer (one). Statements not known yet are
+    priced by stand-ins of the likely size (``summarization.row_needs``); retries and repair turns draw from what is
+    free."""
     requests: list[JudgeRequest] = []
     shuffled: list[JudgeRequest] = []
-    if has_words(row.answer):
+    if has_words(row.answer) and "claims" in parts:
         likely = likely_statements(row.answer, WORDS_PER_CLAIM, MAX_CLAIMS)
         requests += [extract_claims_request(row.answer),
                      *(verify_passages_request(chunk, likely, examples).repeated(r) for r in range(method.stability) for chunk in chunks)]
         if chunks and in_sample(row.source_key, row.answer, method.order_check):  # the shuffled verification: optional
             shuffled = [verify_passages_request(chunk, likely, examples) for chunk in chunks]
+    if has_words(row.answer) and "relevance" in parts:
         requests.append(relevance_request(row.question, row.answer))
-    if row.expected is not None and has_words(row.expected):
+    if row.expected is not None and has_words(row.expected) and "facts" in parts:
         facts = likely_statements(row.expected, WORDS_PER_CLAIM, MAX_FACTS)
         requests += [expected_facts_request(row.question, row.expected), *(verify_passages_request(chunk, facts) for chunk in chunks)]
         if has_words(row.answer):
@@ -134,8 +142,9 @@ def compare_cited_orders(replies: Sequence[JudgeReply], chunks: Sequence[Passage
 
 
 class _Answers:
-    def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None, method: Method) -> None:
-        self.rows, self.judge, self.method = rows, judge, method
+    def __init__(self, rows: Sequence[AnswerInput], judge: Judge, max_source_tokens: int | None, method: Method,
+                 parts: frozenset[str] = PARTS) -> None:
+        self.rows, self.judge, self.method, self.parts = rows, judge, method, parts
         self.chunks = [chunk_passages(row.passages, max_source_tokens) for row in rows]
         self.examples = run_examples(method.examples, rows)
 
@@ -171,7 +180,7 @@ class _Answers:
         if budget is None:
             return await self._passes(index)
         row = self.rows[index]
-        need = answer_need(self.judge, self.method, row, self.chunks[index], self.examples)
+        need = answer_need(self.judge, self.method, row, self.chunks[index], self.examples, self.parts)
         try:
             earmark = await budget.earmark(need.calls, need.cost_usd, optional_calls=need.order_calls, optional_cost_usd=need.order_cost_usd)
         except BudgetExhausted as exc:
@@ -186,18 +195,20 @@ class _Answers:
 
     async def _passes(self, index: int, *, order_room: bool = True) -> AnswerJudgement:
         row, chunks = self.rows[index], self.chunks[index]
-        expected = row.expected is not None and has_words(row.expected)
-        state = _Row(usage={"claims": Usage(), "relevance": Usage(), **({"facts": Usage()} if expected else {})}, order_room=order_room)
-        parts: list[Awaitable] = [self._claims(row, chunks, state), self._relevance(row, state)]
-        if expected:
-            parts.append(self._facts(row, chunks, state))
-        claims, relevance, *facts = await asyncio.gather(*parts)
+        asked = self.parts - (set() if row.expected is not None and has_words(row.expected) else {"facts"})
+        state = _Row(usage={part: Usage() for part in ("claims", "relevance", "facts") if part in asked}, order_room=order_room)
+        passes: dict[str, Callable[[], Awaitable]] = {"claims": lambda: self._claims(row, chunks, state),
+                                                      "relevance": lambda: self._relevance(row, state),
+                                                      "facts": lambda: self._facts(row, chunks, state)}
+        named = [part for part in passes if part in asked]
+        done = dict(zip(named, await asyncio.gather(*(passes[part]() for part in named))))
         usage = {"usage": Usage.total(list(state.usage.values())), "usage_by_pass": state.usage}
         base = {"id": row.id, "source_key": row.source_key, "passage_count": len(row.passages)}
         error = next((state.errors[part] for part in ("claims", "relevance", "facts") if part in state.errors), None)
         if error is not None:
             return AnswerJudgement(**base, error=error, **usage)
-        return AnswerJudgement(**base, claims=claims, relevance=relevance, facts=facts[0] if facts else None, order_check=state.order, **usage)
+        return AnswerJudgement(**base, claims=done.get("claims", []), relevance=done.get("relevance"), facts=done.get("facts"),
+                               order_check=state.order, **usage)
 
     async def _verify(self, chunks: list[PassageChunk], statements: list[str], usage: Usage, *, repetitions: int = 1,
                       examples: ExampleSet | None = None) -> list[tuple[Cited, float | None, Cited]] | JudgeReply:

@@ -7,16 +7,15 @@
 
 They are ``judges._TaskScorer``s reading rows as ``answers.AnswerPipeline`` does: the question from ``inputs``, the
 answer from ``outputs``, the passages from ``inputs["passages"]`` or the trace's RETRIEVER spans. In plain
-``mlflow.genai.evaluate`` the judges of one set share a row's judgement (asked once, by whichever comes first: MLflow
-runs them in parallel), the latest ``SHARED_ROWS`` rows kept by the set.
+``mlflow.genai.evaluate`` each judge asks its own pass of a row and nothing else (``AnswerFaithfulness`` the claims,
+``AnswerRelevance`` the relevance, ``ContextSufficiency`` the facts), so a row costs the calls it would in one batch
+and nothing is kept on the judges between calls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
-
-from pydantic import PrivateAttr
 
 from ..judge import Judge
 from ..rag.cards import faithfulness_card, relevance_card, sufficiency_card
@@ -29,29 +28,24 @@ from .answers import AnswerKeys, AnswerPipeline
 from .evaluate import Evaluation, task_door
 from .judges import YES_NO, _Judged, one_setting
 
-SHARED_ROWS = 256  # rows a set of plain answer judges keeps, so its judges (run in parallel) ask each row once
-
 
 class _AnswerScorer(_Judged):
-    """What every answer judge shares: where the texts are, and the pipeline its plain rows are judged in (its
-    set's, else one for the row)."""
+    """What every answer judge shares: where the texts are, and the pipeline a plain row is judged in (one for the
+    row, asking this judge's pass alone)."""
 
     question_key: str = "question"
     passages_key: str = "passages"
     id_key: str = "id"
     answer_key: str = "answer"
-    judge_pass: ClassVar[JudgePass | None] = "relevance"
+    judge_pass: ClassVar[JudgePass] = "relevance"  # the one pass of a row this judge asks in plain evaluate
     inputs_suffice: ClassVar[bool] = False  # the passages may be the application's trace's
-    _shared: AnswerPipeline | None = PrivateAttr(default=None)
 
     def keys(self) -> AnswerKeys:
         return AnswerKeys(self.question_key, self.passages_key, self.id_key, self.answer_key)
 
     def plain_pipeline(self) -> AnswerPipeline:
-        if self._shared is not None:
-            return self._shared
         return AnswerPipeline(self.live_judge(), keys=self.keys(), max_source_tokens=self.max_source_tokens, preflight=self.own_preflight(),
-                              method=self.method())
+                              method=self.method(), parts=frozenset({self.judge_pass}))
 
     @classmethod
     def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False) -> AnswerPipeline:
@@ -77,7 +71,7 @@ class AnswerFaithfulness(_AnswerScorer):
         "Splits the answer into claims and checks each against the retrieved passages, citing the passage and a quote "
         "(checked to be in it): yes when every claim is supported."
     )
-    judge_pass: ClassVar[JudgePass | None] = "claims"
+    judge_pass: ClassVar[JudgePass] = "claims"
 
     def card(self, judgement: AnswerJudgement) -> Card:
         return faithfulness_card(judgement)
@@ -102,7 +96,7 @@ class ContextSufficiency(_AnswerScorer):
     judge_kind: ClassVar[str] = "context_sufficiency"
     feedback_value_type: ClassVar[Any] = float
     description: str | None = "The share of the expected answer's facts that the retrieved passages support (needs expectations)."
-    judge_pass: ClassVar[JudgePass | None] = "facts"
+    judge_pass: ClassVar[JudgePass] = "facts"
 
     def card(self, judgement: AnswerJudgement) -> Card:
         return sufficiency_card(judgement)
@@ -111,8 +105,7 @@ class ContextSufficiency(_AnswerScorer):
 def answer_scorers(judge: Judge, *, sufficiency: bool = True, relevance: bool = True, question_key: str = "question",
                    passages_key: str = "passages", id_key: str = "id", answer_key: str = "answer",
                    max_source_tokens: int | None = None, **method: Any) -> list[_AnswerScorer]:
-    """The answer judges as one set: in plain ``mlflow.genai.evaluate`` each row judged once for all of them.
-    ``AnswerFaithfulness`` always; ``AnswerRelevance`` and ``ContextSufficiency`` unless turned off; ``method``:
+    """The answer judges as one set (one judge, one place for the texts, one method). ``AnswerFaithfulness`` always; ``AnswerRelevance`` and ``ContextSufficiency`` unless turned off; ``method``:
     ``stability``, ``order_check``, ``examples``, as for summaries."""
     options = dict(question_key=question_key, passages_key=passages_key, id_key=id_key, answer_key=answer_key,
                    max_source_tokens=max_source_tokens, **dict(method_of("answer_scorers", method)))
@@ -121,10 +114,6 @@ def answer_scorers(judge: Judge, *, sufficiency: bool = True, relevance: bool = 
         judges.append(AnswerRelevance(judge, **options))
     if sufficiency:
         judges.append(ContextSufficiency(judge, **options))
-    shared = AnswerPipeline(judge, keys=judges[0].keys(), max_source_tokens=max_source_tokens, keep=SHARED_ROWS,
-                            preflight=judges[0].own_preflight(), method=judges[0].method())
-    for j in judges:
-        j._shared = shared
     return judges
 
 

@@ -21,6 +21,7 @@ from mlflow.entities import SpanType
 from ..judge import Judge, Preflight
 from ..rag import AnswerInput, AnswersResult, prepare_answer_rows
 from ..rag.api import build_answers_result, judge_answer_rows
+from ..rag.pipeline import PARTS
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.ids import canonical_id
@@ -129,16 +130,17 @@ def parse_answer(inputs: Any, outputs: Any, expectations: Any = None, trace: Any
 
 class AnswerPipeline(TaskPipeline):
     """The answers' ``TaskPipeline``: each row judged once (its question's passages, its answer, its expected answer
-    identify it) by ``rag``'s passes (its claims verified as ``method`` says), the result ``rag.AnswersResult``."""
+    identify it) by ``rag``'s passes (``parts``: which; its claims verified as ``method`` says), the result
+    ``rag.AnswersResult``."""
 
     holding = "a question, passages and an answer"
     known_by = "question"
 
     def __init__(self, judge: Judge, *, keys: AnswerKeys = AnswerKeys(), max_source_tokens: int | None = None,
-                 statistics: StatisticsOptions = StatisticsOptions(), keep: int | None = None, preflight: Preflight | None = None,
-                 method: Method = Method()):
-        super().__init__(judge, keys=keys, statistics=statistics, keep=keep, preflight=preflight)
-        self.method = method
+                 statistics: StatisticsOptions = StatisticsOptions(), preflight: Preflight | None = None,
+                 method: Method = Method(), parts: frozenset[str] = PARTS):
+        super().__init__(judge, keys=keys, statistics=statistics, preflight=preflight)
+        self.method, self.parts = method, parts
         self.max_source_tokens = JudgingOptions(max_source_tokens=max_source_tokens).for_judge(judge).max_source_tokens
 
     def parse(self, inputs: Any, outputs: Any, expectations: Any = None, trace: Any = None) -> ParsedAnswer:
@@ -153,7 +155,7 @@ class AnswerPipeline(TaskPipeline):
 
     def ask(self, rows: list[ParsedAnswer]) -> list[AnswerJudgement]:
         return judge_answer_rows([p.row for p in rows], self.judge, max_source_tokens=self.max_source_tokens, progress=False,
-                                 method=self.method)
+                                 method=self.method, parts=self.parts)
 
     def build(self, rows: list[ParsedAnswer], judgements: list[AnswerJudgement]) -> AnswersResult:
         return build_answers_result(judgements, judge=self.judge, max_source_tokens=self.max_source_tokens, statistics=self.statistics,

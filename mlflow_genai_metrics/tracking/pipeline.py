@@ -31,16 +31,15 @@ from ..summarization.ids import canonical_id
 
 class TaskPipeline:
     """One judgement per row for one judge, one task and one evaluation (see the module's docstring). ``keys``: where
-    the task's texts are in a row (it has at least ``id``); ``keep``: how many judged rows to keep (None: all, for one
-    evaluation; a set of plain scorers keeps its latest); ``preflight``: one shared with other pipelines (a plain
+    the task's texts are in a row (it has at least ``id``); ``preflight``: one shared with other pipelines (a plain
     scorer's, checked once for all its rows)."""
 
     holding: ClassVar[str] = "a row"  # what a trace must hold to be one of this task's rows, in words
     known_by: ClassVar[str] = "source"  # what a row without an id is known by (its hash), in words
 
     def __init__(self, judge: Judge | None, *, keys: Any, statistics: StatisticsOptions = StatisticsOptions(),
-                 keep: int | None = None, preflight: Preflight | None = None):
-        self.judge, self.keys, self.statistics, self.keep = judge, keys, statistics, keep
+                 preflight: Preflight | None = None):
+        self.judge, self.keys, self.statistics = judge, keys, statistics
         self.preflight = preflight if preflight is not None else Preflight(judge)
         self._judged: dict[Hashable, Future[Any]] = {}
         self._lock = threading.Lock()
@@ -130,10 +129,6 @@ class TaskPipeline:
                 raise
             for (_, future), judgement in zip(mine.values(), judged):
                 future.set_result(judgement)
-            if self.keep is not None:
-                with self._lock:
-                    while len(self._judged) > self.keep:
-                        del self._judged[next(iter(self._judged))]
         return [future.result().model_copy(update={"id": parsed.row.id}) for parsed, future in zip(rows, futures)]
 
 
