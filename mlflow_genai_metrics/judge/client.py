@@ -251,7 +251,8 @@ class Judge:
         self, requests: Iterable[JudgeRequest], *, progress: bool | None = None, desc: str = "judging"
     ) -> list[JudgeReply]:
         """Synchronous ``aask_many``; safe to call from a notebook whose event loop is already running."""
-        return run_sync(self.aask_many(list(requests), progress=progress, desc=desc))
+        requests = list(requests)
+        return run_sync(self.aask_many(requests, progress=progress, desc=desc), rows=len(requests))
 
     def close(self) -> None:
         """Close this Judge's connections (those of the synchronous methods) and its cache."""

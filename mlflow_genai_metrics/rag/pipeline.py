@@ -53,7 +53,7 @@ def judge_answer_pipelines(rows: Sequence[AnswerInput], judge: Judge, *, max_sou
     unknown = sorted(set(parts) - PARTS)
     if unknown or not parts:
         raise ValueError(f"parts must be some of {sorted(PARTS)}; got {sorted(parts)}")
-    return run_sync(_Answers(rows, judge, max_source_tokens, method, frozenset(parts)).run(progress))
+    return run_sync(_Answers(rows, judge, max_source_tokens, method, frozenset(parts)).run(progress), rows=len(rows))
 
 
 def answer_need(judge: Judge, method: Method, row: AnswerInput, chunks: list[PassageChunk], examples: ExampleSet | None = None,

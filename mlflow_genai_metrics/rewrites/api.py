@@ -77,7 +77,7 @@ def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Seq
                        judgements: Sequence[RowJudgement]) -> list[RowJudgement]:
     """``judgements`` (the rows' claims and key points) with each row's instruction check: its verdict under
     ``verdicts["instruction"]``, or, when the call failed, the row's error (its usage counted either way)."""
-    checks = run_sync(_checks(judge, rows, instructions))
+    checks = run_sync(_checks(judge, rows, instructions), rows=len(rows))
     return [_with_check(judgement, check) for judgement, check in zip(judgements, checks)]
 
 

@@ -168,7 +168,7 @@ def judge_rows(
     the records carry only the grounding check (``judged`` is False). The grounding cache is opened first: one
     that cannot be read (``StoreUnreadable``) stops the run before any judge call, not after every row was paid for.
     """
-    with older_objects_set_aside():  # the judge's loop and the check's scores after it (one block: run_sync's is inside)
+    with older_objects_set_aside(len(rows)):  # the judge's loop and the check's scores after it
         return _judge_rows(rows, judge, options, progress, grounding_cache_dir, claims)
 
 
