@@ -7,9 +7,13 @@ tracking package and no state on MLflow's objects."""
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import contextlib
+import json
 import logging
+import os
 import re
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -26,7 +30,6 @@ from mlflow_genai_metrics import evaluate_summaries
 from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import ClaimAlignment, Grounding, KeyPointCoverage, log_results
 from mlflow_genai_metrics.tracking.evaluate import RunRowsMismatch
-from mlflow_genai_metrics.tracking.genai import root_span
 from mlflow_genai_metrics.tracking.rows import ERROR_TAG
 
 ROWS = 30
@@ -129,40 +132,35 @@ def mlflow_warnings():
         logger.removeHandler(handler)
 
 
-# Ten evaluations at MLflow's default workers (10 threads on SQLite's 15 connections): 3 minutes alone, over 5 beside
-# the rest of the suite on a slow afternoon (2026-12-05), so the per-test limit is raised rather than the runs cut.
-@pytest.mark.timeout(900)
-def test_plain_mlflow_genai_evaluate_with_a_judge_per_scorer_at_mlflow_s_default_workers_ten_times(scripted_server, mlflow_store):
+# Ten evaluations at MLflow's default workers (10 threads on SQLite's 15 connections), each in a process of its own on
+# a store of its own (MLflow's tracking store is the process's), all at once: six runs in ten wait out SQLAlchemy's 30-s
+# pool timeout, so ten in a row took 287-320 s of one worker (2026-12-06), 27 s of it CPU; each run is about 3 s of CPU.
+TEN_RUNS_AT_ONCE = 10
+
+
+def test_plain_mlflow_genai_evaluate_with_a_judge_per_scorer_at_mlflow_s_default_workers_ten_times(scripted_server, new_mlflow_database,
+                                                                                                   warm_python, tmp_path):
     """Issue 46: at MLflow's default workers on SQLite, one Judge per scorer (a cheaper one for coverage, say): every
-    row gets every card and MLflow's own aggregates (a card MLflow could not store, its pool of SQLite connections
-    spent, MLflow warns of), nothing is hung on MLflow's objects, and ``log_results`` gives the complete figures or
-    names the rows MLflow did not store; never a false alarm."""
+    row gets every card and MLflow's own aggregates, nothing is hung on MLflow's objects, and ``log_results`` gives
+    the complete figures or names the rows MLflow did not store; never a false alarm. Each run is
+    ``tests/plain_evaluation_run.py`` (its checks are there), in a process of its own."""
     server = scripted_server(SummarizationJudgeScript(), models=("scripted-judge",))
-    for run in range(10):
-        rows = rows_for(f"p{run}", 15 + run % 6)
-        scorers = [ClaimAlignment(judge_for(server)), KeyPointCoverage(judge_for(server, seed=7)), Grounding()]
-        with mlflow_warnings() as said:
-            result = mlflow.genai.evaluate(data=rows, scorers=scorers)
-        cards = result.result_df  # the rows MLflow kept: each with every card, unless MLflow said it could not store it
-        missing = {name: int(cards[f"{name}/value"].isna().sum()) for name in ("claim_alignment", "key_point_coverage", "grounding")}
-        if any(missing.values()):  # MLflow ran out of SQLite connections writing a trace or its assessments: it says so
-            assert [message for message in said if message.startswith("Failed to")], (missing, said)
-        metrics = MlflowClient().get_run(result.run_id).data.metrics
-        assert {"claim_alignment/mean", "key_point_coverage/mean", "grounding/mean"} <= set(metrics)
-        mlflow.flush_trace_async_logging()  # the run's traces as MLflow lists them once its writers are done (some may
-        traces = len(mlflow.search_traces(run_id=result.run_id, include_spans=False, return_type="list"))  # lack a tag)
-        try:  # the full report signs one judge: the claim judge's scorers (coverage's judge is another)
-            logged = log_results(result.run_id, [scorers[0], scorers[2]], data=rows)
-        except RunRowsMismatch as mismatch:  # MLflow lost traces (or their spans): said with the ids it does not hold, nothing logged
-            # what MLflow itself lists, once its writers are done: a trace whose spans it could not write holds no row
-            listed = mlflow.search_traces(run_id=result.run_id, return_type="list")
-            held = {root.inputs["id"] for trace in listed if (root := root_span(trace)) is not None}
-            lost = [row["inputs"]["id"] for row in rows if row["inputs"]["id"] not in held]
-            assert lost and f"the run evaluated {len(rows)} rows, {traces} of their traces can be read back (not stored: ids {', '.join(lost)})" in str(mismatch)
-            assert "alignment" not in MlflowClient().get_run(result.run_id).data.metrics
-            continue
-        assert traces == len(rows) == len(logged.rows)
-        assert MlflowClient().get_run(result.run_id).data.metrics["alignment_n"] == len(rows)
+    script = Path(__file__).with_name("plain_evaluation_run.py")
+
+    def one(run: int) -> subprocess.CompletedProcess:
+        folder = tmp_path / f"run-{run}"
+        store = new_mlflow_database(folder / "mlflow.db")
+        return subprocess.run([warm_python.python, str(script), server.base_url, server.models[0], str(run), store,
+                               (folder / "artifacts").as_uri()], cwd=folder, env={**os.environ, **warm_python.env},
+                              capture_output=True, text=True, timeout=600)
+
+    with concurrent.futures.ThreadPoolExecutor(TEN_RUNS_AT_ONCE) as pool:
+        done = list(pool.map(one, range(10)))
+    failed = {run: (d.returncode, d.stderr[-4000:]) for run, d in enumerate(done) if d.returncode != 0}
+    assert not failed, failed
+    ended = [json.loads(d.stdout.strip().splitlines()[-1]) for d in done]
+    assert [(e["run"], e["rows"]) for e in ended] == [(run, 15 + run % 6) for run in range(10)]
+    assert {e["ended"] for e in ended} <= {"complete", "rows named"}
 
 
 def test_no_scorer_leaves_state_on_mlflow_s_objects(judge_server, mlflow_store):
