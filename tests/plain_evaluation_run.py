@@ -7,7 +7,7 @@ names the rows MLflow did not store; never a false alarm.
 against the scripted judge at BASE_URL. Its last line of output says how it ended (JSON: ``{"run": RUN, "rows": n,
 "ended": "complete" | "rows named"}``); a failed check is a traceback and a non-zero exit status.
 
-``test_one_evaluation.py`` runs ten of these a few at a time, each in a process of its own: MLflow's tracking store
+``test_one_evaluation.py`` runs ten of these at once, each in a process of its own: MLflow's tracking store
 is the process's, and at its default workers each run spends most of its time waiting (its own threads wait out
 SQLAlchemy's 30-s pool timeout), so the waits overlap instead of adding up.
 """

@@ -196,15 +196,16 @@ class _Answers:
     async def _passes(self, index: int, *, order_room: bool = True) -> AnswerJudgement:
         row, chunks = self.rows[index], self.chunks[index]
         asked = self.parts - (set() if row.expected is not None and has_words(row.expected) else {"facts"})
-        state = _Row(usage={part: Usage() for part in ("claims", "relevance", "facts") if part in asked}, order_room=order_room)
+        # in the order a row's first failure is told
         passes: dict[str, Callable[[], Awaitable]] = {"claims": lambda: self._claims(row, chunks, state),
                                                       "relevance": lambda: self._relevance(row, state),
                                                       "facts": lambda: self._facts(row, chunks, state)}
         named = [part for part in passes if part in asked]
+        state = _Row(usage={part: Usage() for part in named}, order_room=order_room)
         done = dict(zip(named, await asyncio.gather(*(passes[part]() for part in named))))
         usage = {"usage": Usage.total(list(state.usage.values())), "usage_by_pass": state.usage}
         base = {"id": row.id, "source_key": row.source_key, "passage_count": len(row.passages)}
-        error = next((state.errors[part] for part in ("claims", "relevance", "facts") if part in state.errors), None)
+        error = next((state.errors[part] for part in named if part in state.errors), None)
         if error is not None:
             return AnswerJudgement(**base, error=error, **usage)
         return AnswerJudgement(**base, claims=done.get("claims", []), relevance=done.get("relevance"), facts=done.get("facts"),

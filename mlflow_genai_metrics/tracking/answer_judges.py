@@ -105,8 +105,9 @@ class ContextSufficiency(_AnswerScorer):
 def answer_scorers(judge: Judge, *, sufficiency: bool = True, relevance: bool = True, question_key: str = "question",
                    passages_key: str = "passages", id_key: str = "id", answer_key: str = "answer",
                    max_source_tokens: int | None = None, **method: Any) -> list[_AnswerScorer]:
-    """The answer judges as one set (one judge, one place for the texts, one method). ``AnswerFaithfulness`` always; ``AnswerRelevance`` and ``ContextSufficiency`` unless turned off; ``method``:
-    ``stability``, ``order_check``, ``examples``, as for summaries."""
+    """The answer judges as one set (one judge, one place for the texts, one method). ``AnswerFaithfulness`` always;
+    ``AnswerRelevance`` and ``ContextSufficiency`` unless turned off; ``method``: ``stability``, ``order_check``,
+    ``examples``, as for summaries."""
     options = dict(question_key=question_key, passages_key=passages_key, id_key=id_key, answer_key=answer_key,
                    max_source_tokens=max_source_tokens, **dict(method_of("answer_scorers", method)))
     judges: list[_AnswerScorer] = [AnswerFaithfulness(judge, **options)]
