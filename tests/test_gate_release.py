@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics import SummarizerModel, judge_summaries, register_if_passing
 from mlflow_genai_metrics.summarization.decision import MIN_MEAN_PAIRS, attempt_level
-from mlflow_genai_metrics.testing import SummarizationJudgeScript
+from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import log_result
 
 GOOD = "The council approved budget {i}."
@@ -86,6 +86,40 @@ def test_a_candidate_refusing_half_the_articles_is_refused_by_its_failures(scrip
     failures = _outcome(gate, "judge_error_rate vs champion, not worse")
     assert not failures.passed and failures.detail.startswith("significantly worse than the champion; champion version 1: failures the outputs caused")
     assert failures.test == "exact McNemar" and failures.p_value == pytest.approx(0.5**20)
+
+
+def _too_long(fault: str):
+    """What an endpoint does with a prompt over its context window (HTTP 400), or a reply that runs past the judge's
+    ``max_tokens`` (cut off), for prompts over 12,000 characters."""
+    def answer(request, kind):
+        if len(" ".join(m["content"] for m in request.messages)) <= 12000:
+            return None
+        if fault == "context window":
+            return Fault.http(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9600 tokens.")
+        return Reply('{"claims": ["The council rejected budget', finish_reason="length")
+    return answer
+
+
+@pytest.mark.parametrize("fault", ["context window", "max_tokens"])
+def test_summaries_too_long_for_the_judge_count_against_their_run(scripted_server, mlflow_store, fault):
+    """A candidate fixes 8 of the champion's 60 rows and, on 3 rows the champion got right, rambles past the judge's
+    context window (HTTP 400) or makes its reply run past ``max_tokens``: once those 3 pairs were left out as the
+    infrastructure's (within the allowance) and the candidate registered, 8 fixed against 0 (p = 2^-8). Counted
+    against it, 8 fixed against 3 broken: one-sided p = 0.113, not better."""
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(60)])
+    ramble = " ".join(f"The council rejected budget {{i}} in meeting {k}." for k in range(400))
+    summaries = [GOOD.format(i=i) if i < 8 else ramble.format(i=i) if i < 11 else GOOD.format(i=i) for i in range(60)]
+    run_id, uri = _logged(server, summaries, run_name="rambles", fault=_too_long(fault))
+    rows = pd.read_parquet(MlflowClient().download_artifacts(run_id, "mgm/rows.parquet"))
+    assert sorted(rows.loc[rows["error"] != "", "id"]) == ["a10", "a8", "a9"]
+
+    gate = _gate(run_id, uri)
+
+    assert not gate.passed and _champion_version() == "1"
+    beat = _outcome(gate, "strict_alignment vs champion")
+    assert beat.n == 60 and beat.p_value == pytest.approx(0.11328125) and beat.detail.startswith("not significantly better")
+    assert "60 pairs used (3 with an output the judge could not read" in beat.detail
 
 
 def test_summaries_the_grounding_check_cannot_read_count_against_their_run(scripted_server, mlflow_store):
@@ -159,6 +193,30 @@ def test_each_attempt_against_a_champion_spends_its_own_level(scripted_server, m
     assert tags["mgm.gate.attempts.1"] == f"run {first}: level 0.025, failed"
     assert tags["mgm.gate.attempts.2"] == f"run {second}: level 0.0125, failed"
     assert MlflowClient().get_run(second).data.tags["mgm.gate.attempt"] == "2 against version 1 of summarizer, decided at level 0.0125"
+
+
+def test_a_retry_at_a_looser_confidence_is_held_to_the_alpha_of_the_first_look(scripted_server, mlflow_store):
+    """A gate that said "too few pairs to test" showed the outcome (4 of 40 pairs fixed, p = 1/16): asked again with
+    confidence 0.5 it once decided at 0.25 and registered. The first gate that compares rows with a champion fixes
+    the alpha all attempts against it share; a later, looser one is held to it, and says so."""
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 4 else GOOD.format(i=i) for i in range(40)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="4 fixed")
+
+    first = _gate(run_id, uri)
+    assert not first.passed and _outcome(first, "strict_alignment vs champion").detail.startswith("too few pairs to test")
+    assert MlflowClient().get_model_version("summarizer", "1").tags["mgm.gate.alpha"] == "0.05"
+    looser = _gate(run_id, uri, confidence=0.5)
+
+    assert not looser.passed and _champion_version() == "1"
+    beat = _outcome(looser, "strict_alignment vs champion")
+    assert beat.p_value == pytest.approx(1 / 16) and "at level 0.025" in beat.detail
+    assert any("confidence 0.5 asked, but the attempts against champion version 1 share alpha = 0.05" in m for m in looser.messages)
+    # a stricter retry is taken as asked (the second attempt at 0.01 / 2^2, where 4 pairs can test nothing)
+    stricter = _outcome(_gate(run_id, uri, confidence=0.99), "strict_alignment vs champion").detail
+    assert stricter.startswith("too few pairs to test") and "at level 0.0025" in stricter
+    tags = MlflowClient().get_model_version("summarizer", "1").tags
+    assert (tags["mgm.gate.alpha"], tags["mgm.gate.attempts"]) == ("0.05", "1")
 
 
 def test_attempt_levels_sum_to_alpha_whatever_the_number_of_attempts():

@@ -149,7 +149,8 @@ def _not_worse(rule: Rule, metric: str, row, champion: str, alpha: float) -> Rul
     difference = float(row["difference"])
     fields = _test_fields(row)
     worse = row["better"] == "A" and float(row["p_value"]) < alpha
-    what = "failures the outputs caused (a refusal, no claim in a text with words)" if metric == ERROR_RATE else metric
+    what = ("failures the outputs caused (a refusal, no claim in a text with words, a text too long for the judge)"
+            if metric == ERROR_RATE else metric)
     detail = (f"{champion}: {what} {row['b']:.4g} against {row['a']:.4g} ({row['direction']} is better), {row['test']}, "
               f"one-sided p of worse = {p_text(row['p_value'])} (significant below {alpha:.3g}), n = {int(row['n'])} pairs")
     return RuleOutcome(rule, difference, not worse, f"significantly worse than the champion; {detail}" if worse else detail, **fields)

@@ -1,9 +1,12 @@
 """Rows a run's own output made unreadable: which judge failures a run caused, and how a decision counts them.
 
 A judge failure caused by what a run wrote (``CONTENT_FAILURES``: a reply refused for its content, no claim in a text
-that has words) is, for a decision, a failure of the run that wrote it, never a row to leave out (guide
-"Decisions"); every other failure (timeouts, 5xx, rate limits, the budget, a bad reply) is the infrastructure's and
-leaves the pair. ``comparison.pair_rows`` and ``comparison.paired_table`` read them in decision mode.
+that has words, a request the endpoint refused as it stands (400/413/422: a text too long for the judge's context
+window) and a reply cut off at the judge's ``max_tokens`` (the claims of a long text)) is, for a decision, a failure of
+the run that wrote it, never a row to leave out (guide "Decisions"): the two runs of a decision are judged alike, so a
+request refused or answered too long on one side only differs by that side's text. Every other failure (timeouts,
+5xx, rate limits, the budget, a reply that is not a chat completion or not the answer's JSON) is the infrastructure's
+and leaves the pair. ``comparison.pair_rows`` and ``comparison.paired_table`` read them in decision mode.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from .metrics import MetricSpec
 
 __all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "error_kinds", "infrastructure_failed"]
 
-CONTENT_FAILURES = frozenset({"no_claims", "refused"})  # the error kinds (``judge.records.ErrorKind``) a run's text causes
+# The error kinds (``judge.records.ErrorKind``) a run's text causes. A candidate whose rambling summaries overflow the
+# judge's context once had those rows dropped as the infrastructure's (3 of 60, within the allowance) and was registered.
+CONTENT_FAILURES = frozenset({"no_claims", "refused", "bad_request", "truncated"})
 _ERROR_KIND = r"^(?:[^:]*? failed: )?([a-z_]+)(?: \(HTTP \d+\))?:"
 
 

@@ -45,6 +45,9 @@ from .run_logging import SIGNATURE_TAG, set_note_section, tag_value
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
 ATTEMPTS_TAG = "mgm.gate.attempts"  # on the champion's version: the gate attempts against it that spent a test
+# ... and the alpha all of them share, fixed by the first gate that compared rows with it (its outcome shown, even
+# "too few pairs to test"): a later attempt never decides at a looser level than that one chose.
+ALPHA_TAG = "mgm.gate.alpha"
 # The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
 _MODEL_URI_FORMS = {
     "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
@@ -291,7 +294,8 @@ def _champion_outcomes(
     })
     infrastructure = infrastructure_failed(incumbent.rows)
     attempt = int(champion.tags.get(ATTEMPTS_TAG, "0") or 0) + 1
-    alpha = attempt_level(1 - statistics.confidence, attempt)
+    family, ledger = _family_alpha(client, name, champion, 1 - statistics.confidence, messages)
+    alpha = attempt_level(family, attempt)
     outcomes = decide(comparison, metrics, alias=alias, champion=f"champion version {champion.version}",
                       champion_judged=int((~infrastructure).sum()), alpha=alpha, level=1 - statistics.confidence)
     for outcome in outcomes:
@@ -309,5 +313,23 @@ def _champion_outcomes(
                                      f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
         tags["mgm.gate.attempt"] = f"{attempt} against version {champion.version} of {name}, decided at level {alpha:.3g}"
         messages.append(f"attempt {attempt} against champion version {champion.version}: decided at level {alpha:.3g} "
-                        f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under alpha)")
+                        f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under "
+                        f"alpha = {ledger:g}, the champion's {ALPHA_TAG})")
     return outcomes
+
+
+def _family_alpha(client: MlflowClient, name: str, champion, asked: float, messages: list[str]) -> tuple[float, float]:
+    """(the alpha this attempt's level is a share of, the champion's ``ALPHA_TAG``): the tag is set here by the first
+    attempt that compares rows with it (``asked``); a later attempt asking a looser one is held to it (a stricter one
+    is taken).
+    Without it, a gate that said "too few pairs to test" or "not significantly better" could be asked again at a
+    looser confidence until the candidate passes."""
+    fixed = champion.tags.get(ALPHA_TAG)
+    if fixed is None:
+        client.set_model_version_tag(name, champion.version, ALPHA_TAG, f"{asked:g}")
+        return asked, asked
+    if asked > float(fixed):
+        messages.append(f"confidence {1 - asked:g} asked, but the attempts against champion version {champion.version} share "
+                        f"alpha = {fixed} (its {ALPHA_TAG}, fixed by the first gate that compared rows with it): a retry at a "
+                        f"looser level would let a candidate tried until it passes through, so {fixed} holds")
+    return min(asked, float(fixed)), float(fixed)
