@@ -42,25 +42,25 @@ def _script(**fields) -> SummarizationJudgeScript:
 
 
 def _logged(server, summaries: list[str], *, run_name: str, first: int = 0, coverage: bool = False, grounding: bool = False,
-            judge=None, judge_script=None, **script) -> tuple[str, str]:
+            judge=None, judge_script=None, grounding_only: bool = False, **script) -> tuple[str, str]:
     server.script = judge_script or _script(**script)
     indices = range(first, first + len(summaries))
     with mlflow.start_run(run_name=run_name) as run:
         info = SummarizerModel(run_name, "http://127.0.0.1:9/v1", input_col="text").log(name="summarizer")
-        result = judge_summaries([_article(i) for i in indices], summaries, judge=judge or judge_for(server), ids=[f"a{i}" for i in indices],
-                                 coverage=coverage, grounding=grounding)
+        result = judge_summaries([_article(i) for i in indices], summaries, judge=None if grounding_only else judge or judge_for(server),
+                                 ids=[f"a{i}" for i in indices], coverage=coverage, grounding=grounding or grounding_only)
         log_result(result, log_metrics=True)
     return run.info.run_id, info.model_uri
 
 
-def _champion(server, summaries: list[str], **options) -> str:
+def _champion(server, summaries: list[str], rules: dict | None = None, **options) -> str:
     run_id, uri = _logged(server, summaries, run_name="champion", **options)
-    assert register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}).passed
+    assert register_if_passing(uri, "summarizer", run_id=run_id, rules=rules or {"richness": ">= 0"}).passed
     return run_id
 
 
-def _gate(run_id: str, uri: str, **options):
-    return register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True, **options)
+def _gate(run_id: str, uri: str, rules: dict | None = None, **options):
+    return register_if_passing(uri, "summarizer", run_id=run_id, rules=rules or {"richness": ">= 0"}, beat_champion=True, **options)
 
 
 def _champion_version() -> str:
@@ -193,6 +193,23 @@ def test_each_attempt_against_a_champion_spends_its_own_level(scripted_server, m
     assert tags["mgm.gate.attempts.1"] == f"run {first}: level 0.025, failed"
     assert tags["mgm.gate.attempts.2"] == f"run {second}: level 0.0125, failed"
     assert MlflowClient().get_run(second).data.tags["mgm.gate.attempt"] == "2 against version 1 of summarizer, decided at level 0.0125"
+
+
+def test_two_grounding_only_runs_are_decided_without_a_judge_error_rule_that_cannot_run(scripted_server, mlflow_store):
+    """``judge=None`` on both sides (``mgm evaluate --grounding-only``): the not-worse rule on the judge error rate once
+    failed every such gate ("cannot be compared row by row") and spent an attempt; with no judge there is no judge
+    failure to compare, and the record says so."""
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) for i in range(40)], rules={"grounding_n": ">= 0"}, grounding_only=True)
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="faithful", grounding_only=True)
+
+    gate = _gate(run_id, uri, rules={"grounding_n": ">= 0"}, beat_metric="grounded_rate")
+
+    assert gate.passed and _champion_version() == "2"
+    assert _outcome(gate, "grounded_rate vs champion").n == 40
+    rule = _outcome(gate, "judge_error_rate vs champion, not worse")
+    assert rule.passed and rule.detail.startswith("not tested: neither run asked a judge (the grounding check alone)")
+    assert server.request_count == 0
 
 
 def test_a_retry_at_a_looser_confidence_is_held_to_the_alpha_of_the_first_look(scripted_server, mlflow_store):

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..signature import parse_signature
 from .comparison import direction, with_holm
 from .gating import Rule, RuleOutcome, p_text
 from .metrics import METRICS
@@ -107,11 +108,21 @@ def decide(
             continue
         outcomes.append(_beat(rule, metric, beat_table.loc[metric], alpha, champion, champion_judged, comparison.rows_note))
     for rule, metric in zip(worse_rules, not_worse):
+        if metric == ERROR_RATE and metric not in table.index and not any(map(_judged, (comparison.signature_a, comparison.signature_b))):
+            # the grounding check alone on both sides (``judge=None``): no judge, so no failure of one to compare
+            outcomes.append(RuleOutcome(rule, None, True, f"not tested: neither run asked a judge (the grounding check "
+                                        f"alone), so no row has a judge failure to compare; {comparison.rows_note}"))
+            continue
         if metric not in table.index:
             outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row on these runs"))
             continue
         outcomes.append(_not_worse(rule, metric, table.loc[metric], champion, level))
     return outcomes
+
+
+def _judged(signature: str) -> bool:
+    """Whether the run of this signature asked a judge (a grounding-only run's signature names none)."""
+    return bool(parse_signature(signature).get("judge"))
 
 
 def _test_fields(row) -> dict:
