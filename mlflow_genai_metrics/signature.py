@@ -2,7 +2,7 @@
 
     judge:gpt-4o-mini|base:api.openai.com|mode:json_schema|max_tokens:default|claims:v1-9cff|claims_retry:v1-3afd|
     verify:v3-8c70|keypoints:v2-68ca|coverage:v2-fb4f|temp:0|seed:7|rouge:rouge-score=0.1.2,stem=porter|
-    bleu:nrefs=1,case=mixed,...|grounding:v2-973e|resamples:1000|confidence:0.95|bootstrap_seed:12345|mgm:0.1.0
+    bleu:nrefs=1,case=mixed,...|grounding:v2-8bb9|resamples:1000|confidence:0.95|bootstrap_seed:12345|mgm:0.1.0
 
 It is composite: a **judge** part (model, endpoint, response mode, max tokens, each prompt's version and hash, the
 chunk size, temperature, seed), a **reference** part (each traditional metric's own signature: sacreBLEU's for BLEU,
@@ -174,7 +174,7 @@ def summarization_signature(
 ) -> str:
     """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings;
     ``prompts`` the names of the prompts asked (default: a summary's, with coverage's when ``coverage``);
-    ``grounding`` is the grounding model's tag (``grounding:v2-973e``), its field reads ``grounding:v2-973e``;
+    ``grounding`` is the grounding model's tag (``grounding:v2-8bb9``), its field reads ``grounding:v2-8bb9``;
     ``statistics`` the statistics part (None: none; ``bootstrap_seed`` is its ``seed``).
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept);
     ``method`` how claims were verified (a ``summarization.method.Method``, read for its ``stability`` and

@@ -212,6 +212,20 @@ def test_two_grounding_only_runs_are_decided_without_a_judge_error_rule_that_can
     assert server.request_count == 0
 
 
+def test_a_summarizer_answering_function_words_is_not_registered_on_grounded_rate(scripted_server, mlflow_store):
+    """"It is." for every article: once grounded on all 40 (0.57-0.58) and registered over a champion whose summaries
+    are grounded on none; now nothing to check on any row, each counted as not grounded against the champion's."""
+    server = scripted_server()
+    _champion(server, [VAGUE.format(i=i) for i in range(40)], rules={"grounding_n": ">= 0"}, grounding_only=True)
+    run_id, uri = _logged(server, ["It is."] * 40, run_name="it is", grounding_only=True)
+
+    gate = _gate(run_id, uri, rules={"grounding_n": ">= 0"}, beat_metric="grounded_rate")
+
+    assert not gate.passed and _champion_version() == "1"
+    beat = _outcome(gate, "grounded_rate vs champion")  # 0 of 40 against 0 of 40: once "stands on 0 pairs"
+    assert beat.n == 40 and beat.actual == 0 and beat.detail.startswith("too few pairs to test (0 of 40 pairs differ)")
+
+
 def test_a_retry_at_a_looser_confidence_is_held_to_the_alpha_of_the_first_look(scripted_server, mlflow_store):
     """A gate that said "too few pairs to test" showed the outcome (4 of 40 pairs fixed, p = 1/16): asked again with
     confidence 0.5 it once decided at 0.25 and registered. The first gate that compares rows with a champion fixes

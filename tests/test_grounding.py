@@ -152,6 +152,26 @@ def test_summary_with_no_sentence_has_no_grounding():
     assert result.grounding is None and result.grounded is None and "no sentence" in result.reasoning
 
 
+@pytest.mark.parametrize("summary", ["It is.", "The the the of and.", "a", "It was not, and it is."])
+def test_a_summary_of_function_words_alone_has_no_grounding(summary):
+    """Nothing to hold against the source: every share of the features is 1 of nothing, and such summaries scored
+    0.57-0.58, grounded, above faithful one-sentence summaries (0.24-0.43), so a summarizer answering "It is." was
+    grounded on every row. Now not checked, and said so (an ``UNREADABLE`` card)."""
+    result = score_pairs([SOURCE], [summary])[0]
+    assert (result.grounding, result.grounded) == (None, None)
+    assert result.reasoning == ("Not checked: the summary has no content word, number or date, only function words: "
+                                "nothing to hold against the source.")
+    assert math.isnan(lexical_support(summary, SOURCE))  # as a claim: no support, never suspect
+    assert not suspect("no", lexical_support(summary, SOURCE))
+
+
+def test_a_sentence_of_function_words_beside_others_leaves_the_summary_scored_as_before():
+    """Only a summary with nothing to check at all goes unscored: a row with one such sentence among others is scored
+    as the model was trained (every row of BBC and the four labelled sets scores as before: 9,626 compared)."""
+    beside = score_pairs([SOURCE], [f"{FAITHFUL} It is."])[0]
+    assert beside.grounding is not None and beside.reasoning.splitlines()[0].endswith("; 3 sentences.")
+
+
 def test_yes_on_an_invented_claim_is_suspect_and_on_a_copied_claim_is_not():
     invented = lexical_support("The Prime Minister criticised the budget in Parliament.", SOURCE)
     copied = lexical_support("The city council of Leeds approved a budget of 45 million pounds on Tuesday.", SOURCE)

@@ -8,7 +8,7 @@
 
 Features of each summary sentence against the source (``features``), combined by a small gradient-boosted model
 trained on human labels and shipped as a versioned JSON file (``model``; its tag ``MODEL_TAG``, e.g.
-``grounding:v2-973e``, belongs in a run's signature); ``cache`` keeps results on disk. Tables of rows go through
+``grounding:v2-8bb9``, belongs in a run's signature); ``cache`` keeps results on disk. Tables of rows go through
 ``summarization`` (``grounding_metrics``, ``judge_summaries``), which uses this package, never the other way
 round. Core: imports nothing from MLflow.
 """

@@ -69,6 +69,7 @@ class SentenceFeatures:
     novel_names: tuple[str, ...]
     novel_numbers: tuple[str, ...]
     flips: tuple[str, ...]
+    informative: bool = True  # it has a content word, a number or a date: something to hold against the source
 
 
 class _Pool:
@@ -267,6 +268,7 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | Non
         novel_names=tuple(novel_names),
         novel_numbers=tuple(novel_numbers),
         flips=tuple(flips),
+        informative=bool(informative),
     )
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .features import SENTENCE_FEATURES, SentenceFeatures, SourceIndex, feature_rows, single_rows, summary_features, texts_features
 from .model import GroundingModel, load_model
-from .readable import pairs_unreadable
+from .readable import NOTHING_TO_CHECK, pairs_unreadable
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,9 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
     for position, index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
         index.readable = True
         sentences = per_row[position] = summary_features(summaries[position], index)
-        if sentences:
+        if sentences and not any(s.informative for s in sentences):  # "It is.": every share 1 of nothing, once grounded
+            per_row[position], reasons[position] = [], NOTHING_TO_CHECK.format(text="summary")
+        elif sentences:
             blocks.append(feature_rows(sentences, index))
     # One matrix for every row and every sentence alone: one pass through the trees.
     scores = iter(model.predict(np.concatenate(blocks)).tolist() if blocks else [])
@@ -164,6 +166,7 @@ def _claim_rows(run: list[int], claims: Sequence[str], index: SourceIndex, block
     """The feature rows of the claims at ``run`` (all of ``index``'s source) added to ``blocks``, their positions to
     ``positions``: a claim of one sentence (most) is that sentence alone; a claim with none has no row."""
     found = texts_features([" ".join(claims[p].split()) for p in run], index)  # a claim is one statement: one line
+    found = [sentences if any(s.informative for s in sentences) else [] for sentences in found]  # nothing to check: NaN
     single = [p for p, sentences in zip(run, found) if len(sentences) == 1]
     if single:
         blocks.append(single_rows([sentences[0] for sentences in found if len(sentences) == 1], index))

@@ -53,7 +53,10 @@ def _unreadable(spec: MetricSpec, rows: pd.DataFrame, other: pd.DataFrame) -> np
         if column not in rows or column not in other:
             return np.zeros(len(rows), dtype=bool)
         mine, theirs = (frame[column].to_numpy(dtype=float, na_value=np.nan) for frame in (rows, other))
-        if np.isnan(mine).all():  # the check did not run on this side at all: nothing it wrote was unreadable
+        # the check did not run on this side at all (no score and no reason on any row): nothing it wrote was
+        # unreadable; a side whose every row has a reason and no score ("It is." on every article) is all unreadable
+        reasons = rows.get("grounding_reasoning")
+        if np.isnan(mine).all() and (reasons is None or not reasons.fillna("").astype(str).str.strip().ne("").any()):
             return np.zeros(len(rows), dtype=bool)
         return np.isnan(mine) & ~np.isnan(theirs)
     return content_failed(rows).to_numpy(dtype=bool)
