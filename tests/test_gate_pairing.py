@@ -8,6 +8,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_genai_metrics import SummarizerModel, compare_runs, register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.summarization.gating import missing_because
 
 
 def _logged_result(server, summaries, *, fail_on_bad: bool, run_name: str) -> tuple[str, str]:
@@ -76,3 +77,14 @@ def test_mgm_compare_refuses_runs_with_too_few_usable_pairs_with_exit_code_2(scr
     assert "fewer than half of run A's 40 rows" in capsys.readouterr().err
     assert mgm(["compare", first, second, "--tracking-uri", mlflow_store, "--allow-partial"]) == 0
     assert "PARTIAL" in capsys.readouterr().out
+
+
+def test_a_rule_on_grounding_with_no_row_scored_says_why_not_that_no_row_was_judged():
+    """A grounding-only run whose summaries are all empty, function words or another script: once "no row of the run
+    was judged (no judge_error_rate either)", though no judge was asked."""
+    assert missing_because("grounded_rate", {"grounding_n": 0.0, "grounded_rate_n": 0.0}) == (
+        "no value: the grounding check scored no row of the run (each summary empty, without a content word, or in a "
+        "language or script it cannot read: the reasons are in grounding_reasoning)")
+    assert missing_because("grounding", {"strict_alignment": 0.5}) == "no value: the run has no grounding (judged with grounding=False)"
+    assert missing_because("strict_alignment", {"judge_error_rate": 1.0}) == "no value: no row of the run was judged (judge_error_rate 1)"
+

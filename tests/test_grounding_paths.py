@@ -17,6 +17,7 @@ from helpers import judge_for, same_number
 
 from mlflow_genai_metrics import JudgeConfigError, compare_results, grounding_metrics, judge_summaries
 from mlflow_genai_metrics.grounding import support_thresholds
+from mlflow_genai_metrics.grounding.model import calibrated_on
 from mlflow_genai_metrics.testing import Fault, SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import log_results, summarization_metrics, summarization_scorers
 
@@ -152,7 +153,10 @@ def test_the_same_rows_give_the_same_grounding_on_every_path(scripted_server, ml
             assert same_number(alone.metrics[name], api.metrics[name]), name
     table = classic.tables["eval_results_table"].set_index("id")
     np.testing.assert_allclose(table["grounding/score"].to_numpy(float), api.rows.set_index("id")["grounding"].to_numpy(float))
-    assert table.loc["b", "grounding/justification"] == api.rows.set_index("id").loc["b", "grounding_reasoning"]
+    # the classic path's justification names what the number holds on, as the card does
+    assert table.loc["b", "grounding/justification"] == (f"{api.rows.set_index('id').loc['b', 'grounding_reasoning']}\n"
+                                                         f"Calibrated on {calibrated_on()}: a score for comparing systems on the "
+                                                         "same data, not a probability that holds on data unlike these.")
     traces = mlflow.search_traces(run_id=genai.run_id, return_type="list")
     values = sorted(a.value for t in traces for a in t.info.assessments if a.name == "grounding")
     assert values == [float(f"{v:.3g}") for v in sorted(api.rows["grounding"])]  # a card shows 3 significant digits

@@ -2,12 +2,14 @@
 
 The file (``grounding-v2.json`` beside this module) is written by ``scripts/train_grounding.py`` (not shipped) from a
 scikit-learn ``HistGradientBoostingClassifier``: its baseline, every tree's nodes, the features in order, the
-calibration that makes its output a probability (Platt scaling of the trees' log-odds, fitted out of fold on
-people's labels), the two ``lexical_support`` thresholds of the suspect rule, how they were fixed, the tag of the
-word vectors its features read, and a few training rows with their calibrated predictions (``check``), which the
-loader must reproduce. ``grounded`` is ``grounding >= 0.5``: the probability, not a threshold tuned on one set. No
-pickle: the file is text, diffable, and its hash is part of the model's tag (``grounding:v2-3f2a``), so an edited
-file changes the tag even if nobody bumped its version.
+calibration of its output on the training mix (Platt scaling of the trees' log-odds, fitted out of fold on people's
+labels of FRANK valid, SummEdits evaluation and perturbed BBC summaries: ``calibrated_on``), the two
+``lexical_support`` thresholds of the suspect rule, how they were fixed, the tag of the word vectors its features
+read, and a few training rows with their calibrated predictions (``check``), which the loader must reproduce.
+``grounded`` is ``grounding >= 0.5``: half of that calibrated score, not a threshold tuned on one set; on data unlike
+the training mix the share it calls grounded can be far from people's (docs/metrics.md). No pickle: the file is
+text, diffable, and its hash is part of the model's tag (``grounding:v2-8bb9``), so an edited file changes the tag
+even if nobody bumped its version.
 """
 
 from __future__ import annotations
@@ -233,6 +235,13 @@ def calibrated_on(model: GroundingModel | None = None) -> str:
     if perturbed:
         sets.append(f"{perturbed.get('rows', 0):,} BBC summaries with planted errors and faithful rewrites")
     return ", ".join(sets) or "its training rows"
+
+
+def calibration_note(where: str | None = None) -> str:
+    """What every scored ``grounding`` says beside it (a card's rationale, a classic evaluation's justification):
+    the data it was calibrated on (``calibrated_on``) and what that makes it."""
+    return (f"Calibrated on {where or calibrated_on()}: a score for comparing systems on the same data, not a "
+            "probability that holds on data unlike these.")
 
 
 def load_model(path: str | Path = MODEL_FILE) -> GroundingModel:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..grounding.model import calibrated_on
+from ..grounding.model import calibrated_on, calibration_note
 from .metrics import METRICS, row_facts
 from .records import CheckedClaim, RowJudgement
 
@@ -149,7 +149,6 @@ def grounding_card(judgement: RowJudgement) -> Card:
     head, *rest = checked.reasoning.splitlines()
     where = calibrated_on()
     rationale = "\n".join([markdown_text(head), *([""] if rest else []), *(f"- {markdown_text(line)}" for line in rest), "",
-                           f"*Calibrated on {markdown_text(where)}: a score for comparing systems on the same data, not a "
-                           "probability that holds on data unlike these.*"])
+                           f"*{markdown_text(calibration_note(where))}*"])
     return Card(shown(checked.grounding), rationale,
                 {"row_id": str(judgement.id), "grounded": str(bool(checked.grounded)).lower(), "calibrated_on": where})

@@ -166,6 +166,12 @@ def missing_because(metric: str, metrics: Mapping[str, float]) -> str:
         kind = spec.kind if spec is not None else "mean"
         needs = {"proportion": "2 rows", "ratio": f"{MIN_RATIO_ROWS} rows with claims"}.get(kind, f"{MIN_INTERVAL_ROWS} rows that do not all agree")
         return f"no interval: {base} stands on {rows:.0f} row{'s' if rows != 1 else ''}, and an interval that holds its coverage needs {needs}"
+    spec = METRICS.aggregate(base)
+    if spec is not None and spec.family == "grounding":  # no judge: the check scored no row
+        scored = metrics.get("grounding_n")
+        return ("no value: the grounding check scored no row of the run (each summary empty, without a content word, or "
+                "in a language or script it cannot read: the reasons are in grounding_reasoning)" if scored == 0 else
+                "no value: the run has no grounding (judged with grounding=False)")
     errors = metrics.get("judge_error_rate")
     why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
     return f"no value: no row of the run was judged ({why})"

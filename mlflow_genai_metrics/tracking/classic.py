@@ -36,6 +36,7 @@ from mlflow.metrics import MetricValue, make_metric
 from mlflow.models import EvaluationMetric
 from mlflow.tracking import MlflowClient
 
+from ..grounding.model import calibration_note
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result
@@ -172,7 +173,9 @@ def _row_metric(adapter: _ClassicAdapter, spec: MetricSpec) -> Callable[[Summari
             # a failed row's justification is its "Not judged: <error>" reasoning
             justifications = rows["reasoning"].where(rows["error"] != "", rows[spec.reasoning].fillna("")).tolist()
         elif spec.row_value is not None and spec.reasoning is not None:  # the grounding check needs no judge
-            justifications = rows[spec.reasoning].fillna("").tolist()
+            note = calibration_note()  # what a scored row's number holds on, as its card says
+            justifications = [f"{reason}\n{note}" if value == value and value is not None else reason
+                              for reason, value in zip(rows[spec.reasoning].fillna(""), rows[spec.name])]
         return MetricValue(scores=[_cell(v) for v in rows[spec.name]], justifications=justifications, aggregate_results=aggregates)
 
     return compute
