@@ -250,6 +250,43 @@ def test_a_retry_at_a_looser_confidence_is_held_to_the_alpha_of_the_first_look(s
     assert (tags["mgm.gate.alpha"], tags["mgm.gate.attempts"]) == ("0.05", "1")
 
 
+def test_two_gates_at_once_against_one_champion_each_count_the_other(scripted_server, mlflow_store, monkeypatch):
+    """Two candidates gated at the same moment (two CI jobs): both once read "no attempt yet", both decided at 0.025
+    as the first attempt, and one's record overwrote the other's. Each now says it is deciding before it counts, so
+    the later reader counts the earlier; here each has said so before either reads (a barrier): both decide as the
+    second attempt, at 0.0125, and both records stay."""
+    import threading
+
+    from mlflow_genai_metrics.tracking import gate as gate_module
+
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)])
+    runs = [_logged(server, [GOOD.format(i=i) if i < 6 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)],
+                    run_name=f"candidate {n}") for n in (1, 2)]  # 6 fixed, p = 1/64 (passes at 0.025, not at 0.0125)
+    together, claim = threading.Barrier(2, timeout=60), gate_module._claim
+
+    def claim_then_wait(*args):
+        claim(*args)
+        together.wait()
+
+    monkeypatch.setattr(gate_module, "_claim", claim_then_wait)
+    gates: dict[str, object] = {}
+    threads = [threading.Thread(target=lambda r=r, u=u: gates.__setitem__(r, _gate(r, u))) for r, u in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert len(gates) == 2 and not any(g.passed for g in gates.values()) and _champion_version() == "1"
+    for gate in gates.values():
+        beat = _outcome(gate, "strict_alignment vs champion")
+        assert beat.p_value == pytest.approx(1 / 64) and "at level 0.0125" in beat.detail
+    tags = MlflowClient().get_model_version("summarizer", "1").tags
+    records = {key: value for key, value in tags.items() if key.startswith("mgm.gate.attempts.")}
+    assert records == {f"mgm.gate.attempts.2.{r}": f"run {r}: level 0.0125, failed" for r, _ in runs}
+    assert tags["mgm.gate.attempts"] == "2" and not [key for key in tags if key.startswith("mgm.gate.deciding")]
+
+
 def test_attempt_levels_sum_to_alpha_whatever_the_number_of_attempts():
     assert [attempt_level(0.05, k) for k in (1, 2, 3)] == [0.025, 0.0125, 0.00625]
     assert sum(attempt_level(0.05, k) for k in range(1, 60)) <= 0.05

@@ -48,6 +48,11 @@ ATTEMPTS_TAG = "mgm.gate.attempts"  # on the champion's version: the gate attemp
 # ... and the alpha all of them share, fixed by the first gate that compared rows with it (its outcome shown, even
 # "too few pairs to test"): a later attempt never decides at a looser level than that one chose.
 ALPHA_TAG = "mgm.gate.alpha"
+# ... and, while a gate decides against it, ``mgm.gate.deciding.<run id>``: two gates at once each count the other, so
+# neither decides as the first attempt (both once did, and one's record was lost). Attempts are counted from these and
+# from the records ``mgm.gate.attempts.<k>`` (``.<k>.<run id>`` for one decided beside another), never from a counter.
+DECIDING_TAG = "mgm.gate.deciding"
+_RECORD = re.compile(rf"^{re.escape(ATTEMPTS_TAG)}\.\d+(?:\.\w+)?$")
 # The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
 _MODEL_URI_FORMS = {
     "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
@@ -293,11 +298,31 @@ def _champion_outcomes(
         "mgm.gate.only_in_candidate": str(comparison.only_in_b),
     })
     infrastructure = infrastructure_failed(incumbent.rows)
-    attempt = int(champion.tags.get(ATTEMPTS_TAG, "0") or 0) + 1
+    _claim(client, name, champion.version, run.info.run_id)
+    try:
+        return _decided(client, name, alias, run, champion, comparison, metrics, statistics, messages, tags,
+                        int((~infrastructure).sum()))
+    finally:
+        client.delete_model_version_tag(name, champion.version, f"{DECIDING_TAG}.{run.info.run_id}")
+
+
+def _claim(client: MlflowClient, name: str, version: str, run_id: str) -> None:
+    """Say on the champion's version that this run's gate is deciding against it (read by ``_decided``)."""
+    client.set_model_version_tag(name, version, f"{DECIDING_TAG}.{run_id}", "deciding")
+
+
+def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, comparison, metrics: list[str],
+             statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], champion_judged: int) -> list[RuleOutcome]:
+    """The rules decided at this attempt's level: its number is the attempts recorded against the champion plus the
+    gates deciding against it now, this one included (read after this one said so: of two at once, the later reader
+    sees the earlier, so the k-th to say so decides at alpha / 2^k or less, and the levels still sum under alpha)."""
+    seen = client.get_model_version(name, champion.version).tags
+    deciding = sum(1 for key in seen if key.startswith(f"{DECIDING_TAG}."))
+    attempt = sum(1 for key in seen if _RECORD.match(key)) + max(deciding, 1)
     family, ledger = _family_alpha(client, name, champion, 1 - statistics.confidence, messages)
     alpha = attempt_level(family, attempt)
     outcomes = decide(comparison, metrics, alias=alias, champion=f"champion version {champion.version}",
-                      champion_judged=int((~infrastructure).sum()), alpha=alpha, level=1 - statistics.confidence)
+                      champion_judged=champion_judged, alpha=alpha, level=1 - statistics.confidence)
     for outcome in outcomes:
         if outcome.test:
             metric = outcome.rule.metric.split(" vs ")[0]
@@ -308,9 +333,11 @@ def _champion_outcomes(
             )
     if any(not math.isnan(o.p_value) for o in outcomes[: len(metrics)]):  # a test was spent: the next attempt pays
         passed = all(o.passed for o in outcomes)
-        client.set_model_version_tag(name, champion.version, ATTEMPTS_TAG, str(attempt))
-        client.set_model_version_tag(name, champion.version, f"{ATTEMPTS_TAG}.{attempt}",
+        record = f"{ATTEMPTS_TAG}.{attempt}" + (f".{run.info.run_id}" if deciding > 1 else "")  # two at once: two records
+        client.set_model_version_tag(name, champion.version, record,
                                      f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
+        recorded = sum(1 for key in client.get_model_version(name, champion.version).tags if _RECORD.match(key))
+        client.set_model_version_tag(name, champion.version, ATTEMPTS_TAG, str(recorded))  # for people to read
         tags["mgm.gate.attempt"] = f"{attempt} against version {champion.version} of {name}, decided at level {alpha:.3g}"
         messages.append(f"attempt {attempt} against champion version {champion.version}: decided at level {alpha:.3g} "
                         f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under "
