@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from ..judge import Judge
 from ..rag.cards import faithfulness_card, relevance_card, sufficiency_card
+from ..rag.pipeline import PARTS
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.cards import Card
@@ -48,15 +49,23 @@ class _AnswerScorer(_Judged):
                               method=self.method(), parts=frozenset({self.judge_pass}))
 
     @classmethod
-    def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False) -> AnswerPipeline:
-        """One pipeline for ``judges`` (they must share one judge's settings and where the texts are)."""
+    def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False,
+                     parts: frozenset[str] = PARTS) -> AnswerPipeline:
+        """One pipeline for ``judges`` (they must share one judge's settings and where the texts are), asking a row's
+        ``parts`` (``rag.pipeline.PARTS``: all)."""
         if ter:
             raise ValueError("ter: answers have no reference summaries to score TER against")
         one_setting(judges, "one judge's settings", lambda j: j.judge)
         keys = one_setting(judges, "where the texts are (question_key, passages_key, id_key, answer_key)", _AnswerScorer.keys)
-        return AnswerPipeline(judges[0].live_judge(), keys=keys, statistics=statistics,
+        return AnswerPipeline(judges[0].live_judge(), keys=keys, statistics=statistics, parts=parts,
                               max_source_tokens=one_setting(judges, "max_source_tokens", lambda j: j.max_source_tokens),
                               method=one_setting(judges, "one method (stability, order_check, examples)", lambda j: j.method()))
+
+    @classmethod
+    def report_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions) -> AnswerPipeline:
+        """The passes ``judges`` ask (the relevance only for an ``AnswerRelevance``, the expected answer's facts only
+        for a ``ContextSufficiency``), and the claims always: an answers result has no figure without them."""
+        return cls.set_pipeline(judges, statistics=statistics, parts=frozenset({"claims", *(j.judge_pass for j in judges)}))
 
 
 class AnswerFaithfulness(_AnswerScorer):

@@ -174,7 +174,7 @@ def _row_metric(adapter: _ClassicAdapter, spec: MetricSpec) -> Callable[[Summari
             justifications = rows["reasoning"].where(rows["error"] != "", rows[spec.reasoning].fillna("")).tolist()
         elif spec.row_value is not None and spec.reasoning is not None:  # the grounding check needs no judge
             note = calibration_note()  # what a scored row's number holds on, as its card says
-            justifications = [f"{reason}\n{note}" if value == value and value is not None else reason
+            justifications = [f"{reason}\n{note}" if pd.notna(value) else reason
                               for reason, value in zip(rows[spec.reasoning].fillna(""), rows[spec.name])]
         return MetricValue(scores=[_cell(v) for v in rows[spec.name]], justifications=justifications, aggregate_results=aggregates)
 

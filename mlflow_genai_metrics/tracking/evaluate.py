@@ -235,15 +235,16 @@ def _workers(count: int) -> Iterator[None]:
 
 def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     """Log the full report of ``run_id``, a run plain ``mlflow.genai.evaluate`` made with ``judges`` (one task's, one
-    judge's): the run's traces are read once MLflow's trace writers are done, judged again by the judges' judge (its
-    cache answers what was asked: no call when it is on), checked to be the rows MLflow evaluated (the ``num_rows``
-    of the dataset it logged as the run's input; ``data``: what was evaluated, so that rows MLflow did not store are
-    named by their ids), and every figure is logged with its interval and n, the tables, the signature and the
-    plots. Returns the task's result. The report signs one judge: scorers made with different Judges (a cheaper one
-    for coverage) give their cards in the plain run, and their report one judge at a time."""
+    judge's): the run's traces are read once MLflow's trace writers are done, judged again by the judges' judge in
+    the passes these judges ask and the claims every result needs (``report_pipeline``; its cache answers what was
+    asked: no call when it is on), checked to be the rows MLflow evaluated (the ``num_rows`` of the dataset it logged
+    as the run's input; ``data``: what was evaluated, so that rows MLflow did not store are named by their ids), and
+    every figure is logged with its interval and n, the tables, the signature and the plots. Returns the task's
+    result. The report signs one judge: scorers made with different Judges (a cheaper one for coverage) give their
+    cards in the plain run, and their report one judge at a time."""
     task, ours = task_of(list(judges or []), "log_results")
     refuse_a_run_with_results(run_id)
-    pipeline = task.set_pipeline(ours, statistics=StatisticsOptions())
+    pipeline = task.report_pipeline(ours, statistics=StatisticsOptions())  # no pass that none of ``judges`` asked
     rows = run_trace_rows(run_id, pipeline, data)
     said_on_the_run(run_id, pipeline.unique, rows)
     pipeline.judge_all(rows)
@@ -252,10 +253,11 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     return result
 
 
-def said_on_the_run(run_id: str, check: Any, *args: Any, **kwargs: Any) -> None:
-    """``check(*args, **kwargs)``; its ``ValueError`` (rows whose ids repeat) also goes on the run, as ``mgm.error``."""
+def said_on_the_run(run_id: str, check: Any, *args: Any, **kwargs: Any) -> Any:
+    """``check(*args, **kwargs)``'s value; its ``ValueError`` (rows that cannot be read, ids that repeat) also goes on
+    the run, as ``mgm.error``."""
     try:
-        check(*args, **kwargs)
+        return check(*args, **kwargs)
     except ValueError as error:
         fail(run_id, str(error))
         raise
@@ -275,7 +277,7 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> lis
     rows, unusable = trace_rows(traces, pipeline)
     evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
     if data is not None:
-        given = [str(pipeline.parse(*record_row(r)).row.id) for r in _records(data)]
+        given = [str(parsed.row.id) for parsed in said_on_the_run(run_id, parsed_rows, pipeline, _records(data))]
         evaluated = len(given)
         stored = {str(row.row.id) for row in rows}
         lost = [row_id for row_id in given if row_id not in stored]
@@ -286,8 +288,8 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> lis
         raise RunRowsMismatch(fail(run_id, (
             f"the run evaluated {'its' if evaluated is None else evaluated} rows, {len(traces)} of their traces can be read "
             f"back{named} and {len(rows)} of those hold {pipeline.holding}"
-            + (f" (not: {', '.join(unusable[:5])}{', ...' if len(unusable) > 5 else ''})" if unusable else "")
-            + "; evaluate the data again into a new run")), run_id)
+            + (f" (not: {'; '.join(unusable[:5])}{'; ...' if len(unusable) > 5 else ''}); mend those rows and evaluate the data "
+               "again into a new run" if unusable else "; evaluate the data again into a new run"))), run_id)
     return rows
 
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mlflow
+import pandas as pd
+from pandas.api.types import is_scalar
 
 from ..judge import Judge, Preflight
 from ..rewrites.api import check_instructions, rewrite_result
@@ -52,7 +56,7 @@ class ParsedRow:
     and whether its id was given (else it is its source's hash)."""
 
     row: RowInput
-    category: Any = None
+    category: str | None = None
     reference: str | None = None
     trace_id: str | None = None
     id_given: bool = True
@@ -62,10 +66,11 @@ class ParsedRow:
 def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: InputKeys = InputKeys(), trace_id: str | None = None) -> ParsedRow:
     """The row in MLflow's terms: the source is ``inputs`` (a string) or ``inputs[keys.source]``, the summary is
     ``outputs`` (or ``outputs["summary"]``; a missing one is an empty summary), the id ``inputs[keys.id]`` (else a
-    hash of the source, so one article pairs up across runs), the reference ``expectations["expected_response"]``
-    (or ``["expected_summary"]``). Raises ``ValueError`` naming what is wrong."""
+    hash of the source, so one article pairs up across runs), the category ``inputs[keys.category]`` (``category_text``),
+    the reference ``expectations["expected_response"]`` (or ``["expected_summary"]``). Raises ``ValueError`` naming
+    what is wrong."""
     source, rest = input_text(inputs, keys.source, "source text")
-    row_id, category = rest.get(keys.id), rest.get(keys.category)
+    row_id, category = rest.get(keys.id), category_text(rest.get(keys.category), keys.category)
     summary = output_text(outputs, "summary", "summary")
     reference = None
     if isinstance(expectations, dict):
@@ -78,8 +83,21 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
             raise ValueError(f"a rewrite's instruction must be text in `inputs[{keys.instruction!r}]`; it is {found}")
     id_given = not missing(row_id)
     row = prepare_rows([source], [summary or ""], [row_id if id_given else source_key(source)])[0]
-    return ParsedRow(row=row, category=None if missing(category) else category, reference=reference, trace_id=trace_id, id_given=id_given,
-                     instruction=instruction)
+    return ParsedRow(row=row, category=category, reference=reference, trace_id=trace_id, id_given=id_given, instruction=instruction)
+
+
+def category_text(value: Any, key: str = "category") -> str | None:
+    """A row's category as it is stored: text, a number as its text (``7`` and ``7.0`` -> ``"7"``, as ids are), None
+    when missing; ``ValueError`` for anything else. The rows' categories are one column of the run's tables, so a
+    list, a dict or a boolean is refused where the row is read, before any judge call, not when the run is logged."""
+    if value is None or (is_scalar(value) and not isinstance(value, str) and pd.isna(value)):
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+        return canonical_id(value)
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise ValueError(f"the category `inputs[{key!r}]` must be text (or a number); got {type(value).__name__} {shown}")
 
 
 class Pipeline(TaskPipeline):
@@ -153,7 +171,8 @@ def root_span(trace: Any) -> Any:
 
 def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[str]]:
     """Each trace as a row (its root span's inputs and outputs, its expectations, read by ``pipeline.parse``: a
-    a task's ``TaskPipeline``), and the ids of the traces that are not one."""
+    task's ``TaskPipeline``), and each trace that is not one, in words: its id, its row's id when it has one, and
+    why (what its card said), so a refusal names the row and its real problem, not a count."""
     rows, unusable = [], []
     for trace in traces:
         root = root_span(trace)
@@ -162,8 +181,12 @@ def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[st
             if root is None:
                 raise ValueError("no root span")
             rows.append(pipeline.parse(root.inputs, root.outputs, expectations, trace))
-        except ValueError:
-            unusable.append(trace.info.trace_id)
+        except ValueError as error:
+            inputs = root.inputs if root is not None else None
+            row_id = inputs.get(pipeline.keys.id) if isinstance(inputs, dict) else None
+            said = str(error)
+            label = "the row" if trace.info.trace_id in said else f"the row of trace {trace.info.trace_id}"  # answers' errors name it
+            unusable.append(f"{label}{f' (id {row_id!r})' if not missing(row_id) else ''}: {said}")
     return rows, unusable
 
 

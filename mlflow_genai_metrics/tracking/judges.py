@@ -10,18 +10,16 @@ every task's scorers share (``_TaskScorer``; the answers' are in ``answer_judges
     ClaimAlignment(judge).register().start(sampling_config=ScorerSamplingConfig(sample_rate=1.0))
 
 Each is a ``Scorer`` with a name, a description and serialisable settings (``judge``: the judge model, base URL,
-options and prompt versions; never the key: ``spec.JudgeSpec``), and gives one ``Feedback`` per row (its card; a
-judge's card carries the tokens and cost of its own judge calls under MLflow's assessment metadata keys). Each
-asks only what its card needs, with the ``Judge`` it was made with. In plain ``mlflow.genai.evaluate`` MLflow
-aggregates the cards' values itself (``claim_alignment/mean``, ...); the run's full report is
-``log_results(run_id, judges)`` afterwards, or comes from ``evaluate`` at once (``rows``). A scorer keeps no row of
+options and prompt versions; never the key: ``spec.JudgeSpec``), and gives one ``Feedback`` per row (its card,
+with the tokens and cost of its own judge calls under MLflow's assessment metadata keys), asking only what its card
+needs with the ``Judge`` it was made with. MLflow aggregates the cards itself (``claim_alignment/mean``, ...); the
+run's full report is ``log_results(run_id, judges)`` afterwards, or ``evaluate`` at once. A scorer keeps no row of
 an evaluation and puts nothing on MLflow's objects: one scorer may serve evaluations at once.
 
 MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass, so ``registrable()`` is the
-judge as a ``@scorer`` whose body imports this package and rebuilds the judge from the settings its signature
-carries; ``register()``, ``start()``, ``update()``, ``stop()`` and ``model_dump()`` use it. Loading it back needs
-``MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS=true`` where it is loaded (MLflow executes the stored source), this package
-installed there, and the judge's key in that environment.
+judge as a ``@scorer`` whose body imports this package and rebuilds the judge from the settings its signature carries
+(``register()``, ``start()``, ``update()``, ``stop()`` and ``model_dump()`` use it). Loading it back needs
+``MLFLOW_SERVER_ENABLE_CUSTOM_SCORERS=true`` there (MLflow executes the stored source), this package and the key.
 """
 
 from __future__ import annotations
@@ -29,12 +27,15 @@ from __future__ import annotations
 import json
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from contextvars import ContextVar, copy_context
 from typing import Any, ClassVar
 
 import pydantic
 from mlflow.entities import AssessmentSource, AssessmentSourceType, Feedback
+from mlflow.genai.evaluation import context
 from mlflow.genai.scorers import Scorer, scorer
+from mlflow.tracing.constant import TraceMetadataKey
 from pydantic import BaseModel, PrivateAttr
 
 from ..grounding.model import model_tag
@@ -53,22 +54,24 @@ from .spec import YES_NO, JudgeSpec, judge_and_spec
 
 # What a summary scorer's card reads of a row: its claims, its source's key points, the grounding check, a rewrite's instruction check.
 CLAIMS, KEY_POINTS, GROUNDING, INSTRUCTION = "claims", "key_points", "grounding", "instruction"
+# The evaluation of the plain row a scorer is scoring (``evaluation_of``), set for that call alone: ``own_preflight``.
+_SCORING: ContextVar[Hashable | None] = ContextVar("mgm_scoring_evaluation", default=None)
 
 
 class _TaskScorer(Scorer):
     """What every judge of every task shares: it reads a row as its task's ``TaskPipeline`` does, gives one card per
-    row (``card``, with the tokens and cost of its own ``judge_pass``), and has a registrable form.
-
-    In plain ``mlflow.genai.evaluate`` it judges each row itself (``plain_pipeline``), its judge checked once for
-    all its rows; bound to an evaluation (``bound_to``: ``evaluate``) it reads that evaluation's judgements and
-    records every call for ``EvaluationRows.settle``. A task adds its scorers as subclasses: a ``judge_kind``, a
-    ``card`` and how its rows are judged (``plain_pipeline``, ``set_pipeline``)."""
+    row (``card``, with the tokens and cost of its own ``judge_pass``), and has a registrable form. In plain
+    ``mlflow.genai.evaluate`` it judges each row itself (``plain_pipeline``), its judge checked once for the rows of
+    one evaluation (``own_preflight``); bound to an evaluation (``bound_to``: ``evaluate``) it reads that
+    evaluation's judgements and records every call for ``EvaluationRows.settle``. A task adds its scorers as
+    subclasses: a ``judge_kind``, a ``card`` and how its rows are judged (``plain_pipeline``, ``set_pipeline``)."""
 
     judge_kind: ClassVar[str]
     judge_pass: ClassVar[JudgePass | None] = None  # the calls whose tokens and cost the card carries
     inputs_suffice: ClassVar[bool] = True  # a row can be read from ``inputs`` before the application answers
     _evaluation: EvaluationRows | None = PrivateAttr(default=None)
-    _preflight: Preflight | None = PrivateAttr(default=None)
+    _preflight: tuple[Hashable, Preflight] | None = PrivateAttr(default=None)  # the latest evaluation's check
+    _check_first: bool = PrivateAttr(default=True)  # False: no model listing first (``rebuilt``)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _dumped: tuple[str, dict[str, Any]] | None = PrivateAttr(default=None)  # MLflow digests every feedback
 
@@ -100,11 +103,16 @@ class _TaskScorer(Scorer):
         """One pipeline for a set of this task's judges, judging each row once for all of them."""
         raise NotImplementedError
 
+    @classmethod
+    def report_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions) -> TaskPipeline:
+        """``log_results``' pipeline for a plain run: ``set_pipeline``'s, less the passes none of ``judges`` asks."""
+        return cls.set_pipeline(judges, statistics=statistics)
+
     # -- scoring -----------------------------------------------------------------------------------------------------
 
     def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None) -> Feedback:
         evaluation = self._evaluation
-        pipeline = evaluation.pipeline if evaluation is not None else self.plain_pipeline()
+        pipeline = evaluation.pipeline if evaluation is not None else copy_context().run(self._plain, trace)
         record = evaluation.record if evaluation is not None else lambda call: None
         try:
             parsed = pipeline.parse(inputs, outputs, expectations, trace)
@@ -113,12 +121,16 @@ class _TaskScorer(Scorer):
             return error_feedback(self.name, str(error), self.source(), code="BAD_ROW")
         try:
             judgement = pipeline.judgement(parsed)
-        except JudgeConfigError as error:  # every later row fails at once, with no call (the preflight remembers it)
+        except JudgeConfigError as error:  # every later row of this evaluation fails at once, with no call (``own_preflight``)
             record(Call(self.name, parsed.trace_id, parsed, valued=False, config_error=str(error)))
             return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
         feedback = self.feedback(judgement)
         record(Call(self.name, parsed.trace_id, parsed, valued=_aggregated(feedback.value)))
         return feedback
+
+    def _plain(self, trace: Any) -> TaskPipeline:
+        _SCORING.set(evaluation_of(trace))  # in a copy of the caller's context: for this row's ``own_preflight`` alone
+        return self.plain_pipeline()
 
     def feedback(self, judgement: Any) -> Feedback:
         """This judge's one feedback for a judged row."""
@@ -126,17 +138,18 @@ class _TaskScorer(Scorer):
         return card_feedback(self.name, self.card(judgement), self.source(), cost)
 
     def own_preflight(self) -> Preflight:
-        """The judge's check, once for every plain row of this judge."""
-        with self._lock:
-            if self._preflight is None:
-                self._preflight = Preflight(self.live_judge())
-            return self._preflight
+        """The judge's check for the plain row being scored: once for the rows of its evaluation (``evaluation_of``),
+        its outcome (a failure or a pass) reaching no other; a row of no known evaluation is checked alone."""
+        key = _SCORING.get()
+        with self._lock:  # the latest evaluation's alone is kept: an earlier one's is never read again
+            if key is None or self._preflight is None or self._preflight[0] != key:
+                self._preflight = (key, Preflight(self.live_judge(), needed=self._check_first))
+            return self._preflight[1]
 
     def bound_to(self, evaluation: EvaluationRows, **update: Any) -> _TaskScorer:
-        """A copy of this judge reading (and recording into) ``evaluation`` (``update``: fields to change, e.g.
-        ``aggregations=[]``)."""
+        """A copy of this judge reading (and recording into) ``evaluation`` (``update``: fields to change)."""
         copy = self.model_copy(update=update)
-        copy._evaluation, copy._lock = evaluation, threading.Lock()
+        copy._evaluation, copy._lock, copy._preflight = evaluation, threading.Lock(), None
         return copy
 
     # -- the registrable form: MLflow serialises a ``@scorer`` function by its source, not a ``Scorer`` subclass ----
@@ -147,9 +160,8 @@ class _TaskScorer(Scorer):
         return {"kind": self.judge_kind, **fields}
 
     def registrable(self) -> Scorer:
-        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body
-        (``task_judge``) imports this package and rebuilds the judge from ``settings()``, which its signature carries
-        as a default value."""
+        """This judge as a ``@scorer`` function MLflow can serialise, register and load back: its body (``task_judge``)
+        rebuilds the judge from ``settings()``, which its signature carries as a default value."""
         defaults = (None, None, None, None, self.settings())
         func = types.FunctionType(task_judge.__code__, task_judge.__globals__, task_judge.__name__, defaults)
         return scorer(func, name=self.name, description=self.description, aggregations=[])
@@ -227,9 +239,8 @@ class _SummaryScorer(_TaskScorer):
         return InputKeys(self.source_key, self.id_key, self.category_key, self.instruction_key)
 
     def plain_pipeline(self) -> Pipeline:
-        """A pipeline for one row, asking only what this card needs (``ClaimAlignment`` the claim passes,
-        ``KeyPointCoverage`` the key-point passes, ``InstructionFollowing`` the instruction, ``Grounding`` no judge),
-        so scorers made with different Judges never wait for one another."""
+        """A pipeline for one row, asking only what this card needs (the claim passes, the key-point passes, the
+        instruction, or no judge for ``Grounding``), so scorers made with different Judges never wait for one another."""
         needs, judge = self.needs, self.live_judge()
         grounding = GROUNDING in needs or (CLAIMS in needs and self.instruction_key is None)  # rewrites: no check
         options = JudgingOptions(coverage=KEY_POINTS in needs, grounding=grounding, max_source_tokens=getattr(self, "max_source_tokens", None),
@@ -238,13 +249,13 @@ class _SummaryScorer(_TaskScorer):
                         preflight=self.own_preflight())
 
     @classmethod
-    def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False) -> Pipeline:
-        """One pipeline for ``judges`` (they must share the judge's settings and where the texts are); coverage only
-        when a ``KeyPointCoverage`` is among them; TER against the references with ``ter``."""
+    def set_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions, ter: bool = False, instruction: bool | None = None) -> Pipeline:
+        """One pipeline for ``judges`` (sharing the judge's settings and where the texts are); coverage only with a
+        ``KeyPointCoverage``; TER with ``ter``; ``instruction``: ask a rewrite's (default: when the rows are rewrites)."""
         judged = [j for j in judges if isinstance(j, _Judged)]
         keys = one_setting(judges, "where the texts are (source_key, id_key, category_key)", _SummaryScorer.input_keys)
         if not judged:
-            return Pipeline(None, options=JudgingOptions(coverage=False, ter=ter), statistics=statistics, keys=keys)
+            return Pipeline(None, options=JudgingOptions(coverage=False, ter=ter), statistics=statistics, keys=keys, instruction=instruction)
         one_setting(judged, "one judge's settings", lambda j: j.judge)
         options = JudgingOptions(
             coverage=any(KEY_POINTS in j.needs for j in judges), ter=ter,
@@ -253,7 +264,12 @@ class _SummaryScorer(_TaskScorer):
             # rewrites are judged without the grounding check (as ``judge_rewrites``), unless a Grounding judge asks for it
             grounding=keys.instruction is None or any(GROUNDING in j.needs for j in judges),
         )
-        return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys)
+        return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys, instruction=instruction)
+
+    @classmethod
+    def report_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions) -> Pipeline:
+        """A rewrite's instruction only for an ``InstructionFollowing`` (the claims always: a result needs them)."""
+        return cls.set_pipeline(judges, statistics=statistics, instruction=any(INSTRUCTION in j.needs for j in judges))
 
 
 def one_setting(judges: Sequence[Any], what: str, read: Any) -> Any:
@@ -277,8 +293,7 @@ class ClaimAlignment(_Judged, _SummaryScorer):
         "(contradicted first, then unverifiable) and reason."
     )
     judge_kind: ClassVar[str] = "claim_alignment"
-    # The value type declared as MLflow's own judges declare it: make_scorer_ensemble checks it before any row
-    # (agg_all, agg_any and majority_vote take a yes/no judge; mean refuses it up front).
+    # Declared as MLflow's judges declare it: make_scorer_ensemble checks it first (agg_all, agg_any, majority_vote; not mean)
     feedback_value_type: ClassVar[Any] = YES_NO
     needs: ClassVar[frozenset[str]] = frozenset({CLAIMS})
     judge_pass: ClassVar[JudgePass | None] = "claims"
@@ -303,8 +318,7 @@ class KeyPointCoverage(_Judged, _SummaryScorer):
 
 class InstructionFollowing(_Judged, _SummaryScorer):
     """Does the rewrite follow its instruction? "yes" or "no" with the judge's reason (one call per row; an empty
-    rewrite is "no" with no call). The rewrite is ``outputs``, its input ``inputs["input"]`` and its instruction
-    ``inputs["instruction"]`` (``source_key``, ``instruction_key``)."""
+    rewrite is "no" with no call). The rewrite is ``outputs``, its input and instruction in ``inputs``."""
 
     name: str = "instruction_following"
     description: str | None = "Whether the rewrite does what its instruction asks (yes/no), with the judge's reason."
@@ -354,22 +368,31 @@ def kinds() -> dict[str, type[_TaskScorer]]:
 
 
 def rebuilt(settings: dict[str, Any]) -> _TaskScorer:
-    """The judge ``settings()`` describe, made anew for each call of the registrable form: nothing is kept for the
-    process, so no judge (or its rows) reaches another call. No preflight: a wrong model is the call's
-    ``JUDGE_CONFIG_ERROR``, from its first request."""
+    """The judge ``settings()`` describe, made anew for each call of the registrable form (nothing reaches another
+    call), with no preflight: a wrong model is the call's ``JUDGE_CONFIG_ERROR``, from its first request."""
     fields = dict(settings)
     judge = kinds()[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
-    judge.own_preflight().skip()
+    judge._check_first = False
     return judge
 
 
 def task_judge(inputs=None, outputs=None, expectations=None, trace=None, settings=None):
-    """The registrable form of a judge: MLflow stores this body and the signature (whose ``settings`` default names
-    the judge), and runs them where the scorer is loaded."""
+    """The registrable form of a judge: MLflow stores this body and signature (its ``settings`` default: the judge)."""
     import mlflow_genai_metrics.tracking  # noqa: F401  (every task's judges, loaded)
     from mlflow_genai_metrics.tracking.judges import rebuilt
 
     return rebuilt(settings)(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace)
+
+
+def evaluation_of(trace: Any) -> Hashable | None:
+    """Which evaluation a plain row is of, as far as MLflow tells a scorer: the run its evaluation context evaluates
+    into (its score threads set it for each row) and the run the row's trace was made in; None without a trace."""
+    made_in = (getattr(getattr(trace, "info", None), "trace_metadata", None) or {}).get(TraceMetadataKey.SOURCE_RUN)
+    try:  # MLflow's evaluation context is not public API: without it, the trace's run alone
+        evaluating = context.get_context().get_mlflow_run_id() if trace is not None and context.context_is_active() else None
+    except Exception:
+        evaluating = None
+    return None if evaluating is None and made_in is None else (evaluating, made_in)
 
 
 def _aggregated(value: Any) -> bool:

@@ -149,11 +149,17 @@ def input_text(inputs: Any, key: str, what: str, where: str = "") -> tuple[str, 
 
 
 def output_text(outputs: Any, key: str, what: str, where: str = "") -> str | None:
-    """A row's output text (``outputs``, a string, or ``outputs[key]``; None when it has none); ``ValueError`` for
-    anything else."""
-    text = outputs.get(key) if isinstance(outputs, dict) else outputs
+    """A row's output text (``outputs``, a string, or ``outputs[key]``; None when it has none: ``outputs`` or
+    ``outputs[key]`` is None); ``ValueError`` for anything else. A dict without ``key`` is refused, not read as no
+    text: an application's reply under another key (``{"response": ...}``) would be judged an empty one."""
+    if isinstance(outputs, dict) and key not in outputs:
+        keys = sorted(map(str, outputs))
+        found = f"a dict with keys {keys[:10]}{' ...' if len(keys) > 10 else ''} and no {key!r}" if keys else "an empty dict"
+        raise ValueError(f"`outputs` must be the {what} text (or {{{key!r}: text}}); got {found}{where}")
+    text = outputs[key] if isinstance(outputs, dict) else outputs
     if not missing(text) and not isinstance(text, str):
-        raise ValueError(f"`outputs` must be the {what} text (or {{{key!r}: text}}); got {type(outputs).__name__}{where}")
+        found = f"{{{key!r}: {type(text).__name__}}}" if isinstance(outputs, dict) else type(outputs).__name__
+        raise ValueError(f"`outputs` must be the {what} text (or {{{key!r}: text}}); got {found}{where}")
     return None if missing(text) else text
 
 
