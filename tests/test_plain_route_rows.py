@@ -185,3 +185,20 @@ def test_log_results_with_data_names_a_bad_row_and_its_problem_on_the_run(server
     with pytest.raises(ValueError, match=re.escape(said)):
         log_results(result.run_id, scorers, data=data)
     assert said in error_tag(result.run_id)
+
+
+def test_log_results_refuses_a_run_that_holds_two_evaluations(server, mlflow_store):
+    """Two plain evaluations inside one active run (a notebook cell run twice, on other rows): ``log_results`` once
+    reported over both evaluations' rows as one (strict_alignment over 6 rows, MLflow's own mean over the last 3)."""
+    data = records()
+    scorers = [ClaimAlignment(judge_for(server))]
+    with mlflow.start_run() as run:
+        mlflow.genai.evaluate(data=data[:2], scorers=scorers)
+        mlflow.genai.evaluate(data=data[2:], scorers=scorers)
+    asked = server.request_count
+
+    with pytest.raises(ValueError, match=r"holds 2 evaluations .*evaluate each into a run of its own") as raised:
+        log_results(run.info.run_id, scorers)
+
+    assert str(raised.value) in error_tag(run.info.run_id) and server.request_count == asked
+    assert "strict_alignment" not in MlflowClient().get_run(run.info.run_id).data.metrics

@@ -275,7 +275,7 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> lis
     mlflow.flush_trace_async_logging()
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
-    evaluated = evaluated_row_count(run_id)  # what MLflow says it evaluated: the rows logged must be those
+    evaluated = said_on_the_run(run_id, evaluated_row_count, run_id)  # what MLflow evaluated: the rows logged must be those
     if data is not None:
         given = [str(parsed.row.id) for parsed in said_on_the_run(run_id, parsed_rows, pipeline, _records(data))]
         evaluated = len(given)

@@ -192,9 +192,14 @@ def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[st
 
 def evaluated_row_count(run_id: str) -> int | None:
     """The rows ``mlflow.genai.evaluate`` evaluated in ``run_id``: the ``num_rows`` of the dataset it logged as the
-    run's input (None when it logged none, or several)."""
+    run's input (None when it logged none). Several datasets are several evaluations in one active run: one report
+    over all of their rows would be none of them (``ValueError``)."""
     inputs = mlflow.get_run(run_id).inputs
     datasets = inputs.dataset_inputs if inputs is not None else []
+    if len(datasets) > 1:
+        raise ValueError(f"run {run_id} holds {len(datasets)} evaluations (MLflow logged {len(datasets)} datasets as its "
+                         "inputs: mlflow.genai.evaluate was called more than once inside one active run); a report is of one "
+                         "evaluation: evaluate each into a run of its own")
     if len(datasets) != 1:
         return None
     try:
