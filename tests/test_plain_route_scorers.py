@@ -164,3 +164,24 @@ def test_log_results_asks_no_instruction_when_no_scorer_checks_it(scripted_serve
     report = log_results(result.run_id, scorers)
     assert passes == asked and "instruction" not in passes
     assert report.metrics["strict_alignment_n"] == 3 and report.metrics["instruction_following_n"] == 0
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_run_s_judge_usage_is_what_its_evaluation_spent_and_what_the_report_asked(scripted_server, mlflow_store, tmp_path, cached):
+    """After a plain evaluation of 16 calls the report once logged judge/calls 0 and judge/cost_usd 0 (its own
+    questions, all answered by the cache): the evaluation's cards carry what they cost, and the run adds them up."""
+    server = scripted_server(SummarizationJudgeScript())
+    judge = judge_for(server, prices="0.15,0.60", cache_dir=tmp_path / "cache" if cached else None)
+    scorers = [ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
+    result = mlflow.genai.evaluate(data=summaries(0, 4), scorers=scorers)
+    evaluation_calls = server.request_count
+    mlflow.flush_trace_async_logging()
+    metadata = [a.metadata or {} for t in mlflow.search_traces(run_id=result.run_id, return_type="list") for a in t.info.assessments]
+    card_cost = sum(float(m.get("mlflow.assessment.judgeCost", 0.0)) for m in metadata)
+
+    report = log_results(result.run_id, scorers)
+
+    assert evaluation_calls == 16 and sum(int(m.get("mgm.judge_calls", 0)) for m in metadata) == 16
+    logged = mlflow.get_run(result.run_id).data.metrics
+    assert logged["judge/calls"] == server.request_count == (16 if cached else 32) == report.metrics["judge/calls"]
+    assert logged["judge/cost_usd"] == pytest.approx(card_cost * (1 if cached else 2)) and card_cost > 0

@@ -40,12 +40,14 @@ from typing import Any
 import mlflow
 import pandas as pd
 from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
+from mlflow.tracing.constant import AssessmentMetadataKey
 from mlflow.tracking import MlflowClient
 
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.warnings import RunWarning
+from .feedback import CALLS_KEY
 from .genai import evaluated_row_count, root_span, trace_rows
 from .judge_sets import rewrite_scorers
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
@@ -249,8 +251,25 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     said_on_the_run(run_id, pipeline.unique, rows)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
+    _add_the_cards_spend(result.metrics, run_id, {judge.name for judge in ours})
     log_result(result, run_id=run_id, log_metrics=True)
     return result
+
+
+_SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey.JUDGE_INPUT_TOKENS,
+          "judge/completion_tokens": AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS, "judge/cost_usd": AssessmentMetadataKey.JUDGE_COST}
+
+
+def _add_the_cards_spend(metrics: dict[str, float], run_id: str, names: set[str]) -> None:
+    """The run's judge usage is what its evaluation spent, on the cards of ``names`` (each carries its own calls'
+    tokens and cost), and what this report asked on top (nothing from the cache): the report alone once logged
+    judge/cost_usd 0 and judge/calls 0 after an evaluation of 16 calls."""
+    cards = [a.metadata or {} for trace in mlflow.search_traces(run_id=run_id, return_type="list")
+             for a in trace.info.assessments if a.name in names]
+    for metric, key in _SPENT.items():
+        spent = [float(card[key]) for card in cards if card.get(key) is not None]
+        if spent and (metric in metrics or metric != "judge/cost_usd"):  # a cost only where the judge has prices
+            metrics[metric] = metrics.get(metric, 0.0) + sum(spent)
 
 
 def said_on_the_run(run_id: str, check: Any, *args: Any, **kwargs: Any) -> Any:

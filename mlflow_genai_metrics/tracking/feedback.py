@@ -33,6 +33,9 @@ def judge_source(model: str) -> AssessmentSource:
     return AssessmentSource(source_type=AssessmentSourceType.LLM_JUDGE, source_id=model if ":/" in model else f"openai:/{model}")
 
 
+CALLS_KEY = "mgm.judge_calls"
+
+
 def judge_cost(judgement: Any, judge_pass: JudgePass, *, priced: bool) -> dict[str, Any]:
     """What the calls of ``judge_pass`` for this row cost, under MLflow's assessment metadata keys, as its own judges
     write them: input and output tokens, and the cost in USD when the judge has prices (``priced``). Cache hits
@@ -43,6 +46,7 @@ def judge_cost(judgement: Any, judge_pass: JudgePass, *, priced: bool) -> dict[s
     metadata: dict[str, Any] = {
         AssessmentMetadataKey.JUDGE_INPUT_TOKENS: usage.prompt_tokens,
         AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS: usage.completion_tokens,
+        CALLS_KEY: usage.calls,  # HTTP calls sent (0 from the cache): ``log_results`` adds them to the run's judge/calls
     }
     if priced:
         metadata[AssessmentMetadataKey.JUDGE_COST] = usage.cost_usd or 0.0
