@@ -185,3 +185,25 @@ def test_the_run_s_judge_usage_is_what_its_evaluation_spent_and_what_the_report_
     logged = mlflow.get_run(result.run_id).data.metrics
     assert logged["judge/calls"] == server.request_count == (16 if cached else 32) == report.metrics["judge/calls"]
     assert logged["judge/cost_usd"] == pytest.approx(card_cost * (1 if cached else 2)) and card_cost > 0
+
+
+def test_a_failed_card_the_report_judged_again_is_named_on_the_run(scripted_server, mlflow_store, tmp_path):
+    """One row's claims fail once in the evaluation (HTTP 500, no retry): its card is a JUDGE_ERROR. The report asks
+    again (failures are not cached), is answered and counts the row: judge_error_rate 0 beside an error card, once
+    without a word. The run names the row in a warning."""
+    def once(request, kind):
+        if kind == "claims" and "town 2 " in request.prompt_text and request.attempt == 0:
+            return Fault.server_error(500, "transient")
+        return None
+
+    server = scripted_server(SummarizationJudgeScript(fault=once))
+    scorers = [ClaimAlignment(judge_for(server, max_retries=0, cache_dir=tmp_path / "cache")), Grounding()]
+    result = mlflow.genai.evaluate(data=summaries(0, 4), scorers=scorers)
+    assert cards(result, "claim_alignment") == (3, ["JUDGE_ERROR"])
+
+    report = log_results(result.run_id, scorers)
+
+    assert report.metrics["judge_error_rate"] == 0 and report.metrics["strict_alignment_n"] == 4
+    warning = mlflow.get_run(result.run_id).data.tags["mgm.warning.cards_differ"]
+    assert warning.startswith("1 row(s) whose card shows a judge error in the evaluation were judged again by log_results "
+                              "and answered (ids r2)")

@@ -53,7 +53,7 @@ from .judge_sets import rewrite_scorers
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
 from .pipeline import TaskPipeline
 from .rows import EvaluationRows, fail
-from .run_logging import SIGNATURE_TAG, log_result
+from .run_logging import SIGNATURE_TAG, WARNING_TAG_PREFIX, log_result
 
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
@@ -253,11 +253,30 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     result = pipeline.result(rows)
     _add_the_cards_spend(result.metrics, run_id, {judge.name for judge in ours})
     log_result(result, run_id=run_id, log_metrics=True)
+    _say_which_failed_cards_the_report_judged(run_id, {judge.name for judge in ours}, rows, result.rows)
     return result
 
 
 _SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey.JUDGE_INPUT_TOKENS,
           "judge/completion_tokens": AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS, "judge/cost_usd": AssessmentMetadataKey.JUDGE_COST}
+
+
+CARDS_DIFFER = "cards_differ"  # the warning's kind: mgm.warning.cards_differ
+
+
+def _say_which_failed_cards_the_report_judged(run_id: str, names: set[str], rows: list[Any], table: pd.DataFrame) -> None:
+    """A row whose card failed in the evaluation (a judge error there) and that the report judged (failures are not
+    cached, so it asked again and was answered) counts in the report's figures, not in MLflow's own aggregates of the
+    cards: the run says which, as a warning tag, instead of two silent answers (judge_error_rate 0 beside an error card)."""
+    failed = {trace.info.trace_id for trace in mlflow.search_traces(run_id=run_id, return_type="list")
+              for a in trace.info.assessments if a.name in names and a.error is not None and a.error.error_code == "JUDGE_ERROR"}
+    answered = set(table.loc[table["error"].fillna("").astype(str) == "", "id"].astype(str))
+    both = sorted(str(row.row.id) for row in rows if row.trace_id in failed and str(row.row.id) in answered)
+    if both:
+        MlflowClient().set_tag(run_id, f"{WARNING_TAG_PREFIX}{CARDS_DIFFER}", (
+            f"{len(both)} row(s) whose card shows a judge error in the evaluation were judged again by log_results and "
+            f"answered (ids {', '.join(both[:20])}{' ...' if len(both) > 20 else ''}): the run's figures count their "
+            "verdicts, MLflow's own aggregates of the cards do not"))
 
 
 def _add_the_cards_spend(metrics: dict[str, float], run_id: str, names: set[str]) -> None:
