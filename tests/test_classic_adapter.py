@@ -129,3 +129,19 @@ def test_all_metrics_logs_every_aggregate(scripted_server, mlflow_store):
     logged = MlflowClient().get_run(run_id).data.metrics
     assert logged == pytest.approx(loggable_metrics(report_of(run_id)["metrics"]))
     assert len(logged) > BUDGET and evaluation.metrics == pytest.approx(logged)
+
+
+def test_a_category_is_read_as_on_every_path_and_one_that_is_not_text_names_its_row(scripted_server, mlflow_store):
+    """Categories of mixed types (``7`` beside ``"sport"``) are text as on the plain route; a list names its row, before
+    any judge call (it once failed the run's tables at the end, after every call)."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = frame()
+    data["category"] = [7, "sport", 7.0][: len(data)] + ["sport"] * max(0, len(data) - 3)
+    run_id, _ = evaluate(server, data, category_col="category")
+    assert report_of(run_id)["rows"] == len(ARTICLES)
+    assert set(pd.read_parquet(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/mgm/rows.parquet"))["category"]) == {"7", "sport"}
+    asked = server.request_count
+    data["category"] = [["sport", "football"]] + ["sport"] * (len(data) - 1)
+    with pytest.raises(Exception, match=r"row 0: the category column 'category' must be text \(or a number\); got list"):
+        evaluate(server, data, category_col="category")
+    assert server.request_count == asked

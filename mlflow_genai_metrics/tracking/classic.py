@@ -45,6 +45,7 @@ from ..summarization.metrics import METRICS, RUN_USAGE, MetricSpec, run_metrics
 from ..summarization.options import JudgingOptions, resolve
 from ..summarization.result import SummarizationResult
 from ..summarization.scoring import interval_names, row_families
+from .genai import category_text
 from .run_logging import log_result
 
 
@@ -120,6 +121,8 @@ class _ClassicAdapter:
         categories = columns.get(self.category_col) if self.category_col else None
         targets = columns.get("targets")
         try:
+            if categories is not None:  # text, as on every path: a list or a dict once failed the run's tables at the end
+                categories = [_category(position, value, self.category_col) for position, value in enumerate(categories)]
             rows = prepare_rows(list(columns["source"]), list(predictions), list(ids) if ids is not None else None)
             result = build_result(
                 rows, judge_rows(rows, self.judge, self.options, progress=self.progress), judge=self.judge, options=self.options,
@@ -160,6 +163,14 @@ class _ClassicAdapter:
         if name in chosen:
             found[name] = chosen[name]
         return {k: v for k, v in found.items() if v is not None and math.isfinite(v)}
+
+
+def _category(position: int, value: Any, column: str) -> str | None:
+    """Row ``position``'s category as every path stores it (``genai.category_text``), or a ``ValueError`` naming it."""
+    try:
+        return category_text(value, column, where=f"column {column!r}")
+    except ValueError as error:
+        raise ValueError(f"row {position}: {error}") from None
 
 
 def _row_metric(adapter: _ClassicAdapter, spec: MetricSpec) -> Callable[[SummarizationResult], MetricValue]:

@@ -86,7 +86,7 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
     return ParsedRow(row=row, category=category, reference=reference, trace_id=trace_id, id_given=id_given, instruction=instruction)
 
 
-def category_text(value: Any, key: str = "category") -> str | None:
+def category_text(value: Any, key: str = "category", where: str | None = None) -> str | None:
     """A row's category as it is stored: text, a number as its text (``7`` and ``7.0`` -> ``"7"``, as ids are), None
     when missing; ``ValueError`` for anything else. The rows' categories are one column of the run's tables, so a
     list, a dict or a boolean is refused where the row is read, before any judge call, not when the run is logged."""
@@ -97,7 +97,7 @@ def category_text(value: Any, key: str = "category") -> str | None:
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
         return canonical_id(value)
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    raise ValueError(f"the category `inputs[{key!r}]` must be text (or a number); got {type(value).__name__} {shown}")
+    raise ValueError(f"the category {where or f'`inputs[{key!r}]`'} must be text (or a number); got {type(value).__name__} {shown}")
 
 
 class Pipeline(TaskPipeline):
