@@ -15,8 +15,9 @@ from .runner import run_sync
 
 
 class Preflight:
-    """The judge's preflight, once (until ``reset``): rows arriving together wait for the one check, then share its
-    outcome; a configuration error is raised for every later row, with no further call."""
+    """The judge's preflight, once for the rows of one evaluation (a new evaluation makes a new one): rows arriving
+    together wait for the one check, then share its outcome; a configuration error is raised for every later row, with
+    no further call."""
 
     def __init__(self, judge: Judge | None, *, needed: bool = True):
         self.judge = judge
@@ -41,16 +42,6 @@ class Preflight:
         """A row's call found the configuration refused: every later row fails at once."""
         with self._lock:
             self._outcome = error
-
-    def reset(self) -> None:
-        """Check again before the next row (a new evaluation)."""
-        with self._lock:
-            self._outcome = not self.needed
-
-    def skip(self) -> None:
-        """Ask no model listing first (a judge made for one call: its first request tells as much)."""
-        with self._lock:
-            self.needed, self._outcome = False, True
 
 
 def preflight(judge: Judge) -> None:
