@@ -61,10 +61,23 @@ def test_a_failed_instruction_check_is_that_rows_error_and_gives_it_no_value(scr
     assert result.usage.calls == sum(j.usage.calls for j in result.judgements)  # the failed call is counted
 
 
+def test_every_call_a_row_sends_is_in_its_usage_the_instruction_check_s_too(scripted_server):
+    """An answered instruction check's call went uncounted (4 calls a row in the figures for 5 sent: claims,
+    verification, key points, coverage, instruction), so tokens and cost were short with no warning."""
+    server = scripted_server(SummarizationJudgeScript())
+    result = judge_rewrites([TEXT, TEXT], ["The library opens at nine on weekdays.", "Books are due back within three weeks."],
+                            instruction=BRIEF, judge=judge_for(server, prices="0.15,0.60"))
+    assert result.metrics["judge/calls"] == server.request_count == result.rows["judge_calls"].sum()  # one source: its key points once
+    assert all(j.usage_by_pass["instruction"].calls == 1 for j in result.judgements)
+    assert result.metrics["judge/cost_usd"] == pytest.approx(sum(j.usage.cost_usd for j in result.judgements))
+
+
 @pytest.mark.parametrize(("instruction", "message"), [
     (["ok", "  "], r"row 1: the instruction is empty or not text"),
     (["ok"], r"instruction has 1 rows but inputs has 2"),
     ([None, "ok"], r"row 0: the instruction is missing"),
+    # once refused only after the other passes' calls, by a bare UnicodeEncodeError naming no row
+    (["ok", "Be brief \ud800."], r"row 1: the instruction cannot be encoded as UTF-8: surrogates not allowed"),
 ])
 def test_a_bad_instruction_is_refused_naming_its_row_before_any_call(scripted_server, instruction, message):
     server = scripted_server(SummarizationJudgeScript())

@@ -22,7 +22,7 @@ from ..prompts import REWRITE_PROMPTS, SUMMARY_PROMPTS
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result, response_mode_of
-from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows, source_key
+from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows, source_key, unencodable
 from ..summarization.method import Method, method_of
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowError, RowInput, RowJudgement, TaskVerdict
@@ -42,6 +42,8 @@ def _instructions(instruction: str | Sequence[str], count: int) -> list[str]:
         raise ValueError(f"instruction has {len(given)} rows but inputs has {count} (give one text for every row, or one per row)")
     bad = [f"row {i}: the instruction is {'missing' if is_missing(text) else 'empty or not text'}"
            for i, text in enumerate(given) if is_missing(text) or not isinstance(text, str) or not text.strip()]
+    bad += [f"row {i}: {problem}" for i, text in enumerate(given) if isinstance(text, str)
+            for problem in unencodable({"instruction": [text]})]  # else it fails mid-run, after the other passes' calls
     if bad:
         raise ValueError("cannot judge these rewrites:\n  " + "\n  ".join(bad[:20]))
     return given
@@ -53,16 +55,16 @@ async def _checks(judge: Judge, rows: Sequence[RowInput], instructions: Sequence
     async def one(row: RowInput, instruction: str) -> InstructionCheck | JudgeReply:
         if not has_words(row.summary):
             return InstructionCheck(reason=EMPTY_REWRITE, followed="no")
-        reply = await judge.aask(instruction_request(instruction, row.source, row.summary))
-        return reply.answer if reply.ok else reply
+        return await judge.aask(instruction_request(instruction, row.source, row.summary))
 
     return list(await asyncio.gather(*(one(row, text) for row, text in zip(rows, instructions))))
 
 
 def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply) -> RowJudgement:
-    """The row's judgement with its instruction verdict (``verdicts["instruction"]``) and that call's usage; its
-    error when the check failed (and nothing failed before it)."""
-    if not isinstance(check, JudgeReply):
+    """The row's judgement with its instruction verdict (``verdicts["instruction"]``) and that call's usage, answered
+    or not (an answered check's call once went uncounted: 4 calls a row in the run's figures for 5 sent); its error
+    when the check failed (and nothing failed before it)."""
+    if not isinstance(check, JudgeReply):  # an empty rewrite: "no", with no call
         if judgement.error is not None:
             return judgement
         return judgement.model_copy(update={"verdicts": {**judgement.verdicts, "instruction": TaskVerdict(value=check.followed, reason=check.reason)}})
@@ -70,6 +72,9 @@ def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply) -
     usage["usage"].add(check.usage)
     if judgement.error is not None:
         return judgement.model_copy(update=usage)
+    if check.ok:
+        verdict = TaskVerdict(value=check.answer.followed, reason=check.answer.reason)
+        return judgement.model_copy(update={**usage, "verdicts": {**judgement.verdicts, "instruction": verdict}})
     return RowJudgement(id=judgement.id, source_key=judgement.source_key, error=RowError(stage="instruction check", error=check.error), **usage)
 
 
