@@ -107,6 +107,13 @@ class PeopleReport:
             figures = {k: v for k, v in figures.items() if k.endswith(("_n", "_labelled"))}
         return {**figures, **self.grounding_metrics()}
 
+    def superseded(self) -> dict[str, float]:
+        """NaN for every figure an estimate of this kind can log that this one does not (``metrics`` leaves them out
+        below the labels they need): logged with it where an earlier estimate logged them, so a figure of that one (3
+        labels, since tied down to 1) is no longer the run's latest, which a gate rule once passed on."""
+        names = [*self.estimate.as_metrics(self.metric), *(RECALIBRATED if self.grounding is not None else ())]
+        return {name: math.nan for name in names if name not in self.metrics()}
+
     def grounding_metrics(self) -> dict[str, float]:
         """``people/grounding``, ``people/grounded_rate``, ``_ece_before``, ``_ece_after``, ``_labelled`` (only the
         last below the labels re-calibration needs)."""

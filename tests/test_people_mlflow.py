@@ -6,6 +6,7 @@ seeded rows once per run, tags them, records the draw and puts them in a review 
 from __future__ import annotations
 
 import json
+import math
 
 import mlflow
 import pytest
@@ -131,6 +132,32 @@ def test_people_s_rate_is_estimated_from_the_sample_s_labels_only_and_a_gate_rul
     assert estimate.startswith("<!-- mlflow_genai_metrics people's estimate -->\n**People's strict_alignment: ")
     assert report.sentence[1:] in estimate and "too few labels" not in estimate and note.count("people's estimate -->") == 1
     assert gate.startswith("**Registry gate (people-gated): passed, registered version")
+
+
+def test_an_estimate_with_too_few_labels_supersedes_an_earlier_one_so_no_gate_passes_on_it(scripted_server, mlflow_store):
+    """Three labels gave figures; a second person then disagreed on two of them (ties decide nothing), leaving one:
+    the estimate said "too few labels: 1" but logged only its counts, so the three-label interval stayed the run's
+    latest figure and a gate on it passed, registering on one label. Now the figures it cannot give are logged NaN."""
+    server = scripted_server(SummarizationJudgeScript())
+    run_id, uri = evaluated_run(server, model=True)
+    drawn = label_sample(run_id, 6, seed=3).trace_ids[:3]
+    other = AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="bob@example.com")
+    for trace_id in drawn:
+        mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="yes", source=PERSON)
+    assert people_estimate(run_id).estimate.labelled == 3
+    low = MlflowClient().get_run(run_id).data.metrics["people/strict_alignment_ci_low"]
+    assert register_if_passing(uri, "people-gated", run_id=run_id, rules={"people/strict_alignment_ci_low": f">= {low:.3f}"}).passed
+    for trace_id in drawn[:2]:
+        mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="no", source=other)
+
+    report = people_estimate(run_id)
+
+    assert report.estimate.too_few and report.estimate.labelled == 1
+    logged = MlflowClient().get_run(run_id).data.metrics
+    assert math.isnan(logged["people/strict_alignment"]) and math.isnan(logged["people/strict_alignment_ci_low"])
+    assert logged["people/strict_alignment_labelled"] == 1
+    refused = register_if_passing(uri, "people-gated", run_id=run_id, rules={"people/strict_alignment_ci_low": f">= {low:.3f}"})
+    assert not refused.passed and "too few labels: 1" in str(refused.outcomes[0])
 
 
 def test_mgm_label_sample_and_mgm_people_print_where_to_label_and_the_estimate(scripted_server, mlflow_store, capsys):

@@ -181,7 +181,10 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
                            {t.info.trace_id: _grounding_of(t) for t in traces}, run_id=run_id,
                            undecided={t for t, v in verdicts.items() if v.people and v.human is None})
     if log:
-        figures = report.metrics()  # below the labels an interval needs, no figure a rule could pass on: the tag says why
+        # below the labels an interval needs, no figure a rule could pass on (the tag says why); one an earlier
+        # estimate logged is superseded by NaN
+        logged = client.get_run(run_id).data.metrics
+        figures = {**{name: value for name, value in report.superseded().items() if name in logged}, **report.metrics()}
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(name, float(value), now, 0) for name, value in figures.items()])
         client.set_tag(run_id, f"{PEOPLE_TAG}.{metric}", tag_value(report.sentence))
