@@ -84,8 +84,15 @@ def load_labelled(path: str | Path) -> pd.DataFrame:
     missing = [c for c in ("id", "source", "summary", "label") if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: a labelled set needs columns {missing}; it has {list(frame.columns)}")
-    binary = frame["label_binary"] if "label_binary" in frame.columns else (frame["label"] >= 1.0)
-    return frame.assign(human_binary=binary.astype(int), human_graded=frame["label"].astype(float))
+    graded = pd.to_numeric(frame["label"], errors="coerce")  # a text label ("yes") is NaN here: named below
+    ids, labels = frame["id"].tolist(), frame["label"].tolist()
+    bad = [f"line {position + 1} (id {ids[position]!r}): label {'missing' if is_missing(labels[position]) else repr(labels[position])}"
+           for position in range(len(frame)) if not 0.0 <= graded.iloc[position] <= 1.0]  # NaN fails too
+    if bad:  # a missing label once counted as "inconsistent" and a 7 as "consistent", with no word
+        raise ValueError(f"{path}: a label is a number in [0, 1] (a share of supported sentences, or 0/1); "
+                         f"{len(bad)} are not: {'; '.join(bad[:5])}{'; ...' if len(bad) > 5 else ''}")
+    binary = frame["label_binary"] if "label_binary" in frame.columns else (graded >= 1.0)
+    return frame.assign(human_binary=binary.astype(int), human_graded=graded.astype(float))
 
 
 def is_missing(value: Any) -> bool:

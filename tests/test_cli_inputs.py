@@ -127,6 +127,20 @@ def test_a_labelled_set_that_cannot_be_read_is_one_line_naming_the_file(name, fi
     assert line.startswith(f"mgm meta-eval: cannot read {path}")
 
 
+@pytest.mark.parametrize(("labels", "named"), [
+    (["yes", "no"], "2 are not: line 1 (id 0): label 'yes'; line 2 (id 1): label 'no'"),  # once a pandas traceback
+    ([1, None, 7, -3], "3 are not: line 2 (id 1): label missing; line 3 (id 2): label 7.0; line 4 (id 3): label -3.0"),  # once counted
+])
+def test_a_labelled_set_whose_labels_are_not_shares_is_one_line_naming_them(files, capsys, labels, named):
+    """A missing label once counted as "inconsistent", a 7 as "consistent", with no word; text labels raised pandas'
+    own TypeError."""
+    path = files / "labels.jsonl"
+    path.write_text("".join(pd.DataFrame({"id": range(len(labels)), "source": "The cat sat on the mat.", "summary": "The cat sat.",
+                                          "label": pd.Series(labels, dtype=object)}).to_json(orient="records", lines=True)))
+    line = one_line(["meta-eval", str(path), "--no-log", "--grounding-only"], capsys)
+    assert line == f"mgm meta-eval: {path}: a label is a number in [0, 1] (a share of supported sentences, or 0/1); {named}"
+
+
 def test_an_unreadable_file_is_one_line_naming_it(files):
     """chmod 000 stops no reader that runs as root (CAP_DAC_OVERRIDE): there mgm runs with that capability dropped
     from its bounding set (util-linux setpriv), so the file is as unreadable to it as to any other user."""
