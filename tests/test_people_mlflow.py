@@ -134,6 +134,17 @@ def test_people_s_rate_is_estimated_from_the_sample_s_labels_only_and_a_gate_rul
     assert gate.startswith("**Registry gate (people-gated): passed, registered version")
 
 
+def test_a_card_the_run_s_traces_do_not_carry_is_refused_before_the_run_s_one_sample_is_drawn(scripted_server, mlflow_store):
+    """``card="answer_faithfulness"`` on a summaries run once drew and recorded the run's one sample for a card no
+    judge gave: "4 drawn rows the judge failed on", and no later draw allowed."""
+    server = scripted_server(SummarizationJudgeScript())
+    run_id, _ = evaluated_run(server)
+    with pytest.raises(ValueError, match=r"card 'answer_faithfulness': the run's traces carry \['claim_alignment'\], not it"):
+        label_sample(run_id, 4, seed=1, card="answer_faithfulness")
+    assert SAMPLE_TAG + ".seed" not in MlflowClient().get_run(run_id).data.tags
+    assert label_sample(run_id, 4, seed=1, card="claim_alignment").card == "claim_alignment"
+
+
 def test_an_estimate_with_too_few_labels_supersedes_an_earlier_one_so_no_gate_passes_on_it(scripted_server, mlflow_store):
     """Three labels gave figures; a second person then disagreed on two of them (ties decide nothing), leaving one:
     the estimate said "too few labels: 1" but logged only its counts, so the three-label interval stayed the run's

@@ -102,6 +102,9 @@ def _card_of(traces: list, card: str | None) -> str:
     if card is not None:
         if card not in CARDS:
             raise ValueError(f"card {card!r}: people can answer {sorted(CARDS)}")
+        if found and card not in found:  # the run's one sample, drawn for a card no judge gave: no estimate ever
+            raise ValueError(f"card {card!r}: the run's traces carry {sorted(found)}, not it (a run with no judge's card, the "
+                             "grounding check alone, takes any card people answer)")
         return card
     if len(found) != 1:
         raise ValueError(f"the run's traces carry {sorted(found) or 'none'} of the cards people answer ({sorted(CARDS)}): name one with card=")
