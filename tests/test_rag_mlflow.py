@@ -115,6 +115,18 @@ def test_a_row_with_no_passages_and_no_retriever_span_is_refused_naming_it_befor
     assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
 
 
+def test_a_refused_row_is_named_once_by_its_own_number(scripted_server, mlflow_store):
+    """Once "row 1 (id 'b'): cannot judge these answers: row 0 (id 'b'): passage 2 ...": the one-row check's own
+    "row 0" beside the row's real number."""
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    rows = [{"inputs": {"question": "Who won?", "passages": ["Reyes won."], "id": "a"}, "outputs": "Reyes won."},
+            {"inputs": {"question": "Who won?", "passages": ["Reyes won.", None], "id": "b"}, "outputs": "Reyes won."}]
+    with pytest.raises(ValueError) as raised:
+        evaluate_answers(rows, answer_scorers(judge_for(server)))
+    assert str(raised.value) == "cannot judge these rows:\n  row 1 (id 'b'): passage 2 is NoneType, not text"
+    assert server.request_count == 0
+
+
 def test_a_judge_failing_on_one_row_gives_that_row_error_cards_and_no_score(scripted_server, mlflow_store):
     failing = TOPICS["bridge"][0]
     script = AnswersJudgeScript(fault=lambda request, kind: Fault("status", status=400, message="refused")

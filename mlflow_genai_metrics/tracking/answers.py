@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,8 +124,9 @@ def parse_answer(inputs: Any, outputs: Any, expectations: Any = None, trace: Any
     try:
         row = prepare_answer_rows([question], [given], [answer],
                                   [row_id if id_given else fallback], [expected])[0]
-    except ValueError as error:
-        raise ValueError(f"{error}{where}") from None
+    except ValueError as error:  # the one row's problems, without its list's "row 0": the caller names the row
+        said = re.sub(r"^row 0 \(id [^\n]*?\): ", "", re.sub(r"^cannot judge these answers:\n  ", "", str(error)), flags=re.MULTILINE)
+        raise ValueError(f"{said}{where}") from None
     return ParsedAnswer(row=row, trace_id=trace_id, id_given=id_given, passages_from=passages_from)
 
 
