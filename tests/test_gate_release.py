@@ -287,6 +287,32 @@ def test_two_gates_at_once_against_one_champion_each_count_the_other(scripted_se
     assert tags["mgm.gate.attempts"] == "2" and not [key for key in tags if key.startswith("mgm.gate.deciding")]
 
 
+def test_a_gate_that_another_beats_to_the_champion_s_alpha_takes_the_other_s(scripted_server, mlflow_store, monkeypatch):
+    """Two gates at once both set the champion's alpha first: MLflow's SQL store reads, then inserts, and the second
+    once failed the whole gate with a UNIQUE constraint (seen in a fresh clone's run of the test above). It now reads
+    the alpha the other set."""
+    from mlflow.exceptions import MlflowException
+
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)])
+    run_id, uri = _logged(server, [GOOD.format(i=i) if i < 6 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)],
+                          run_name="candidate")
+    real, raced = MlflowClient.set_model_version_tag, []
+
+    def beaten(self, name, version, key, value):
+        if key == "mgm.gate.alpha" and not raced:
+            raced.append(key)
+            real(self, name, version, key, "0.05")  # the other gate, a moment before
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: model_version_tags.key")
+        return real(self, name, version, key, value)
+
+    monkeypatch.setattr(MlflowClient, "set_model_version_tag", beaten)
+    gate = _gate(run_id, uri, confidence=0.5)  # asks 0.5; the other fixed 0.05
+
+    assert raced and "at level 0.025" in _outcome(gate, "strict_alignment vs champion").detail  # p = 1/64: passes at it
+    assert MlflowClient().get_model_version("summarizer", "1").tags["mgm.gate.alpha"] == "0.05"
+
+
 def test_attempt_levels_sum_to_alpha_whatever_the_number_of_attempts():
     assert [attempt_level(0.05, k) for k in (1, 2, 3)] == [0.025, 0.0125, 0.00625]
     assert sum(attempt_level(0.05, k) for k in range(1, 60)) <= 0.05

@@ -306,6 +306,18 @@ def _champion_outcomes(
         client.delete_model_version_tag(name, champion.version, f"{DECIDING_TAG}.{run.info.run_id}")
 
 
+def _set_first(client: MlflowClient, name: str, version: str, key: str, value: str) -> bool:
+    """Set a tag of the champion's version; False when another gate created it at the same moment (MLflow's SQL
+    store reads, then inserts: two gates at once once failed here with a UNIQUE constraint)."""
+    try:
+        client.set_model_version_tag(name, version, key, value)
+    except MlflowException as error:
+        if "UNIQUE constraint" not in str(error) and "IntegrityError" not in str(error):
+            raise
+        return False
+    return True
+
+
 def _claim(client: MlflowClient, name: str, version: str, run_id: str) -> None:
     """Say on the champion's version that this run's gate is deciding against it (read by ``_decided``)."""
     client.set_model_version_tag(name, version, f"{DECIDING_TAG}.{run_id}", "deciding")
@@ -337,7 +349,8 @@ def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, co
         client.set_model_version_tag(name, champion.version, record,
                                      f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
         recorded = sum(1 for key in client.get_model_version(name, champion.version).tags if _RECORD.match(key))
-        client.set_model_version_tag(name, champion.version, ATTEMPTS_TAG, str(recorded))  # for people to read
+        if not _set_first(client, name, champion.version, ATTEMPTS_TAG, str(recorded)):  # for people to read
+            client.set_model_version_tag(name, champion.version, ATTEMPTS_TAG, str(recorded))
         tags["mgm.gate.attempt"] = f"{attempt} against version {champion.version} of {name}, decided at level {alpha:.3g}"
         messages.append(f"attempt {attempt} against champion version {champion.version}: decided at level {alpha:.3g} "
                         f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under "
@@ -353,8 +366,9 @@ def _family_alpha(client: MlflowClient, name: str, champion, asked: float, messa
     looser confidence until the candidate passes."""
     fixed = champion.tags.get(ALPHA_TAG)
     if fixed is None:
-        client.set_model_version_tag(name, champion.version, ALPHA_TAG, f"{asked:g}")
-        return asked, asked
+        if _set_first(client, name, champion.version, ALPHA_TAG, f"{asked:g}"):
+            return asked, asked
+        fixed = client.get_model_version(name, champion.version).tags[ALPHA_TAG]  # another gate set it a moment before
     if asked > float(fixed):
         messages.append(f"confidence {1 - asked:g} asked, but the attempts against champion version {champion.version} share "
                         f"alpha = {fixed} (its {ALPHA_TAG}, fixed by the first gate that compared rows with it): a retry at a "
