@@ -111,8 +111,8 @@ class PeopleReport:
         """NaN for every figure an estimate of this kind can log that this one does not (``metrics`` leaves them out
         below the labels they need): logged with it where an earlier estimate logged them, so a figure of that one (3
         labels, since tied down to 1) is no longer the run's latest, which a gate rule once passed on."""
-        names = [*self.estimate.as_metrics(self.metric), *(RECALIBRATED if self.grounding is not None else ())]
-        return {name: math.nan for name in names if name not in self.metrics()}
+        names, given = [*self.estimate.as_metrics(self.metric), *(RECALIBRATED if self.grounding is not None else ())], self.metrics()
+        return {name: math.nan for name in names if name not in given}
 
     def grounding_metrics(self) -> dict[str, float]:
         """``people/grounding``, ``people/grounded_rate``, ``_ece_before``, ``_ece_after``, ``_labelled`` (only the

@@ -247,13 +247,15 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     task, ours = task_of(list(judges or []), "log_results")
     refuse_a_run_with_results(run_id)
     pipeline = task.report_pipeline(ours, statistics=StatisticsOptions())  # no pass that none of ``judges`` asked
-    rows = run_trace_rows(run_id, pipeline, data)
+    rows, traces = run_trace_rows(run_id, pipeline, data)
     said_on_the_run(run_id, pipeline.unique, rows)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
-    _add_the_cards_spend(result.metrics, run_id, {judge.name for judge in ours})
+    names = {judge.name for judge in ours}
+    cards = [(trace.info.trace_id, card) for trace in traces for card in trace.info.assessments if card.name in names]
+    _add_the_cards_spend(result.metrics, [card for _, card in cards])
     log_result(result, run_id=run_id, log_metrics=True)
-    _say_which_failed_cards_the_report_judged(run_id, {judge.name for judge in ours}, rows, result.rows)
+    _say_which_failed_cards_the_report_judged(run_id, cards, rows, result.rows)
     return result
 
 
@@ -264,12 +266,12 @@ _SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey
 CARDS_DIFFER = "cards_differ"  # the warning's kind: mgm.warning.cards_differ
 
 
-def _say_which_failed_cards_the_report_judged(run_id: str, names: set[str], rows: list[Any], table: pd.DataFrame) -> None:
+def _say_which_failed_cards_the_report_judged(run_id: str, cards: list[tuple[str, Any]], rows: list[Any], table: pd.DataFrame) -> None:
     """A row whose card failed in the evaluation (a judge error there) and that the report judged (failures are not
     cached, so it asked again and was answered) counts in the report's figures, not in MLflow's own aggregates of the
-    cards: the run says which, as a warning tag, instead of two silent answers (judge_error_rate 0 beside an error card)."""
-    failed = {trace.info.trace_id for trace in mlflow.search_traces(run_id=run_id, return_type="list")
-              for a in trace.info.assessments if a.name in names and a.error is not None and a.error.error_code == "JUDGE_ERROR"}
+    cards (``cards``: the scorers' cards by trace id): the run says which, as a warning tag, instead of two silent
+    answers (judge_error_rate 0 beside an error card)."""
+    failed = {trace_id for trace_id, card in cards if card.error is not None and card.error.error_code == "JUDGE_ERROR"}
     answered = set(table.loc[table["error"].fillna("").astype(str) == "", "id"].astype(str))
     both = sorted(str(row.row.id) for row in rows if row.trace_id in failed and str(row.row.id) in answered)
     if both:
@@ -279,14 +281,13 @@ def _say_which_failed_cards_the_report_judged(run_id: str, names: set[str], rows
             "verdicts, MLflow's own aggregates of the cards do not"))
 
 
-def _add_the_cards_spend(metrics: dict[str, float], run_id: str, names: set[str]) -> None:
-    """The run's judge usage is what its evaluation spent, on the cards of ``names`` (each carries its own calls'
+def _add_the_cards_spend(metrics: dict[str, float], cards: list[Any]) -> None:
+    """The run's judge usage is what its evaluation spent, on the scorers' ``cards`` (each carries its own calls'
     tokens and cost), and what this report asked on top (nothing from the cache): the report alone once logged
     judge/cost_usd 0 and judge/calls 0 after an evaluation of 16 calls."""
-    cards = [a.metadata or {} for trace in mlflow.search_traces(run_id=run_id, return_type="list")
-             for a in trace.info.assessments if a.name in names]
+    metadata = [card.metadata or {} for card in cards]
     for metric, key in _SPENT.items():
-        spent = [float(card[key]) for card in cards if card.get(key) is not None]
+        spent = [float(found[key]) for found in metadata if found.get(key) is not None]
         if spent and (metric in metrics or metric != "judge/cost_usd"):  # a cost only where the judge has prices
             metrics[metric] = metrics.get(metric, 0.0) + sum(spent)
 
@@ -306,10 +307,11 @@ def refuse_a_run_with_results(run_id: str) -> None:
         raise ValueError(f"run {run_id} holds the results of an evaluation already; evaluate again into a new run")
 
 
-def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> list[Any]:
-    """The rows of ``run_id``'s traces as ``pipeline`` reads them, once MLflow's trace writers are done; exactly the
-    rows MLflow evaluated, else ``RunRowsMismatch`` (and the run's ``mgm.error`` tag) with both counts, and with
-    ``data`` (what was evaluated) the ids of the rows MLflow did not store."""
+def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> tuple[list[Any], list[Any]]:
+    """The rows of ``run_id``'s traces as ``pipeline`` reads them, and the traces (read once: their cards too), once
+    MLflow's trace writers are done; exactly the rows MLflow evaluated, else ``RunRowsMismatch`` (and the run's
+    ``mgm.error`` tag) with both counts, and with ``data`` (what was evaluated) the ids of the rows MLflow did not
+    store."""
     mlflow.flush_trace_async_logging()
     traces = mlflow.search_traces(run_id=run_id, return_type="list")
     rows, unusable = trace_rows(traces, pipeline)
@@ -328,7 +330,7 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> lis
             f"back{named} and {len(rows)} of those hold {pipeline.holding}"
             + (f" (not: {'; '.join(unusable[:5])}{'; ...' if len(unusable) > 5 else ''}); mend those rows and evaluate the data "
                "again into a new run" if unusable else "; evaluate the data again into a new run"))), run_id)
-    return rows
+    return rows, traces
 
 
 SummaryEvaluation = AnswerEvaluation = Evaluation  # the task's own names for an evaluation run

@@ -331,7 +331,7 @@ def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, co
     seen = client.get_model_version(name, champion.version).tags
     deciding = sum(1 for key in seen if key.startswith(f"{DECIDING_TAG}."))
     attempt = sum(1 for key in seen if _RECORD.match(key)) + max(deciding, 1)
-    family, ledger = _family_alpha(client, name, champion, 1 - statistics.confidence, messages)
+    family, ledger = _family_alpha(client, name, champion.version, seen.get(ALPHA_TAG), 1 - statistics.confidence, messages)
     alpha = attempt_level(family, attempt)
     outcomes = decide(comparison, metrics, alias=alias, champion=f"champion version {champion.version}",
                       champion_judged=champion_judged, alpha=alpha, level=1 - statistics.confidence)
@@ -358,19 +358,17 @@ def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, co
     return outcomes
 
 
-def _family_alpha(client: MlflowClient, name: str, champion, asked: float, messages: list[str]) -> tuple[float, float]:
-    """(the alpha this attempt's level is a share of, the champion's ``ALPHA_TAG``): the tag is set here by the first
-    attempt that compares rows with it (``asked``); a later attempt asking a looser one is held to it (a stricter one
-    is taken).
-    Without it, a gate that said "too few pairs to test" or "not significantly better" could be asked again at a
+def _family_alpha(client: MlflowClient, name: str, version: str, fixed: str | None, asked: float, messages: list[str]) -> tuple[float, float]:
+    """(the alpha this attempt's level is a share of, the champion's ``ALPHA_TAG``; ``fixed``: its value as just read,
+    None before any gate set it): the tag is set here by the first attempt that compares rows with it (``asked``); a
+    later attempt asking a looser one is held to it (a stricter one is taken). Without it, a gate that said "too few pairs to test" or "not significantly better" could be asked again at a
     looser confidence until the candidate passes."""
-    fixed = champion.tags.get(ALPHA_TAG)
     if fixed is None:
-        if _set_first(client, name, champion.version, ALPHA_TAG, f"{asked:g}"):
+        if _set_first(client, name, version, ALPHA_TAG, f"{asked:g}"):
             return asked, asked
-        fixed = client.get_model_version(name, champion.version).tags[ALPHA_TAG]  # another gate set it a moment before
+        fixed = client.get_model_version(name, version).tags[ALPHA_TAG]  # another gate set it a moment before
     if asked > float(fixed):
-        messages.append(f"confidence {1 - asked:g} asked, but the attempts against champion version {champion.version} share "
+        messages.append(f"confidence {1 - asked:g} asked, but the attempts against champion version {version} share "
                         f"alpha = {fixed} (its {ALPHA_TAG}, fixed by the first gate that compared rows with it): a retry at a "
                         f"looser level would let a candidate tried until it passes through, so {fixed} holds")
     return min(asked, float(fixed)), float(fixed)
