@@ -106,5 +106,5 @@ def ended(pid: int) -> bool:
     an end too; reading it after a check for it once failed the suite)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or between the open and the read
         return True
