@@ -158,6 +158,7 @@ def test_a_row_the_judge_failed_on_has_an_error_card_and_no_value(evaluated):
     (item,) = feedback(trace, "claim_alignment")
     assert item.value is None and "claim extraction failed" in item.error.error_message
     assert item.source.source_type == AssessmentSourceType.LLM_JUDGE
+    assert item.metadata["row_id"] == "biz/2"  # an error card names its row, as a card with a value does
     # each card asks its own passes: the key points were checked, and the model-free check needs no judge
     assert feedback(trace, "key_point_coverage")[0].value is not None and feedback(trace, "grounding")[0].value is not None
 

@@ -123,7 +123,7 @@ class _TaskScorer(Scorer):
             judgement = pipeline.judgement(parsed)
         except JudgeConfigError as error:  # every later row of this evaluation fails at once, with no call (``own_preflight``)
             record(Call(self.name, parsed.trace_id, parsed, valued=False, config_error=str(error)))
-            return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR")
+            return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR", metadata={"row_id": str(parsed.row.id)})
         feedback = self.feedback(judgement)
         record(Call(self.name, parsed.trace_id, parsed, valued=_aggregated(feedback.value)))
         return feedback
@@ -133,9 +133,9 @@ class _TaskScorer(Scorer):
         return self.plain_pipeline()
 
     def feedback(self, judgement: Any) -> Feedback:
-        """This judge's one feedback for a judged row."""
+        """This judge's one feedback for a judged row, with the row's id (an error card's too)."""
         cost = judge_cost(judgement, self.judge_pass, priced=self.priced()) if self.judge_pass else {}
-        return card_feedback(self.name, self.card(judgement), self.source(), cost)
+        return card_feedback(self.name, self.card(judgement), self.source(), {"row_id": str(judgement.id), **cost})
 
     def own_preflight(self) -> Preflight:
         """The judge's check for the plain row being scored: once for the rows of its evaluation (``evaluation_of``),
