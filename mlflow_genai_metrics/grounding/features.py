@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
-from .source import INFORMATIVE, SourceIndex, number_units
-from .vectors import padded_word_matrix, row_sums
-from .words import Sentence, Token, opposites
+from .meaning import WordPool, meaning_features, similarity
+from .source import SourceIndex, number_units
+from .words import Sentence, opposites
 
 __all__ = ["ROW_FEATURES", "SENTENCE_FEATURES", "SentenceFeatures", "SourceIndex", "feature_rows", "row_features",
            "sentence_features", "single_rows", "summary_features", "texts_features"]
+_KIND, _KEY = attrgetter("kind"), attrgetter("key")
 # name: how it aggregates over a summary's sentences ("share": min and mean; "count": max and sum)
 SENTENCE_FEATURES: dict[str, str] = {
     "content_support": "share",  # informative words (content, dates, numbers) found anywhere in the source
@@ -72,33 +74,6 @@ class SentenceFeatures:
     informative: bool = True  # it has a content word, a number or a date: something to hold against the source
 
 
-class _Pool:
-    """The word vectors of a summary's sentences, looked up once for all of them: per sentence its distinct content
-    words that have a vector (``kept``), their rows of ``padded`` (the source's word vectors, those of the summary's
-    other words, then a row of zeros), and their sum's norm and the sum at unit length (``units``)."""
-
-    __slots__ = ("kept", "rows", "padded", "norms", "units")
-
-    def __init__(self, sentences: list[Sentence], source: SourceIndex):
-        per_sentence = [list(dict.fromkeys(t.lower for t in s.tokens if t.kind == "content")) for s in sentences]
-        row, self.padded = source.word_rows()
-        other = [w for w in dict.fromkeys(w for lowers in per_sentence for w in lowers) if w not in row]
-        if other:  # the summary's words the source lacks (or has no vector for)
-            words, padded = padded_word_matrix(other)
-            if words:
-                start = len(self.padded) - 1
-                row = {**row, **{w: start + i for i, w in enumerate(words)}}
-                self.padded = np.concatenate([self.padded[:-1], padded])
-        self.kept = [[w for w in lowers if w in row] for lowers in per_sentence]
-        self.rows = [[row[w] for w in kept] for kept in self.kept]
-        sums = row_sums(self.padded, self.rows)
-        # np.linalg.norm(sum) is sqrt(sum.dot(sum)): a BLAS dot for each (a sum of squares over the matrix would add
-        # them in another order), the square roots and divisions then all at once (the same IEEE operations).
-        norms = np.sqrt(np.array([vector.dot(vector) for vector in sums], dtype=np.float32))
-        self.norms = norms.tolist()
-        self.units = sums / np.where(norms > 0, norms, 1)[:, None]  # as each sum divided by its norm alone
-
-
 def _share(found: int, total: int) -> float:
     return found / total if total else 1.0
 
@@ -132,10 +107,31 @@ def _best_sentences(masks: list[int], count: int) -> tuple[int, int, int, int]:
     has any); -1 and 0 when the source has no sentence."""
     if not count:
         return -1, 0, -1, 0
+    common = -1 if masks else 0
+    for mask in masks:
+        common &= mask
+    if common:  # a sentence holds all the keys: the first such is the best, and no other adds one
+        return (common & -common).bit_length() - 1, len(masks), -1, len(masks)
     best, overlap = _most(masks, count)
     bit = 1 << best
     second, gained = _most([mask for mask in masks if not mask & bit], count)
     return best, overlap, (second if gained else -1), overlap + gained
+
+
+def _own_sentence(text: str, keys: set[str], source: SourceIndex) -> bool:
+    """Whether a sentence with informative ``keys`` is one of the source's own sentences (as most of an extractive
+    summary's are) and its own best-matching source sentence: no earlier source sentence holds all its keys. Then
+    every feature but its meaning similarity is known without computing it (``_OWN``): the source holds all its
+    keys, names, numbers with their units, name pairs side by side and consecutive keys (shares 1, counts 0); it is
+    its best sentence, which holds them all in its order (order 1, no second sentence), with the same negation, and
+    every one of its words (no antonym flips)."""
+    own = source.sentence_at(text)
+    if own < 0:
+        return False
+    where, common = source.where, -1
+    for key in keys:
+        common &= where[key]
+    return not common & ((1 << own) - 1)
 
 
 def _lcs_length(a: list[str], b: list[str]) -> int:
@@ -157,30 +153,46 @@ def _lcs_length(a: list[str], b: list[str]) -> int:
 _FLIPPABLE = frozenset({"content", "stop", "date"})  # kinds of words whose opposite may stand in the source
 
 
-def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | None = None, position: int = 0) -> SentenceFeatures:
+# The values of a sentence of the source that is its own best-matching source sentence, but its meaning similarity:
+# every share 1 and every count 0 (``_own_sentence``).
+_OWN = tuple(0.0 if kind == "count" else 1.0 for kind in list(SENTENCE_FEATURES.values())[:-1])
+assert list(SENTENCE_FEATURES)[-1] == "meaning_similarity"
+
+
+def sentence_features(sentence: Sentence, source: SourceIndex, pool: WordPool | None = None, position: int = 0) -> SentenceFeatures:
     """The features of one summary sentence against the source (``pool``: its summary's word vectors, the
     sentence's at ``position``)."""
     tokens = sentence.tokens
-    kinds = [t.kind for t in tokens]
-    informative = [t for t in tokens if t.kind in INFORMATIVE]
-    keys = {t.key for t in informative}
+    informative = [t for t in tokens if t.info is not None]
+    informative_keys = list(map(_KEY, informative))
+    keys = set(informative_keys)
     where = source.where  # the keys the source holds (its informative words)
+    if informative and _own_sentence(sentence.text, keys, source):
+        values = (*_OWN, similarity(source, pool or WordPool([sentence], source), position))
+        return SentenceFeatures(text=sentence.text, values=values, novel_words=(), novel_names=(), novel_numbers=(), flips=())
+    kinds = set(map(_KIND, tokens))
     novel_keys = keys.difference(where)  # (most sentences of a faithful summary have none: the checks below skip)
     novel = [t for t in informative if t.key in novel_keys] if novel_keys else []
 
-    best, best_overlap, second, two_overlap = _best_sentences([where[k] for k in keys if k in where], len(source.sentences))
+    masks = [where[k] for k in keys if k in where] if novel_keys else list(map(where.__getitem__, keys))
+    best, best_overlap, second, two_overlap = _best_sentences(masks, len(source.sentences))
+    negated_here = "neg" in kinds
+    negation_added = negation_dropped = False
     near: set[str] = set()
     near_lower: set[str] = set()
     if best >= 0:
-        near, near_lower, best_sequence = source.details(best)
+        near, near_lower, best_sequence, best_negated = source.details(best)
+        second_negated = False
         if second >= 0:
-            second_words, second_lower, _ = source.details(second)
+            second_words, second_lower, _, second_negated = source.details(second)
             near, near_lower = near | second_words, near_lower | second_lower
+        negation_added = negated_here and not (best_negated or second_negated)
+        negation_dropped = not negated_here and best_negated
 
     source_names = source.names
-    name_at = [at for at, t in enumerate(tokens) if t.kind == "content" and (t.key in source_names or (t.capitalised and at > 0))]
+    name_at = [at for at, t in enumerate(tokens) if (t.name is not None and at) or (t.kind == "content" and t.key in source_names)]
     names = [tokens[at] for at in name_at]
-    name_keys = {t.key for t in names}
+    name_keys = set(map(_KEY, names))
     novel_names = sorted({t.text for t in names if t.key in novel_keys}) if novel_keys else []
     spans = 0  # runs of two or more names in a row whose neighbouring keys the source never has side by side
     if len(name_at) >= 2:
@@ -201,10 +213,6 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | Non
         if novel_keys or wrong_unit:  # (a number or date the source lacks is among the novel keys)
             novel_numbers = sorted({t.text for t in tokens if t.kind in ("number", "date") and (t.key in novel_keys or t.key in wrong_unit)})
 
-    negated_here = "neg" in kinds
-    negated = source.negated
-    negation_added = best >= 0 and negated_here and not (negated[best] or (second >= 0 and negated[second]))
-    negation_dropped = best >= 0 and not negated_here and negated[best]
     flips = []
     if negation_added:
         flips.append("a negation the best-matching source sentences lack")
@@ -221,10 +229,10 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | Non
     order = 1.0
     if best >= 0:
         bit = 1 << best
-        sequence = [t.key for t in informative if where.get(t.key, 0) & bit]
+        sequence = [k for k in informative_keys if where.get(k, 0) & bit]
         order = _share(_lcs_length(sequence, best_sequence), len(sequence))
 
-    present = [t.key for t in informative if t.key in where]
+    present = [k for k in informative_keys if k in where] if novel_keys else informative_keys
     pairs = near_pairs = 0  # consecutive distinct words the source holds, and those it holds in neighbouring sentences
     for a, b in zip(present, present[1:]):
         if a != b:
@@ -233,8 +241,8 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | Non
             if where[a] & (held | held << 1 | held >> 1):
                 near_pairs += 1
 
-    meaning_support, weakest_meaning, meaning_similarity = _meaning(informative, novel_keys, name_keys, source,
-                                                                    pool or _Pool([sentence], source), position)
+    meaning_support, weakest_meaning, meaning_similarity = meaning_features(informative, novel_keys, name_keys, source,
+                                                                    pool or WordPool([sentence], source), position)
 
     rule = 1.0  # every content word in the source, and no number it lacks
     if novel_keys:
@@ -272,35 +280,6 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: _Pool | Non
     )
 
 
-def _meaning(informative: list[Token], novel_keys: set[str], name_keys: set[str], source: SourceIndex, pool: _Pool,
-             position: int) -> tuple[float, float, float]:
-    """(meaning_support, weakest_meaning, meaning_similarity) of a sentence's informative words: a word the source
-    has counts 1; a content word it lacks counts the cosine of its nearest source word (at least 0); a number, a
-    date or a name it lacks counts 0, as no neighbour can stand for it. The products keep the shapes they always had
-    (a sentence's words by the source's; the source's sentences by one vector): the BLAS kernel, and so the last
-    bit, depends on them."""
-    if not informative:
-        return 1.0, 1.0, 1.0
-    sentence_vectors = source.sentence_vectors()
-    kept = pool.kept[position]
-    where = source.where
-    support, weakest = 1.0, 1.0
-    if novel_keys:
-        nearest = {}
-        if kept and any(t.kind == "content" and t.key not in where and t.key not in name_keys for t in informative):
-            source_vectors = source.word_vectors()
-            if len(source_vectors):
-                nearest = dict(zip(kept, (pool.padded[pool.rows[position]] @ source_vectors.T).max(1).tolist()))
-        supports = [1.0 if t.key in where else
-                    0.0 if t.kind != "content" or t.key in name_keys else max(0.0, nearest.get(t.lower, 0.0))
-                    for t in informative]
-        support, weakest = sum(supports) / len(supports), min(supports)
-    similarity = 0.0
-    if kept and len(sentence_vectors) and pool.norms[position]:
-        similarity = max(0.0, max((sentence_vectors @ pool.units[position]).tolist()))
-    return support, weakest, similarity
-
-
 def summary_features(summary: str, source: SourceIndex) -> list[SentenceFeatures]:
     """Each sentence's features (sentences without a word or number are left out)."""
     return texts_features([summary], source)[0]
@@ -315,7 +294,7 @@ def texts_features(texts: list[str], source: SourceIndex) -> list[list[SentenceF
     scored = source.scored
     fresh = list({s.text: s for sentences in per_text for s in sentences if s.text not in scored}.values())
     if fresh:
-        pool = _Pool(fresh, source)
+        pool = WordPool(fresh, source)
         for position, sentence in enumerate(fresh):
             scored[sentence.text] = sentence_features(sentence, source, pool, position)
     return [[scored[s.text] for s in sentences] for sentences in per_text]

@@ -1,5 +1,5 @@
-"""A source text indexed once for the grounding check's features: which sentences hold each word, its names, the
-negated sentences, and (made on first use) the rest the features ask of the few sentences that match a summary's.
+"""A source text indexed once for the grounding check's features: which sentences hold each word, its names, its
+length, and (made on first use) the rest the features ask of the few sentences that match a summary's.
 
 Only what every summary sentence reads is made when the index is built; a source sentence's own sets, the source's
 word pairs, number units, words as written and meaning vectors are made the first time a feature asks for them and
@@ -8,59 +8,60 @@ kept in the index, so an index serves all the summaries and claims of its source
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter, countOf
+
 import numpy as np
 
-from .vectors import load_vectors, row_sums, word_vector
-from .words import Sentence, Token, analyse_sentences
+from .vectors import load_vectors, row_sums, word_vectors
+from .words import INFORMATIVE, Sentence, Token, analyse_sentences
 
-INFORMATIVE = frozenset({"content", "date", "number"})
+_INFO, _NAME, _KIND, _LOWER = (attrgetter(name) for name in ("info", "name", "kind", "lower"))
 
 
 class SourceIndex:
     """Everything the features ask about a source, computed once per source text.
 
     ``where``: informative key -> bit mask of the sentences that hold it (its keys are ``keys``); ``names``: keys
-    written capitalised somewhere other than a sentence's start; ``negated``: per sentence, whether it holds a
-    negation; ``words``: the source's words (tokens that are not symbols); ``readable``: the scoring found the
-    text readable (``readable.unreadable``), so a later call with this index need not read it again; ``scored``:
-    the features of each sentence scored against it so far, by the sentence's text (``features.texts_features``): a
-    claim that repeats a summary's sentence word for word, or a sentence two summaries share, is scored once."""
+    written capitalised somewhere other than a sentence's start; ``words``: how many words the source has (tokens
+    that are not symbols); ``readable``: the scoring found the text readable (``readable.unreadable``), so a later
+    call with this index need not read it again; ``scored``: the features of each sentence scored against it so far,
+    by the sentence's text (``features.texts_features``): a claim that repeats a summary's sentence word for word, or
+    a sentence two summaries share, is scored once. Built with C-level passes over each sentence's tokens (their
+    derived fields, ``Token.info`` and ``Token.name``); a sentence's own details are made when a feature asks."""
 
-    __slots__ = ("sentences", "keys", "where", "names", "negated", "words", "readable", "scored", "_keys", "_informative", "_numbered",
-                 "_details", "_bigrams", "_units", "_lower", "_meaning", "_sorted", "_by_text")
+    __slots__ = ("sentences", "where", "names", "words", "readable", "scored", "_details", "_bigrams", "_units",
+                 "_lower", "_meaning", "_sorted", "_by_text", "_at")
 
     def __init__(self, text: str):
         self.sentences = analyse_sentences(text)
-        where: dict[str, int] = {}
-        names: set[str] = set()
-        negated: list[bool] = []
-        numbered: list[bool] = []
-        self._keys: list[list[str]] = []  # per sentence, the keys of its tokens that are not symbols
-        self._informative: list[list[str]] = []  # ... of its informative tokens
+        where: dict[str | None, int] = {}
+        names: set[str | None] = set()
         for index, sentence in enumerate(self.sentences):
-            tokens = sentence.tokens
-            kinds = [t.kind for t in tokens]
-            negated.append("neg" in kinds)
-            numbered.append("number" in kinds)
-            self._keys.append([t.key for t in tokens if t.kind != "symbol"])
-            informative = [t.key for t in tokens if t.kind in INFORMATIVE]
-            self._informative.append(informative)
             bit = 1 << index
-            for key in set(informative):
+            for key in set(map(_INFO, sentence.tokens)):  # (None stands for the tokens that are not informative)
                 where[key] = where.get(key, 0) | bit
-            names.update([t.key for t in tokens[1:] if t.capitalised and t.kind == "content"])
-        self.where, self.names, self.negated, self._numbered = where, names, negated, numbered
-        self.words = sum(map(len, self._keys))
-        self.keys = set(where)
+            names.update(map(_NAME, sentence.tokens[1:]))
+        where.pop(None, None)
+        names.discard(None)
+        self.where, self.names = where, names
+        tokens = list(chain.from_iterable(sentence.tokens for sentence in self.sentences))
+        self.words = len(tokens) - countOf(map(_KIND, tokens), "symbol")
         self.readable = False  # set by the scoring once ``readable.unreadable`` found the source readable
         self.scored: dict[str, object] = {}  # sentence text -> its ``features.SentenceFeatures``
-        self._details: list[tuple[set[str], set[str], list[str]] | None] = [None] * len(self.sentences)
+        self._details: list[tuple[set[str], set[str], list[str], bool] | None] = [None] * len(self.sentences)
         self._bigrams: set[tuple[str, str]] | None = None
         self._units: tuple[set[tuple[str, str]], set[str]] | None = None
         self._lower: set[str] | None = None
         self._meaning: tuple[np.ndarray, dict[str, int], np.ndarray] | None = None
         self._sorted: np.ndarray | None = None
         self._by_text: dict[str, Sentence] | None = None
+        self._at: dict[str, int] | None = None
+
+    @property
+    def keys(self):
+        """The informative keys the source holds (a view of ``where``'s keys)."""
+        return self.where.keys()
 
     def analyse(self, text: str) -> list[Sentence]:
         """``analyse_sentences(text)``, taking the sentences the source has word for word from the index."""
@@ -68,13 +69,22 @@ class SourceIndex:
             self._by_text = {sentence.text: sentence for sentence in self.sentences}
         return analyse_sentences(text, self._by_text)
 
-    def details(self, index: int) -> tuple[set[str], set[str], list[str]]:
-        """Sentence ``index``'s keys (of the tokens that are not symbols), its words as written (lowercased), and its
-        informative keys in order."""
+    def sentence_at(self, text: str) -> int:
+        """The position of the source's sentence with this text (the last, when it has two alike), or -1."""
+        if self._at is None:
+            self._at = {sentence.text: index for index, sentence in enumerate(self.sentences)}
+        return self._at.get(text, -1)
+
+    def details(self, index: int) -> tuple[set[str], set[str], list[str], bool]:
+        """Sentence ``index``'s keys (of the tokens that are not symbols), its words as written (lowercased), its
+        informative keys in order, and whether it holds a negation (made on first use: the features ask only of
+        each summary sentence's best two source sentences)."""
         found = self._details[index]
         if found is None:
-            found = self._details[index] = (set(self._keys[index]), {t.lower for t in self.sentences[index].tokens},
-                                            self._informative[index])
+            tokens = self.sentences[index].tokens
+            found = self._details[index] = ({t.key for t in tokens if t.kind != "symbol"}, set(map(_LOWER, tokens)),
+                                            [key for key in map(_INFO, tokens) if key is not None],
+                                            "neg" in map(_KIND, tokens))
         return found
 
     @property
@@ -82,7 +92,8 @@ class SourceIndex:
         """Pairs of keys next to each other (symbols aside) in a sentence."""
         if self._bigrams is None:
             self._bigrams = set()
-            for keys in self._keys:
+            for sentence in self.sentences:
+                keys = [t.key for t in sentence.tokens if t.kind != "symbol"]
                 self._bigrams.update(zip(keys, keys[1:]))
         return self._bigrams
 
@@ -98,7 +109,7 @@ class SourceIndex:
 
     def _number_units(self) -> tuple[set[tuple[str, str]], set[str]]:
         if self._units is None:
-            pairs = {pair for s, numbered in zip(self.sentences, self._numbered) if numbered for pair in number_units(s.tokens)}
+            pairs = {pair for s in self.sentences if "number" in map(_KIND, s.tokens) for pair in number_units(s.tokens)}
             self._units = pairs, {number for number, _ in pairs}
         return self._units
 
@@ -106,7 +117,7 @@ class SourceIndex:
     def lower(self) -> set[str]:
         """Every word of the source as written, lowercased."""
         if self._lower is None:
-            self._lower = {t.lower for s in self.sentences for t in s.tokens}
+            self._lower = set(map(_LOWER, chain.from_iterable(s.tokens for s in self.sentences)))
         return self._lower
 
     def sentence_vectors(self) -> np.ndarray:
@@ -130,7 +141,7 @@ class SourceIndex:
         if self._meaning is None:
             at: dict[str, int] = {}  # content word -> its row, in order of first use
             groups = [[at.setdefault(t.lower, len(at)) for t in s.tokens if t.kind == "content"] for s in self.sentences]
-            found = list(map(word_vector, at))
+            found = word_vectors(list(at))
             zero = np.zeros(load_vectors().dims, dtype=np.float32)
             # A word without a vector adds a row of zeros to its sentence's sum: the sum is unchanged, bit for bit.
             padded = np.array([zero if vector is None else vector for vector in found] + [zero])
