@@ -109,6 +109,7 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
                  indexes: dict[str, SourceIndex] | None) -> list[RowGrounding]:
     reasons, readable = _readable(sources, summaries, indexes)
     per_row: list[list[SentenceFeatures]] = [[] for _ in summaries]
+    known: list[dict[str, float]] = [{} for _ in summaries]  # per row, its index's supports (``_known_supports``)
     blocks: list[np.ndarray] = []  # per row with a sentence: its features, then each sentence's alone
     for position, index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
         index.readable = True
@@ -117,15 +118,17 @@ def _score_pairs(sources: Sequence[str], summaries: Sequence[str], model: Ground
             per_row[position], reasons[position] = [], NOTHING_TO_CHECK.format(text="summary")
         elif sentences:
             blocks.append(feature_rows(sentences, index))
+            known[position] = _known_supports(index, model)
     # One matrix for every row and every sentence alone: one pass through the trees.
     scores = iter(model.predict(np.concatenate(blocks)).tolist() if blocks else [])
     results = []
-    for sentences, reason in zip(per_row, reasons):
+    for sentences, reason, supported in zip(per_row, reasons, known):
         if not sentences:
             results.append(RowGrounding(None, None, f"{reason[:1].upper()}{reason[1:]}." if reason else "The summary has no sentence to check."))
             continue
         score = next(scores)
         supports = [next(scores) for _ in sentences]
+        supported.update(zip([s.text for s in sentences], supports))
         weakest = supports.index(min(supports))
         grounded = int(score >= model.threshold)
         head = f"grounding {score:.2f} ({'grounded' if grounded else 'not grounded'}, threshold {model.threshold:.2f}); {len(sentences)} sentence{'' if len(sentences) == 1 else 's'}."
@@ -143,6 +146,7 @@ def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: Gr
     model = model or load_model()
     blocks: list[np.ndarray] = []
     positions: list[int] = []
+    supports = [math.nan] * len(claims)
     _, readable = _readable(sources, claims, indexes)  # a claim or source the check cannot read has no support (never suspect)
     with _collection_paused():
         run: list[int] = []  # consecutive claims of one source, scored together
@@ -150,31 +154,48 @@ def lexical_supports(claims: Sequence[str], sources: Sequence[str], *, model: Gr
         for position, next_index in zip(readable, source_indexes([sources[p] for p in readable], indexes)):
             next_index.readable = True
             if next_index is not index and run:
-                _claim_rows(run, claims, index, blocks, positions)
+                _claim_rows(run, claims, index, model, blocks, positions, supports)
                 run = []
             run.append(position)
             index = next_index
         if run:
-            _claim_rows(run, claims, index, blocks, positions)
-    supports = [math.nan] * len(claims)
+            _claim_rows(run, claims, index, model, blocks, positions, supports)
     for position, value in zip(positions, model.predict(np.concatenate(blocks)).tolist() if blocks else []):
         supports[position] = value
     return supports
 
 
-def _claim_rows(run: list[int], claims: Sequence[str], index: SourceIndex, blocks: list[np.ndarray], positions: list[int]) -> None:
+def _claim_rows(run: list[int], claims: Sequence[str], index: SourceIndex, model: GroundingModel, blocks: list[np.ndarray],
+                positions: list[int], supports: list[float]) -> None:
     """The feature rows of the claims at ``run`` (all of ``index``'s source) added to ``blocks``, their positions to
-    ``positions``: a claim of one sentence (most) is that sentence alone; a claim with none has no row."""
+    ``positions``: a claim of one sentence (most) is that sentence alone; a claim with none has no row. A claim that
+    is a sentence whose support ``model`` gave before against ``index`` (a summary's sentence) gets it in
+    ``supports`` instead: the same row, the same score."""
     found = texts_features([" ".join(claims[p].split()) for p in run], index)  # a claim is one statement: one line
     found = [sentences if any(s.informative for s in sentences) else [] for sentences in found]  # nothing to check: NaN
-    single = [p for p, sentences in zip(run, found) if len(sentences) == 1]
+    known = _known_supports(index, model)
+    single = []
+    for position, sentences in zip(run, found):
+        if len(sentences) == 1 and sentences[0].text in known:
+            supports[position] = known[sentences[0].text]
+        elif len(sentences) == 1:
+            single.append((position, sentences[0]))
     if single:
-        blocks.append(single_rows([sentences[0] for sentences in found if len(sentences) == 1], index))
-        positions.extend(single)
+        blocks.append(single_rows([sentence for _, sentence in single], index))
+        positions.extend(position for position, _ in single)
     for position, sentences in zip(run, found):
         if len(sentences) > 1:
             blocks.append(feature_rows(sentences, index, alone=False))
             positions.append(position)
+
+
+def _known_supports(index: SourceIndex, model: GroundingModel) -> dict[str, float]:
+    """The supports ``model`` gave sentences alone against ``index`` (a summary's sentences, in ``score_pairs``), by
+    the sentence's text, kept in the index (``SourceIndex.supports``) for the claims that repeat them. A row's score
+    is its own (``GroundingModel.raw``), whatever rows it is scored with: the value is the one scoring it again gives."""
+    if index.supports is None or index.supports[0] is not model:
+        index.supports = (model, {})
+    return index.supports[1]
 
 
 def lexical_support(claim: str, source: str, *, model: GroundingModel | None = None) -> float:

@@ -9,14 +9,14 @@ kept in the index, so an index serves all the summaries and claims of its source
 from __future__ import annotations
 
 from itertools import chain
-from operator import attrgetter, countOf
+from operator import attrgetter
 
 import numpy as np
 
 from .vectors import load_vectors, row_sums, word_vectors
 from .words import INFORMATIVE, Sentence, Token, analyse_sentences
 
-_INFO, _NAME, _KIND, _LOWER = (attrgetter(name) for name in ("info", "name", "kind", "lower"))
+_INFO, _KIND, _LOWER = attrgetter("info"), attrgetter("kind"), attrgetter("lower")
 
 
 class SourceIndex:
@@ -27,28 +27,34 @@ class SourceIndex:
     that are not symbols); ``readable``: the scoring found the text readable (``readable.unreadable``), so a later
     call with this index need not read it again; ``scored``: the features of each sentence scored against it so far,
     by the sentence's text (``features.texts_features``): a claim that repeats a summary's sentence word for word, or
-    a sentence two summaries share, is scored once. Built with C-level passes over each sentence's tokens (their
+    a sentence two summaries share, is scored once; ``supports``: the model's score of each such sentence alone, for
+    the claims that repeat it (``scoring._known_supports``). Built with C-level passes over each sentence's tokens (their
     derived fields, ``Token.info`` and ``Token.name``); a sentence's own details are made when a feature asks."""
 
-    __slots__ = ("sentences", "where", "names", "words", "readable", "scored", "_details", "_bigrams", "_units",
+    __slots__ = ("sentences", "where", "names", "words", "readable", "scored", "supports", "_details", "_bigrams", "_units",
                  "_lower", "_meaning", "_sorted", "_by_text", "_at")
 
     def __init__(self, text: str):
         self.sentences = analyse_sentences(text)
         where: dict[str | None, int] = {}
-        names: set[str | None] = set()
+        names: set[str] = set()
+        words = 0
         for index, sentence in enumerate(self.sentences):
             bit = 1 << index
-            for key in set(map(_INFO, sentence.tokens)):  # (None stands for the tokens that are not informative)
-                where[key] = where.get(key, 0) | bit
-            names.update(map(_NAME, sentence.tokens[1:]))
+            tokens = sentence.tokens
+            for key in {t.info for t in tokens}:  # (None stands for the tokens that are not informative)
+                if key in where:
+                    where[key] |= bit
+                else:
+                    where[key] = bit
+            names.update([t.name for t in tokens[1:] if t.name is not None])
+            words += len(tokens)
         where.pop(None, None)
-        names.discard(None)
         self.where, self.names = where, names
-        tokens = list(chain.from_iterable(sentence.tokens for sentence in self.sentences))
-        self.words = len(tokens) - countOf(map(_KIND, tokens), "symbol")
+        self.words = words - sum([t.kind == "symbol" for sentence in self.sentences for t in sentence.tokens])
         self.readable = False  # set by the scoring once ``readable.unreadable`` found the source readable
         self.scored: dict[str, object] = {}  # sentence text -> its ``features.SentenceFeatures``
+        self.supports: tuple[object, dict[str, float]] | None = None  # (model, sentence text -> its support): ``scoring``
         self._details: list[tuple[set[str], set[str], list[str], bool] | None] = [None] * len(self.sentences)
         self._bigrams: set[tuple[str, str]] | None = None
         self._units: tuple[set[tuple[str, str]], set[str]] | None = None

@@ -107,40 +107,46 @@ _UNSEEN = object()
 def word_vector(word: str) -> np.ndarray | None:
     """The word's unit vector (float32, read-only), or None when the vocabulary cannot spell it (memoised)."""
     found = _MEMO.get(word, _UNSEEN)
-    if found is _UNSEEN:
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
-        found = _MEMO[word] = _word_vector(word)
-    return found
+    return word_vectors([word])[0] if found is _UNSEEN else found
 
 
 def word_vectors(words: list[str]) -> list[np.ndarray | None]:
-    """``word_vector`` of each word: the memo read for all of them at once, the words it lacks then made."""
+    """``word_vector`` of each word: the memo read for all of them at once, the words it lacks then made together."""
     found = list(map(_MEMO.get, words, repeat(_UNSEEN, len(words))))
-    for at in [at for at, vector in enumerate(found) if vector is _UNSEEN]:
-        found[at] = word_vector(words[at])
+    missing = [at for at, vector in enumerate(found) if vector is _UNSEEN]
+    if missing:
+        if len(_MEMO) + len(missing) > _MEMO_LIMIT:
+            _MEMO.clear()
+        for at, vector in zip(missing, _made([words[at] for at in missing])):
+            found[at] = _MEMO[words[at]] = vector
     return found
 
 
-def _word_vector(word: str) -> np.ndarray | None:
+def _made(words: list[str]) -> list[np.ndarray | None]:
+    """The vectors of words not memoised yet: a word of the table is its row; a word spelt by several pieces is the
+    mean of theirs at unit length, made for all the words of as many pieces at once, by the same IEEE operations as
+    ``table.vectors[pieces].mean(0)`` and its norm one word at a time (numpy's mean: the rows added along an axis in
+    order, then divided in place by the count as an intp; the norm: the square root of a BLAS dot)."""
     table = load_vectors()
-    plain = _plain(word)
-    row = table.rows.get(plain)
-    if row is not None:
-        return table.vectors[row]
-    pieces = table.pieces(plain) if plain.isalnum() else None
-    if not pieces:
-        return None
-    # ``table.vectors[pieces].mean(0)``, as numpy's ``mean`` computes it (the sum, divided in place by the count as
-    # an intp) without its Python steps: a third of the cost of a word's first use
-    vector = np.add.reduce(table.vectors[pieces], axis=0)
-    np.true_divide(vector, np.intp(len(pieces)), out=vector, casting="unsafe")
-    norm = float(np.sqrt(vector.dot(vector)))  # np.linalg.norm's own steps
-    if norm == 0.0:
-        return None
-    vector = vector / norm
-    vector.flags.writeable = False
-    return vector
+    found: list[np.ndarray | None] = []
+    spelt: dict[int, list[tuple[int, list[int]]]] = {}  # number of pieces -> (position, the pieces' rows)
+    for at, word in enumerate(words):
+        plain = _plain(word)
+        row = table.rows.get(plain)
+        found.append(None if row is None else table.vectors[row])
+        pieces = table.pieces(plain) if row is None and plain.isalnum() else None
+        if pieces:
+            spelt.setdefault(len(pieces), []).append((at, pieces))
+    for count, items in spelt.items():
+        rows = table.vectors.take([row for _, pieces in items for row in pieces], axis=0)
+        means = np.add.reduce(rows.reshape(len(items), count, table.dims), axis=1)
+        np.true_divide(means, np.intp(count), out=means, casting="unsafe")
+        norms = np.sqrt(np.array([mean.dot(mean) for mean in means], dtype=np.float32))
+        units = means / np.where(norms > 0, norms, 1)[:, None]
+        units.flags.writeable = False
+        for (at, _), norm, unit in zip(items, norms.tolist(), units):
+            found[at] = unit if norm != 0.0 else None
+    return found
 
 
 def word_matrix(words: list[str]) -> tuple[list[str], np.ndarray]:
