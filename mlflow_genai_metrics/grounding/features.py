@@ -9,11 +9,13 @@ summary's length. ``docs/metrics.md`` defines each one.
 
 Made to cost about a millisecond of CPU per BBC row (issue 47), with the values they always had, bit for bit: the
 source is indexed once (``source.py``: which sentences hold each word as a bit mask, the rest on first use); a
-summary's (or a row's claims') word vectors are looked up, summed and normalised together (``_Pool``), while the
-products whose last bit depends on the BLAS kernel keep the shapes they had; a sentence whose words the source all
-holds skips what only a missing word changes; a sentence scored against an index is kept in it by its text, so a
-claim repeating a summary's sentence is scored once; and a row's feature vector and each sentence's alone are one
-matrix (``feature_rows``), scored by the trees in one pass.
+summary's (or a row's claims') word vectors are looked up, summed and normalised together (``meaning.WordPool``),
+while the products whose last bit depends on the BLAS kernel keep the shapes they had; a sentence that is the
+source's own best-matching sentence (most of an extractive summary's) has every feature but its meaning similarity
+known without computing it (``_own_sentence``); a sentence whose words the source all holds skips what only a missing
+word changes; a sentence scored against an index is kept in it by its text, so a claim repeating a summary's sentence
+is scored once; and a row's feature vector and each sentence's alone are one matrix (``feature_rows``), scored by the
+trees in one pass.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from .source import SourceIndex
 from .vectors import padded_word_matrix, row_sums
 from .words import Sentence, Token
 
+
 class WordPool:
     """The word vectors of a summary's sentences, looked up once for all of them: per sentence its distinct content
     words that have a vector (``kept``), their rows of ``padded`` (the source's word vectors, those of the summary's

@@ -60,7 +60,8 @@ def _script(letters: list[str]) -> str:
 
 def unreadable(text: str) -> str | None:
     """Why the check cannot read ``text``, or None when it can (English in the Latin script, or no letters)."""
-    other = [] if text.isascii() else _OTHER_SCRIPT.findall(text)
+    # (a text whose characters all come before U+0250, as one with a pound sign, has no letter of another script)
+    other = [] if text.isascii() or max(text) < "\u0250" else _OTHER_SCRIPT.findall(text)
     if other:
         letters = len(_LETTER.findall(text))
         if len(other) * 2 > letters:

@@ -14,7 +14,7 @@ from operator import attrgetter
 import numpy as np
 
 from .vectors import load_vectors, row_sums, word_vectors
-from .words import INFORMATIVE, Sentence, Token, analyse_sentences
+from .words import Sentence, Token, analyse_sentences
 
 _INFO, _KIND, _LOWER = attrgetter("info"), attrgetter("kind"), attrgetter("lower")
 
@@ -28,8 +28,9 @@ class SourceIndex:
     call with this index need not read it again; ``scored``: the features of each sentence scored against it so far,
     by the sentence's text (``features.texts_features``): a claim that repeats a summary's sentence word for word, or
     a sentence two summaries share, is scored once; ``supports``: the model's score of each such sentence alone, for
-    the claims that repeat it (``scoring._known_supports``). Built with C-level passes over each sentence's tokens (their
-    derived fields, ``Token.info`` and ``Token.name``); a sentence's own details are made when a feature asks."""
+    the claims that repeat it (``scoring._known_supports``). Built in one pass over each sentence's tokens, reading
+    the fields ``Token`` derives once per word (``info``, ``name``); a sentence's own details, its negation included,
+    are made when a feature asks for them."""
 
     __slots__ = ("sentences", "where", "names", "words", "readable", "scored", "supports", "_details", "_bigrams", "_units",
                  "_lower", "_meaning", "_sorted", "_by_text", "_at")

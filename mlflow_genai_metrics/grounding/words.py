@@ -225,9 +225,12 @@ def _tokens(text: str) -> list[Token]:
             scale = _SCALES.get(raw[index + 1].lower(), 1.0) if index + 1 < len(raw) else 1.0
             tokens[index] = _NUMBERS.get((word, scale)) or _number(word, scale)
             continue
-        if len(_KNOWN) > _KNOWN_LIMIT:
-            _KNOWN.clear()
-        tokens[index] = _KNOWN[word] = _word_token(word)
+        token = _KNOWN.get(word)  # (made already where the word came earlier in this text)
+        if token is None:
+            if len(_KNOWN) > _KNOWN_LIMIT:
+                _KNOWN.clear()
+            token = _KNOWN[word] = _word_token(word)
+        tokens[index] = token
     return tokens
 
 
