@@ -165,13 +165,14 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: WordPool | 
     """The features of one summary sentence against the source (``pool``: its summary's word vectors, the
     sentence's at ``position``)."""
     tokens = sentence.tokens
-    informative = [t for t in tokens if t.info is not None]
-    informative_keys = list(map(_KEY, informative))
-    keys = set(informative_keys)
-    where = source.where  # the keys the source holds (its informative words)
-    if informative and _own_sentence(sentence.text, keys, source):
+    keys = {t.info for t in tokens}  # its informative keys (None: any other token's)
+    keys.discard(None)
+    if keys and _own_sentence(sentence.text, keys, source):
         values = (*_OWN, similarity(source, pool or WordPool([sentence], source), position))
         return SentenceFeatures(text=sentence.text, values=values, novel_words=(), novel_names=(), novel_numbers=(), flips=())
+    informative = [t for t in tokens if t.info is not None]
+    informative_keys = list(map(_KEY, informative))
+    where = source.where  # the keys the source holds (its informative words)
     kinds = set(map(_KIND, tokens))
     novel_keys = keys.difference(where)  # (most sentences of a faithful summary have none: the checks below skip)
     novel = [t for t in informative if t.key in novel_keys] if novel_keys else []
@@ -243,8 +244,8 @@ def sentence_features(sentence: Sentence, source: SourceIndex, pool: WordPool | 
             if where[a] & (held | held << 1 | held >> 1):
                 near_pairs += 1
 
-    meaning_support, weakest_meaning, meaning_similarity = meaning_features(informative, novel_keys, name_keys, source,
-                                                                    pool or WordPool([sentence], source), position)
+    meaning_support, weakest_meaning, meaning_similarity = meaning_features(
+        informative, novel_keys, name_keys, source, pool or WordPool([sentence], source), position)
 
     rule = 1.0  # every content word in the source, and no number it lacks
     if novel_keys:

