@@ -132,7 +132,7 @@ class Token:
         self.name = self.key if self.capitalised and self.kind == "content" else None
 
 
-class Sentence(NamedTuple):  # a tuple: made for every sentence of every text, three times faster than a dataclass
+class Sentence(NamedTuple):  # made for every sentence of every text: a tuple takes two thirds of a frozen dataclass's time
     text: str
     tokens: tuple[Token, ...]
 
