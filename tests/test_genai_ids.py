@@ -56,6 +56,18 @@ def test_evaluate_summaries_refuses_a_repeated_id_before_any_call_or_run(server,
     assert no_run_and_no_call(server)
 
 
+def test_a_refused_summary_is_named_once_by_its_own_number(server, mlflow_store):
+    """The answers' twin (test_rag_mlflow): once "row 1 (id 'biz/2'): cannot judge these rows: row 0 (id 'biz/2'):
+    ...", the one-row check's own "row 0" beside the row's real number."""
+    rows = records()
+    rows[1]["outputs"] = "The council \udc80 met."
+    with pytest.raises(ValueError) as raised:
+        evaluate_summaries(rows, judges=[Grounding()])
+    assert str(raised.value) == ("cannot judge these rows:\n  row 1 (id 'biz/2'): the summary cannot be encoded as UTF-8: "
+                                 "surrogates not allowed ('\\udc80' at character 12)")
+    assert no_run_and_no_call(server)
+
+
 def test_ids_stored_alike_are_the_same_id(server, mlflow_store):
     rows = records()
     rows[0]["inputs"]["id"], rows[1]["inputs"]["id"] = 7, "7"

@@ -17,7 +17,7 @@ from ..prompts import ANSWER_PROMPTS
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..summarization.api import response_mode_of
-from ..summarization.judging import as_list, check_same_index, id_problems, is_missing, plain_id, unencodable
+from ..summarization.judging import RowsRefused, as_list, check_same_index, id_problems, is_missing, plain_id, unencodable
 from ..summarization.method import Method, method_of
 from ..summarization.options import JudgingOptions
 from ..summarization.result import JudgedTables
@@ -65,36 +65,34 @@ def prepare_answer_rows(
         raise ValueError("there are no rows to judge: questions, passages and answers are empty")
     id_list = lists.get("ids", list(range(count)))
     expected_list = lists.get("expected", [None] * count)
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     seen: dict[str, tuple[int, Any]] = {}
     rows = []
     for position, (row_id, question, given, answer, wanted) in enumerate(zip(id_list, lists["questions"], lists["passages"], lists["answers"], expected_list)):
         label = f"row {position} (id {row_id!r})"
         problems.extend(id_problems(position, row_id, seen))
         if is_missing(question) or not isinstance(question, str) or not question.strip():
-            problems.append(f"{label}: the question is {'missing' if is_missing(question) else 'empty or not text'}")
+            problems.append((label, f"the question is {'missing' if is_missing(question) else 'empty or not text'}"))
         texts = _passage_list(given)
         if isinstance(texts, str):
-            problems.append(f"{label}: {texts}")
+            problems.append((label, texts))
             texts = []
         for number, passage in enumerate(texts, start=1):
             if not isinstance(passage, str) or not passage.strip():
-                problems.append(f"{label}: passage {number} is {'empty' if isinstance(passage, str) else type(passage).__name__}, not text")
+                problems.append((label, f"passage {number} is {'empty' if isinstance(passage, str) else type(passage).__name__}, not text"))
         if not is_missing(answer) and not isinstance(answer, str):
-            problems.append(f"{label}: the answer is not text ({type(answer).__name__})")
+            problems.append((label, f"the answer is not text ({type(answer).__name__})"))
         if not is_missing(wanted) and not isinstance(wanted, str):
-            problems.append(f"{label}: the expected answer is not text ({type(wanted).__name__})")
+            problems.append((label, f"the expected answer is not text ({type(wanted).__name__})"))
         fields = {"id": [row_id], "question": [question], "passage": texts, "answer": [answer], "expected answer": [wanted]}
-        problems.extend(f"{label}: {problem}" for problem in unencodable(fields))
+        problems.extend((label, problem) for problem in unencodable(fields))
         if not problems:
             rows.append(AnswerInput(
                 id=plain_id(row_id), question=question, passages=texts, answer="" if is_missing(answer) else answer,
                 expected=None if is_missing(wanted) else wanted, source_key=answer_source_key(question, texts),
             ))
     if problems:
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise ValueError(f"cannot judge these answers:\n  {shown}{more}")
+        raise RowsRefused("cannot judge these answers", problems)
     return rows
 
 

@@ -61,16 +61,32 @@ def check_same_index(inputs: dict[str, Any]) -> None:
             )
 
 
-def id_problems(position: int, row_id: Any, seen: dict[str, tuple[int, Any]]) -> list[str]:
-    """What is wrong with row ``position``'s id (none, or one line): not usable as an id, or the same as an earlier
-    row's once stored (``seen``: canonical id -> (first row, id as given), updated here)."""
+class RowsRefused(ValueError):
+    """Rows refused before any judge call: ``problems`` holds (the row's label, what is wrong with it), listed under
+    ``head`` (the first 20). ``alone()``: a one-row check's problems without its row's label, for a caller that names
+    the row itself (a plain MLflow row, by its position in the data)."""
+
+    def __init__(self, head: str, problems: list[tuple[str, str]]):
+        self.problems = problems
+        shown = "\n  ".join(f"{label}: {problem}" for label, problem in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"{head}:\n  {shown}{more}")
+
+    def alone(self) -> str:
+        return "; ".join(problem for _, problem in self.problems)
+
+
+def id_problems(position: int, row_id: Any, seen: dict[str, tuple[int, Any]]) -> list[tuple[str, str]]:
+    """What is wrong with row ``position``'s id (none, or one (label, problem)): not usable as an id, or the same as
+    an earlier row's once stored (``seen``: canonical id -> (first row, id as given), updated here)."""
     try:
         stored = canonical_id(row_id)
     except (TypeError, ValueError) as exc:
-        return [f"row {position}: {exc}"]
+        return [(f"row {position}", str(exc))]
     if stored in seen:
         first, first_id = seen[stored]
-        return [f"row {position} (id {row_id!r}): the id repeats row {first} (id {first_id!r}); both are stored as {stored!r}; ids must be unique"]
+        return [(f"row {position} (id {row_id!r})",
+                 f"the id repeats row {first} (id {first_id!r}); both are stored as {stored!r}; ids must be unique")]
     seen[stored] = (position, row_id)
     return []
 
@@ -104,22 +120,20 @@ def prepare_rows(
         reference_list = texts(as_list(references, "references"), "reference", allow_sentence_lists=True)
         if len(reference_list) != len(source_list):
             raise ValueError(f"references has {len(reference_list)} rows but sources has {len(source_list)}")
-    problems: list[str] = []
+    problems: list[tuple[str, str]] = []
     seen: dict[str, tuple[int, Any]] = {}  # canonical id -> (first row, id as given)
     for position, (row_id, source, summary, reference) in enumerate(zip(id_list, source_list, summary_list, reference_list)):
         label = f"row {position} (id {row_id!r})"
         problems.extend(id_problems(position, row_id, seen))
         if is_missing(source) or not isinstance(source, str) or not source.strip():
-            problems.append(f"{label}: the source is {'missing' if is_missing(source) else 'empty or not text'} ({type(source).__name__})")
+            problems.append((label, f"the source is {'missing' if is_missing(source) else 'empty or not text'} ({type(source).__name__})"))
         if not is_missing(summary) and not isinstance(summary, str):
-            problems.append(f"{label}: the summary is not text ({type(summary).__name__})")
+            problems.append((label, f"the summary is not text ({type(summary).__name__})"))
         sentences = reference if isinstance(reference, (list, tuple)) else [reference]
         fields = {"id": [row_id], "source": [source], "summary": [summary], "reference": sentences}
-        problems.extend(f"{label}: {problem}" for problem in unencodable(fields))
+        problems.extend((label, problem) for problem in unencodable(fields))
     if problems:
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise ValueError(f"cannot judge these rows:\n  {shown}{more}")
+        raise RowsRefused("cannot judge these rows", problems)
     # A missing summary (None, NaN) is a model that wrote nothing: an empty summary, scored as defect_empty.
     return [
         RowInput(id=plain_id(row_id), source=source, summary="" if is_missing(summary) else summary, source_key=source_key(source))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +25,7 @@ from ..rag.pipeline import PARTS
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.ids import canonical_id
+from ..summarization.judging import RowsRefused
 from ..summarization.method import Method
 from ..summarization.options import JudgingOptions
 from .genai import trace_id_of
@@ -124,9 +124,8 @@ def parse_answer(inputs: Any, outputs: Any, expectations: Any = None, trace: Any
     try:
         row = prepare_answer_rows([question], [given], [answer],
                                   [row_id if id_given else fallback], [expected])[0]
-    except ValueError as error:  # the one row's problems, without its list's "row 0": the caller names the row
-        said = re.sub(r"^row 0 \(id [^\n]*?\): ", "", re.sub(r"^cannot judge these answers:\n  ", "", str(error)), flags=re.MULTILINE)
-        raise ValueError(f"{said}{where}") from None
+    except RowsRefused as refused:  # the one row's problems, without its list's "row 0": the caller names the row
+        raise ValueError(f"{refused.alone()}{where}") from None
     return ParsedAnswer(row=row, trace_id=trace_id, id_given=id_given, passages_from=passages_from)
 
 
