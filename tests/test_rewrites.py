@@ -144,3 +144,33 @@ def test_mgm_evaluate_task_rewrite_logs_a_run_and_refuses_the_other_tasks_option
     assert "--expected-col is not for --task rewrite" in capsys.readouterr().err
     assert mgm(["evaluate", str(path), "--source-col", "input", "--summary-col", "rewrite", "--instruction", "x"]) == 2
     assert "--instruction is not for --task summary" in capsys.readouterr().err
+
+
+def test_a_short_budget_finishes_the_rewrites_it_starts_their_instruction_checks_included(scripted_server):
+    """A row's instruction check is set aside with its other calls (claims, verification, key points, coverage: 5 a
+    row here, each row its own input): 12 calls finish two rows whole and refuse the other two before any call. The
+    check once ran after every row, outside their share: three rows' other passes took the 12 calls, then every
+    check was refused, and each of those rows, paid for, ended an "instruction check" error (none judged)."""
+    server = scripted_server(SummarizationJudgeScript())
+    inputs = [TEXT.replace("nine", hour) for hour in ("seven", "eight", "nine", "ten")]
+    rewrites = [text.split(". ")[0] + "." for text in inputs]
+    result = judge_rewrites(inputs, rewrites, instruction=BRIEF, judge=judge_for(server, max_calls=12), ids=list("abcd"))
+    rows = result.rows.set_index("id")
+    judged = rows[rows["error"] == ""]
+    assert len(judged) == 2 and judged["instruction_followed"].notna().all() and judged["strictly_aligned"].notna().all()
+    refused = rows[rows["error"] != ""]["error"]
+    assert len(refused) == 2 and refused.str.contains("judge's budget cannot pay for this row's 5 calls").all(), refused.tolist()
+    assert server.request_count == result.metrics["judge/calls"] == 10
+
+
+def test_a_rewrite_whose_claims_failed_is_not_asked_its_instruction(scripted_server):
+    """The row is an error whatever its instruction check says: the check would only be paid for."""
+    failing = "The library closes at noon on Saturdays."
+    script = SummarizationJudgeScript(fault=lambda request, kind: Fault("status", status=400, message="refused")
+                                      if kind == "claims" and failing in request.prompt_text else None)
+    server = scripted_server(script)
+    result = judge_rewrites([TEXT] * 2, ["The library opens at nine on weekdays.", failing], instruction=BRIEF, judge=judge_for(server), ids=["a", "b"])
+    assert result.rows.set_index("id").loc["b", "error"].startswith("claim extraction failed")
+    asked = [r for r in server.requests if "=====INSTRUCTION " in r.body["messages"][0]["content"]]
+    assert len(asked) == 1 and failing not in asked[0].body["messages"][0]["content"]
+    assert result.metrics["instruction_following_n"] == 1

@@ -2,7 +2,8 @@
 
 A rewrite is judged as a summary of its input (``summarization``: its claims verified against the input, the input's
 key points checked against it, with the summaries' prompts, cache, chunking and typed errors), plus one call per
-row asking whether it follows its instruction (``instruction`` prompt). The result is a ``SummarizationResult``
+row asking whether it follows its instruction (``instruction`` prompt), set aside and asked within the row's share of
+a budget once its other passes succeeded (``pipeline.After``), so a short budget finishes the rows it starts. The result is a ``SummarizationResult``
 whose rows also carry ``instruction_followed`` and ``instruction_reasoning`` and whose metrics add
 ``instruction_following``; its signature names the ``instruction`` prompt, so a rewrites run and a summaries run are
 never compared as equals.
@@ -17,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..judge import Judge, JudgeReply, run_sync
+from ..judge import Judge, JudgeReply, JudgeRequest, run_sync
 from ..prompts import REWRITE_PROMPTS, SUMMARY_PROMPTS
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
@@ -49,21 +50,42 @@ def _instructions(instruction: str | Sequence[str], count: int) -> list[str]:
     return given
 
 
-async def _checks(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str]) -> list[InstructionCheck | JudgeReply]:
-    """Each row's instruction check (an empty rewrite: "no", with no call), or the failed reply."""
+class _Checks:
+    """Each row's instruction request, asked by the row's pipeline once its passes succeeded (``pipeline.After``)."""
 
-    async def one(row: RowInput, instruction: str) -> InstructionCheck | JudgeReply:
-        if not has_words(row.summary):
-            return InstructionCheck(reason=EMPTY_REWRITE, followed="no")
-        return await judge.aask(instruction_request(instruction, row.source, row.summary))
+    def __init__(self, rows: Sequence[RowInput], instructions: Sequence[str]):
+        self.rows, self.instructions = rows, instructions
+        self.replies: dict[int, JudgeReply] = {}
 
-    return list(await asyncio.gather(*(one(row, text) for row, text in zip(rows, instructions))))
+    def request(self, index: int) -> JudgeRequest | None:
+        row = self.rows[index]
+        return instruction_request(self.instructions[index], row.source, row.summary) if has_words(row.summary) else None
+
+    def answered(self, index: int, reply: JudgeReply) -> None:
+        self.replies[index] = reply
 
 
-def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply) -> RowJudgement:
+async def _checks(judge: Judge, checks: _Checks, judgements: Sequence[RowJudgement]) -> list[InstructionCheck | JudgeReply | None]:
+    """Each row's instruction check (an empty rewrite: "no", with no call): the reply its pipeline had, or asked now;
+    None for a row that failed already (its check could only be paid for, never give it a value)."""
+
+    async def one(index: int) -> InstructionCheck | JudgeReply | None:
+        if index in checks.replies:
+            return checks.replies[index]
+        if judgements[index].error is not None:
+            return None
+        request = checks.request(index)
+        return InstructionCheck(reason=EMPTY_REWRITE, followed="no") if request is None else await judge.aask(request)
+
+    return list(await asyncio.gather(*(one(index) for index in range(len(checks.rows)))))
+
+
+def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply | None) -> RowJudgement:
     """The row's judgement with its instruction verdict (``verdicts["instruction"]``) and that call's usage, answered
     or not (an answered check's call once went uncounted: 4 calls a row in the run's figures for 5 sent); its error
-    when the check failed (and nothing failed before it)."""
+    when the check failed (and nothing failed before it). A row that failed before its check is left as it is."""
+    if check is None:
+        return judgement
     if not isinstance(check, JudgeReply):  # an empty rewrite: "no", with no call
         if judgement.error is not None:
             return judgement
@@ -78,12 +100,25 @@ def _with_check(judgement: RowJudgement, check: InstructionCheck | JudgeReply) -
     return RowJudgement(id=judgement.id, source_key=judgement.source_key, error=RowError(stage="instruction check", error=check.error), **usage)
 
 
-def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str],
-                       judgements: Sequence[RowJudgement]) -> list[RowJudgement]:
-    """``judgements`` (the rows' claims and key points) with each row's instruction check: its verdict under
-    ``verdicts["instruction"]``, or, when the call failed, the row's error (its usage counted either way)."""
-    checks = run_sync(_checks(judge, rows, instructions), rows=len(rows))
-    return [_with_check(judgement, check) for judgement, check in zip(judgements, checks)]
+def judge_with_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str], options: JudgingOptions, *,
+                            progress: bool | None = None, claims: bool = True) -> list[RowJudgement]:
+    """The rows judged (``judge_rows``) with each row's instruction check: its verdict under ``verdicts["instruction"]``,
+    or, when the call failed, the row's error (its usage counted either way). A row's check is asked within its share
+    of the judge's budget; a row read whole from the cache is asked after, a row that failed not at all."""
+    checks = _Checks(rows, instructions)
+    judgements = judge_rows(list(rows), judge, options, progress=progress, claims=claims, after=checks)
+    return check_instructions(judge, rows, instructions, judgements, checks.replies)
+
+
+def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str], judgements: Sequence[RowJudgement],
+                       replies: dict[int, JudgeReply] | None = None) -> list[RowJudgement]:
+    """``judgements`` with each row's instruction check, as ``judge_with_instructions`` says: ``replies`` holds the
+    checks already asked, by row position; the rest are asked now, but for rows that failed already (never asked:
+    a budget error's row once paid for a check it could not use)."""
+    checks = _Checks(rows, instructions)
+    checks.replies.update(replies or {})
+    asked = run_sync(_checks(judge, checks, judgements), rows=len(rows))
+    return [_with_check(judgement, reply) for judgement, reply in zip(judgements, asked)]
 
 
 def rewrite_key(text: str, instruction: str) -> str:
@@ -147,7 +182,7 @@ def judge_rewrites(
     rows = prepare_rows(inputs, rewrites, ids)
     instructions = _instructions(instruction, len(rows))
     options = JudgingOptions(coverage=True, grounding=False, max_source_tokens=max_source_tokens, method=method).for_judge(judge)
-    judgements = check_instructions(judge, rows, instructions, judge_rows(rows, judge, options, progress=progress))
+    judgements = judge_with_instructions(judge, rows, instructions, options, progress=progress)
     return rewrite_result(rows, judgements, instructions, judge=judge, options=options, statistics=statistics)
 
 

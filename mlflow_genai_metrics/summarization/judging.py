@@ -24,7 +24,7 @@ from ..text import normalised, texts
 from .grounded import DEFAULT_GROUNDING_CACHE, ground_judgements, grounding_alongside, grounding_cache
 from .ids import canonical_id
 from .options import JudgingOptions
-from .pipeline import judge_row_pipelines
+from .pipeline import After, judge_row_pipelines
 from .records import RowInput, RowJudgement
 
 
@@ -172,10 +172,12 @@ def judge_rows(
     progress: bool | None = None,
     grounding_cache_dir: Any = DEFAULT_GROUNDING_CACHE,
     claims: bool = True,
+    after: After | None = None,
 ) -> list[RowJudgement]:
     """Judge every row as ``options`` say (``coverage``, ``grounding``, ``max_source_tokens``, ``method``; ``ter`` is the
     reference metrics', not the judge's); a row whose judging failed carries the error and is never given a score.
-    ``claims=False`` asks only the key-point passes (a coverage judge whose rows' claims another judge asks).
+    ``claims=False`` asks only the key-point passes (a coverage judge whose rows' claims another judge asks);
+    ``after``: a task's own request per row, asked within the row's share of the judge's budget (``pipeline.After``).
 
     ``options.grounding`` adds the model-free check to every row and claim (``grounded``), through the grounding cache
     beside the judge's (``grounding_cache_dir``: another folder, or None for none). ``judge=None`` asks no judge:
@@ -183,11 +185,11 @@ def judge_rows(
     that cannot be read (``StoreUnreadable``) stops the run before any judge call, not after every row was paid for.
     """
     with older_objects_set_aside(len(rows)):  # the judge's loop and the check's scores after it
-        return _judge_rows(rows, judge, options, progress, grounding_cache_dir, claims)
+        return _judge_rows(rows, judge, options, progress, grounding_cache_dir, claims, after)
 
 
 def _judge_rows(rows: list[RowInput], judge: Judge | None, options: JudgingOptions, progress: bool | None,
-                grounding_cache_dir: Any, claims: bool) -> list[RowJudgement]:
+                grounding_cache_dir: Any, claims: bool, after: After | None = None) -> list[RowJudgement]:
     store = grounding_cache(judge, grounding_cache_dir) if options.grounding else None
     alongside = None
     try:
@@ -198,7 +200,8 @@ def _judge_rows(rows: list[RowInput], judge: Judge | None, options: JudgingOptio
             # not hand over is read back below).
             alongside = grounding_alongside(rows, store) if store is not None else None
             judgements = judge_row_pipelines(rows, judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens,
-                                             progress=progress, alongside=alongside, claims=claims, method=options.method)
+                                             progress=progress, alongside=alongside, claims=claims, method=options.method,
+                                             after=after)
         return ground_judgements(rows, judgements, store, alongside.scored if alongside is not None else None) if options.grounding else judgements
     finally:
         if store is not None:

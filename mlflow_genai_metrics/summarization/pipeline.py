@@ -13,7 +13,9 @@ will take (``row_needs``, ``Budget.earmark``), and its calls draw from that: onc
 under way finish before new rows start, so half the budget a run needs judges about half its rows, and a row the
 budget cannot pay for is a ``budget`` error with no call made. A row of the order check's sample holds its shuffled
 requests too; when nothing can leave room for them but its own requests fit, it is judged without its order check.
-The order check only measures: its failure never fails the row (``order_pass``).
+The order check only measures: its failure never fails the row (``order_pass``). A task's own request for a row
+(``After``: the rewrites' instruction check) is set aside and asked within the row's share too, once its passes
+succeeded, so a short budget never pays for a row's passes and then refuses the request that finishes it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, Usage, drawing_from, run_sync
+from ..judge import BudgetExhausted, Judge, JudgeError, JudgeReply, JudgeRequest, Usage, drawing_from, run_sync
 from .chunking import combine_verdicts, split_source
 from .extraction import extract_claims
 from .method import Method
@@ -82,6 +84,16 @@ class Alongside(Protocol):
     def close(self) -> None: ...
 
 
+class After(Protocol):
+    """A task's own request for a row, asked once the row's passes succeeded, within the row's share of the judge's
+    budget (``rewrites``' instruction check): ``request`` gives it (None: none for this row), ``answered`` takes its
+    reply. A row read whole from the row store is not asked here (the task asks it after), nor a row that failed."""
+
+    def request(self, index: int) -> JudgeRequest | None: ...
+
+    def answered(self, index: int, reply: JudgeReply) -> None: ...
+
+
 def judge_row_pipelines(
     rows: Sequence[RowInput],
     judge: Judge,
@@ -92,21 +104,22 @@ def judge_row_pipelines(
     claims: bool = True,
     alongside: Alongside | None = None,
     method: Method = Method(),
+    after: After | None = None,
 ) -> list[RowJudgement]:
     """One ``RowJudgement`` per row (in order); only ``JudgeConfigError`` stops the run (answers so far are cached).
 
     ``claims=False`` asks only the key-point passes (key points and coverage; with ``coverage=True``): the part of
     a row that a key-point judge needs when another judge asks its claims. Its records have no claims.
     ``alongside`` runs on the same loop while the judge waits (its steps between the pipelines' own); ``method``: how
-    claims are verified (``stability``, ``order_check``, ``examples``)."""
-    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims, alongside, method).run(progress))
+    claims are verified (``stability``, ``order_check``, ``examples``); ``after``: a task's own request per row."""
+    return run_sync(_Pipelines(rows, judge, coverage, max_source_tokens, claims, alongside, method, after).run(progress))
 
 
 class _Pipelines:
     def __init__(self, rows: Sequence[RowInput], judge: Judge, coverage: bool, max_source_tokens: int | None, claims: bool = True,
-                 alongside: Alongside | None = None, method: Method = Method()) -> None:
+                 alongside: Alongside | None = None, method: Method = Method(), after: After | None = None) -> None:
         self.rows, self.judge, self.coverage, self.max_source_tokens = rows, judge, coverage, max_source_tokens
-        self.claims, self.alongside, self.method = claims, alongside, method
+        self.claims, self.alongside, self.method, self.after = claims, alongside, method, after
         self.passes: tuple[JudgePass, ...] = (*(("claims",) if claims else ()), *(("key_points",) if coverage else ()))
         self.chunks_of: dict[str, list[str]] = {}
         self.first_row_of: dict[str, int] = {}
@@ -215,12 +228,16 @@ class _Pipelines:
         return found
 
     async def _row(self, index: int, state: _RowState, group: asyncio.TaskGroup) -> None:
-        """Judge the row once the judge's budget (if any) has set aside what it needs; a row it cannot pay for is a
-        ``budget`` error, with no call made."""
+        """Judge the row once the judge's budget (if any) has set aside what it needs (its task's own request
+        included); a row it cannot pay for is a ``budget`` error, with no call made."""
         budget = self.judge.budget
+        extra = self.after.request(index) if self.after is not None else None
         if budget is None:
-            return await self._passes(index, state, group)
+            await self._passes(index, state, group)
+            return await self._after(index, state, extra)
         need = self._need(self.rows[index])
+        if extra is not None:
+            need = RowNeed(need.calls + 1, need.cost_usd + self.judge.worst_cost(extra), need.order_calls, need.order_cost_usd)
         try:
             earmark = await budget.earmark(need.calls, need.cost_usd, optional_calls=need.order_calls, optional_cost_usd=need.order_cost_usd)
         except BudgetExhausted as exc:
@@ -231,8 +248,13 @@ class _Pipelines:
         try:
             with drawing_from(earmark):
                 await self._passes(index, state, group)
+                await self._after(index, state, extra)
         finally:
             budget.close(earmark)
+
+    async def _after(self, index: int, state: _RowState, request: JudgeRequest | None) -> None:
+        if request is not None and state.error is None:
+            self.after.answered(index, await self.judge.aask(request))  # type: ignore[union-attr]
 
     def _need(self, row: RowInput) -> RowNeed:
         """What the row will take of the budget: its source's key points too, unless another row asked for them."""

@@ -22,7 +22,7 @@ import pandas as pd
 from pandas.api.types import is_scalar
 
 from ..judge import Judge, Preflight
-from ..rewrites.api import check_instructions, rewrite_result
+from ..rewrites.api import check_instructions, judge_with_instructions, rewrite_result
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result
 from ..summarization.ids import canonical_id
@@ -134,13 +134,13 @@ class Pipeline(TaskPipeline):
 
     def ask(self, rows: list[ParsedRow]) -> list[RowJudgement]:
         asked = [parsed.row for parsed in rows]
-        if self.judge is None or self.claims or self.options.coverage:
-            judged = judge_rows(asked, self.judge, self.options, progress=False, claims=self.claims)
-        else:  # the instruction alone
-            judged = [RowJudgement(id=row.id, source_key=row.source_key) for row in asked]
-        if self.instruction:
-            judged = check_instructions(self.judge, asked, [p.instruction or "" for p in rows], judged)
-        return judged
+        judges_rows = self.judge is None or self.claims or self.options.coverage
+        if self.instruction and judges_rows:  # each row's check within its share of the judge's budget
+            return judge_with_instructions(self.judge, asked, [p.instruction or "" for p in rows], self.options, progress=False, claims=self.claims)
+        if judges_rows:
+            return judge_rows(asked, self.judge, self.options, progress=False, claims=self.claims)
+        judged = [RowJudgement(id=row.id, source_key=row.source_key) for row in asked]  # the instruction alone
+        return check_instructions(self.judge, asked, [p.instruction or "" for p in rows], judged) if self.instruction else judged
 
     def build(self, rows: list[ParsedRow], judgements: list[RowJudgement]) -> SummarizationResult:
         categories, references = [p.category for p in rows], [p.reference for p in rows]
