@@ -71,6 +71,15 @@ def test_a_row_of_the_fourth_task_that_cannot_be_read_is_refused_by_position_bef
     with pytest.raises(ValueError, match=r"row 2 \(id 'c'\): `outputs` must be the translation, not dict"):
         evaluate(records, [TranslationFaithfulness(judge_for(server))])
     assert server.request_count == 0
+    # a translation the engine's own checks refuse is named by its number once, as the summaries' are
+    # (``one_row``: the one-row check's own "row 0" once stood beside it)
+    records = _records()
+    records[1]["outputs"] = "The museum \udc80 is open."
+    with pytest.raises(ValueError) as raised:
+        evaluate(records, [TranslationFaithfulness(judge_for(server))])
+    assert str(raised.value) == ("cannot judge these rows:\n  row 1 (id 'b'): the summary cannot be encoded as UTF-8: "
+                                 "surrogates not allowed ('\\udc80' at character 11)")
+    assert server.request_count == 0
 
 
 def test_the_fourth_task_s_scorer_registers_and_rebuilds_as_itself(scripted_server):

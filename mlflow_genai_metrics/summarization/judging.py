@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -74,6 +74,19 @@ class RowsRefused(ValueError):
 
     def alone(self) -> str:
         return "; ".join(problem for _, problem in self.problems)
+
+
+_Row = TypeVar("_Row")
+
+
+def one_row(prepare: Callable[..., list[_Row]], *values: Any, where: str = "") -> _Row:
+    """One row checked as ``prepare`` (``prepare_rows``, ``rag``'s ``prepare_answer_rows``) checks a list of them,
+    given its column ``values`` in ``prepare``'s order; its problems raised as one ``ValueError`` without the list's
+    "row 0" (``RowsRefused.alone``, then ``where``), for a caller that names the row itself (a plain MLflow row)."""
+    try:
+        return prepare(*([value] for value in values))[0]
+    except RowsRefused as refused:
+        raise ValueError(f"{refused.alone()}{where}") from None
 
 
 def id_problems(position: int, row_id: Any, seen: dict[str, tuple[int, Any]]) -> list[tuple[str, str]]:

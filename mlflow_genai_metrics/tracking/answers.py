@@ -25,7 +25,7 @@ from ..rag.pipeline import PARTS
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
 from ..summarization.ids import canonical_id
-from ..summarization.judging import RowsRefused
+from ..summarization.judging import one_row
 from ..summarization.method import Method
 from ..summarization.options import JudgingOptions
 from .genai import trace_id_of
@@ -121,11 +121,7 @@ def parse_answer(inputs: Any, outputs: Any, expectations: Any = None, trace: Any
         expected = next((expectations[k] for k in EXPECTED_KEYS if isinstance(expectations.get(k), str)), None)
     id_given = not missing(row_id)
     fallback = "q-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
-    try:
-        row = prepare_answer_rows([question], [given], [answer],
-                                  [row_id if id_given else fallback], [expected])[0]
-    except RowsRefused as refused:  # the one row's problems, without its list's "row 0": the caller names the row
-        raise ValueError(f"{refused.alone()}{where}") from None
+    row = one_row(prepare_answer_rows, question, given, answer, row_id if id_given else fallback, expected, where=where)
     return ParsedAnswer(row=row, trace_id=trace_id, id_given=id_given, passages_from=passages_from)
 
 

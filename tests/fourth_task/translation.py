@@ -20,7 +20,7 @@ from mlflow_genai_metrics.stats import StatisticsOptions
 from mlflow_genai_metrics.summarization.api import build_result
 from mlflow_genai_metrics.summarization.cards import Card, claim_card
 from mlflow_genai_metrics.summarization.ids import canonical_id
-from mlflow_genai_metrics.summarization.judging import judge_rows, prepare_rows, source_key
+from mlflow_genai_metrics.summarization.judging import judge_rows, one_row, prepare_rows, source_key
 from mlflow_genai_metrics.summarization.options import JudgingOptions
 from mlflow_genai_metrics.summarization.records import RowInput
 from mlflow_genai_metrics.tracking.genai import trace_id_of
@@ -53,7 +53,7 @@ class TranslationPipeline(TaskPipeline):
             raise ValueError(f"`outputs` must be the translation, not {type(outputs).__name__}")
         row_id = inputs.get(self.keys.id)
         source = inputs[self.keys.source]
-        row = prepare_rows([source], [outputs], [row_id if row_id is not None else source_key(source)])[0]
+        row = one_row(prepare_rows, source, outputs, row_id if row_id is not None else source_key(source))
         return ParsedTranslation(row, trace_id_of(trace), row_id is not None)
 
     def texts(self, parsed: ParsedTranslation) -> tuple[str, str]:
