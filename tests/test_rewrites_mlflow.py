@@ -112,3 +112,18 @@ def test_the_instruction_judge_registers_and_rebuilds_as_the_same_judge(scripted
     assert loaded(inputs=row["inputs"], outputs=row["outputs"]).value == original(inputs=row["inputs"], outputs=row["outputs"]).value == "no"
     with pytest.raises(ValueError, match="InstructionFollowing needs instruction_key"):
         InstructionFollowing(judge_for(server), instruction_key=None)
+
+
+def test_a_short_budget_through_mlflow_finishes_the_rewrites_it_starts(scripted_server, mlflow_store):
+    """The plain route's rewrites set each row's instruction check aside with its other calls, as judge_rewrites
+    does (test_rewrites.py): 12 calls judge two of the four demo rows whole (5 calls each) and refuse the other two
+    before any call, each with an error card, never a "no"."""
+    server = scripted_server(SummarizationJudgeScript())
+    with mlflow.start_run() as run:
+        evaluation = evaluate_rewrites(_records(), rewrite_scorers(judge_for(server, max_calls=12)))
+    assert evaluation.metrics["instruction_following_n"] == 2 and evaluation.metrics["strict_alignment_n"] == 2
+    assert server.request_count == 10
+    refused = [row_id for row_id in ("meeting", "refund", "outage", "parking")
+               if _card(run.info.run_id, row_id, "instruction_following").error is not None]
+    assert len(refused) == 2
+    assert all(_card(run.info.run_id, row_id, "instruction_following").value is None for row_id in refused)
