@@ -1,10 +1,10 @@
 """The grounding check beside a CPU-bound local endpoint: does it take the model's cores?
 
-    .venv/bin/python benchmarks/bench_local_endpoint.py [--rows 200] [--model smollm2-135m] [--slots 2] [--repeat 1]
+    .venv/bin/python benchmarks/bench_local_endpoint.py [--rows 50] [--model smollm2-135m] [--slots 2] [--repeat 1]
 
 A real llama.cpp server (``local.LocalModelServer``, one thread per core: it computes on every core it is given)
 judges the same BBC rows (articles and their reference summaries, alignment + richness) twice in turn: on the
-default path, whose grounding check runs while the judge's requests are in flight (from 200 rows the cache lacks,
+default path, whose grounding check runs while the judge's requests are in flight (from 50 rows the cache lacks,
 in a worker process of its own at a lower priority: ``summarization.grounded.GroundingInAnotherProcess``), and with
 ``grounding=False``. Each run has a fresh cache, so every request is asked and every row scored. Reported: rows/s
 and the ratio of the default path's to ``grounding=False``'s (what the check costs the judge), the CPU the server
@@ -13,7 +13,7 @@ also apart: none when the check ran on the judge's loop), and the rows the
 judge failed on (a small model's unreadable replies; the same requests either way, so the same count).
 A first row is judged untimed (the server's first requests are slower); ``--repeat N`` runs the pair N times,
 each path going first in turn, and keeps the fastest of each. A small model on this CPU takes tens
-of seconds a BBC row, so 200 rows take hours: ``--worker`` starts the check's process for fewer rows too (the
+of seconds a BBC row, so 50 rows take half an hour or more: ``--worker`` starts the check's process for fewer rows too (the
 threshold lowered in this process only), to measure that process beside the server on a sample.
 """
 

@@ -9,7 +9,7 @@ GPU-like one answering in 10 ms with 256) gets a fresh endpoint (``scripts/serve
 deterministic judge) in its own process, so the CPU time measured here is ours alone. The bound is what the endpoint
 allows: slots / latency / calls per row. Then an identical second evaluation: the calls it makes (0: the cache) and
 its wall time against the first. Ours runs the default path, the grounding check included (it runs while the
-judge's requests are in flight: from 200 rows the cache lacks, in a worker process of its own, whose CPU time is
+judge's requests are in flight: from 50 rows the cache lacks, in a worker process of its own, whose CPU time is
 counted in ours); ``--grounding both`` adds ``grounding=False`` beside it, ``off`` runs that alone. The endpoint's
 claims are the summary's sentences word for word, which the check scores once for the summary and its claims
 (``grounding.features.texts_features``); ``--claims reworded`` makes every claim differ from them (each without its

@@ -27,7 +27,11 @@ from .records import RowInput, RowJudgement
 
 _log = logging.getLogger(__name__)
 ROWS_PER_STEP = 4  # a step of the check holds the judge's loop while it scores this many rows (BBC, with its claims: about 2-4 ms each)
-ROWS_FOR_A_PROCESS = 200  # from this many rows, the check runs in a process of its own (starting one and scoring its first row: 0.4-0.6 s of CPU on a machine at a third of its quiet speed)
+# From this many rows the cache lacks, the check runs in a process of its own: starting one and scoring its first row
+# take 0.2-0.4 s of CPU, yet from 10 rows on, in a fresh process, that cost less CPU and wall time than the check on
+# the judge's loop (which holds the loop, and loads the check's tables there); below 50 rows a process that checked
+# before (tests, a notebook) has it cheaper on its loop (docs/benchmarks.md, "Where the check runs").
+ROWS_FOR_A_PROCESS = 50
 ROWS_PER_TASK = 32  # rows sent to that process in one line
 # Rows whose claims are ready go to that process a few at a time (it reads what has arrived together as one batch:
 # 4 rows a read cost it 0.35 ms a row less than 1 a read, 7%): when this many wait, or this long after the first.
