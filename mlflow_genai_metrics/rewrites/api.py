@@ -106,19 +106,21 @@ def judge_with_instructions(judge: Judge, rows: Sequence[RowInput], instructions
     or, when the call failed, the row's error (its usage counted either way). A row's check is asked within its share
     of the judge's budget; a row read whole from the cache is asked after, a row that failed not at all."""
     checks = _Checks(rows, instructions)
-    judgements = judge_rows(list(rows), judge, options, progress=progress, claims=claims, after=checks)
-    return check_instructions(judge, rows, instructions, judgements, checks.replies)
+    return _with_checks(judge, checks, judge_rows(list(rows), judge, options, progress=progress, claims=claims, after=checks))
 
 
-def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str], judgements: Sequence[RowJudgement],
-                       replies: dict[int, JudgeReply] | None = None) -> list[RowJudgement]:
-    """``judgements`` with each row's instruction check, as ``judge_with_instructions`` says: ``replies`` holds the
-    checks already asked, by row position; the rest are asked now, but for rows that failed already (never asked:
-    a budget error's row once paid for a check it could not use)."""
-    checks = _Checks(rows, instructions)
-    checks.replies.update(replies or {})
-    asked = run_sync(_checks(judge, checks, judgements), rows=len(rows))
-    return [_with_check(judgement, reply) for judgement, reply in zip(judgements, asked)]
+def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str],
+                       judgements: Sequence[RowJudgement]) -> list[RowJudgement]:
+    """``judgements`` (judged without the checks: an instruction judge's own rows) with each row's instruction check,
+    as ``judge_with_instructions`` says."""
+    return _with_checks(judge, _Checks(rows, instructions), judgements)
+
+
+def _with_checks(judge: Judge, checks: _Checks, judgements: Sequence[RowJudgement]) -> list[RowJudgement]:
+    """``judgements`` with each row's check: the reply its pipeline had, or asked now, but for rows that failed
+    already (never asked: a budget error's row once paid for a check it could not use)."""
+    replies = run_sync(_checks(judge, checks, judgements), rows=len(checks.rows))
+    return [_with_check(judgement, reply) for judgement, reply in zip(judgements, replies)]
 
 
 def rewrite_key(text: str, instruction: str) -> str:
