@@ -287,16 +287,41 @@ def test_two_gates_at_once_against_one_champion_each_count_the_other(scripted_se
     assert tags["mgm.gate.attempts"] == "2" and not [key for key in tags if key.startswith("mgm.gate.deciding")]
 
 
+def _six_fixed(server) -> tuple[str, str]:
+    """A champion and a candidate that fixes 6 of its 8 bad summaries (p = 1/64 on strict alignment): (run id, uri)."""
+    _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)])
+    return _logged(server, [GOOD.format(i=i) if i < 6 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)],
+                   run_name="candidate")
+
+
+def test_a_gate_whose_count_lands_after_another_s_counts_again(scripted_server, mlflow_store, monkeypatch):
+    """The test above once ended with both records and the count "1" (a fresh clone's CI): one gate read one record,
+    the other wrote its record and "2", then the first wrote its stale "1". Here that other gate acts between this
+    gate's read and its write: this gate reads again after writing and sets the count it then reads."""
+    run_id, uri = _six_fixed(scripted_server())
+    real, raced = MlflowClient.set_model_version_tag, []
+
+    def overtaken(self, name, version, key, value):
+        if key == "mgm.gate.attempts" and not raced:
+            raced.append(value)
+            real(self, name, version, "mgm.gate.attempts.1.other", "run other: level 0.025, failed")  # the other gate,
+            real(self, name, version, key, "2")  # ... its record and its count, between this one's read and write
+        return real(self, name, version, key, value)
+
+    monkeypatch.setattr(MlflowClient, "set_model_version_tag", overtaken)
+    _gate(run_id, uri)
+
+    tags = MlflowClient().get_model_version("summarizer", "1").tags
+    assert raced == ["1"] and tags["mgm.gate.attempts"] == "2"
+
+
 def test_a_gate_that_another_beats_to_the_champion_s_alpha_takes_the_other_s(scripted_server, mlflow_store, monkeypatch):
     """Two gates at once both set the champion's alpha first: MLflow's SQL store reads, then inserts, and the second
     once failed the whole gate with a UNIQUE constraint (seen in a fresh clone's run of the test above). It now reads
     the alpha the other set."""
     from mlflow.exceptions import MlflowException
 
-    server = scripted_server()
-    _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)])
-    run_id, uri = _logged(server, [GOOD.format(i=i) if i < 6 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)],
-                          run_name="candidate")
+    run_id, uri = _six_fixed(scripted_server())
     real, raced = MlflowClient.set_model_version_tag, []
 
     def beaten(self, name, version, key, value):

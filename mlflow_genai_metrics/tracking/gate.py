@@ -348,14 +348,26 @@ def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, co
         record = f"{ATTEMPTS_TAG}.{attempt}" + (f".{run.info.run_id}" if deciding > 1 else "")  # two at once: two records
         client.set_model_version_tag(name, champion.version, record,
                                      f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
-        recorded = sum(1 for key in client.get_model_version(name, champion.version).tags if _RECORD.match(key))
-        if not _set_first(client, name, champion.version, ATTEMPTS_TAG, str(recorded)):  # for people to read
-            client.set_model_version_tag(name, champion.version, ATTEMPTS_TAG, str(recorded))
+        _show_attempts(client, name, champion.version)
         tags["mgm.gate.attempt"] = f"{attempt} against version {champion.version} of {name}, decided at level {alpha:.3g}"
         messages.append(f"attempt {attempt} against champion version {champion.version}: decided at level {alpha:.3g} "
                         f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under "
                         f"alpha = {ledger:g}, the champion's {ALPHA_TAG})")
     return outcomes
+
+
+def _show_attempts(client: MlflowClient, name: str, version: str) -> None:
+    """Set ``ATTEMPTS_TAG`` (for people to read; no rule reads it) to the records on the champion's version, after
+    this gate's own. Of two gates at once, one could read one record, the other write two, then the first write its
+    stale one: so each reads again after it writes and sets it again until it reads its own count. The last writer
+    has read every record (each gate wrote its record before its first count), so the tag ends right."""
+    while True:
+        seen = client.get_model_version(name, version).tags
+        recorded = str(sum(1 for key in seen if _RECORD.match(key)))
+        if seen.get(ATTEMPTS_TAG) == recorded:
+            return
+        if not _set_first(client, name, version, ATTEMPTS_TAG, recorded):  # created by the other gate a moment ago
+            client.set_model_version_tag(name, version, ATTEMPTS_TAG, recorded)
 
 
 def _family_alpha(client: MlflowClient, name: str, version: str, fixed: str | None, asked: float, messages: list[str]) -> tuple[float, float]:
