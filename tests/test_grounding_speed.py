@@ -48,14 +48,16 @@ CLAIMS = ["The council approved a budget of 45 million pounds.", "Anna Clarke is
 GROUNDINGS = [0.6996073162477148, 0.09101144470169423, 0.2228777533541191, 0.055318639752412684, 0.03342790002799903,
               0.05084303710895688, 0.4268697266503779]
 SUPPORTS = [0.4386688646809453, 0.2725195013647163, 0.14389740809547769, 0.2318492140806331, 0.1843668781976533]
+# ... but where one source sentence holds every word of the weakest sentence: that was "spread out (the best-matching
+# source sentence holds 100% of them)", a reason contradicting itself.
 REASONS = [
-    'Least supported (support 0.55): "The mayor, Anna Clarke, said the money would pay for new schools and two hospitals." -- its words are in the source but spread out (the best-matching source sentence holds 100% of them)',
+    'Least supported (support 0.55): "The mayor, Anna Clarke, said the money would pay for new schools and two hospitals." -- nothing the check can name is missing: one source sentence holds all its words, in their order',
     'Least supported (support 0.09): "The city council of Leeds approved a budget of 60 million pounds on Tuesday." -- numbers or dates the source lacks (or has with another unit): 60',
     'Least supported (support 0.30): "Anna Clarke voted against the plan." -- its words are in the source but spread out (the best-matching source sentence holds 50% of them)',
     'Least supported (support 0.10): "The council did not approve the budget." -- a negation the best-matching source sentences lack',
     'Least supported (support 0.03): "Leeds councillors endorsed spending on classrooms and clinics, while critics warned of higher levies in spring." -- numbers or dates the source lacks (or has with another unit): spring; words the source lacks: councillors, endorsed, spending, classrooms, clinics, critics',
     'Least supported (support 0.05): "Mayor Tom Clarke said work on the first hospital starts in April 2025." -- numbers or dates the source lacks (or has with another unit): 2025, April, first',
-    'Least supported (support 0.43): "The council approved the budget." -- its words are in the source but spread out (the best-matching source sentence holds 100% of them)',
+    'Least supported (support 0.43): "The council approved the budget." -- nothing the check can name is missing: one source sentence holds all its words, in their order',
 ]
 # The row features of the summary of new words (the word vectors' nearest-neighbour path), from the same code.
 NOVEL_FEATURES = [0.09090909090909091, 0.09090909090909091, 0.09090909090909091, 0.09090909090909091,
@@ -75,6 +77,17 @@ def test_scores_and_reasoning_are_those_before_the_speed_up():
     assert np.allclose([r.grounding for r in rows], GROUNDINGS, rtol=0, atol=1e-9)
     assert [r.reasoning.split("\n")[1] for r in rows] == REASONS
     assert np.allclose(lexical_supports(CLAIMS, [SOURCE] * len(CLAIMS)), SUPPORTS, rtol=0, atol=1e-9)
+
+
+def test_the_reason_for_a_sentence_whose_words_the_source_holds_says_where_it_holds_them():
+    """A sentence whose every word one source sentence holds was "spread out (... holds 100% of them)"."""
+    source = ["The council approved the budget on Monday. Taxes will rise next year, officials said."]
+    why = [score_pairs(source, [summary])[0].reasoning.split(" -- ")[1] for summary in (
+        "The council approved the budget on Monday.", "On Monday the budget was approved by the council.",
+        "Officials said the council approved taxes.")]
+    assert why == ["nothing the check can name is missing: one source sentence holds all its words, in their order",
+                   "its words are all in one source sentence, in another order (25% of them in the source's order)",
+                   "its words are in the source but spread out (the best-matching source sentence holds 50% of them)"]
 
 
 def test_features_of_a_summary_of_new_words_are_those_before_the_speed_up():

@@ -67,7 +67,7 @@ def _collection_paused() -> Iterator[None]:
             gc.enable()
 
 
-_BEST_SENTENCE = list(SENTENCE_FEATURES).index("best_sentence_support")
+_BEST_SENTENCE, _ORDER = list(SENTENCE_FEATURES).index("best_sentence_support"), list(SENTENCE_FEATURES).index("order_support")
 
 
 def _why(sentence: SentenceFeatures) -> str:
@@ -80,12 +80,12 @@ def _why(sentence: SentenceFeatures) -> str:
     others = [w for w in sentence.novel_words if w not in sentence.novel_names]
     if others:
         reasons.append(f"words the source lacks: {', '.join(others[:6])}")
-    if not reasons:
-        best = sentence.values[_BEST_SENTENCE]
-        reasons.append(f"its words are in the source but spread out (the best-matching source sentence holds {best:.0%} of them)")
+    if not reasons:  # every word in the source: said by where (a copied sentence is not "spread out")
+        best, order = sentence.values[_BEST_SENTENCE], sentence.values[_ORDER]
+        reasons.append(f"its words are in the source but spread out (the best-matching source sentence holds {best:.0%} of them)"
+                       if best < 1 else f"its words are all in one source sentence, in another order ({order:.0%} of them in the source's order)"
+                       if order < 1 else "nothing the check can name is missing: one source sentence holds all its words, in their order")
     return "; ".join(reasons)
-
-
 
 
 def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: GroundingModel | None = None,
