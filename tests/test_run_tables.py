@@ -62,6 +62,34 @@ def test_logging_again_to_the_same_run_keeps_each_row_once(judged, mlflow_store,
     assert len(load_run(run.info.run_id).rows) == len(judged.rows)
 
 
+def test_a_result_s_tags_and_params_go_in_one_request(judged, mlflow_store, monkeypatch):
+    """Against a tracking server each tag and param was a request of its own (about 17 a run); they go in one batch,
+    logged twice to one run as once (params are write-once: the second sends none)."""
+    calls: list[tuple[str, int, int]] = []
+    batch = MlflowClient.log_batch
+
+    def counted(self, run_id, metrics=(), params=(), tags=(), **kwargs):
+        calls.append(("log_batch", len(params), len(tags)))
+        return batch(self, run_id, metrics=metrics, params=params, tags=tags, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", counted)
+    for one_by_one in ("set_tag", "log_param"):  # (MLflow's log_table sets its own tag: counted only when it is ours)
+        def one(self, run_id, key, value, *args, name=one_by_one, real=getattr(MlflowClient, one_by_one), **kwargs):
+            if key.startswith("mgm."):
+                calls.append((f"{name} {key}", 0, 0))
+            return real(self, run_id, key, value, *args, **kwargs)
+
+        monkeypatch.setattr(MlflowClient, one_by_one, one)
+    with mlflow.start_run() as run:
+        log_result(judged)
+        log_result(judged)
+    [(first, params, tags), (second, again, _)] = calls
+    assert first == second == "log_batch"
+    logged = MlflowClient().get_run(run.info.run_id).data
+    assert params == len([key for key in logged.params if key.startswith("mgm.")]) > 5 and again == 0
+    assert tags >= 1 and logged.tags["mgm.signature"] == judged.signature
+
+
 def test_the_plots_are_top_level_images(judged, mlflow_store):
     with mlflow.start_run() as run:
         log_result(judged)

@@ -29,7 +29,7 @@ from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.run_table import DECISION_METRIC, comparison_table, disagreements, people_differences, test_labels
 from .labels import SAMPLE_TAG
-from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, set_note_section, tag_value
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, set_note_section, set_tags, tag_value
 
 
 @dataclass(frozen=True)
@@ -174,13 +174,10 @@ def _log_comparison(runs: list[EvaluatedRun], table: pd.DataFrame, note: str, cl
     labels = {run.run_id: f"{run.name} ({run.run_id[:6]})" for run in runs}
     comparison = client.create_run(experiment_id, run_name=run_name, tags={"mgm.compared_runs": ",".join(r.run_id for r in runs)})
     run_id = comparison.info.run_id
-    if note:
-        client.set_tag(run_id, "mgm.note", note)
-    client.set_tag(run_id, "mgm.decision_metric", DECISION_METRIC)
     lines = {"disagreement": disagreements(table), "people_difference": people_differences(table)}
-    for kind, found in lines.items():
-        for number, line in enumerate(found, start=1):
-            client.set_tag(run_id, f"mgm.{kind}.{number}", tag_value(line))
+    set_tags(client, run_id, {**({"mgm.note": note} if note else {}), "mgm.decision_metric": DECISION_METRIC,
+                              **{f"mgm.{kind}.{number}": tag_value(line) for kind, found in lines.items()
+                                 for number, line in enumerate(found, start=1)}})
     # the run's description, the first thing its page shows: what was compared, and those lines in full
     said = [f"- {line}" for found in lines.values() for line in found]
     head = f"**Comparison of {', '.join(labels.values())}**: every metric's difference and test in `{ARTIFACT_DIR}/comparison.json`."

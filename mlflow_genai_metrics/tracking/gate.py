@@ -41,7 +41,7 @@ from ..summarization.unreadable import infrastructure_failed
 from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
 from .rejudge import ChampionDataError, rejudge_champion
-from .run_logging import SIGNATURE_TAG, set_note_section, tag_value
+from .run_logging import SIGNATURE_TAG, set_note_section, set_tags, tag_value
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
 ATTEMPTS_TAG = "mgm.gate.attempts"  # on the champion's version: the gate attempts against it that spent a test
@@ -181,8 +181,7 @@ def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateR
     failed = result.failed
     line = (f"passed: registered version {result.registered_version} of {name}" if result.passed
             else f"failed ({len(failed)} of {len(result.outcomes)} rules) for {name}: {failed[0]}")
-    for key, value in {DECISION_TAG: tag_value(line), **tags}.items():
-        client.set_tag(run_id, key, value)
+    set_tags(client, run_id, {DECISION_TAG: tag_value(line), **tags})
     with quiet_downloads():  # MLflow reads the table logged by an earlier gate call, to add this one's rows
         client.log_table(run_id, decision_table(result, name), DECISION_TABLE)
     rules = "\n".join(_rule_lines(result.outcomes, marks=True))

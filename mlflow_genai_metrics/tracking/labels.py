@@ -57,7 +57,7 @@ from ..people import PeopleDifference, PeopleEstimate, estimate_difference
 from ..people_labels import CARDS, PeopleReport, people_report
 from ..summarization.verdicts import latest_feedback, trace_verdicts
 from .genai import root_span
-from .run_logging import ARTIFACT_DIR, set_note_section, tag_value
+from .run_logging import ARTIFACT_DIR, set_note_section, set_tags, tag_value
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record
 SAMPLE_ARTIFACT = "mgm_label_sample.json"
@@ -137,8 +137,7 @@ def label_sample(run_id: str, n: int, *, seed: int | None = None, card: str | No
     # The draw is recorded first: whatever fails after, the run has its one sample and a second draw is refused.
     client.log_dict(run_id, {"seed": seed, "card": chosen_card, "evaluated": len(traces), "trace_ids": list(trace_ids),
                              "row_ids": list(row_ids)}, SAMPLE_ARTIFACT)
-    for key, value in {"n": n, "card": chosen_card, "seed": seed}.items():
-        client.set_tag(run_id, f"{SAMPLE_TAG}.{key}", str(value))
+    set_tags(client, run_id, {f"{SAMPLE_TAG}.{key}": str(value) for key, value in {"n": n, "card": chosen_card, "seed": seed}.items()})
     for position, trace_id in enumerate(trace_ids, start=1):
         client.set_trace_tag(trace_id, SAMPLE_TAG, str(position))
     queue, where = _review_queue(run, chosen_card, list(trace_ids))

@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import mlflow
 import pandas as pd
 import pyarrow.dataset as pa_dataset
-from mlflow.entities import Metric
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from .. import plots
@@ -67,6 +67,14 @@ def table_artifact(name: str) -> str:
 def plot_artifact(name: str) -> str:
     """The top-level artifact a run's plot ``name`` ("metrics", "verdicts", "categories") is saved as."""
     return f"mgm_plot_{name}.png"
+
+
+def set_tags(client: MlflowClient, run_id: str, tags: dict[str, str], params: dict[str, str] | None = None) -> None:
+    """Set ``tags`` (and log ``params``) on ``run_id`` in one request: one call to a tracking server (one transaction
+    on a SQL store) instead of one per value."""
+    tags, params = [RunTag(k, v) for k, v in tags.items()], [Param(k, v) for k, v in (params or {}).items()]
+    for start in range(0, max(len(tags), len(params)), 100):  # MLflow takes up to 100 of each a request
+        client.log_batch(run_id, tags=tags[start : start + 100], params=params[start : start + 100])
 
 
 def loggable_metrics(metrics: dict[str, float]) -> dict[str, float]:
@@ -176,18 +184,14 @@ def _log(
             client.log_artifact(run_id, str(folder / plot_artifact(name)))
         # The report goes last: a run whose mgm/report.json exists has every other artifact whole.
         client.log_artifact(run_id, str(folder / "report.json"), artifact_path=ARTIFACT_DIR)
-        client.set_tag(run_id, SIGNATURE_TAG, signature)
-        for key, value in (tags or {}).items():
-            client.set_tag(run_id, key, value)
         params = {"mgm.signature": signature, **{f"mgm.{k}": v for k, v in parse_signature(signature).items()}}
         logged = client.get_run(run_id).data
         for key in logged.tags:  # a warning of an earlier logging that this result does not call for
             if key.startswith(WARNING_TAG_PREFIX) and key not in (tags or {}):
                 client.delete_tag(run_id, key)
-        existing_params = logged.params
-        for key, value in params.items():
-            if existing_params.get(key) != value:  # params are write-once in MLflow; a rerun of the same run logs nothing new
-                client.log_param(run_id, key, value)
+        # params are write-once in MLflow; a rerun of the same run logs nothing new
+        set_tags(client, run_id, {SIGNATURE_TAG: signature, **(tags or {})},
+                 {key: value for key, value in params.items() if logged.params.get(key) != value})
         if metrics is not None:
             now, loggable = int(time.time() * 1000), loggable_metrics(metrics)
             client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in loggable.items()])
