@@ -257,19 +257,19 @@ def test_two_gates_at_once_against_one_champion_each_count_the_other(scripted_se
     second attempt, at 0.0125, and both records stay."""
     import threading
 
-    from mlflow_genai_metrics.tracking import gate as gate_module
+    from mlflow_genai_metrics.tracking import attempts
 
     server = scripted_server()
     _champion(server, [BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)])
     runs = [_logged(server, [GOOD.format(i=i) if i < 6 else BAD.format(i=i) if i < 8 else GOOD.format(i=i) for i in range(30)],
                     run_name=f"candidate {n}") for n in (1, 2)]  # 6 fixed, p = 1/64 (passes at 0.025, not at 0.0125)
-    together, claim = threading.Barrier(2, timeout=60), gate_module._claim
+    together, claim = threading.Barrier(2, timeout=60), attempts.claim
 
     def claim_then_wait(*args):
         claim(*args)
         together.wait()
 
-    monkeypatch.setattr(gate_module, "_claim", claim_then_wait)
+    monkeypatch.setattr(attempts, "claim", claim_then_wait)
     gates: dict[str, object] = {}
     threads = [threading.Thread(target=lambda r=r, u=u: gates.__setitem__(r, _gate(r, u))) for r, u in runs]
     for thread in threads:
@@ -313,6 +313,30 @@ def test_a_gate_whose_count_lands_after_another_s_counts_again(scripted_server, 
 
     tags = MlflowClient().get_model_version("summarizer", "1").tags
     assert raced == ["1"] and tags["mgm.gate.attempts"] == "2"
+
+
+@pytest.mark.parametrize("claim, counted", [(lambda now: f"deciding since {now - 7200:.0f}", False),  # killed 2 h ago
+                                            (lambda now: f"deciding since {now - 60:.0f}", True),  # deciding now
+                                            (lambda now: "deciding", True)])  # written by an older version: unknown age
+def test_a_gate_killed_while_deciding_leaves_a_claim_that_counts_only_while_it_can_be_live(scripted_server, mlflow_store, claim, counted):
+    """A gate killed (SIGKILL, a CI job's time limit) between its claim and its record left the claim, and every later
+    gate against that champion counted it as an attempt: a level more to pay, for ever, for a decision nobody saw. A
+    claim an hour old is removed and said; a recent one (another gate deciding now) still counts."""
+    import time
+
+    run_id, uri = _six_fixed(scripted_server())  # p = 1/64: passes at 0.025 (the first attempt), not at 0.0125
+    MlflowClient().set_model_version_tag("summarizer", "1", "mgm.gate.deciding.killed", claim(time.time()))
+    gate = _gate(run_id, uri)
+
+    tags = MlflowClient().get_model_version("summarizer", "1").tags
+    said = [m for m in gate.messages if "the gate of run killed" in m]
+    if counted:
+        assert not gate.passed and "at level 0.0125" in _outcome(gate, "strict_alignment vs champion").detail
+        assert "mgm.gate.deciding.killed" in tags and not said
+    else:
+        assert gate.passed and "at level 0.025" in _outcome(gate, "strict_alignment vs champion").detail
+        assert "mgm.gate.deciding.killed" not in tags and "2.0 h ago and never recorded an outcome" in said[0]
+    assert not [key for key in tags if key.startswith("mgm.gate.deciding.") and key != "mgm.gate.deciding.killed"]
 
 
 def test_a_gate_that_another_beats_to_the_champion_s_alpha_takes_the_other_s(scripted_server, mlflow_store, monkeypatch):

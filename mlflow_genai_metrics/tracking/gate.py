@@ -38,21 +38,13 @@ from ..summarization.metrics import closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
 from ..summarization.unreadable import infrastructure_failed
+from . import attempts
 from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
 from .rejudge import ChampionDataError, rejudge_champion
 from .run_logging import SIGNATURE_TAG, set_note_section, set_tags, tag_value
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
-ATTEMPTS_TAG = "mgm.gate.attempts"  # on the champion's version: the gate attempts against it that spent a test
-# ... and the alpha all of them share, fixed by the first gate that compared rows with it (its outcome shown, even
-# "too few pairs to test"): a later attempt never decides at a looser level than that one chose.
-ALPHA_TAG = "mgm.gate.alpha"
-# ... and, while a gate decides against it, ``mgm.gate.deciding.<run id>``: two gates at once each count the other, so
-# neither decides as the first attempt (both once did, and one's record was lost). Attempts are counted from these and
-# from the records ``mgm.gate.attempts.<k>`` (``.<k>.<run id>`` for one decided beside another), never from a counter.
-DECIDING_TAG = "mgm.gate.deciding"
-_RECORD = re.compile(rf"^{re.escape(ATTEMPTS_TAG)}\.\d+(?:\.\w+)?$")
 # The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
 _MODEL_URI_FORMS = {
     "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
@@ -297,29 +289,12 @@ def _champion_outcomes(
         "mgm.gate.only_in_candidate": str(comparison.only_in_b),
     })
     infrastructure = infrastructure_failed(incumbent.rows)
-    _claim(client, name, champion.version, run.info.run_id)
+    attempts.claim(client, name, champion.version, run.info.run_id)
     try:
         return _decided(client, name, alias, run, champion, comparison, metrics, statistics, messages, tags,
                         int((~infrastructure).sum()))
     finally:
-        client.delete_model_version_tag(name, champion.version, f"{DECIDING_TAG}.{run.info.run_id}")
-
-
-def _set_first(client: MlflowClient, name: str, version: str, key: str, value: str) -> bool:
-    """Set a tag of the champion's version; False when another gate created it at the same moment (MLflow's SQL
-    store reads, then inserts: two gates at once once failed here with a UNIQUE constraint)."""
-    try:
-        client.set_model_version_tag(name, version, key, value)
-    except MlflowException as error:
-        if "UNIQUE constraint" not in str(error) and "IntegrityError" not in str(error):
-            raise
-        return False
-    return True
-
-
-def _claim(client: MlflowClient, name: str, version: str, run_id: str) -> None:
-    """Say on the champion's version that this run's gate is deciding against it (read by ``_decided``)."""
-    client.set_model_version_tag(name, version, f"{DECIDING_TAG}.{run_id}", "deciding")
+        attempts.release(client, name, champion.version, run.info.run_id)
 
 
 def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, comparison, metrics: list[str],
@@ -328,9 +303,9 @@ def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, co
     gates deciding against it now, this one included (read after this one said so: of two at once, the later reader
     sees the earlier, so the k-th to say so decides at alpha / 2^k or less, and the levels still sum under alpha)."""
     seen = client.get_model_version(name, champion.version).tags
-    deciding = sum(1 for key in seen if key.startswith(f"{DECIDING_TAG}."))
-    attempt = sum(1 for key in seen if _RECORD.match(key)) + max(deciding, 1)
-    family, ledger = _family_alpha(client, name, champion.version, seen.get(ALPHA_TAG), 1 - statistics.confidence, messages)
+    deciding = attempts.deciding(client, name, champion.version, seen, messages)
+    attempt = attempts.recorded(seen) + max(deciding, 1)
+    family, ledger = attempts.family_alpha(client, name, champion.version, seen.get(attempts.ALPHA_TAG), 1 - statistics.confidence, messages)
     alpha = attempt_level(family, attempt)
     outcomes = decide(comparison, metrics, alias=alias, champion=f"champion version {champion.version}",
                       champion_judged=champion_judged, alpha=alpha, level=1 - statistics.confidence)
@@ -344,42 +319,12 @@ def _decided(client: MlflowClient, name: str, alias: str, run: Run, champion, co
             )
     if any(not math.isnan(o.p_value) for o in outcomes[: len(metrics)]):  # a test was spent: the next attempt pays
         passed = all(o.passed for o in outcomes)
-        record = f"{ATTEMPTS_TAG}.{attempt}" + (f".{run.info.run_id}" if deciding > 1 else "")  # two at once: two records
-        client.set_model_version_tag(name, champion.version, record,
-                                     f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
-        _show_attempts(client, name, champion.version)
+        attempts.record(client, name, champion.version, attempt, run.info.run_id, beside=deciding > 1,  # two at once: two records
+                        text=f"run {run.info.run_id}: level {alpha:.3g}, {'passed' if passed else 'failed'}")
         tags["mgm.gate.attempt"] = f"{attempt} against version {champion.version} of {name}, decided at level {alpha:.3g}"
         messages.append(f"attempt {attempt} against champion version {champion.version}: decided at level {alpha:.3g} "
                         f"(the k-th attempt against one champion at alpha / 2^k, so all of them together stay under "
-                        f"alpha = {ledger:g}, the champion's {ALPHA_TAG})")
+                        f"alpha = {ledger:g}, the champion's {attempts.ALPHA_TAG})")
     return outcomes
 
 
-def _show_attempts(client: MlflowClient, name: str, version: str) -> None:
-    """Set ``ATTEMPTS_TAG`` (for people to read; no rule reads it) to the records on the champion's version, after
-    this gate's own. Of two gates at once, one could read one record, the other write two, then the first write its
-    stale one: so each reads again after it writes and sets it again until it reads its own count. The last writer
-    has read every record (each gate wrote its record before its first count), so the tag ends right."""
-    while True:
-        seen = client.get_model_version(name, version).tags
-        recorded = str(sum(1 for key in seen if _RECORD.match(key)))
-        if seen.get(ATTEMPTS_TAG) == recorded:
-            return
-        if not _set_first(client, name, version, ATTEMPTS_TAG, recorded):  # created by the other gate a moment ago
-            client.set_model_version_tag(name, version, ATTEMPTS_TAG, recorded)
-
-
-def _family_alpha(client: MlflowClient, name: str, version: str, fixed: str | None, asked: float, messages: list[str]) -> tuple[float, float]:
-    """(the alpha this attempt's level is a share of, the champion's ``ALPHA_TAG``; ``fixed``: its value as just read,
-    None before any gate set it): the tag is set here by the first attempt that compares rows with it (``asked``); a
-    later attempt asking a looser one is held to it (a stricter one is taken). Without it, a gate that said "too few pairs to test" or "not significantly better" could be asked again at a
-    looser confidence until the candidate passes."""
-    if fixed is None:
-        if _set_first(client, name, version, ALPHA_TAG, f"{asked:g}"):
-            return asked, asked
-        fixed = client.get_model_version(name, version).tags[ALPHA_TAG]  # another gate set it a moment before
-    if asked > float(fixed):
-        messages.append(f"confidence {1 - asked:g} asked, but the attempts against champion version {version} share "
-                        f"alpha = {fixed} (its {ALPHA_TAG}, fixed by the first gate that compared rows with it): a retry at a "
-                        f"looser level would let a candidate tried until it passes through, so {fixed} holds")
-    return min(asked, float(fixed)), float(fixed)
