@@ -4,7 +4,11 @@ batch files and a command as vLLM's ``run_batch`` takes them; the same answers a
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import faulthandler
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +21,22 @@ from mlflow_genai_metrics.judge import BatchFilesWritten, BatchOptions, Prices
 from mlflow_genai_metrics.testing import Fault, Reply, ScriptedBatches, SummarizationJudgeScript
 
 FAKE_VLLM = Path(__file__).resolve().parent / "fake_vllm_run_batch.py"
+
+
+@contextlib.contextmanager
+def stacks_if_stalled(after_s: float = 20.0):
+    """Every thread's stack, as a warning (shown in the run's summary, the test passing), when the block is still
+    running after ``after_s``: one test here took 60 s instead of 0.6 in three full runs of the suite (a request
+    that waited out the judge's 60-s HTTP deadline, then passed on a retry), never alone or in 150 runs of it."""
+    with tempfile.TemporaryFile("w+") as dump:
+        faulthandler.dump_traceback_later(after_s, file=dump)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            dump.seek(0)
+            if stacks := dump.read():
+                warnings.warn(f"stalled past {after_s:g} s; every thread then:\n{stacks[-6000:]}", stacklevel=3)
 
 
 def batch_judge(server, cache_dir=None, **options):
@@ -281,9 +301,10 @@ def test_max_lines_bounds_the_requests_of_one_batch(scripted_server):
 
 def test_judge_summaries_in_batch_mode_gives_the_online_results(scripted_server):
     sources, summaries = bbc_like()
-    online = judge_summaries(sources, summaries, judge=judge_for(scripted_server(summarization_script())), resamples=50)
-    server = scripted_server(summarization_script())
-    batched = judge_summaries(sources, summaries, judge=judge_for(server), batch=BatchOptions(poll_s=0.01), resamples=50)
+    with stacks_if_stalled():
+        online = judge_summaries(sources, summaries, judge=judge_for(scripted_server(summarization_script())), resamples=50)
+        server = scripted_server(summarization_script())
+        batched = judge_summaries(sources, summaries, judge=judge_for(server), batch=BatchOptions(poll_s=0.01), resamples=50)
     assert server.batch_api.created >= 2 and all(r.batch_id for r in server.requests)
     usage_columns = [c for c in online.rows.columns if c.startswith("judge_")]
     pd.testing.assert_frame_equal(batched.rows.drop(columns=usage_columns), online.rows.drop(columns=usage_columns))
