@@ -92,17 +92,41 @@ def test_the_version_check_sees_what_the_pipeline_needs():
     assert python_each_module_needs()["summarization/pipeline.py"] >= (3, 11)  # asyncio.TaskGroup, BaseExceptionGroup
 
 
-def test_the_wheel_ships_the_package_and_not_the_development_scripts(tmp_path):
-    # Built from a copy holding what a clean checkout has (no build/ left over from another build to ship stale files).
+def _clean_copy(folder):
+    """A copy of what a clean checkout has to build from (no build/ left over from another build to ship stale files)."""
     import shutil
-    import zipfile
 
-    project = PYPROJECT.parent
-    source = tmp_path / "project"
+    project, source = PYPROJECT.parent, folder / "project"
     shutil.copytree(project / "mlflow_genai_metrics", source / "mlflow_genai_metrics", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(project / "scripts", source / "scripts")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(project / name, source / name)
+    return source
+
+
+def test_the_editable_install_prints_no_wall_and_names_the_root_in_a_pth_file(tmp_path):
+    """``./run``'s ``pip install -e`` printed setuptools' "Editable installation ... Please be careful with folders in
+    your working directory" wall at every set-up (its import hook, for a package at the root without ``package-dir``);
+    a .pth file naming the root installs it now, and nothing is printed."""
+    import sysconfig
+
+    source = _clean_copy(tmp_path)
+    # --ignore-installed: pip would otherwise uninstall this environment's own install of the package first
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-e", str(source), "--no-deps", "-q", "--ignore-installed",
+                           "--prefix", str(tmp_path / "prefix")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list(Path(sysconfig.get_paths()["purelib"]).glob("__editable__.mlflow_genai_metrics-*.pth"))  # this environment's is still there
+    said = [line for line in (done.stdout + done.stderr).splitlines() if "Warning" in line or "Editable" in line or "!!" in line]
+    assert said == []
+    [pth] = (tmp_path / "prefix").rglob("__editable__*.pth")
+    assert pth.read_text().strip() == str(source.resolve())
+
+
+def test_the_wheel_ships_the_package_and_not_the_development_scripts(tmp_path):
+    import zipfile
+
+    project = PYPROJECT.parent
+    source = _clean_copy(tmp_path)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "-w", str(tmp_path / "wheel"), "--no-deps", "-q"],
                            capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
