@@ -80,12 +80,15 @@ def _why(sentence: SentenceFeatures) -> str:
     others = [w for w in sentence.novel_words if w not in sentence.novel_names]
     if others:
         reasons.append(f"words the source lacks: {', '.join(others[:6])}")
-    if not reasons:  # every word in the source: said by where (a copied sentence is not "spread out")
-        best, order = sentence.values[_BEST_SENTENCE], sentence.values[_ORDER]
-        reasons.append(f"its words are in the source but spread out (the best-matching source sentence holds {best:.0%} of them)"
-                       if best < 1 else f"its words are all in one source sentence, in another order ({order:.0%} of them in the source's order)"
-                       if order < 1 else "nothing the check can name is missing: one source sentence holds all its words, in their order")
-    return "; ".join(reasons)
+    if reasons:
+        return "; ".join(reasons)
+    # every word in the source: said by where it holds them (a copied sentence is not "spread out")
+    best, order = sentence.values[_BEST_SENTENCE], sentence.values[_ORDER]
+    if best < 1:
+        return f"its words are in the source but spread out (the best-matching source sentence holds {best:.0%} of them)"
+    if order < 1:
+        return f"its words are all in one source sentence, in another order ({order:.0%} of them in the source's order)"
+    return "nothing the check can name is missing: one source sentence holds all its words, in their order"
 
 
 def score_pairs(sources: Sequence[str], summaries: Sequence[str], *, model: GroundingModel | None = None,

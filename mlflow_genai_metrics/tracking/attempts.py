@@ -69,13 +69,14 @@ def deciding(client: MlflowClient, name: str, version: str, seen: dict[str, str]
         if not key.startswith(f"{DECIDING_TAG}."):
             continue
         since = re.fullmatch(r"deciding since (\d+)", value)
-        if since is None or now - int(since[1]) < STALE_CLAIM_S:
+        age = now - int(since[1]) if since else 0.0
+        if age < STALE_CLAIM_S:
             live += 1
             continue
         with contextlib.suppress(MlflowException):  # another gate removed it a moment before
             client.delete_model_version_tag(name, version, key)
         messages.append(f"the gate of run {key.removeprefix(DECIDING_TAG + '.')} began deciding against champion version "
-                        f"{version} {(now - int(since[1])) / 3600:.1f} h ago and never recorded an outcome (it was stopped): "
+                        f"{version} {age / 3600:.1f} h ago and never recorded an outcome (it was stopped): "
                         "not counted as an attempt, its claim removed")
     return live
 
@@ -87,11 +88,11 @@ def show_attempts(client: MlflowClient, name: str, version: str) -> None:
     has read every record (each gate wrote its record before its first count), so the tag ends right."""
     while True:
         seen = client.get_model_version(name, version).tags
-        recorded = str(sum(1 for key in seen if RECORD.match(key)))
-        if seen.get(ATTEMPTS_TAG) == recorded:
+        count = str(recorded(seen))
+        if seen.get(ATTEMPTS_TAG) == count:
             return
-        if not set_first(client, name, version, ATTEMPTS_TAG, recorded):  # created by the other gate a moment ago
-            client.set_model_version_tag(name, version, ATTEMPTS_TAG, recorded)
+        if not set_first(client, name, version, ATTEMPTS_TAG, count):  # created by the other gate a moment ago
+            client.set_model_version_tag(name, version, ATTEMPTS_TAG, count)
 
 
 def family_alpha(client: MlflowClient, name: str, version: str, fixed: str | None, asked: float, messages: list[str]) -> tuple[float, float]:
