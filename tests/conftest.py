@@ -241,6 +241,10 @@ def spark():
         SparkSession.builder.master("local[2]")
         .appName("mgm-tests")
         .config("spark.ui.enabled", "false")
+        # A JVM that lives for the tests' minutes: its fast compiler only (no second tier's optimising compiles of
+        # code the tests run a few times) and one garbage-collector thread. Spark's 190-200 s of CPU for the Spark
+        # tests -> 140-147 (docs/testing.md); what Spark computes is the same.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # several batches per partition
         .getOrCreate()
