@@ -60,6 +60,7 @@ from scipy.special import expit, logit
 # four labelled faithfulness sets at 25 to 200 labels (lowest 0.948). Its exact pieces hold from the first two
 # labels, as the labels' own Clopper-Pearson interval does (guide: proportions from 2 rows); one label gives none.
 MIN_LABELS = 2
+CONFIDENCE = 0.95  # the one level the intervals are offered at: the level MIN_LABELS and the sweeps were measured at
 MIN_DIFFERENCE_LABELS = 2  # on each run, for two runs' difference: from here it held its coverage (bench_people.py)
 DIFFERENCE_ASSUMES = ("independent random samples of labels, each drawn by the tool from its own run, and the same question (card) "
                       "people answered on both; runs of the same rows usually err alike, which makes the interval wider, not narrower")
@@ -156,7 +157,8 @@ def ppi_proportion(
     the (judge, person) pairs of the labelled rows (a uniform random sample of those rows, drawn before anyone saw a
     verdict). ``power_tuned=False`` fixes lambda = 1 (plain PPI; its interval: Tango's paired interval of person -
     judge, shifted by the judge's rate; the benchmark measures the power-tuned default only). Values are 0/1 (or
-    booleans); a missing one is refused: leave a row the judge failed on out of ``judge_all``, and say so."""
+    booleans); a missing one is refused: leave a row the judge failed on out of ``judge_all``, and say so.
+    ``confidence``: 0.95 only (``CONFIDENCE``, the level the coverage was measured at; another is refused)."""
     judge_all = _zero_one(judge_all, "judge_all")
     judge_labelled, people = _zero_one(judge_labelled, "judge_labelled"), _zero_one(people_labelled, "people_labelled")
     if len(judge_labelled) != len(people):
@@ -180,8 +182,10 @@ def ppi_counts(judge_yes, rows, cells, *, confidence: float = 0.95, power_tuned:
     the labelled rows' 2 x 2 counts ``cells[..., person, judge]`` (rows: person no / yes; columns: judge no / yes, as
     ``meta_evaluation.binary_agreement``). Returns (estimate, ci_low, ci_high, lambda) arrays; counts add up, so
     rows judged in parts give the same numbers."""
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    if confidence != CONFIDENCE:
+        raise ValueError(f"people's intervals are offered at confidence {CONFIDENCE} only, got {confidence!r}: their coverage is "
+                         "measured there (benchmarks/bench_people.py); at 0.99 and 0.999 the stratified interval covered 0.971 and "
+                         "0.975 of simulated runs (people's rate 0.98, a judge of specificity 0.6, 25 labels), below its level")
     cells = np.asarray(cells, dtype=float)
     big_n, yes = np.asarray(rows, dtype=float), np.asarray(judge_yes, dtype=float)
     labelled = cells.sum((-2, -1))
@@ -220,7 +224,9 @@ def _ppi_untuned(big_n, weight, cells, labelled, alpha):
     only_judge, only_people = cells[..., 0, 1], cells[..., 1, 0]
     with np.errstate(invalid="ignore", divide="ignore"):
         shift = (only_people - only_judge) / labelled
-    estimate = weight + shift
+    # a rate: the judge's rate plus the labels' shift can pass 0 or 1 (people said no on every labelled row of a
+    # judge that said yes on 2% of rows: -0.65), outside its own interval, whose bounds are clipped to [0, 1]
+    estimate = np.clip(weight + shift, 0.0, 1.0)
     tango = np.vectorize(lambda a, b, n: tango_interval(int(a), int(b), int(n), confidence=1 - alpha) if n >= 2 else (math.nan, math.nan),
                          otypes=[float, float])
     low_d, high_d = tango(only_judge, only_people, labelled)

@@ -105,12 +105,16 @@ def test_each_person_counts_once_with_their_latest_verdict(mlflow_store):
     assert outcome_of(report, changed_mind) == "human_ties"  # alice now says no, bob yes: two votes, not three
 
 
-def test_a_judge_verdict_a_person_overrode_is_no_longer_the_judges(mlflow_store):
+def test_a_judge_verdict_a_person_overrode_is_still_the_judges_and_the_override_is_that_persons_vote(mlflow_store):
+    """MLflow's way to correct a judge (``override_feedback``) marks the judge's feedback not valid: it was left out,
+    and with it exactly the disagreements (the trace counted ``human_only``, agreement read higher than it is)."""
     trace_id = plant(judge("yes"))
     verdict = mlflow.get_trace(trace_id).info.assessments[0]
     mlflow.override_feedback(trace_id=trace_id, assessment_id=verdict.assessment_id, value="no",
                              source=AssessmentSource(source_type="HUMAN", source_id="alice"))
-    assert outcome_of(judge_agreement("mgm-tests", log=False), trace_id) == "human_only"
+    report = judge_agreement("mgm-tests", log=False)
+    assert outcome_of(report, trace_id) == "pairs_used"
+    assert report.confusion.to_numpy().tolist() == [[0, 1], [0, 0]]  # people no, the judge yes
 
 
 def test_a_run_filter_reads_only_that_runs_traces(mlflow_store):

@@ -110,6 +110,25 @@ def test_plain_ppi_without_power_tuning_adds_the_labels_mean_error_to_the_judges
     assert found.ci_low < found.estimate < found.ci_high and found.method.startswith("ppi (")
 
 
+def test_plain_ppi_s_rate_stays_a_rate_inside_its_interval():
+    """The judge's rate plus the labels' mean error passed 0: the judge said yes on 2 rows of 100, people said no on
+    the 3 labelled rows (two of the judge's yes among them), and the rate read -0.65, outside its own [0, 0.504]."""
+    found = ppi_proportion([1, 1] + [0] * 98, [1, 1, 0], [0, 0, 0], power_tuned=False)
+    assert found.estimate == 0 and found.ci_low <= found.estimate <= found.ci_high
+    above = ppi_proportion([0, 0] + [1] * 98, [0, 0, 1], [1, 1, 1], power_tuned=False)
+    assert above.estimate == 1 and above.ci_low <= above.estimate <= above.ci_high
+
+
+def test_the_intervals_are_offered_at_the_level_their_coverage_was_measured_at_only():
+    """At 0.99 and 0.999 the stratified interval covered 0.971 and 0.975 of simulated runs (people's rate 0.98, a
+    judge of sensitivity 0.95 and specificity 0.6, 25 labels of 1,000 rows): refused, saying why, not reported."""
+    judge_all = [1] * 937 + [0] * 63
+    assert ppi_proportion(judge_all, [1] * 24 + [0], [1] * 23 + [0, 0], confidence=0.95).too_few is None
+    for level in (0.9, 0.99, 0.999):
+        with pytest.raises(ValueError, match=f"offered at confidence 0.95 only, got {level}"):
+            ppi_proportion(judge_all, [1] * 24 + [0], [1] * 23 + [0, 0], confidence=level)
+
+
 def test_too_few_labels_gives_the_estimate_without_an_interval_and_says_why():
     rng = np.random.default_rng(5)
     people, judge = _run(0.6, 0.7, 0.6, 500, rng)

@@ -134,6 +134,31 @@ def test_people_s_rate_is_estimated_from_the_sample_s_labels_only_and_a_gate_rul
     assert gate.startswith("**Registry gate (people-gated): passed, registered version")
 
 
+def test_people_who_correct_the_judge_by_overriding_its_card_count_with_the_judge_s_own_verdict(scripted_server, mlflow_store):
+    """MLflow's way to correct a judge is ``override_feedback``, which marks the judge's card not valid: such rows were
+    counted as rows the judge failed on and left out, and with them exactly people's disagreements (the estimate
+    read the judge's own rate, 1, where people said no on half the sample)."""
+    server = scripted_server(SummarizationJudgeScript())
+    run_id, _ = evaluated_run(server)
+    sample = label_sample(run_id, 12, seed=5)
+    traces = traces_of(run_id)
+    people = {}
+    for position, trace_id in enumerate(sample.trace_ids):
+        card = next(a for a in traces[trace_id].info.assessments if a.name == "claim_alignment" and a.source.source_type == "LLM_JUDGE")
+        if position % 2 and judge_said(traces[trace_id]):  # people say no where the judge said yes: they override its card
+            mlflow.override_feedback(trace_id=trace_id, assessment_id=card.assessment_id, value="no", source=PERSON)
+            people[trace_id] = False
+        else:
+            mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value=card.value, source=PERSON)
+            people[trace_id] = judge_said(traces[trace_id])
+    assert False in people.values()
+    report = people_estimate(run_id, log=False)
+    assert report.judge_failed == 0 and report.estimate.labelled == 12 and report.estimate.n == ROWS
+    judge_all = [judge_said(t) for t in traces.values()]
+    assert report.estimate == ppi_proportion(judge_all, [judge_said(traces[t]) for t in people], list(people.values()))
+    assert report.estimate.estimate < report.estimate.judge_rate
+
+
 def test_a_card_the_run_s_traces_do_not_carry_is_refused_before_the_run_s_one_sample_is_drawn(scripted_server, mlflow_store):
     """``card="answer_faithfulness"`` on a summaries run once drew and recorded the run's one sample for a card no
     judge gave: "4 drawn rows the judge failed on", and no later draw allowed."""
