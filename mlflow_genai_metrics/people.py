@@ -317,6 +317,12 @@ def recalibrated_grounding(
     scored, people = np.asarray(scores_labelled, dtype=float).reshape(-1), np.asarray(people_labelled, dtype=float).reshape(-1)
     if len(scored) != len(people):
         raise ValueError(f"scores_labelled has {len(scored)} values and people_labelled {len(people)}: one pair per labelled row")
+    if folds < 2:
+        raise ValueError(f"folds must be 2 or more (the calibration error after is measured out of fold), got {folds!r}")
+    for name, values in (("scores_all", scores_all), ("scores_labelled", scored)):
+        outside = values[~np.isnan(values) & ((values < 0) | (values > 1))]
+        if len(outside):
+            raise ValueError(f"{name} must hold grounding scores, between 0 and 1 (a missing one: NaN), got {outside[:3].tolist()}")
     keep = ~np.isnan(scored)
     scored, people = scored[keep], _zero_one(people[keep], "people_labelled")
     labelled = len(people)

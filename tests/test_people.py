@@ -155,6 +155,19 @@ def test_bad_input_is_refused():
         ppi_proportion([0, 1], [0, 1], [0, 1], confidence=95)
 
 
+def test_recalibration_refuses_scores_that_are_not_grounding_scores_and_a_single_fold():
+    """A score on a 0-100 scale was fitted as if it were one (calibration error 72), a negative one failed deep in
+    the fit with an unrelated message, and one fold has nothing to measure out of fold."""
+    scores, people = [0.2, 0.9] * 10, [0, 1] * 10
+    with pytest.raises(ValueError, match=r"between 0 and 1 .* got \[90\.0\]"):
+        recalibrated_grounding(scores + [90.0], scores, people)
+    with pytest.raises(ValueError, match=r"scores_labelled must hold grounding scores.*got \[-0\.1\]"):
+        recalibrated_grounding(scores, [-0.1] + scores[1:], people)
+    with pytest.raises(ValueError, match="folds must be 2 or more"):
+        recalibrated_grounding(scores, scores, people, folds=1)
+    assert recalibrated_grounding(scores + [float("nan")], scores, people).too_few is None  # a missing score stays allowed
+
+
 def _miscalibrated(rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """People's labels drawn from expit(z) and a score that says expit(2 + 2 z): too high and too sure."""
     z = rng.normal(0, 1.2, rows)
