@@ -253,6 +253,40 @@ def test_a_prompt_reported_longer_than_its_bytes_is_priced_at_its_worst_case(scr
     assert reply.usage.implausible_usage == 1 and reply.usage.prompt_tokens < 1000
 
 
+def one_count(script, field: str, tokens: int):
+    """``script``'s answers in replies whose usage names ``field`` alone (``tokens`` of them), the other count left out."""
+    def answer(request):
+        reply = script(request)
+        return Fault.raw(json.dumps({
+            "id": f"chatcmpl-{request.index}", "object": "chat.completion", "created": 0, "model": request.body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content}, "finish_reason": "stop"}],
+            "usage": {field: tokens},
+        }))
+    return answer
+
+
+def test_a_reply_with_one_token_count_prices_the_missing_one_at_its_worst_case(scripted_server):
+    """A usage naming the prompt's tokens and not the completion's was priced at the prompt alone: an endpoint billing
+    1,000 completion tokens a call took a $0.10 budget to $0.21."""
+    request = ask_about("claim", max_tokens=200)
+    judge = judge_for(scripted_server(one_count(lambda request: Reply(verdict_json()), "prompt_tokens", 40)), prices=PRICES)
+    reply = judge.ask(request)
+    assert reply.ok and reply.usage.implausible_usage == 1
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens) == (40, 200)
+    assert reply.usage.cost_usd == pytest.approx(PRICES.cost(40, 200))
+    judge = judge_for(scripted_server(one_count(lambda request: Reply(verdict_json()), "completion_tokens", 150)), prices=PRICES)
+    reply = judge.ask(request)
+    assert reply.usage.implausible_usage == 1 and reply.usage.completion_tokens == 150 and reply.usage.prompt_tokens > 0
+
+
+def test_replies_with_one_token_count_never_take_spending_past_the_cap(scripted_server):
+    server = scripted_server(one_count(lambda request: Reply(verdict_json()), "prompt_tokens", 40), latency_s=0.05, slots=64)
+    judge = judge_for(server, max_concurrency=16, prices=PRICES, max_cost_usd=0.005)
+    replies = judge.ask_many([ask_about(f"claim {k}", max_tokens=100) for k in range(200)], progress=False)
+    assert sum(r.ok for r in replies) > 0 and sum(not r.ok for r in replies) > 0  # the cap stopped the run
+    assert judge.budget.cost_usd <= 0.005 and server.request_count * PRICES.cost(40, 100) <= 0.005 + 1e-12
+
+
 def test_a_reply_within_its_max_tokens_is_priced_as_reported(scripted_server):
     server = scripted_server(reporting(lambda request: Reply(verdict_json()), lambda request: 150, lambda request: 40))
     judge = judge_for(server, prices=PRICES)

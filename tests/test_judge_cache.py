@@ -11,6 +11,7 @@ from conftest import verdict_json
 from helpers import ask_about, judge_for
 from pydantic import BaseModel
 
+from mlflow_genai_metrics import JudgeConfigError
 from mlflow_genai_metrics.judge import JudgeCache, cache_key
 from mlflow_genai_metrics.judge.cache import Transcript, canonical_material
 from mlflow_genai_metrics.sqlite_store import OwnerOnlyStore, StoreUnreadable
@@ -349,3 +350,17 @@ def test_a_cache_folder_that_cannot_be_made_owner_only_is_a_clear_error(tmp_path
     with pytest.raises(PermissionError, match="has mode 0755 and cannot be made 0700.*cache_dir") as raised:
         len(JudgeCache(folder))
     assert isinstance(raised.value, StoreUnreadable)  # what mgm answers with exit code 2 and one line
+
+
+def test_a_reply_paid_for_before_a_configuration_error_is_kept_and_not_asked_again(scripted_server, tmp_path):
+    """The first reply did not fit the schema and the repair turn met HTTP 401 (a key revoked mid-run): the first
+    reply, paid for, was not cached, so the rerun after the fix asked it again."""
+    def revoked(request):
+        return Reply('{"not": "a verdict"}') if request.index == 0 else Fault.http(401, "Incorrect API key provided")
+
+    with pytest.raises(JudgeConfigError):
+        judge_for(scripted_server(revoked), cache_dir=tmp_path).ask(ask_about("claim"))
+    fixed = scripted_server(lambda request: Reply(verdict_json()))
+    reply = judge_for(fixed, cache_dir=tmp_path).ask(ask_about("claim"))
+    first = len(ask_about("claim").messages)
+    assert reply.ok and [len(r.body["messages"]) > first for r in fixed.requests] == [True]  # the repair turn alone, after the kept reply

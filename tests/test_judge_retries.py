@@ -202,3 +202,24 @@ def test_a_call_answered_at_its_first_attempt_leaves_nothing_for_the_cyclic_coll
         gc.enable()
     assert all(reply.ok for reply in replies)
     assert left == [], f"{len(left)} of tenacity's objects in reference cycles after {len(replies)} calls"
+
+
+def test_a_retry_after_given_as_an_http_date_is_waited_for():
+    """RFC 9110 lets a server send Retry-After as a date; it was ignored (our ~10 ms backoff instead), so every retry
+    was spent while the server still refused, and the rows ended as rate_limited errors."""
+    import email.utils
+
+    import openai
+
+    from mlflow_genai_metrics.judge.errors import retry_after_seconds
+    from mlflow_genai_metrics.judge.httpx_lib import Response, placeholder_request
+
+    def limited(value: str) -> openai.RateLimitError:
+        response = Response(429, headers={"Retry-After": value}, request=placeholder_request("http://127.0.0.1/v1/chat/completions"))
+        return openai.RateLimitError("Rate limit reached", response=response, body=None)
+
+    now = 1_800_000_000.0
+    assert retry_after_seconds(limited(email.utils.formatdate(now + 5, usegmt=True)), now=now) == 5.0
+    assert retry_after_seconds(limited(email.utils.formatdate(now - 60, usegmt=True)), now=now) == 0.0  # a date past
+    assert retry_after_seconds(limited("7"), now=now) == 7.0
+    assert retry_after_seconds(limited("soon"), now=now) is None  # neither form: our own backoff

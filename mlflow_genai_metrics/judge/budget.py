@@ -51,9 +51,19 @@ def credible_usage(
 ) -> tuple[CallResult, bool]:
     """The token counts to count and price a reply at, and whether its own were implausible: more completion tokens
     than the request's ``max_tokens`` (``MOST_UNBOUNDED_COMPLETION_TOKENS`` when it names none) or more prompt
-    tokens than ``most_prompt_tokens``. An implausible reply counts as its reservation's worst case (the estimated
-    prompt and ``max_tokens``): a reply reporting 10^12 tokens is a broken count, not a two-million-dollar call."""
+    tokens than ``most_prompt_tokens``, or one count without the other. An implausible reply counts as its
+    reservation's worst case (the estimated prompt and ``max_tokens``; a missing count alone as its own worst case):
+    a reply reporting 10^12 tokens is a broken count, not a two-million-dollar call."""
     most_completion = max_tokens or MOST_UNBOUNDED_COMPLETION_TOKENS
+    if not result.prompt_tokens and not result.completion_tokens:  # no counts at all: settled at the reservation
+        return result, False
+    if not result.prompt_tokens or not result.completion_tokens:
+        # One count and not the other: the missing one was read as 0, and a reply billed 1,000 completion tokens a call
+        # was priced at its prompt alone (a $0.10 budget spent $0.21). The missing one counts as its worst case.
+        return result.model_copy(update={
+            "prompt_tokens": result.prompt_tokens or estimate_prompt_tokens(messages, response_format),
+            "completion_tokens": result.completion_tokens or max_tokens or COMPLETION_ALLOWANCE,
+        }), True
     if result.completion_tokens <= most_completion and result.prompt_tokens <= most_prompt_tokens(messages, response_format):
         return result, False
     worst = result.model_copy(update={

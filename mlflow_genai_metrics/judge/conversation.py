@@ -183,11 +183,12 @@ def conversation(
             return replayed
         if replayed is None:  # the recording stops short (a transport failure, a stricter schema): continue it
             tape = Tape(recorded.calls, recorded.mode)
-    reply = yield from _exchange(request, settings, endpoint, tape, usage)
-    if tape.new:
-        cache.put(key, model=settings.model, prompt_version=request.prompt_version, transcript=tape.transcript(),
-                  replace=recorded is not None)
-    return reply
+    try:
+        return (yield from _exchange(request, settings, endpoint, tape, usage))
+    finally:  # also when the request stops midway (a configuration error, Ctrl-C): the replies paid for so far are kept
+        if tape.new:
+            cache.put(key, model=settings.model, prompt_version=request.prompt_version, transcript=tape.transcript(),
+                      replace=recorded is not None)
 
 
 async def play(conversation: Conversation, send: Callable[[Call], Awaitable[CallResult]]) -> JudgeReply:

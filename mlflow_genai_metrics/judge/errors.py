@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import re
+import time
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import openai
@@ -95,8 +98,9 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """The server's ``Retry-After`` (seconds or ``retry-after-ms``), when it sent one."""
+def retry_after_seconds(exc: BaseException, now: float | None = None) -> float | None:
+    """The server's ``Retry-After`` (seconds, an HTTP date as RFC 9110 allows, or ``retry-after-ms``), when it sent
+    one; a date is read against ``now`` (default: the clock), a date past as 0."""
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers
@@ -111,7 +115,14 @@ def retry_after_seconds(exc: BaseException) -> float | None:
         try:
             return max(float(seconds), 0.0)
         except ValueError:
-            return None  # an HTTP date: fall back to our own backoff
+            pass
+        try:  # an HTTP date ("Wed, 21 Oct 2026 07:28:00 GMT"): it was ignored, and every retry spent while still limited
+            when = email.utils.parsedate_to_datetime(seconds)
+        except (TypeError, ValueError):
+            return None  # neither: our own backoff
+        if when.tzinfo is None:  # RFC 9110's dates are GMT
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        return max(when.timestamp() - (time.time() if now is None else now), 0.0)
     return None
 
 
