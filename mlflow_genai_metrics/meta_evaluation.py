@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .judge import Judge
-from .stats import StatisticsOptions, category_bootstrap_interval
+from .stats import StatisticsOptions, calibration_error, category_bootstrap_interval
 from .summarization import judge_summaries
 from .summarization.scoring import Estimate
 from .tables import load_labelled as load_labelled  # part of meta-evaluation's API: the labelled sets it reads
@@ -252,14 +252,6 @@ def reliability_table(labels: np.ndarray, probabilities: np.ndarray, bins: int =
          "consistent_rate": float(labels[which == k].mean()) if (which == k).any() else math.nan}
         for k in range(bins)
     ])
-
-
-def calibration_error(labels: np.ndarray, probabilities: np.ndarray, bins: int = 10) -> float:
-    """Expected calibration error: over ten equal-width bins of the probability, each bin's share of the rows times
-    the gap between its mean probability and its share of label 1."""
-    table = reliability_table(labels, probabilities, bins)
-    table = table[table["rows"] > 0]
-    return float((table["rows"] * (table["mean_probability"] - table["consistent_rate"]).abs()).sum() / table["rows"].sum())
 
 
 def _is_graded(rows: pd.DataFrame) -> bool:

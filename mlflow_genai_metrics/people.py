@@ -30,9 +30,9 @@ what a gate or a comparison of two runs needs), and so, a fortiori, people's rat
 both). One for these N rows alone (hypergeometric pieces) under-covers where it would be narrower (0.82-0.89 with
 75-80% of 20-100 rows labelled): not offered. ``ppi_mean_interval``: ``ppi-python``'s closed forms, to compare.
 
-**Two runs' estimates compared** (``estimate_difference``): the second's minus the first's, its interval the two
-intervals combined by MOVER (low: d - sqrt((e2 - l2)^2 + (h1 - e1)^2), high alike). It assumes what
-``DIFFERENCE_ASSUMES`` says: labels on independent random samples of each run's rows, the same question on both.
+**Two runs' estimates compared** (``estimate_difference``): the second's minus the first's, its interval the two intervals combined by
+MOVER (low: d - sqrt((e2 - l2)^2 + (h1 - e1)^2), high alike). It assumes what ``DIFFERENCE_ASSUMES`` says: labels on independent
+random samples of each run's rows, the same question on both.
 
 **Re-calibrating grounding**: logit(p') = a + b logit(grounding), fitted on the labelled rows by Platt's method
 (logistic loss, his smoothed targets (k+1)/(k+2) and 1/(m+2): labels of one class still give a finite fit),
@@ -52,6 +52,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats as scipy_stats
 from scipy.special import expit, logit
+
+from .stats import calibration_error
 
 # The fewest labels from which the interval is reported: the count from which it held its 95% coverage (>= 0.93)
 # in every cell benchmarks/bench_people.py measured (seed 0, 1,000 draws a cell): a sweep of people's and the
@@ -157,8 +159,7 @@ def ppi_proportion(
     the (judge, person) pairs of the labelled rows (a uniform random sample of those rows, drawn before anyone saw a
     verdict). ``power_tuned=False`` fixes lambda = 1 (plain PPI; its interval: Tango's paired interval of person -
     judge, shifted by the judge's rate; the benchmark measures the power-tuned default only). Values are 0/1 (or
-    booleans); a missing one is refused: leave a row the judge failed on out of ``judge_all``, and say so.
-    ``confidence``: 0.95 only (``CONFIDENCE``, the level the coverage was measured at; another is refused)."""
+    booleans); a missing one is refused: leave a row the judge failed on out of ``judge_all``, and say so. ``confidence``: 0.95 only."""
     judge_all = _zero_one(judge_all, "judge_all")
     judge_labelled, people = _zero_one(judge_labelled, "judge_labelled"), _zero_one(people_labelled, "people_labelled")
     if len(judge_labelled) != len(people):
@@ -182,10 +183,8 @@ def ppi_counts(judge_yes, rows, cells, *, confidence: float = 0.95, power_tuned:
     the labelled rows' 2 x 2 counts ``cells[..., person, judge]`` (rows: person no / yes; columns: judge no / yes, as
     ``meta_evaluation.binary_agreement``). Returns (estimate, ci_low, ci_high, lambda) arrays; counts add up, so
     rows judged in parts give the same numbers."""
-    if confidence != CONFIDENCE:
-        raise ValueError(f"people's intervals are offered at confidence {CONFIDENCE} only, got {confidence!r}: their coverage is "
-                         "measured there (benchmarks/bench_people.py); at 0.99 and 0.999 the stratified interval covered 0.971 and "
-                         "0.975 of simulated runs (people's rate 0.98, a judge of specificity 0.6, 25 labels), below its level")
+    if confidence != CONFIDENCE:  # at 0.99 and 0.999 it covered 0.971, 0.975 (people's rate 0.98, judge specificity 0.6, 25 labels)
+        raise ValueError(f"people's intervals are offered at confidence {CONFIDENCE} only, got {confidence!r}: their coverage is measured there")
     cells = np.asarray(cells, dtype=float)
     big_n, yes = np.asarray(rows, dtype=float), np.asarray(judge_yes, dtype=float)
     labelled = cells.sum((-2, -1))
@@ -224,9 +223,7 @@ def _ppi_untuned(big_n, weight, cells, labelled, alpha):
     only_judge, only_people = cells[..., 0, 1], cells[..., 1, 0]
     with np.errstate(invalid="ignore", divide="ignore"):
         shift = (only_people - only_judge) / labelled
-    # a rate: the judge's rate plus the labels' shift can pass 0 or 1 (people said no on every labelled row of a
-    # judge that said yes on 2% of rows: -0.65), outside its own interval, whose bounds are clipped to [0, 1]
-    estimate = np.clip(weight + shift, 0.0, 1.0)
+    estimate = np.clip(weight + shift, 0.0, 1.0)  # a rate, inside its clipped interval (unclipped: -0.65 was seen)
     tango = np.vectorize(lambda a, b, n: tango_interval(int(a), int(b), int(n), confidence=1 - alpha) if n >= 2 else (math.nan, math.nan),
                          otypes=[float, float])
     low_d, high_d = tango(only_judge, only_people, labelled)
@@ -320,8 +317,7 @@ def recalibrated_grounding(
     if folds < 2:
         raise ValueError(f"folds must be 2 or more (the calibration error after is measured out of fold), got {folds!r}")
     for name, values in (("scores_all", scores_all), ("scores_labelled", scored)):
-        outside = values[~np.isnan(values) & ((values < 0) | (values > 1))]
-        if len(outside):
+        if len(outside := values[~np.isnan(values) & ((values < 0) | (values > 1))]):
             raise ValueError(f"{name} must hold grounding scores, between 0 and 1 (a missing one: NaN), got {outside[:3].tolist()}")
     keep = ~np.isnan(scored)
     scored, people = scored[keep], _zero_one(people[keep], "people_labelled")
@@ -398,15 +394,3 @@ def _platt(z: np.ndarray, labels: np.ndarray, form: str) -> tuple[float, float]:
     if scale and b < 0:
         return _platt(z * 0.0, labels, "shift")[0], 0.0
     return a, b
-
-
-def calibration_error(labels, probabilities, bins: int = 10) -> float:
-    """Expected calibration error: over ``bins`` equal-width bins of the probability, each bin's share of the rows
-    times the gap between its mean probability and its share of label 1 (``meta_evaluation.calibration_error``)."""
-    labels, probabilities = np.asarray(labels, dtype=float), np.asarray(probabilities, dtype=float)
-    if not len(labels):
-        return math.nan
-    which = np.minimum((probabilities * bins).astype(int), bins - 1)
-    rows = np.bincount(which, minlength=bins)
-    gap = np.bincount(which, weights=probabilities - labels, minlength=bins)
-    return float(np.abs(gap).sum() / rows.sum())

@@ -325,3 +325,13 @@ def _percentiles(distribution: np.ndarray, confidence: float) -> tuple[float, fl
     return float(low), float(high)
 
 
+def calibration_error(labels, probabilities, bins: int = 10) -> float:
+    """Expected calibration error: over ``bins`` equal-width bins of the probability (``meta_evaluation``'s
+    reliability table's), each bin's share of the rows times the gap between its mean probability and its share of
+    label 1; NaN without a row."""
+    labels, probabilities = np.asarray(labels, dtype=float), np.asarray(probabilities, dtype=float)
+    if not len(labels):
+        return math.nan
+    which = np.minimum((probabilities * bins).astype(int), bins - 1)
+    gap = np.bincount(which, weights=probabilities - labels, minlength=bins)
+    return float(np.abs(gap).sum() / len(labels))

@@ -38,7 +38,7 @@ from mlflow_genai_metrics.grounding.model import MODEL_FILE, TRAINING_SPLITS, mo
 from mlflow_genai_metrics.grounding.readable import RULE as READABLE_RULE
 from mlflow_genai_metrics.grounding.scoring import source_indexes
 from mlflow_genai_metrics.grounding.vectors import vectors_tag
-from mlflow_genai_metrics.meta_evaluation import calibration_error
+from mlflow_genai_metrics.stats import calibration_error
 from mlflow_genai_metrics.tables import load_labelled
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
