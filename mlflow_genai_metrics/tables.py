@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,13 @@ class _NamedProblem(ValueError):
     """A problem already said with the file's name (and line): passed on as it is."""
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
+def read_table(path: str | Path, *, text_columns: Sequence[str] = ()) -> pd.DataFrame:
     """A CSV, JSONL/JSON or Parquet file as a DataFrame, chosen by extension.
 
     A file that cannot be read is a ``ValueError`` naming it and the problem: missing, a folder (a Parquet
     dataset's folder is read as one table), not readable, not of its format (a JSONL file: and the line). JSONL
-    values are kept as JSON gives them (an id ``"001"`` stays text).
+    values are kept as JSON gives them (an id ``"001"`` stays text). A CSV's ``text_columns`` are read as text (an
+    expected answer ``1889`` stays "1889", not a number that is no answer); an empty cell stays missing.
     """
     suffix = Path(path).suffix.lower()
     readers = {".csv": pd.read_csv, ".json": pd.read_json, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
@@ -35,6 +36,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     with _reading(path, suffix[1:].upper(), folders=suffix in (".parquet", ".pq")):
         if suffix in (".jsonl", ".ndjson"):
             return pd.DataFrame.from_records(_jsonl_records(path))
+        if suffix == ".csv" and text_columns:
+            return pd.read_csv(path, dtype={column: str for column in text_columns})
         return readers[suffix](path)
 
 

@@ -47,6 +47,10 @@ def test_a_quote_is_found_whatever_its_case_spacing_quotation_marks_or_ellipses_
     "Eiffel Tower \u2026 in Paris",
     "e ... i ... f ... f ... e ... l",
     "330 metres",  # two words identify no place
+    "The Eiffel Tower is 33",  # a number cut short is another number: no span of the passage's words
+    "The Eiffel Tower is 3",
+    "Eiffel Tower is 330 met",  # a word cut
+    "he Eiffel Tower is 330",
     "the",  # too short to mean anything
     "",
     "... ...",

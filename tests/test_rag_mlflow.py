@@ -115,6 +115,23 @@ def test_a_row_with_no_passages_and_no_retriever_span_is_refused_naming_it_befor
     assert server.request_count == 0 and mlflow.search_runs(search_all_experiments=True).empty
 
 
+@pytest.mark.parametrize(("passages", "expected", "problem"), [
+    # one Document given as a dict was read as its keys, two "passages" ('page_content', 'metadata'), and judged
+    ({"page_content": "Reyes won.", "metadata": {"doc_uri": "kb/1"}}, None, "the passages are dict, not a list of texts"),
+    (7, None, "the passages are int, not a list of texts"),  # once a bare TypeError naming no row
+    (["Reyes won."], 330, "the expected answer is not text (int)"),  # once taken as no expected answer: n 0, no word
+])
+def test_passages_or_an_expected_answer_of_the_wrong_kind_are_refused_naming_the_row(scripted_server, mlflow_store, passages, expected, problem):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    bad = {"inputs": {"question": "Who won?", "passages": passages, "id": "b"}, "outputs": "Reyes won."}
+    if expected is not None:
+        bad["expectations"] = {"expected_response": expected}
+    rows = [{"inputs": {"question": "Who won?", "passages": ["Reyes won."], "id": "a"}, "outputs": "Reyes won."}, bad]
+    with pytest.raises(ValueError, match=re.escape(f"row 1 (id 'b'): {problem}")):
+        evaluate_answers(rows, answer_scorers(judge_for(server)))
+    assert server.request_count == 0
+
+
 def test_a_refused_row_is_named_once_by_its_own_number(scripted_server, mlflow_store):
     """Once "row 1 (id 'b'): cannot judge these answers: row 0 (id 'b'): passage 2 ...": the one-row check's own
     "row 0" beside the row's real number."""
@@ -221,6 +238,13 @@ def test_mgm_evaluate_and_monitor_take_task_rag(scripted_server, mlflow_store, t
     app(TOPICS["comet"][0], "comet-live")
     assert mgm(["monitor", "--task", "rag"]) == 0
     assert "1 scored now (0 judge errors, 0 asked again after an error), 3 already scored" in capsys.readouterr().out
+    # expected answers that a CSV reader takes for numbers are text, read as such (they were dropped: n 0, exit 0)
+    years = tmp_path / "years.csv"
+    pd.DataFrame([{"id": k, "question": "When was the tower built?", "passages": json.dumps([f"The tower was built in {1889 + k}."]),
+                   "answer": f"It was built in {1889 + k}.", "expected": 1889 + k} for k in range(2)]).to_csv(years, index=False)
+    assert mgm(["evaluate", str(years), "--task", "rag", "--id-col", "id", "--expected-col", "expected", "--run-name", "years"]) == 0
+    run_id = re.search(r"^run ([0-9a-f]{32}) \(2 answers\)", capsys.readouterr().out, re.MULTILINE).group(1)
+    assert MlflowClient().get_run(run_id).data.metrics["context_sufficiency_n"] == 2
 
 
 def test_the_answer_judges_registrable_form_rebuilds_the_same_judge(scripted_server, monkeypatch):

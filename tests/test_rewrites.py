@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import mlflow
+import pandas as pd
 import pytest
 from conftest import SECRET_KEY
 from helpers import judge_for
@@ -83,6 +84,16 @@ def test_a_bad_instruction_is_refused_naming_its_row_before_any_call(scripted_se
     server = scripted_server(SummarizationJudgeScript())
     with pytest.raises(ValueError, match=message):
         judge_rewrites([TEXT, TEXT], ["a", "b"], instruction=instruction, judge=judge_for(server))
+    assert server.request_count == 0
+
+
+def test_instructions_in_another_order_than_the_inputs_are_refused(scripted_server):
+    """Rows are paired by position: a Series of instructions indexed b, a beside inputs indexed a, b gave row a row
+    b's instruction, silently (inputs and rewrites in different orders were refused already)."""
+    server = scripted_server(SummarizationJudgeScript())
+    inputs, rewrites = pd.Series([TEXT, TEXT], index=["a", "b"]), pd.Series(["one", "two"], index=["a", "b"])
+    with pytest.raises(ValueError, match="inputs and instruction are pandas Series with different indexes"):
+        judge_rewrites(inputs, rewrites, instruction=pd.Series(["Make it brief.", "Translate it."], index=["b", "a"]), judge=judge_for(server))
     assert server.request_count == 0
 
 

@@ -84,6 +84,13 @@ def test_a_row_without_its_instruction_is_refused_naming_it_before_any_call(scri
     card = _card(evaluation.run_id, "refund", "instruction_following")
     assert card.value is None and card.error.error_code == "BAD_ROW" and "it is missing" in card.error.error_message
     assert _card(evaluation.run_id, "meeting", "instruction_following").value == "yes"
+    # an instruction that cannot be sent as UTF-8 was a bare UnicodeEncodeError midway, after other rows' calls
+    unsendable = _records()
+    unsendable[1]["inputs"]["instruction"] = "Be brief \ud800."
+    asked = server.request_count
+    with pytest.raises(ValueError, match=r"row 1 \(id 'refund'\): the instruction cannot be encoded as UTF-8"):
+        evaluate_rewrites(unsendable, rewrite_scorers(judge_for(server)))
+    assert server.request_count == asked
 
 
 def test_a_failed_instruction_check_is_that_rows_error_card_and_the_run_counts_it(scripted_server, mlflow_store):

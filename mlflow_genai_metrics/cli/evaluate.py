@@ -48,7 +48,9 @@ def evaluate(args: argparse.Namespace) -> int:
     from ..tracking.genai import parse_row, unique_ids
 
     method = method_arguments(args)  # a bad --stability, --order-check or --examples: said before the data is read or a judge made
-    data = read_table(args.data)
+    texts = {"summary": (args.source_col, args.summary_col, args.reference_col), "rag": (args.question_col, args.answer_col, args.expected_col),
+             "rewrite": (args.input_col, args.rewrite_col, args.instruction_col)}[args.task]
+    data = read_table(args.data, text_columns=[column for column in texts if column])
     if data.empty:
         raise ValueError(f"{args.data} has no rows: nothing to evaluate")
     if args.limit is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -57,8 +58,9 @@ def answer_records(data, args: argparse.Namespace) -> list[dict[str, Any]]:
         inputs = {"question": row[args.question_col], "passages": _passages(row[args.passages_col], position, args.passages_col),
                   "id": row[args.id_col] if args.id_col else position}
         record: dict[str, Any] = {"inputs": inputs, "outputs": row[args.answer_col]}
-        if args.expected_col and isinstance(row[args.expected_col], str):
-            record["expectations"] = {"expected_response": row[args.expected_col]}
+        expected = row[args.expected_col] if args.expected_col else None
+        if not (expected is None or (isinstance(expected, float) and math.isnan(expected))):  # not text: refused, by row
+            record["expectations"] = {"expected_response": expected}
         records.append(record)
     return records
 

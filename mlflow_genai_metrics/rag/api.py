@@ -38,13 +38,16 @@ def answer_source_key(question: str, passages: Sequence[str]) -> str:
     return hashlib.sha256("\0".join([question, *passages]).encode("utf-8")).hexdigest()[:16]
 
 
+PASSAGE_SEQUENCES = (list, tuple, np.ndarray, pd.Series)  # what a row's passages may be given as
+
+
 def _passage_list(value: Any) -> list[Any] | str:
     """A row's passages as a list, or what is wrong with them."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "the passages are missing (give an empty list when nothing was retrieved)"
     if isinstance(value, str):
         return "the passages are one string, not a list of passages (wrap it in a list if it is one passage)"
-    if not isinstance(value, (list, tuple, np.ndarray, pd.Series)):
+    if not isinstance(value, PASSAGE_SEQUENCES):
         return f"the passages are {type(value).__name__}, not a list of texts"
     return list(value)
 

@@ -26,6 +26,7 @@ MIN_QUOTE_WORDS = 3
 # kana, Korean) on its own.
 _UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORD = re.compile(f"[{_UNSPACED}]|[^\\W_{_UNSPACED}]+")
+_UNSPACED_CHARACTER = re.compile(f"[{_UNSPACED}]")
 _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'", "\u201c": '"', "\u201d": '"',
                         "\u201e": '"', "\u2033": '"', "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
                         "\u2015": "-", "\u2212": "-", "\u2026": "..."})
@@ -73,11 +74,24 @@ def quote_core(quote: str) -> str:
 
 
 def quote_found(quote: str, passage: str) -> bool:
-    """Is ``quote`` one contiguous span of ``passage`` (both normalised), long enough to identify a place in it?
+    """Is ``quote`` one contiguous span of ``passage``'s words (both normalised), long enough to identify a place in it?
     Pieces stitched with "..." are not a span ("exports now make up ... 31%" against "40% of sales, up from 31%"
     quoted nothing the passage says), and a quote of fewer than ``MIN_QUOTE_WORDS`` words or
     ``MIN_QUOTE_CHARACTERS`` letters and digits identifies nothing."""
     core = quote_core(quote)
     if len(_WORD.findall(core)) < MIN_QUOTE_WORDS or sum(character.isalnum() for character in core) < MIN_QUOTE_CHARACTERS:
         return False
-    return core in normalise_quote_text(passage)
+    text = normalise_quote_text(passage)
+    start = text.find(core)
+    while start >= 0:  # a span of whole words: "is 33" is not in "is 330 metres", nor "330 met"
+        end = start + len(core)
+        if not (start and _cuts_a_word(text[start - 1], core[0])) and not (end < len(text) and _cuts_a_word(core[-1], text[end])):
+            return True
+        start = text.find(core, start + 1)
+    return False
+
+
+def _cuts_a_word(before: str, after: str) -> bool:
+    """Does a span's edge between these two characters fall inside a word (letters or digits on both sides, neither
+    of a script written without spaces, whose every character is a word of its own)?"""
+    return all(c.isalnum() and not _UNSPACED_CHARACTER.match(c) for c in (before, after))

@@ -23,7 +23,7 @@ from ..prompts import REWRITE_PROMPTS, SUMMARY_PROMPTS
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result, response_mode_of
-from ..summarization.judging import as_list, is_missing, judge_rows, prepare_rows, source_key, unencodable
+from ..summarization.judging import as_list, check_same_index, is_missing, judge_rows, prepare_rows, source_key, unencodable
 from ..summarization.method import Method, method_of
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowError, RowInput, RowJudgement, TaskVerdict
@@ -181,6 +181,8 @@ def judge_rewrites(
         raise TypeError(f"judge_rewrites(): judge= must be a Judge, not {type(judge).__name__}")
     if not isinstance(statistics, StatisticsOptions):
         raise TypeError(f"judge_rewrites(): statistics= must be a StatisticsOptions, not {type(statistics).__name__}")
+    if not isinstance(instruction, str):  # paired by position: a Series of instructions in another order is refused
+        check_same_index({"inputs": inputs, "rewrites": rewrites, "instruction": instruction})
     rows = prepare_rows(inputs, rewrites, ids)
     instructions = _instructions(instruction, len(rows))
     options = JudgingOptions(coverage=True, grounding=False, max_source_tokens=max_source_tokens, method=method).for_judge(judge)

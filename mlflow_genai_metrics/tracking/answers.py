@@ -20,7 +20,7 @@ from mlflow.entities import SpanType
 
 from ..judge import Judge, Preflight
 from ..rag import AnswerInput, AnswersResult, prepare_answer_rows
-from ..rag.api import build_answers_result, judge_answer_rows
+from ..rag.api import PASSAGE_SEQUENCES, build_answers_result, judge_answer_rows
 from ..rag.pipeline import PARTS
 from ..rag.records import AnswerJudgement
 from ..stats import StatisticsOptions
@@ -114,11 +114,11 @@ def parse_answer(inputs: Any, outputs: Any, expectations: Any = None, trace: Any
         if given is None:
             raise ValueError(f"no passages for this row{where}: give them as inputs[{keys.passages!r}] (a list of texts), or "
                              "judge the trace of an application whose retriever is traced (a span of type RETRIEVER)")
-    elif not isinstance(given, str):
+    elif isinstance(given, PASSAGE_SEQUENCES):  # anything else is refused, named, below (a dict was read as its keys)
         given = [document_text(d) for d in given]
     expected = None
-    if isinstance(expectations, dict):
-        expected = next((expectations[k] for k in EXPECTED_KEYS if isinstance(expectations.get(k), str)), None)
+    if isinstance(expectations, dict):  # one that is not text is refused by prepare_answer_rows (was taken as none)
+        expected = next((expectations[k] for k in EXPECTED_KEYS if not missing(expectations.get(k))), None)
     id_given = not missing(row_id)
     fallback = "q-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:16]
     row = one_row(prepare_answer_rows, question, given, answer, row_id if id_given else fallback, expected, where=where)

@@ -26,7 +26,7 @@ from ..rewrites.api import check_instructions, judge_with_instructions, rewrite_
 from ..stats import StatisticsOptions
 from ..summarization.api import build_result
 from ..summarization.ids import canonical_id
-from ..summarization.judging import judge_rows, one_row, prepare_rows, source_key
+from ..summarization.judging import judge_rows, one_row, prepare_rows, source_key, unencodable
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
@@ -81,6 +81,8 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
         if not isinstance(instruction, str) or not instruction.strip():
             found = "missing" if missing(instruction) else "empty" if isinstance(instruction, str) else type(instruction).__name__
             raise ValueError(f"a rewrite's instruction must be text in `inputs[{keys.instruction!r}]`; it is {found}")
+        if problems := unencodable({"instruction": [instruction]}):  # else a bare UnicodeEncodeError mid-run, naming no row
+            raise ValueError(problems[0])
     id_given = not missing(row_id)
     row = one_row(prepare_rows, source, summary or "", row_id if id_given else source_key(source))
     return ParsedRow(row=row, category=category, reference=reference, trace_id=trace_id, id_given=id_given, instruction=instruction)
