@@ -212,6 +212,27 @@ def test_grounding_metrics_names_bad_rows():
     assert "row 1 (id 'b'): the source is empty" in message and "row 2 (id 'c'): the summary is not text" in message
 
 
+@pytest.mark.parametrize("blank", ["\u200b\u200b", "\x00", "\ufeff", "...", "- -"])
+def test_a_source_with_no_letter_or_digit_is_refused_naming_its_row(blank):
+    """Zero-width spaces, NUL, a byte-order mark or punctuation alone were scored (0.019, not grounded) and counted
+    in the aggregates, where a source of spaces was refused."""
+    with pytest.raises(ValueError, match=r"row 1 \(id 'b'\): the source has no letter or digit"):
+        grounding_metrics([SOURCE, blank], [FAITHFUL, FAITHFUL], ids=["a", "b"])
+
+
+def test_a_summary_scores_the_same_whatever_its_unicode_form_or_the_invisible_marks_inside_its_words():
+    """Decomposed accents (NFD) and a soft hyphen or zero-width space inside a word split it into pieces the source
+    lacks: a summary in decomposed form scored 0.018 against 0.278 ("names the source lacks: Mu, Zu")."""
+    import unicodedata
+
+    source = "Zürich's mayor Müller opened the new bridge on Friday. It cost 40 million francs. Critics said it was late."
+    summary = "Müller opened the bridge in Zürich on Friday."
+    rows = [summary, unicodedata.normalize("NFD", summary), summary.replace("bridge", "bri\u00addge"),
+            summary.replace("Müller", "Mül\u200bler")]
+    found = grounding_metrics([source] * 4, rows, ids=["nfc", "nfd", "soft hyphen", "zero width"]).rows
+    assert found["grounding"].nunique() == 1 and found["grounded"].nunique() == 1, found[["id", "grounding"]]  # (the reasoning quotes each as written)
+
+
 def rows_and_metrics(**options):
     summaries = [FAITHFUL, FAITHFUL.replace("45", "60"), FAITHFUL + " The Prime Minister resigned.", ""]
     return grounding_metrics([SOURCE] * 4, summaries, ids=["ok", "number", "invented", "empty"], **options)

@@ -140,6 +140,8 @@ def prepare_rows(
         problems.extend(id_problems(position, row_id, seen))
         if is_missing(source) or not isinstance(source, str) or not source.strip():
             problems.append((label, f"the source is {'missing' if is_missing(source) else 'empty or not text'} ({type(source).__name__})"))
+        elif not any(character.isalnum() for character in source):  # zero-width spaces, NUL, a BOM, "...": no text to check against
+            problems.append((label, f"the source has no letter or digit ({len(source)} characters: {source[:20]!r})"))
         if not is_missing(summary) and not isinstance(summary, str):
             problems.append((label, f"the summary is not text ({type(summary).__name__})"))
         sentences = reference if isinstance(reference, (list, tuple)) else [reference]
