@@ -233,6 +233,21 @@ def test_a_summary_scores_the_same_whatever_its_unicode_form_or_the_invisible_ma
     assert found["grounding"].nunique() == 1 and found["grounded"].nunique() == 1, found[["id", "grounding"]]  # (the reasoning quotes each as written)
 
 
+def test_numbers_are_compared_at_their_exact_value():
+    """Numbers were keyed at six significant digits: 8,336,815 against the source's 8,336,817 scored as the right
+    figure, and any two numbers past a float's range were one infinity. "5m", "5 million" and "5,000,000" stay one."""
+    from mlflow_genai_metrics.grounding.words import analyse_sentences
+
+    def keys(text):
+        return [token.key for sentence in analyse_sentences(text) for token in sentence.tokens if token.kind == "number"]
+
+    assert keys("8,336,815 8,336,817 1e999 9" + "0" * 400) == ["8336815", "8336817", "1", "999", "9" + "0" * 400]
+    assert len(set(keys("5m, 5 million, 5,000,000 and 5000000.0"))) == 1
+    source = "The census counted 8,336,817 people in the city last year. The mayor welcomed the figure."
+    found = grounding_metrics([source] * 2, ["The census counted 8,336,817 people.", "The census counted 8,336,815 people."]).rows
+    assert found["grounding"].iloc[1] < found["grounding"].iloc[0] and "8,336,815" in found["grounding_reasoning"].iloc[1]
+
+
 def rows_and_metrics(**options):
     summaries = [FAITHFUL, FAITHFUL.replace("45", "60"), FAITHFUL + " The Prime Minister resigned.", ""]
     return grounding_metrics([SOURCE] * 4, summaries, ids=["ok", "number", "invented", "empty"], **options)

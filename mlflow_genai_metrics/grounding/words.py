@@ -18,6 +18,7 @@ import sys
 import threading
 import unicodedata
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -146,7 +147,7 @@ class Sentence(NamedTuple):  # made for every sentence of every text: a tuple ta
 def _word(lower: str) -> tuple[str, str]:
     """(key, kind) of a lowercase word token."""
     if lower in _NUMBER_WORDS:
-        return _canonical(_NUMBER_WORDS[lower]), "number"
+        return _canonical(Decimal(str(_NUMBER_WORDS[lower]))), "number"
     if lower.replace("\u2019", "'") in NEGATIONS:
         return "not", "neg"
     if lower in STOPWORDS or lower in _SCALES:
@@ -195,8 +196,10 @@ def opposites(lower: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def _canonical(value: float) -> str:
-    return f"{value:.6g}"
+def _canonical(value: Decimal) -> str:
+    """A number's key: its exact value, written plainly ("5m" and "5,000,000" are "5000000"). Six significant digits
+    read 8,336,815 and 8,336,817 as one number, and every number past a float's range as the same infinity."""
+    return format(value.normalize(), "f")
 
 
 _KNOWN: dict[str, Token] = {}  # word as written -> its token; a plain dict is the fastest memo here
@@ -247,8 +250,8 @@ def _tokens(text: str) -> list[Token]:
 def _number(word: str, scale: float) -> Token:
     """A number read with the scale the word after it gives (``_SCALES``): "5m" and "5 million" are both 5000000."""
     try:
-        token = Token(word, word, _canonical(float(word.replace(",", "")) * scale), "number", False)
-    except ValueError:  # "1.2.3" and the like: not one number
+        token = Token(word, word, _canonical(Decimal(word.replace(",", "")) * int(scale)), "number", False)
+    except InvalidOperation:  # "1.2.3" and the like: not one number
         token = Token(word, word, word, "symbol", False)
     if len(_NUMBERS) > _KNOWN_LIMIT:
         _NUMBERS.clear()
