@@ -117,6 +117,16 @@ def test_a_judge_verdict_a_person_overrode_is_still_the_judges_and_the_override_
     assert report.confusion.to_numpy().tolist() == [[0, 1], [0, 0]]  # people no, the judge yes
 
 
+def test_a_persons_verdict_another_person_overrode_is_no_longer_a_vote(mlflow_store):
+    trace_id = plant(judge("yes"), person("alice", "yes"))
+    alices = next(a for a in mlflow.get_trace(trace_id).info.assessments if a.source.source_id == "alice")
+    mlflow.override_feedback(trace_id=trace_id, assessment_id=alices.assessment_id, value="no",
+                             source=AssessmentSource(source_type="HUMAN", source_id="bob"))
+    report = judge_agreement("mgm-tests", log=False)
+    assert outcome_of(report, trace_id) == "pairs_used"  # bob's no alone, not alice's yes beside it (a tie)
+    assert report.confusion.to_numpy().tolist() == [[0, 1], [0, 0]]
+
+
 def test_a_run_filter_reads_only_that_runs_traces(mlflow_store):
     with mlflow.start_run() as agreeing:
         plant(judge("yes"), person("alice", "yes"))

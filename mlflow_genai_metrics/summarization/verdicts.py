@@ -1,6 +1,6 @@
 """A trace's verdicts under one feedback name: the judge's and the people's, and the count the trace lands in (the
 rules are ``tracking.agreement``'s docstring). Reads MLflow's assessments by their fields alone (``name``,
-``source.source_type`` and ``source_id``, ``value``, ``error``, the update and creation times), so no
+``source.source_type`` and ``source_id``, ``value``, ``error``, ``valid``, the update and creation times), so no
 MLflow import is needed."""
 
 from __future__ import annotations
@@ -48,9 +48,11 @@ def latest_feedback(feedback: list[Any]) -> Any:
 
 def trace_verdicts(trace_id: str, assessments: list, name: str, judge_source_id: str | None = None) -> TraceVerdicts:
     """Sort a trace's assessments under ``name`` into the judge's verdict and the people's (rules in the module doc)."""
-    # Overridden feedback counts as what its source said: MLflow marks a feedback a person overrode ``valid=False``, and
+    # The judge's feedback counts also when overridden: MLflow marks a card a person overrode ``valid=False``, and
     # leaving it out left out exactly the rows where people corrected the judge (the override is that person's vote).
-    feedback = [a for a in assessments if getattr(a, "feedback", None) is not None and a.name == name]
+    # A person's overridden feedback is no longer their vote (they, or another person, replaced it).
+    feedback = [a for a in assessments if getattr(a, "feedback", None) is not None and a.name == name
+                and (a.valid is not False or a.source.source_type == JUDGE_SOURCE)]
     judged = [f for f in feedback if f.source.source_type == JUDGE_SOURCE and judge_source_id in (None, f.source.source_id)]
     labelled = [f for f in feedback if f.source.source_type == HUMAN_SOURCE and f.error is None]
     verdicts = [f for f in judged if f.error is None]

@@ -16,8 +16,8 @@ Per trace, under the feedback name ``name``:
   overrode it (``mlflow.override_feedback`` marks it not valid: it is still what the judge said, and the override
   is that person's vote); a feedback with an error is not a verdict (a later error never erases an earlier
   verdict), and a trace whose judge feedback are all errors counts as ``judge_error``;
-- **the people's verdict**: each person's (``HUMAN`` source id) latest feedback is their vote; the majority of the
-  votes decides, a tie is left out and counted (``human_ties``);
+- **the people's verdict**: each person's (``HUMAN`` source id) latest valid feedback is their vote (an overridden
+  one was replaced); the majority of the votes decides, a tie is left out and counted (``human_ties``);
 - a value is a verdict when it is "yes"/"no", "true"/"false" (any case), True/False or 1/0; anything else (a
   share, "unknown", a list) is never guessed: a person's such value is no vote, and a trace whose judge value or
   every vote is such counts as ``unusable_values``.

@@ -83,7 +83,7 @@ def labelled_traces(experiment_id: str, run_id: str | None, name: str, source_ke
 
 def _reason(assessments: list, name: str, verdict: bool) -> str:
     """The rationale of the latest person's feedback that gave ``verdict``."""
-    agreeing = [a for a in assessments if getattr(a, "feedback", None) is not None and a.name == name
+    agreeing = [a for a in assessments if getattr(a, "feedback", None) is not None and a.name == name and a.valid is not False
                 and a.source.source_type == HUMAN_SOURCE and a.error is None and normalise_verdict(a.value) is verdict]
     return (latest_feedback(agreeing).rationale or "") if agreeing else ""
 
