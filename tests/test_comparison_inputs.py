@@ -119,3 +119,15 @@ def test_each_metric_says_which_way_is_better(metric, better):
     from mlflow_genai_metrics.summarization.comparison import direction
 
     assert direction(metric) == better
+
+
+def test_pairs_a_metric_has_no_value_for_on_a_side_are_counted_and_said():
+    """Run B wrote "..." (no sentence) for 4 of 12 articles, so its grounding has no value there: the comparison
+    read "12 pairs used", stood on 8 and said nothing of the 4 (the weaker run's worst rows)."""
+    articles = [f"Article {i}. The council approved budget {i}. The mayor welcomed decision {i}." for i in range(12)]
+    a = judge_summaries(articles, [f"The council approved budget {i}." for i in range(12)], judge=None)
+    b = judge_summaries(articles, ["..." if i < 4 else f"Aliens landed {i}." for i in range(12)], judge=None)
+    table = compare_results(a, b).table.set_index("metric")
+    for metric in ("grounding", "grounded_rate"):
+        assert table.loc[metric, "n"] == 8 and table.loc[metric, "left_out"] == 4
+        assert "4 pairs left out: no value on a side" in table.loc[metric, "note"]

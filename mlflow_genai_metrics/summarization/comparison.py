@@ -237,7 +237,10 @@ def paired_table(
             paired = _test(spec, _subset(a, same), _subset(b, same), decision=decision, **options)
         else:
             continue
-        records.append(_record(spec, paired, int((~same).sum()), why))
+        # pairs the metric has no value for on a side (an empty or unreadable summary's grounding): they left the
+        # test unsaid ("12 pairs used" over 8), and they were the weaker run's worst rows
+        valueless = max(int(same.sum()) - paired.n, 0) if spec.kind != "corpus" else 0
+        records.append(_record(spec, paired, int((~same).sum()), why, valueless))
     return with_holm(pd.DataFrame.from_records(records, columns=TABLE_COLUMNS), statistics.confidence)
 
 
@@ -247,10 +250,12 @@ TABLE_COLUMNS = [
 ]
 
 
-def _record(spec: MetricSpec, paired: PairedTest, left_out: int, why: str) -> dict:
+def _record(spec: MetricSpec, paired: PairedTest, left_out: int, why: str, valueless: int = 0) -> dict:
     notes = [paired.note] if paired.note else []
     if left_out:
         notes.append(f"{left_out} pairs left out: {why}")
+    if valueless:
+        notes.append(f"{valueless} pairs left out: no value on a side (a row {spec.name} does not score, e.g. an empty summary)")
     higher = spec.greater_is_better
     better = ""
     if np.isfinite(paired.difference) and paired.difference != 0:
@@ -259,7 +264,7 @@ def _record(spec: MetricSpec, paired: PairedTest, left_out: int, why: str) -> di
         "metric": spec.name, "kind": spec.kind, "test": paired.test, "direction": "higher" if higher else "lower",
         "a": paired.a, "b": paired.b, "difference": paired.difference, "ci_low": paired.ci_low, "ci_high": paired.ci_high,
         "p_value": paired.p_value, "p_holm": np.nan, "significant": False, "better": better, "n": paired.n,
-        "informative": paired.informative, "left_out": left_out, "note": "; ".join(notes),
+        "informative": paired.informative, "left_out": left_out + valueless, "note": "; ".join(notes),
     }
 
 
@@ -284,7 +289,7 @@ class Comparison:
     ``p_holm`` (Holm-adjusted over the table's metrics), ``significant`` (``p_holm`` < 1 - confidence),
     ``better`` ("B", "A" or "" by the difference's sign and the direction), ``n`` (the pairs the metric stands
     on), ``informative`` (the pairs that differ), ``left_out`` (pairs left out because an input the metric reads
-    differs) and ``note``. ``pairs_used``, ``pairs_dropped_for_errors``, ``only_in_a`` and ``only_in_b`` say which
+    differs, or because a side has no value for it) and ``note`` (saying which). ``pairs_used``, ``pairs_dropped_for_errors``, ``only_in_a`` and ``only_in_b`` say which
     rows it stands on.
     """
 
