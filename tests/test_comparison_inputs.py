@@ -131,3 +131,23 @@ def test_pairs_a_metric_has_no_value_for_on_a_side_are_counted_and_said():
     for metric in ("grounding", "grounded_rate"):
         assert table.loc[metric, "n"] == 8 and table.loc[metric, "left_out"] == 4
         assert "4 pairs left out: no value on a side" in table.loc[metric, "note"]
+
+
+def test_a_reference_metric_one_run_lacks_leaves_the_others_compared_and_a_left_out_family_is_said():
+    """TER asked on one side only made the whole reference part differ: ROUGE, BLEU and chrF left the table silently,
+    and the label read "NOT COMPARABLE AS IS ... compared on request" though nothing was requested."""
+    import dataclasses
+
+    articles = [f"Article {i}. The council approved budget {i}. The mayor welcomed decision {i}." for i in range(12)]
+    references = [f"The council approved budget {i}." for i in range(12)]
+    a = judge_summaries(articles, references, judge=None, references=references)
+    b = judge_summaries(articles, [f"The council approved it {i}." for i in range(12)], judge=None, references=references, ter=True)
+    compared = compare_results(a, b)
+    assert {"rouge1", "bleu", "chrf", "grounding"} <= set(compared.table["metric"]) and compared.signatures_match
+    assert "NOT COMPARABLE" not in compared.label
+    other = dataclasses.replace(b, signature=b.signature.replace("grounding:v2-", "grounding:v9-"))
+    compared = compare_results(a, other)
+    assert "grounding" not in set(compared.table["metric"]) and "rouge1" in set(compared.table["metric"])
+    assert "signatures differ (grounding:" in compared.label and "grounding, suspect metrics left out" in compared.label
+    assert "on request" not in compared.label
+    assert "compared on request" in compare_results(a, other, allow_signature_mismatch=True).label

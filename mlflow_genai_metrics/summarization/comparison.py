@@ -303,6 +303,8 @@ class Comparison:
     signature_b: str
     signature_differences: list[str]
     pairs_unreadable: int = 0
+    on_request: bool = False  # compared although the signatures differ (``allow_signature_mismatch``)
+    families_left_out: tuple[str, ...] = ()  # metric families not compared: the signature parts they read differ
 
     @property
     def shared_rows(self) -> int:
@@ -323,8 +325,14 @@ class Comparison:
         if self.partial:
             parts.insert(0, "PARTIAL: fewer usable pairs than half of either run, compared on request")
         if not self.signatures_match:
-            parts.insert(0, f"NOT COMPARABLE AS IS: signatures differ ({'; '.join(self.signature_differences)}); compared on request")
+            parts.insert(0, f"NOT COMPARABLE AS IS: signatures differ ({'; '.join(self.signature_differences)}); compared on request"
+                         if self.on_request else f"signatures differ ({'; '.join(self.signature_differences)}): {self.left_out_note}")
         return "; ".join(parts)
+
+    @property
+    def left_out_note(self) -> str:
+        """Which metric families the comparison left out, since what their numbers depend on differs."""
+        return f"{', '.join(self.families_left_out)} metrics left out" if self.families_left_out else "nothing left out"
 
     def difference(self, metric: str) -> pd.Series:
         return self.table.set_index("metric").loc[metric]
@@ -356,10 +364,14 @@ def compare_results(
     """
     statistics = resolve("compare_results", keywords, statistics=statistics, judging=False).statistics
     signature_a, signature_b = Signature.parse(a.signature), Signature.parse(b.signature)
-    # Compared per metric: a family is left out when the parts its numbers depend on differ.
-    differing = {family: signature_a.differences(signature_b, parts) for family, parts in FAMILY_PARTS.items()}
+    # Compared per metric: a family is left out when the parts its numbers depend on differ. A reference metric one
+    # run lacks (TER asked on one side) is no difference: it is not in both tables, and the others' fields are equal
+    # (it once left ROUGE, BLEU and chrF out, silently).
+    absent = {f"{name}: " for name in set(signature_a.part_fields("reference")) ^ set(signature_b.part_fields("reference"))}
+    differing = {family: [d for d in signature_a.differences(signature_b, parts) if not d.startswith(tuple(absent))]
+                 for family, parts in FAMILY_PARTS.items()}
     differing = {family: found for family, found in differing.items() if found}
-    differences = signature_a.differences(signature_b, ("judge", "reference", "grounding"))
+    differences = [d for d in signature_a.differences(signature_b, ("judge", "reference", "grounding")) if not d.startswith(tuple(absent))]
     if {"judge", "coverage"} & differing.keys() and not allow_signature_mismatch:
         raise SignatureMismatchError(
             "these results come from different judge settings or prompts and are not comparable: "
@@ -383,4 +395,6 @@ def compare_results(
         signature_b=b.signature,
         signature_differences=differences,
         pairs_unreadable=pairing.pairs_unreadable,
+        on_request=allow_signature_mismatch,
+        families_left_out=tuple(sorted(left_out)),
     )

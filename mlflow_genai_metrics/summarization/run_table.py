@@ -155,7 +155,8 @@ def _note(comparison: Comparison) -> str:
     """What a reader of the table or plot must know: mixed judges, a partial comparison, rows left out."""
     parts = []
     if not comparison.signatures_match:
-        parts.append(f"MIXED JUDGES: signatures differ ({', '.join(comparison.signature_differences)})")
+        parts.append(f"MIXED JUDGES: signatures differ ({', '.join(comparison.signature_differences)})" if comparison.on_request
+                     else f"signatures differ ({', '.join(comparison.signature_differences)}): {comparison.left_out_note}")
     if comparison.partial:
         parts.append("PARTIAL: fewer usable pairs than half of either run")
     if comparison.pairs_dropped_for_errors or comparison.only_in_a or comparison.only_in_b:
