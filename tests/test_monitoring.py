@@ -164,6 +164,77 @@ def test_a_trace_whose_card_is_an_error_is_judged_again_on_the_next_pass(scripte
     assert score_traces("mgm-tests", judges=[ClaimAlignment(judge)]).already_scored == 6  # scored ones are never asked again
 
 
+def _claim_cards() -> list[list[tuple]]:
+    """Each summary trace's claim_alignment cards, as (value, error code)."""
+    return [[(a.value, a.error.error_code if a.error else None) for a in t.info.assessments if a.name == "claim_alignment"]
+            for t in mlflow.search_traces(return_type="list") if t.data.spans[0].name == "summarize"]
+
+
+def test_a_pass_stopped_between_writing_a_card_and_removing_the_error_card_is_cleaned_by_the_next(scripted_server, mlflow_store,
+                                                                                                  tmp_path, monkeypatch):
+    """The retry wrote the verdict, then stopped before removing the outage's error card: every later pass counted
+    the trace as scored, and the error card stayed beside the verdict for good (one feedback per judge, promised)."""
+    from mlflow_genai_metrics.testing import Fault
+
+    endpoint = scripted_server(Endpoint(), models=Endpoint.models)
+    app_traces()
+    answers, endpoint.script = endpoint.script, (lambda request: Fault("status", 500))
+    judge = judge_for(endpoint, cache_dir=tmp_path / "cache", max_retries=0)
+    score_traces("mgm-tests", judges=[ClaimAlignment(judge)])
+    endpoint.script = answers
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mlflow, "delete_assessment", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            score_traces("mgm-tests", judges=[ClaimAlignment(judge)])
+    assert any(len(cards) == 2 for cards in _claim_cards())  # a verdict beside its error card, as the stop left it
+    report = score_traces("mgm-tests", judges=[ClaimAlignment(judge)])
+    assert all(len(cards) == 1 and cards[0][1] is None for cards in _claim_cards()), _claim_cards()
+    assert report.traces_seen == report.already_scored + report.unusable + report.scored + report.deferred
+
+
+def test_two_passes_at_once_give_each_trace_one_card_and_a_pass_s_counts_add_up(scripted_server, mlflow_store, monkeypatch):
+    """Two passes at once (a scheduled one that overran) both scored every trace: two cards each, paid twice. Here
+    the second pass runs whole between the first's reading of the traces and its writing of the cards."""
+    from mlflow_genai_metrics.tracking import monitor
+
+    endpoint = scripted_server(Endpoint(), models=Endpoint.models)
+    app_traces()
+    judges = [ClaimAlignment(judge_for(endpoint))]
+    read, second = monitor.trace_rows, []
+
+    def then_another_pass(*args, **kwargs):
+        rows = read(*args, **kwargs)
+        if not second:
+            second.append(None)
+            second[0] = score_traces("mgm-tests", judges=judges)
+        return rows
+
+    monkeypatch.setattr(monitor, "trace_rows", then_another_pass)
+    first = score_traces("mgm-tests", judges=judges)
+    assert [len(cards) for cards in _claim_cards()] == [1] * 6
+    assert (second[0].scored, first.scored, first.already_scored) == (6, 0, 6)
+    assert first.traces_seen == first.already_scored + first.unusable + first.scored + first.deferred
+
+
+def test_judge_errors_counts_the_error_cards_a_pass_wrote_and_max_traces_is_checked(scripted_server, mlflow_store):
+    """Adding Grounding to traces already judged, during an outage: every row's judgement failed, no card of the
+    judge was written (its verdicts were there), the grounding cards were, and the pass said "6 judge errors"."""
+    from mlflow_genai_metrics.testing import Fault
+
+    endpoint = scripted_server(Endpoint(), models=Endpoint.models)
+    app_traces()
+    score_traces("mgm-tests", judges=[ClaimAlignment(judge_for(endpoint))])
+    endpoint.script = lambda request: Fault("status", 500)
+    report = score_traces("mgm-tests", judges=[ClaimAlignment(judge_for(endpoint, max_retries=0)), Grounding()])
+    assert (report.scored, report.judge_errors) == (6, 0)
+    with pytest.raises(ValueError, match="max_traces must be 0 or more"):
+        score_traces("mgm-tests", judges=[Grounding()], max_traces=-1)
+
+
 def test_mgm_monitor_scores_an_experiment_and_fails_fast_on_a_wrong_model(scripted_server, mlflow_store, capsys):
     endpoint = scripted_server(Endpoint(), models=Endpoint.models)
     app_traces()

@@ -88,6 +88,8 @@ def score_traces(
     from .evaluate import task_of
     from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
 
+    if max_traces is not None and max_traces < 0:  # (-1 scored 5 of 6 traces and reported 7 deferred)
+        raise ValueError(f"max_traces must be 0 or more (None: every trace), got {max_traces!r}")
     judges = list(judges) if judges is not None else [ClaimAlignment(), KeyPointCoverage(), Grounding()]
     try:
         if not judges or not all(isinstance(j, _TaskScorer) for j in judges):
@@ -102,6 +104,11 @@ def score_traces(
     mlflow.flush_trace_async_logging()  # this process's own traces, written in the background, are read whole
     traces = mlflow.search_traces(locations=[experiment_id], filter_string=filter_string, return_type="list")
     names = {j.name for j in judges}
+    for trace in traces:  # an error card beside its judge's verdict: a pass stopped between writing the one and
+        verdicts = _ours(trace, names)  # removing the other (one feedback per judge: the card is removed now)
+        for card in _error_cards(trace, names):
+            if card.name in verdicts:
+                mlflow.delete_assessment(trace_id=trace.info.trace_id, assessment_id=card.assessment_id)
     todo = [t for t in traces if _ours(t, names) != names]
     rows, unusable = trace_rows(todo, pipeline)  # the pipeline, or the answer rows, reads each trace's root span
     deferred = max(len(rows) - max_traces, 0) if max_traces is not None else 0
@@ -110,11 +117,19 @@ def score_traces(
     judgements = pipeline.judge_all(rows) if rows else []
     roots = {t.info.trace_id: root_span(t) for t in todo}
     stale = {t.info.trace_id: _error_cards(t, names) for t in todo}
+    failed, taken = set(), 0  # traces that got an error card now; traces another pass scored meanwhile
     for parsed, judgement in zip(rows, judgements):
+        # read again just before writing: another pass at once (a schedule that overran) gave every card twice
+        done[parsed.trace_id] |= _ours(mlflow.get_trace(parsed.trace_id), names)
+        if done[parsed.trace_id] == names:
+            taken += 1
+            continue
         for judge in judges:
             if judge.name in done[parsed.trace_id]:
                 continue
             feedback = judge.feedback(judgement)
+            if feedback.error is not None and feedback.error.error_code == "JUDGE_ERROR":  # (not "no expected answer")
+                failed.add(parsed.trace_id)
             feedback.span_id = roots[parsed.trace_id].span_id  # on the root span, where evaluations put theirs
             mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)
             for card in stale[parsed.trace_id]:  # the earlier pass's error card gives way to this pass's card
@@ -123,8 +138,8 @@ def score_traces(
     claims = [c.verdict for j in judgements if j.error is None for c in j.claims]
     warning = verification_warning(len(claims), claims.count("yes"), claims.count("idk"))
     return MonitorReport(
-        experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo), unusable=len(unusable),
-        scored=len(rows), judge_errors=sum(j.error is not None for j in judgements), deferred=deferred,
+        experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo) + taken, unusable=len(unusable),
+        scored=len(rows) - taken, judge_errors=len(failed), deferred=deferred,
         retried=sum(bool(stale[parsed.trace_id]) for parsed in rows),
         warnings=(warning,) if warning is not None else (),
     )
