@@ -180,6 +180,12 @@ def test_compare_runs_logs_nothing_unless_asked(store, good_run, bad_run, shared
     assert "comparison_run_id" not in table.attrs and runs_in(shared_store.experiment_id) == before
 
 
+def test_compare_runs_takes_each_run_once(store, good_run, bad_run):
+    """[A, B, A] compared A with itself: its rows got a difference of 0, a test and pair counts."""
+    with pytest.raises(ValueError, match=f"compare_runs takes each run once; given more than once: {good_run[0]}"):
+        compare_runs([good_run[0], bad_run[0], good_run[0]])
+
+
 def test_compare_runs_refuses_runs_judged_with_different_settings(store, good_run, other_judge_run):
     with pytest.raises(SignatureMismatchError, match=r"seed: \S+ != 3"):
         compare_runs([good_run[0], other_judge_run[0]])

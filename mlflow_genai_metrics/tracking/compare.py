@@ -156,6 +156,8 @@ def compare_runs(
     statistics = resolve("compare_runs", keywords, statistics=statistics, judging=False).statistics
     if len(run_ids) < 2:
         raise ValueError("compare_runs needs at least two run ids")
+    if repeated := sorted({run_id for run_id in run_ids if run_ids.count(run_id) > 1}):  # [A, B, A] compared A with itself
+        raise ValueError(f"compare_runs takes each run once; given more than once: {', '.join(repeated)}")
     client = MlflowClient()
     runs = [load_run(run_id, client) for run_id in run_ids]
     cards = {run_id: client.get_run(run_id).data.tags.get(f"{SAMPLE_TAG}.card") for run_id in run_ids}
