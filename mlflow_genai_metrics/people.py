@@ -30,9 +30,9 @@ what a gate or a comparison of two runs needs), and so, a fortiori, people's rat
 both). One for these N rows alone (hypergeometric pieces) under-covers where it would be narrower (0.82-0.89 with
 75-80% of 20-100 rows labelled): not offered. ``ppi_mean_interval``: ``ppi-python``'s closed forms, to compare.
 
-**Two runs' estimates compared** (``estimate_difference``): the second's minus the first's, its interval the two intervals combined by
-MOVER (low: d - sqrt((e2 - l2)^2 + (h1 - e1)^2), high alike). It assumes what ``DIFFERENCE_ASSUMES`` says: labels on independent
-random samples of each run's rows, the same question on both.
+**Two runs' estimates compared** (``estimate_difference``): the second's minus the first's, its interval the two
+intervals combined by MOVER (low: d - sqrt((e2 - l2)^2 + (h1 - e1)^2), high alike). It assumes what
+``DIFFERENCE_ASSUMES`` says: labels on independent random samples of each run's rows, the same question on both.
 
 **Re-calibrating grounding**: logit(p') = a + b logit(grounding), fitted on the labelled rows by Platt's method
 (logistic loss, his smoothed targets (k+1)/(k+2) and 1/(m+2): labels of one class still give a finite fit),

@@ -140,12 +140,16 @@ class Signature(BaseModel):
 
     def differences(self, other: Signature, parts: tuple[Part, ...] = ("judge", "reference", "grounding", "statistics")) -> list[str]:
         """What differs, field by field, in ``parts`` (and the package version): ``["verify: v1-9c1d != v2-1a2b"]``.
-        A part one signature lacks is not compared (a run with no judge has no judge part to differ in)."""
+        A part one signature lacks is not compared (a run with no judge has no judge part to differ in), nor a
+        reference metric one of them lacks: each reference metric has a signature of its own, and one that only one
+        run computed (TER asked on one side) is in one table only (it once left ROUGE, BLEU and chrF out too)."""
         found = []
         for part in parts:
             mine, theirs = self.part_fields(part), other.part_fields(part)
             if not mine or not theirs:
                 continue
+            if part == "reference":
+                mine, theirs = ({name: value for name, value in fields.items() if name in mine and name in theirs} for fields in (mine, theirs))
             found += _field_differences(mine, theirs)
         if self.version != other.version:
             found.append(f"mgm: {self.version or '(absent)'} != {other.version or '(absent)'}")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
@@ -53,13 +52,15 @@ def _passages(value: Any, position: int, column: str) -> Any:
 def answer_records(data, args: argparse.Namespace) -> list[dict[str, Any]]:
     """The rows as ``mlflow.genai.evaluate`` takes them: question, passages and id in ``inputs``, the answer in
     ``outputs``, the expected answer in ``expectations``."""
+    from ..tables import is_missing
+
     records = []
     for position, row in enumerate(data.to_dict(orient="records")):
         inputs = {"question": row[args.question_col], "passages": _passages(row[args.passages_col], position, args.passages_col),
                   "id": row[args.id_col] if args.id_col else position}
         record: dict[str, Any] = {"inputs": inputs, "outputs": row[args.answer_col]}
         expected = row[args.expected_col] if args.expected_col else None
-        if not (expected is None or (isinstance(expected, float) and math.isnan(expected))):  # not text: refused, by row
+        if not is_missing(expected):  # one that is not text is refused, by row
             record["expectations"] = {"expected_response": expected}
         records.append(record)
     return records

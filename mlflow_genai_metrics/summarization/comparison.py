@@ -364,14 +364,10 @@ def compare_results(
     """
     statistics = resolve("compare_results", keywords, statistics=statistics, judging=False).statistics
     signature_a, signature_b = Signature.parse(a.signature), Signature.parse(b.signature)
-    # Compared per metric: a family is left out when the parts its numbers depend on differ. A reference metric one
-    # run lacks (TER asked on one side) is no difference: it is not in both tables, and the others' fields are equal
-    # (it once left ROUGE, BLEU and chrF out, silently).
-    absent = {f"{name}: " for name in set(signature_a.part_fields("reference")) ^ set(signature_b.part_fields("reference"))}
-    differing = {family: [d for d in signature_a.differences(signature_b, parts) if not d.startswith(tuple(absent))]
-                 for family, parts in FAMILY_PARTS.items()}
+    # Compared per metric: a family is left out when the parts its numbers depend on differ.
+    differing = {family: signature_a.differences(signature_b, parts) for family, parts in FAMILY_PARTS.items()}
     differing = {family: found for family, found in differing.items() if found}
-    differences = [d for d in signature_a.differences(signature_b, ("judge", "reference", "grounding")) if not d.startswith(tuple(absent))]
+    differences = signature_a.differences(signature_b, ("judge", "reference", "grounding"))
     if {"judge", "coverage"} & differing.keys() and not allow_signature_mismatch:
         raise SignatureMismatchError(
             "these results come from different judge settings or prompts and are not comparable: "
