@@ -74,6 +74,16 @@ def credible_usage(
     return worst, True
 
 
+def settled_cost(held: Reservation, reply: CallResult | None, *, refused: bool, prices: Prices | None) -> float:
+    """What a sent call costs its budget: the tokens ``reply`` reports (``credible_usage``'s); nothing when the endpoint
+    ``refused`` it with an HTTP error status; else its reservation's worst case, since the endpoint may have processed
+    it without saying (a timeout, a dropped connection, a reply without token counts or not a chat completion, a batch
+    line that ran and cannot be read). Online and batch calls alike."""
+    if reply is not None and (reply.prompt_tokens or reply.completion_tokens):
+        return prices.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_prompt_tokens) if prices else 0.0
+    return 0.0 if refused else held.cost_usd
+
+
 class BudgetExhausted(Exception):
     """This call would pass the budget: it is not sent."""
 

@@ -21,7 +21,7 @@ from typing import Any
 import openai
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from .budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
+from .budget import Budget, BudgetExhausted, Reservation, credible_usage, settled_cost, worst_cost
 from .errors import (
     config_error,
     is_config_error,
@@ -150,14 +150,8 @@ class Transport:
         if outcome is None:
             self.budget.release(held)
             return
-        prices = self.settings.prices
-        if isinstance(outcome, CallResult) and (outcome.prompt_tokens or outcome.completion_tokens):
-            cost = prices.cost(outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_prompt_tokens) if prices else 0.0
-        elif isinstance(outcome, openai.APIStatusError):
-            cost = 0.0
-        else:
-            cost = held.cost_usd
-        self.budget.settle(held, cost)
+        reply = outcome if isinstance(outcome, CallResult) else None
+        self.budget.settle(held, settled_cost(held, reply, refused=isinstance(outcome, openai.APIStatusError), prices=self.settings.prices))
 
     def _failure(self, exc: openai.APIError, usage: Usage) -> CallFailed:
         settings = self.settings

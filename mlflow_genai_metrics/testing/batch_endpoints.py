@@ -8,7 +8,12 @@ same script as the server's chat completions (logged in ``server.requests`` with
   ``seconds_before_done``: the same in seconds since the batch was created (both must have passed);
 - ``expire_batches`` and ``lines_before_expiry``: the first ``expire_batches`` batches expire having run only their
   first ``lines_before_expiry`` lines; the others go to the error file with the code ``batch_expired``;
+- ``list_expired_lines``: False leaves an expired batch's undone lines out of its error file (OpenAI need not list them);
 - ``fail_batches``: the first ``fail_batches`` batches fail validation (no line runs);
+- ``lines_before_cancel``: a cancel (``POST /v1/batches/{id}/cancel``) of a batch still running leaves its first
+  ``lines_before_cancel`` lines run, in its output file, as OpenAI's cancel keeps what ran (and bills it);
+- ``edit_output``: given a batch's output file as a list of result dicts, what to write instead (a dict is written
+  as JSON, a string as it is): lines broken, lost, repeated or without usage;
 - a line whose script answers a ``Fault`` comes back with that HTTP status in the error file (partial failure).
 
 The counters (``uploads``, ``created``, ``retrieves``, ``downloads``, ``cancels``) say what a client asked.
@@ -66,7 +71,10 @@ class ScriptedBatches:
     seconds_before_done: float = 0.0
     expire_batches: int = 0
     lines_before_expiry: int = 0
+    list_expired_lines: bool = True
     fail_batches: int = 0
+    lines_before_cancel: int = 0
+    edit_output: Callable[[list[dict[str, Any]]], list[Any]] | None = None
     uploads: int = 0
     created: int = 0
     retrieves: int = 0
@@ -168,6 +176,8 @@ class ScriptedBatches:
             if batch is None:
                 return _not_found("batch")
             if batch["status"] in ("validating", "in_progress"):
+                if self.lines_before_cancel:
+                    self._run(batch, lines_run=self.lines_before_cancel)
                 batch["status"] = "cancelled"
         return _json(self._shown(batch))
 
@@ -177,8 +187,9 @@ class ScriptedBatches:
     def _shown(batch: dict[str, Any]) -> dict[str, Any]:
         return {name: value for name, value in batch.items() if not name.startswith("_")}
 
-    def _run(self, batch: dict[str, Any]) -> None:
-        """Run the batch's lines through the server's script (under the lock); write its output and error files."""
+    def _run(self, batch: dict[str, Any], lines_run: int | None = None) -> None:
+        """Run the batch's lines through the server's script (under the lock), its first ``lines_run`` only when
+        given (a cancel); write its output and error files."""
         if batch["_fail"]:
             batch["status"] = "failed"
             batch["errors"] = {"object": "list", "data": [{"code": "invalid_request", "message": "scripted validation failure", "line": 1, "param": None}]}
@@ -186,7 +197,11 @@ class ScriptedBatches:
         lines = [json.loads(text) for text in self.files[batch["input_file_id"]].decode("utf-8").splitlines() if text.strip()]
         done, failed = [], []
         for position, line in enumerate(lines):
+            if lines_run is not None and position >= lines_run:
+                break
             if batch["_expire"] and position >= self.lines_before_expiry:
+                if not self.list_expired_lines:
+                    continue
                 failed.append({"id": f"batch_req_{batch['id']}_{position}", "custom_id": line["custom_id"], "response": None,
                                "error": {"code": "batch_expired", "message": "This request could not be executed before the completion window expired."}})
                 continue
@@ -197,8 +212,9 @@ class ScriptedBatches:
             (done if status == 200 else failed).append(result)
         batch["request_counts"] = {"total": len(lines), "completed": len(done), "failed": len(failed)}
         batch["status"] = "expired" if batch["_expire"] else "completed"
-        for name, results in (("output_file_id", done), ("error_file_id", failed)):
+        written: list[Any] = self.edit_output(done) if self.edit_output is not None else done
+        for name, results in (("output_file_id", written), ("error_file_id", failed)):
             if results:
-                data = "".join(json.dumps(result) + "\n" for result in results).encode("utf-8")
+                data = "".join((result if isinstance(result, str) else json.dumps(result)) + "\n" for result in results).encode("utf-8")
                 batch[name] = self._store_file(data, "batch_output")["id"]
 

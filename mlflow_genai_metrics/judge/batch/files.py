@@ -90,7 +90,12 @@ def _status_failure(status: int, body: Any, redact: Callable[[str], str]) -> Cal
 def _line_outcome(line: dict[str, Any], redact: Callable[[str], str]) -> LineOutcome:
     response = line.get("response")
     if isinstance(response, dict) and response.get("status_code") is not None:
-        status, body = int(response["status_code"]), response.get("body")
+        body = response.get("body")
+        try:
+            status = int(response["status_code"])
+        except (TypeError, ValueError):  # the line ran (it has a response) but says nothing readable of how
+            error = JudgeError(kind="bad_reply", message=redact(f"the batch line's status_code is not a number: {response['status_code']!r}"))
+            return CallFailed(error, rejects_mode=False)
         if status != 200:
             return _status_failure(status, body, redact)
         try:
@@ -104,23 +109,30 @@ def _line_outcome(line: dict[str, Any], redact: Callable[[str], str]) -> LineOut
     return CallFailed(JudgeError(kind=kind, message=f"{code}: {message}"), rejects_mode=False)
 
 
-def read_output(*files: bytes | str | Path | None, redact: Callable[[str], str] = str) -> dict[str, LineOutcome]:
+def read_output(*files: bytes | str | Path | None, redact: Callable[[str], str] = str,
+                unreadable: list[str] | None = None) -> dict[str, LineOutcome]:
     """Each ``custom_id`` of a batch's output and error files (bytes, or paths; None for a file the batch did not
     make) and what its line gave: a ``CallResult`` or a ``CallFailed``. ``redact`` removes credentials from messages.
-    A line that is not JSON, or has no ``custom_id``, raises ``ValueError``: the file is not a batch's."""
+    A line that is not JSON, or has no ``custom_id``, belongs to no request: with ``unreadable`` (a list) it is
+    described there and skipped, the other lines read (the requests it held get no result, for the caller to say
+    so); without it, it raises ``ValueError``: the file is not a batch's."""
     outcomes: dict[str, LineOutcome] = {}
     for data in files:
         if data is None:
             continue
         if isinstance(data, (str, Path)):
             data = Path(data).read_bytes()
-        for number, text in enumerate(data.decode("utf-8").splitlines(), start=1):
+        for number, text in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
             if not text.strip():
                 continue
             try:
                 line = json.loads(text)
                 custom_id = line["custom_id"]
             except (ValueError, KeyError, TypeError):
-                raise ValueError(f"line {number} of a batch output is not a batch result: {text[:120]!r}") from None
+                described = f"line {number} of a batch output is not a batch result: {redact(text[:120])!r}"
+                if unreadable is None:
+                    raise ValueError(described) from None
+                unreadable.append(described)
+                continue
             outcomes[str(custom_id)] = _line_outcome(line, redact)
     return outcomes

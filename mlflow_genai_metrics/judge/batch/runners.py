@@ -2,9 +2,11 @@
 command such as vLLM's ``run_batch`` (``CommandBatches``).
 
 Both do two things: ``submit`` the lines (returning the batch's id) and ``wait`` for a batch to end (returning each
-line's outcome, ``files.read_output``). A batch that failed or was cancelled raises ``BatchEnded``; one the
-endpoint no longer knows raises ``BatchGone`` (its lines are submitted again). An expired batch returns what it
-completed; the lines it left undone come back as ``batch_expired`` (or not at all), for the caller to ask again.
+line's outcome, ``files.read_output``, as a ``BatchRead``). A batch that failed or was cancelled raises
+``BatchEnded``, with the lines a cancelled batch ran before it stopped; one the endpoint no longer knows raises
+``BatchGone`` (its lines are submitted again). An expired batch returns what it completed; the lines it left undone
+come back as ``batch_expired`` (or not at all: ``BatchRead.expired``), for the caller to ask again. A line of the
+output that is not a batch result is set aside (``BatchRead.unreadable``), never the end of the other lines.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import shlex
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import openai
@@ -31,12 +34,24 @@ log = logging.getLogger(__name__)
 _RUNNING = ("validating", "in_progress", "finalizing", "cancelling")
 
 
-class BatchEnded(Exception):
-    """The batch failed (its file was refused) or was cancelled: no line of it was answered."""
+@dataclass
+class BatchRead:
+    """What a batch's files gave: each answered line's outcome; ``expired`` when its window ended (a line without a
+    result never ran); the lines of its files that are no batch result (``files.read_output``)."""
 
-    def __init__(self, batch_id: str, status: str, message: str) -> None:
+    outcomes: dict[str, LineOutcome]
+    expired: bool = False
+    unreadable: list[str] = field(default_factory=list)
+
+
+class BatchEnded(Exception):
+    """The batch failed (its file was refused) or was cancelled: ``ran`` holds the lines a cancelled batch ran before
+    it stopped (OpenAI keeps them in its output file, and bills them); no other line of it was answered."""
+
+    def __init__(self, batch_id: str, status: str, message: str, ran: BatchRead | None = None) -> None:
         super().__init__(f"batch {batch_id} {status}: {message}")
         self.status = status
+        self.ran = ran or BatchRead({})
 
 
 class BatchGone(Exception):
@@ -49,7 +64,7 @@ class BatchRunner:
     async def submit(self, lines: list[BatchLine]) -> str:
         raise NotImplementedError
 
-    async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
+    async def wait(self, batch_id: str) -> BatchRead:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -112,7 +127,7 @@ class ApiBatches(BatchRunner):
         log.info("submitted batch %s (%d requests) to %s", batch.id, len(lines), self.settings.shown_url)
         return batch.id
 
-    async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
+    async def wait(self, batch_id: str) -> BatchRead:
         """Poll the batch until it ends; what each of its lines gave."""
         client = self._client()
         try:
@@ -121,9 +136,6 @@ class ApiBatches(BatchRunner):
                 if batch.status not in _RUNNING:
                     break
                 await asyncio.sleep(self.options.poll_s)
-            if batch.status in ("failed", "cancelled"):
-                errors = [error.message or error.code or "" for error in (batch.errors.data or [])] if batch.errors else []
-                raise BatchEnded(batch_id, batch.status, self.settings.redact("; ".join(e for e in errors if e) or "no reason given"))
             files = [await self._content(client, file_id) for file_id in (batch.output_file_id, batch.error_file_id)]
         except openai.APIStatusError as exc:
             if exc.status_code == 404:  # a batch of another account, or of a server since restarted
@@ -131,7 +143,12 @@ class ApiBatches(BatchRunner):
             raise self._fatal(exc) from None
         except openai.APIError as exc:
             raise self._fatal(exc) from None
-        return read_output(*files, redact=self.settings.redact)
+        unreadable: list[str] = []
+        read = BatchRead(read_output(*files, redact=self.settings.redact, unreadable=unreadable), batch.status == "expired", unreadable)
+        if batch.status in ("failed", "cancelled"):
+            errors = [error.message or error.code or "" for error in (batch.errors.data or [])] if batch.errors else []
+            raise BatchEnded(batch_id, batch.status, self.settings.redact("; ".join(e for e in errors if e) or "no reason given"), read)
+        return read
 
     @staticmethod
     async def _content(client: openai.AsyncOpenAI, file_id: str | None) -> bytes | None:
@@ -165,7 +182,7 @@ class CommandBatches(BatchRunner):
             source.write_bytes(data)
         return batch_id
 
-    async def wait(self, batch_id: str) -> dict[str, LineOutcome]:
+    async def wait(self, batch_id: str) -> BatchRead:
         source, output = self.paths(batch_id)
         if not output.exists():
             if self.command is None:
@@ -176,7 +193,8 @@ class CommandBatches(BatchRunner):
             await self._run_command(source, output)
         if not output.exists():
             raise BatchEnded(batch_id, "failed", f"the batch command made no output file {output}")
-        return read_output(output, redact=self.redact)
+        unreadable: list[str] = []
+        return BatchRead(read_output(output, redact=self.redact, unreadable=unreadable), unreadable=unreadable)
 
     async def _run_command(self, source: Path, output: Path) -> None:
         assert self.command is not None

@@ -22,9 +22,10 @@ import logging
 import time
 import weakref
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..budget import Budget, BudgetExhausted, Reservation, credible_usage, worst_cost
+from ..budget import Budget, BudgetExhausted, Reservation, credible_usage, settled_cost, worst_cost
 from ..modes import EndpointMode
 from ..records import JudgeError, Prices, Usage
 from ..replies import CallResult
@@ -32,7 +33,7 @@ from ..settings import JudgeSettings
 from ..transport import Call, CallFailed
 from .files import BatchLine, LineOutcome, batch_line
 from .options import BatchOptions
-from .runners import BatchEnded, BatchGone, runner_for
+from .runners import BatchEnded, BatchGone, BatchRead, runner_for
 from .store import BatchStore
 
 log = logging.getLogger(__name__)
@@ -136,11 +137,11 @@ class BatchSender:
         usage.count_call(time.perf_counter() - started, reply)
         usage.batched_calls += 1
         usage.implausible_usage += implausible
-        cost = 0.0
-        if reply is not None and self.prices is not None:
-            cost = self.prices.cost(reply.prompt_tokens, reply.completion_tokens, reply.cached_prompt_tokens)
         if held is not None and self.budget is not None:
-            self.budget.settle(held, cost)
+            # As online: a line refused with an HTTP error status costs nothing; one that ran without saying what
+            # it cost (no usage, not a chat completion, no readable line) costs its worst case, never nothing.
+            refused = isinstance(outcome, CallFailed) and outcome.error.status_code is not None
+            self.budget.settle(held, settled_cost(held, reply, refused=refused, prices=self.prices))
 
     # -- the queue of an event loop --------------------------------------------------------------------------------------
 
@@ -196,8 +197,14 @@ class BatchSender:
             queue.jobs[job] = lines
 
     async def _run_job(self, queue: _LoopQueue, lines: list[_Line]) -> None:
+        def deliver(outcomes: dict[str, LineOutcome]) -> None:
+            for entry in lines:  # each batch's answers as soon as it is read, whatever batches are still running
+                outcome = outcomes.get(entry.line.custom_id)
+                if outcome is not None and not entry.outcome.done():
+                    entry.outcome.set_result(outcome)
+
         try:
-            outcomes = await self.complete([entry.line for entry in lines])
+            outcomes = await self.complete([entry.line for entry in lines], deliver)
         except BaseException as exc:
             for entry in lines:
                 if not entry.outcome.done():
@@ -223,18 +230,29 @@ class BatchSender:
 
     # -- one set of lines, through as many batches as it takes -------------------------------------------------------------
 
-    async def complete(self, lines: list[BatchLine]) -> dict[str, LineOutcome]:
+    async def complete(self, lines: list[BatchLine],
+                       deliver: Callable[[dict[str, LineOutcome]], None] | None = None) -> dict[str, LineOutcome]:
         """Every line's outcome: from a batch already submitted with it (resumed), else from a new one; lines an
-        expired batch left undone go in a new batch, ``max_resubmits`` times at most."""
+        expired batch left undone go in a new batch, ``max_resubmits`` times at most. ``deliver`` is given each
+        batch's final outcomes as soon as that batch is read: a batch resumed beside a new one marks itself read
+        (``BatchStore.end``) when it ends, so its answers must reach their callers (and the cache) then, not when
+        the slowest batch of the round ends (a run interrupted meanwhile paid for them again)."""
         todo = {line.custom_id: line for line in lines}
         outcomes: dict[str, LineOutcome] = {}
         expired_rounds = 0
+
+        async def one_batch(batch_id: str | None, group: list[BatchLine]) -> dict[str, LineOutcome]:
+            result = await self._one_batch(batch_id, group)
+            if deliver is not None:
+                deliver({custom_id: outcome for custom_id, outcome in result.items() if custom_id in todo and not _expired(outcome)})
+            return result
+
         while todo:
             recorded = self.store.submitted(todo) if self.store is not None else {}
             groups: dict[str | None, list[BatchLine]] = defaultdict(list)
             for custom_id, line in todo.items():
                 groups[recorded.get(custom_id)].append(line)
-            results = await asyncio.gather(*(self._one_batch(batch_id, group) for batch_id, group in groups.items()))
+            results = await asyncio.gather(*(one_batch(batch_id, group) for batch_id, group in groups.items()))
             for result in results:
                 outcomes.update((custom_id, outcome) for custom_id, outcome in result.items() if custom_id in todo)
             undone = {custom_id: line for custom_id, line in todo.items() if custom_id not in outcomes or _expired(outcomes[custom_id])}
@@ -258,15 +276,24 @@ class BatchSender:
         else:
             log.info("polling batch %s, submitted by an earlier run, for %d requests", batch_id, len(lines))
         try:
-            outcomes = await self.runner.wait(batch_id)
+            read = await self.runner.wait(batch_id)
         except BatchGone:
-            outcomes = {}  # asked again in a new batch
-        except BatchEnded as ended:  # refused (validation) or cancelled: no line of it ran
-            failure = _failed("batch_failed", str(ended))
-            failure.unanswered = True  # type: ignore[attr-defined]
-            outcomes = {line.custom_id: failure for line in lines}
+            read, missing = BatchRead({}), None  # asked again in a new batch
+        except BatchEnded as ended:  # refused (validation), or cancelled: only what it ran before is answered
+            read, missing = ended.ran, _failed("batch_failed", str(ended))
+            missing.unanswered = True  # type: ignore[attr-defined]
         else:
-            missing = _failed("batch_failed", f"batch {batch_id} ended with no result for this request")
+            if read.expired:  # the window ended before these lines ran (the error file need not list them)
+                missing = _failed("batch_expired", f"batch {batch_id} expired before running this request")
+            else:
+                missing = _failed("batch_failed", f"batch {batch_id} ended with no result for this request" + (
+                    f" ({len(read.unreadable)} line(s) of its output could not be read; the first: {read.unreadable[0]})"
+                    if read.unreadable else ""))
+        if read.unreadable:
+            log.warning("batch %s: %d line(s) of its output are not batch results, the first: %s", batch_id,
+                        len(read.unreadable), read.unreadable[0])
+        outcomes = dict(read.outcomes)
+        if missing is not None:
             for line in lines:
                 outcomes.setdefault(line.custom_id, missing)
         if self.store is not None:
