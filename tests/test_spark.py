@@ -184,11 +184,14 @@ def test_bad_rows_are_named_before_any_call(spark, scripted_server):
     data = corpus(6).drop(columns=["reference"])
     data.loc[2, "source"] = "   "
     data.loc[4, "id"] = 3
+    data.loc[0, "source"] = "\n\t\n"  # Spark's trim strips spaces only: these two failed a partition after paying
+    data.loc[5, "source"] = "... --- !!!"
     server = scripted_server(contradicting_script())
     with pytest.raises(ValueError) as raised:
         judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server))
     message = str(raised.value)
     assert "id 2: the source is empty" in message and "id 3: the id appears 2 times" in message
+    assert "id 0: the source is empty or has no letter or digit" in message and "id 5: the source is empty or has no letter" in message
     assert server.request_count == 0
     with pytest.raises(ValueError, match="no column"):
         judge_summaries_spark(spark.createDataFrame(data), judge=loopback_judge(server), summary_col="output")

@@ -94,8 +94,8 @@ def test_spark_and_one_process_give_the_same_rows_claims_facts_and_aggregates(sp
 
 def test_bad_rows_are_named_before_any_call(spark, scripted_server):
     data = answers(12)
-    data.loc[1, "question"] = "  "
-    data.at[2, "passages"] = [TOWER, " "]
+    data.loc[1, "question"] = "\n\t "
+    data.at[2, "passages"] = [TOWER, "\u3000\n"]  # whitespace a Python strip() removes, and Spark's trim did not
     data.at[3, "passages"] = None
     data.loc[4, "id"] = "q0"
     server = scripted_server(AnswersJudgeScript())

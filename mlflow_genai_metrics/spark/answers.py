@@ -29,7 +29,7 @@ from ..stats import StatisticsOptions
 from ..summarization.metrics import METRICS, MetricRegistry
 from ..summarization.scoring import row_families
 from .budget import BudgetShares, keep_to_partition_share
-from .job import check_columns, judged_rows, refuse_problems
+from .job import blank, check_columns, judged_rows, refuse_problems
 from .plan import INTERNAL_COLUMNS, TaskPlan, add_usage_columns, usage_fields
 from .result import CLAIM_FIELDS, SparkJudged
 
@@ -102,9 +102,9 @@ def _validate(df: DataFrame, columns: dict[str, str | None], carry_cols: tuple[s
     refuse_problems(df, id_col, [
         (F.col(id_col).isNull(), "the id is missing"),
         (question.isNull(), "the question is missing"),
-        (question.isNotNull() & (F.trim(question) == ""), "the question is empty"),
+        (question.isNotNull() & blank(question), "the question is empty"),
         (passages.isNull(), "the passages are missing (give an empty list when nothing was retrieved)"),
-        (F.exists(passages, lambda p: p.isNull() | (F.trim(p) == "")), "a passage is missing or empty"),
+        (F.exists(passages, lambda p: p.isNull() | blank(p)), "a passage is missing or empty"),
     ])
 
 

@@ -52,11 +52,18 @@ def _validate(
     problems = [
         (F.col(id_col).isNull(), "the id is missing"),
         (source.isNull(), "the source is missing"),
-        (source.isNotNull() & (F.trim(source) == ""), "the source is empty"),
+        # No letter or digit (blank, "\n\t", "...", zero-width spaces) is refused in one process: here too, before any
+        # call (F.trim strips spaces alone, and such a source failed every partition it reached after paying).
+        (source.isNotNull() & ~source.rlike(r"[\p{L}\p{N}]"), "the source is empty or has no letter or digit"),
     ]
     if reference_col:
         problems.append((F.col(reference_col).isNull(), "the reference is missing"))
     refuse_problems(df, id_col, problems)
+
+
+def blank(text: Column) -> Column:
+    """Whitespace alone (Unicode's, as Python's ``str.strip``; Spark's ``trim`` strips spaces only)."""
+    return text.rlike(r"(?U)^\s*$")
 
 
 def carried_clashes(carry_cols: tuple[str, ...], schema: T.StructType) -> None:
