@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from mlflow.tracking import MlflowClient
-from test_gate_release import BAD, GOOD, VAGUE, _champion, _champion_version, _logged  # one way to log a judged run
+from scipy.stats import binomtest
+from test_gate_release import BAD, GOOD, REFUSAL, VAGUE, _champion, _champion_version, _logged, _outcome  # one way to log a judged run
 
 from mlflow_genai_metrics import register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
@@ -125,3 +126,24 @@ def test_mgm_gate_takes_beat_metrics(scripted_server, mlflow_store, capsys):
                 "--beat-metric", "defect_rate/contradiction", "--tracking-uri", mlflow_store])
     out = capsys.readouterr().out
     assert code == 1 and "worse than the champion" in out
+
+
+def test_a_threshold_rule_counts_the_rows_a_candidate_made_unreadable_as_failures(scripted_server, mlflow_store):
+    """With no champion to beat, a rule reads the run's own proportion with the rows the judge could not read for
+    what the candidate wrote counted as failures (guide "Decisions"): a candidate refusing half its articles read
+    strict_alignment 1 [0.83, 1] over the other half, and was registered on ">= 0.9" and "_ci_low >= 0.8"."""
+    server = scripted_server()
+    run_id, uri = _logged(server, [REFUSAL if i % 2 else GOOD.format(i=i) for i in range(40)], run_name="refuses half")
+    rules = {"strict_alignment": ">= 0.9", "strict_alignment_ci_low": ">= 0.8", "strict_alignment_n": ">= 40", "richness": ">= 1"}
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules=rules)
+    assert not gate.passed and gate.registered_version is None
+    value, low, n, richness = (_outcome(gate, metric) for metric in rules)
+    assert value.actual == 0.5 and not value.passed and value.detail == (
+        "20 row(s) the judge could not read for what the run wrote counted as failures; logged 1 without them")
+    assert low.actual == pytest.approx(binomtest(20, 40).proportion_ci(method="exact").low) and not low.passed
+    assert n.actual == 40 and n.passed
+    assert richness.actual == 1 and richness.passed and richness.detail == ""  # a mean cannot score such a row: as logged
+
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="faithful")
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules=rules)
+    assert gate.passed and all(outcome.detail == "" for outcome in gate.outcomes)

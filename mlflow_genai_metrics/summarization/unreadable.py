@@ -11,13 +11,16 @@ and leaves the pair. ``comparison.pair_rows`` and ``comparison.paired_table`` re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-from ..stats import RatioStatistic
-from .metrics import MetricSpec
+from ..stats import RatioStatistic, StatisticsOptions
+from .metrics import METRICS, MetricSpec
+from .scoring import estimates, interval_names
 
-__all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "error_kinds", "infrastructure_failed"]
+__all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "decision_figures", "error_kinds", "infrastructure_failed"]
 
 # The error kinds (``judge.records.ErrorKind``) a run's text causes. A candidate whose rambling summaries overflow the
 # judge's context once had those rows dropped as the infrastructure's (3 of 60, within the allowance) and was registered.
@@ -79,3 +82,29 @@ def counted_against(spec: MetricSpec, a: RatioStatistic, b: RatioStatistic, rows
         RatioStatistic(np.where(unreadable, failure, s.numerator), np.where(unreadable, 1.0, s.denominator))
         for s, unreadable in ((a, unreadable_a), (b, unreadable_b))
     )
+
+
+# Families whose figures the judge's reading of the run's own text gives (what a content failure leaves unscored).
+_NOT_JUDGED = frozenset({"reference", "length", "usage", "grounding"})
+
+
+def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Sequence[str],
+                     statistics: StatisticsOptions) -> tuple[dict[str, float], dict[str, int]]:
+    """A run's ``figures`` as a decision on that run alone reads them (a threshold rule of the registry gate, guide
+    "Decisions"): each judged proportion that ``metrics`` name (by itself, an interval bound or its n) counts the rows
+    the run's own output made unreadable (``content_failed``) as failures, never leaves them out, and has its interval
+    and n again; every other figure is as logged (a mean or ratio cannot score such a row: the judge error rate
+    says how many). Returns those figures and, for each proportion read so, how many rows it counted so."""
+    unreadable = content_failed(rows).to_numpy(dtype=bool) if "error" in rows else np.zeros(0, dtype=bool)
+    decided, counted = dict(figures), {}
+    if not unreadable.any():
+        return decided, counted
+    named = set(metrics)
+    for spec in METRICS.aggregates():
+        if (spec.kind != "proportion" or spec.family in _NOT_JUDGED or spec.name == "judge_error_rate"
+                or named.isdisjoint((spec.name, *interval_names(spec.name))) or not all(c in rows for c in spec.columns)):
+            continue
+        statistic, _ = counted_against(spec, spec.ratio_statistic(rows), spec.ratio_statistic(rows), rows, rows)
+        decided.update(estimates({spec.name: statistic.histogram()}, statistics)[spec.name].as_metrics())
+        counted[spec.name] = int(unreadable.sum())
+    return decided, counted

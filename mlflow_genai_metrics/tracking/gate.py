@@ -27,6 +27,7 @@ from ..summarization.comparison import (
 from ..summarization.decision import attempt_level, beat_rules, decide, decision_metrics
 from ..summarization.gating import (
     GateResult,
+    Rule,
     RuleOutcome,
     aggregate_names_logged,
     check_beat_metrics,
@@ -34,10 +35,10 @@ from ..summarization.gating import (
     parse_rules,
     rule_outcomes,
 )
-from ..summarization.metrics import closest_names
+from ..summarization.metrics import METRICS, closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
-from ..summarization.unreadable import infrastructure_failed
+from ..summarization.unreadable import decision_figures, infrastructure_failed
 from . import attempts
 from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
@@ -122,7 +123,7 @@ def register_if_passing(
     if unknown:
         raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(aggregate_names_logged()))} "
                          f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
-    outcomes = rule_outcomes(parsed, metrics)
+    outcomes = _threshold_outcomes(parsed, metrics, run_id, client, statistics)
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
@@ -150,6 +151,31 @@ def register_if_passing(
         result.alias_moved = True
     _record_decision(client, run_id, name, result, comparison_tags)
     return result
+
+
+def _threshold_outcomes(parsed: list[Rule], metrics: dict[str, float], run_id: str, client: MlflowClient,
+                        statistics: StatisticsOptions) -> list[RuleOutcome]:
+    """The rules against the run's figures as a decision reads them (``unreadable.decision_figures``): a proportion
+    counts the rows the judge could not read for what the run wrote as failures (a candidate refusing half its
+    articles read strict_alignment 1 over the other half, and was registered). A run without our rows table (not
+    judged by this package) is read as logged."""
+    decided, counted = metrics, {}
+    if any(METRICS.aggregate(re.sub(r"_(ci_low|ci_high|n)$", "", r.metric)) is not None for r in parsed):
+        try:
+            rows = load_table(run_id, "rows", client)
+        except (MlflowException, OSError):
+            rows = None
+        if rows is not None:
+            decided, counted = decision_figures(rows, metrics, [r.metric for r in parsed], statistics)
+    outcomes = rule_outcomes(parsed, decided)
+    for number, outcome in enumerate(outcomes):
+        base = re.sub(r"_(ci_low|ci_high|n)$", "", outcome.rule.metric)
+        if base in counted and outcome.actual is not None:
+            logged = metrics.get(outcome.rule.metric)
+            said = (f"{counted[base]} row(s) the judge could not read for what the run wrote counted as failures; "
+                    + (f"logged {logged:.4g} without them" if logged is not None else "none logged without them"))
+            outcomes[number] = dataclasses.replace(outcome, detail="; ".join(d for d in (outcome.detail, said) if d))
+    return outcomes
 
 
 DECISION_TAG = "mgm.gate.decision"  # on the candidate's run: what the latest gate decided, in one line
