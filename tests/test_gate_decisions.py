@@ -8,10 +8,11 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 from scipy.stats import binomtest
-from test_gate_release import BAD, GOOD, REFUSAL, VAGUE, _champion, _champion_version, _logged, _outcome  # one way to log a judged run
+from test_gate_release import BAD, GOOD, REFUSAL, VAGUE, _champion, _champion_version, _gate, _logged, _outcome  # one way to log a judged run
 
 from mlflow_genai_metrics import register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.tracking import attempts
 
 
 def test_a_candidate_that_contradicts_more_is_refused_on_the_defect_rate(scripted_server, mlflow_store):
@@ -147,3 +148,65 @@ def test_a_threshold_rule_counts_the_rows_a_candidate_made_unreadable_as_failure
     run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(40)], run_name="faithful")
     gate = register_if_passing(uri, "summarizer", run_id=run_id, rules=rules)
     assert gate.passed and all(outcome.detail == "" for outcome in gate.outcomes)
+
+
+def test_a_gate_that_decided_against_a_champion_since_replaced_registers_nothing(scripted_server, mlflow_store, monkeypatch):
+    """Two gates at once: B registers while A decides against version 1; A then passed against version 1 and moved
+    the alias over B's better version 2, never compared with it."""
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) for i in range(30)])  # version 1: strict alignment 0
+    a_run, a_uri = _logged(server, [GOOD.format(i=i) if i < 20 else BAD.format(i=i) for i in range(30)], run_name="A")
+    b_run, b_uri = _logged(server, [GOOD.format(i=i) for i in range(30)], run_name="B")
+    claim, gates = attempts.claim, []
+
+    def b_decides_meanwhile(client, name, version, run_id):  # B runs whole while A holds its claim on version 1
+        claim(client, name, version, run_id)
+        if run_id == a_run and not gates:
+            gates.append(_gate(b_run, b_uri))
+
+    monkeypatch.setattr(attempts, "claim", b_decides_meanwhile)
+    a = _gate(a_run, a_uri)
+    assert gates[0].passed and gates[0].registered_version == "2"
+    assert not a.passed and a.registered_version is None and _champion_version() == "2"
+    assert all(o.passed for o in a.outcomes[:-1])  # it did beat version 1
+    assert a.outcomes[-1].detail.startswith("version 2 holds alias 'champion' now, and this gate compared with version 1")
+    assert sorted(str(v.version) for v in MlflowClient().search_model_versions("name='summarizer'")) == ["1", "2"]  # A's 3 removed
+
+
+def test_a_champion_whose_evaluation_run_is_gone_refuses_the_gate_with_the_reason(scripted_server, mlflow_store):
+    server = scripted_server()
+    _champion(server, [BAD.format(i=i) for i in range(10)])
+    MlflowClient().set_model_version_tag("summarizer", "1", "mgm.evaluation_run_id", "0" * 32)  # deleted, then mlflow gc
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(10)], run_name="candidate")
+    gate = _gate(run_id, uri)
+    assert not gate.passed and gate.registered_version is None
+    assert gate.failed[0].detail.startswith(f"refused: champion version 1's evaluation run {'0' * 32} cannot be read")
+    assert MlflowClient().get_run(run_id).data.tags["mgm.gate.decision"].startswith("failed")
+
+
+def test_a_corpus_metric_cannot_be_a_beat_metric(scripted_server, mlflow_store):
+    """Approximate randomization tests only that two runs are interchangeable: a worse candidate whose rare long rows
+    are bad passed a TER beat rule far above alpha, with no minimum of pairs and no not-worse rule beside it."""
+    server = scripted_server()
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(3)], run_name="c")
+    for metric in ("bleu", "ter", ["strict_alignment", "chrf"]):
+        with pytest.raises(ValueError, match=r"cannot beat the champion on a corpus metric \((bleu|ter|chrf)\)"):
+            register_if_passing(uri, "summarizer", run_id=run_id, rules={"richness": ">= 0"}, beat_champion=True, beat_metric=metric)
+
+
+def test_a_missing_figure_of_a_judged_run_says_what_the_run_lacks(scripted_server, mlflow_store):
+    server = scripted_server()
+    run_id, uri = _logged(server, [GOOD.format(i=i) for i in range(12)], run_name="judged")
+    rules = ["rougeL>=0.3", "coverage_ci_low>=0.5", "judge/flip_rate<=0.1", "answer_relevance>=0.5", "richness>=0", "richness<=5"]
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules=rules)
+    assert [o.detail for o in gate.failed] == [
+        "no value: the run has no rougeL: it needs reference summaries (references=, mgm evaluate --reference-col)",
+        "no value: the run has no coverage: it needs key-point coverage asked (coverage=True, mgm evaluate --coverage)",
+        "no value: the run has no judge/flip_rate: it needs each verification asked more than once (stability=k, k > 1)",
+        "no value: the run has no answer_relevance: it needs an answers run (judge_answers, mgm evaluate --task rag)",
+    ]  # each once said "no row of the run was judged (judge_error_rate 0)"
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules="richness>=0")  # one rule as a string
+    assert gate.passed and [str(o.rule) for o in gate.outcomes] == ["richness >= 0"]
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules=["richness>=0", "richness<=5"])
+    tags = MlflowClient().get_model_version("summarizer", gate.registered_version).tags
+    assert (tags["mgm.gate.rule.richness"], tags["mgm.gate.rule.richness.2"]) == (">= 0 actual 1 passed", "<= 5 actual 1 passed")

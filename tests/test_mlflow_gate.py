@@ -387,17 +387,29 @@ def test_mgm_compare_without_log_logs_nothing_and_exits_0(store, cli_evaluations
     assert "comparison logged" not in capsys.readouterr().out and runs_in(experiment) == before
 
 
-def test_mgm_gate_exits_1_and_registers_nothing_when_a_rule_fails(store, cli_evaluations, good_run, registered_name, capsys):
-    gate = ["gate", cli_run_id(cli_evaluations["bad"]), "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
+def test_mgm_gate_exits_1_and_registers_nothing_when_a_rule_fails(store, bad_run, registered_name, capsys):
+    gate = ["gate", bad_run[0], "--model-uri", bad_run[1], "--name", registered_name, "--tracking-uri", store]
     assert mgm([*gate, "--rule", "alignment>=0.9"]) == 1
     assert "gate failed: nothing registered" in capsys.readouterr().out
     assert registered(registered_name) == []
 
 
-def test_mgm_gate_exits_0_and_registers_when_every_rule_passes(store, cli_evaluations, good_run, registered_name):
-    gate = ["gate", cli_run_id(cli_evaluations["good"]), "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
+def test_mgm_gate_exits_0_and_registers_when_every_rule_passes(store, good_run, registered_name):
+    gate = ["gate", good_run[0], "--model-uri", good_run[1], "--name", registered_name, "--tracking-uri", store]
     assert mgm([*gate, "--rule", "alignment>=0.9"]) == 0
     assert champion_version(registered_name) == "1"
+
+
+def test_a_model_the_run_did_not_evaluate_is_refused_before_anything_is_registered(store, cli_evaluations, good_run, bad_run,
+                                                                                   registered_name, capsys):
+    """A CI job that mixes two candidates up: the good summarizer's run with the bad summarizer's model (or a run of
+    outputs made elsewhere with some model) registered a model never evaluated on the strength of another's run."""
+    for run_id in (good_run[0], cli_run_id(cli_evaluations["good"])):
+        gate = ["gate", run_id, "--model-uri", bad_run[1], "--name", registered_name, "--tracking-uri", store]
+        assert mgm([*gate, "--rule", "alignment>=0.9"]) == 2
+        err = capsys.readouterr().err
+        assert f"model URI {bad_run[1]!r} is not the model run {run_id} evaluated (logged in run {bad_run[0]}" in err
+    assert registered(registered_name) == []
 
 
 def test_mgm_gate_exits_2_on_a_malformed_rule(store, good_run, registered_name, capsys):

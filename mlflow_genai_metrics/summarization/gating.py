@@ -110,6 +110,8 @@ class GateResult:
 def parse_rules(rules: Mapping[str, str] | Sequence[str]) -> list[Rule]:
     """``{"alignment": ">= 0.9"}`` or ``["alignment>=0.9"]`` -> rules; a malformed one is a ``ValueError``."""
     pairs: list[tuple[str, str]] = []
+    if isinstance(rules, str):  # one rule as a string (it was read a character at a time: "malformed rule 's'")
+        rules = [rules]
     if isinstance(rules, Mapping):
         pairs = [(str(k), str(v)) for k, v in rules.items()]
     else:
@@ -173,19 +175,43 @@ def missing_because(metric: str, metrics: Mapping[str, float]) -> str:
                 "in a language or script it cannot read: the reasons are in grounding_reasoning)" if scored == 0 else
                 "no value: the run has no grounding (judged with grounding=False)")
     errors = metrics.get("judge_error_rate")
+    if errors is not None and errors < 1:  # rows were judged (this once said "no row of the run was judged" anyway)
+        if spec is not None and spec.family in _NEEDS:
+            return f"no value: the run has no {base}: it needs {_NEEDS[spec.family]}"
+        return f"no value: no judged row of the run gives {base} (judge_error_rate {errors:.3g})"
     why = f"judge_error_rate {errors:.3g}" if errors is not None else "no judge_error_rate either"
     return f"no value: no row of the run was judged ({why})"
+
+
+# What a family's figures need of a run, for the reason a judged run lacks one.
+_NEEDS = {
+    "coverage": "key-point coverage asked (coverage=True, mgm evaluate --coverage)",
+    "reference": "reference summaries (references=, mgm evaluate --reference-col)",
+    "stability": "each verification asked more than once (stability=k, k > 1)",
+    "order": "the order check (order_check=share)",
+    "suspect": "the grounding check beside the judge (grounding=True)",
+    "length": "the summaries' lengths (a summaries run)",
+    "rag": "an answers run (judge_answers, mgm evaluate --task rag)",
+    "rewrite": "a rewrites run (judge_rewrites, mgm evaluate --task rewrite)",
+}
 
 
 def check_beat_metrics(metrics: list[str]) -> None:
     """A beat rule names a registered aggregate that pairs compare (not the judge error rate: errored pairs are out)."""
     if not metrics:
         raise ValueError("beat_champion needs at least one beat_metric")
-    comparable = [name for name in aggregate_names() if name != "judge_error_rate"] + corpus_names()
+    corpus = [m for m in metrics if m in corpus_names()]
+    if corpus:
+        raise ValueError(
+            f"cannot beat the champion on a corpus metric ({', '.join(corpus)}): its paired test (approximate "
+            "randomization) tests only that two runs are interchangeable, and a worse candidate whose rare long rows are "
+            "bad passes it well over alpha; beat a row metric (strict_alignment, rougeL, ...) and give the corpus metric "
+            "a threshold rule (docs/metrics.md)")
+    comparable = [name for name in aggregate_names() if name != "judge_error_rate"]
     unknown = [m for m in metrics if m not in comparable]
     if unknown:
-        raise ValueError(f"cannot beat the champion on {closest_names(unknown, comparable)}: a beat metric is a judge "
-                         "aggregate (not judge_error_rate) or a corpus metric (docs/metrics.md)")
+        raise ValueError(f"cannot beat the champion on {closest_names(unknown, comparable)}: a beat metric is an "
+                         "aggregate with an interval, not judge_error_rate (docs/metrics.md)")
 
 
 def p_text(value: float) -> str:

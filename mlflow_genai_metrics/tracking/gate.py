@@ -42,15 +42,12 @@ from ..summarization.unreadable import decision_figures, infrastructure_failed
 from . import attempts
 from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
+from .model import check_evaluated_model
 from .rejudge import ChampionDataError, rejudge_champion
 from .run_logging import SIGNATURE_TAG, set_note_section, set_tags, tag_value
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
-# The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
-_MODEL_URI_FORMS = {
-    "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
-    "runs:": (re.compile(r"^runs:/[^/]+(?:/.*)?$"), "runs:/<run id>/<artifact path>"),
-}
+
 
 
 def register_if_passing(
@@ -114,7 +111,7 @@ def register_if_passing(
         raise ValueError("examples are the candidate's, to judge the champion's rows again with: give them with champion_data")
     client = MlflowClient()
     run = client.get_run(run_id)
-    check_model_uri(model_uri)
+    check_evaluated_model(model_uri, run)
     report = run_report(run_id, client)  # read once: the rules' figures, then the comparison's run
     metrics = run_figures(run, client, report)
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
@@ -136,15 +133,15 @@ def register_if_passing(
         return result
     version = mlflow.register_model(model_uri, name)
     signature = run.data.tags.get(SIGNATURE_TAG, "")
-    tags = {
-        EVALUATION_RUN_TAG: run_id,
-        SIGNATURE_TAG: signature,
-        **{o.rule.tag_key: o.tag_value for o in outcomes},
-        **comparison_tags,
-    }
+    tags = {EVALUATION_RUN_TAG: run_id, SIGNATURE_TAG: signature, **_rule_tags(outcomes), **comparison_tags}
     for key, value in tags.items():
         client.set_model_version_tag(name, version.version, key, value)
     client.update_model_version(name, version.version, description=_description(run, outcomes, signature))
+    if beat_champion and (moved := _champion_moved(client, name, alias, comparison_tags.get(CHAMPION_VERSION_TAG))) is not None:
+        client.delete_model_version(name, version.version)  # passed against a champion that no longer holds the alias
+        result = GateResult(passed=False, outcomes=[*outcomes, moved], alias=alias, messages=messages)
+        _record_decision(client, run_id, name, result, comparison_tags)
+        return result
     result.registered_version = str(version.version)
     if alias:
         client.set_registered_model_alias(name, alias, version.version)
@@ -208,19 +205,37 @@ def _record_decision(client: MlflowClient, run_id: str, name: str, result: GateR
     set_note_section(client, run_id, "gate decision", f"**Registry gate ({name}): {head}**\n\n{rules}\n\nEvery rule's test: `{DECISION_TABLE}`.")
 
 
-def check_model_uri(model_uri: str) -> None:
-    """Raise ``ValueError`` unless ``model_uri`` names a model MLflow can load (its ``MLmodel`` file is read):
-    a malformed ``models:/`` or ``runs:/`` URI, an unknown run, logged model, registered model, version or alias.
-    Checked before registering, since ``mlflow.register_model`` creates the registered model before it fails."""
-    for scheme, (form, forms) in _MODEL_URI_FORMS.items():
-        if model_uri.startswith(scheme) and not form.match(model_uri):
-            raise ValueError(f"malformed model URI {model_uri!r}: write {forms}")
+CHAMPION_VERSION_TAG = "mgm.gate.champion_version"  # the version the decision compared with ("none": no champion yet)
+
+
+def _champion_moved(client: MlflowClient, name: str, alias: str, compared: str | None) -> RuleOutcome | None:
+    """A failed outcome when ``alias`` no longer names the version the decision compared with: another gate
+    registered a candidate meanwhile (the later of two gates at once moved the alias over a champion it never saw)."""
     try:
-        mlflow.models.get_model_info(model_uri)
+        now = str(client.get_model_version_by_alias(name, alias).version)
     except MlflowException as error:
         if not is_bad_input(error):
             raise
-        raise ValueError(f"model URI {model_uri!r} names no model: {error.message}") from None
+        now = "none"
+    if compared is None or now == compared:
+        return None
+    was = "no version" if compared == "none" else f"version {compared}"
+    why = (f"{'version ' + now if now != 'none' else 'no version'} holds alias {alias!r} now, and this gate compared with "
+           f"{was} (another gate registered a candidate meanwhile): nothing registered; gate again to compare with it")
+    return RuleOutcome(Rule(f"{alias} unchanged while deciding", "==", 1.0), 0.0, False, why)
+
+
+def _rule_tags(outcomes: list[RuleOutcome]) -> dict[str, str]:
+    """One version tag per rule: ``mgm.gate.rule.<metric>``, then ``.2``, ``.3`` for more rules on one metric (two
+    rules on ``richness`` kept only the last)."""
+    tags: dict[str, str] = {}
+    for outcome in outcomes:
+        key, number = outcome.rule.tag_key, 1
+        while key in tags:
+            number += 1
+            key = f"{outcome.rule.tag_key}.{number}"
+        tags[key] = outcome.tag_value
+    return tags
 
 
 def _description(run, outcomes: list[RuleOutcome], signature: str) -> str:
@@ -268,11 +283,20 @@ def _champion_outcomes(
         if not is_bad_input(error):  # a store that failed is not "no champion"
             raise
         messages.append(f"no version holds alias {alias!r} yet: nothing to beat")
+        tags[CHAMPION_VERSION_TAG] = "none"
         return refused("no champion yet", passed=True)
+    tags[CHAMPION_VERSION_TAG] = str(champion.version)
     champion_run_id = champion.tags.get(EVALUATION_RUN_TAG)
     if not champion_run_id:
         return refused(f"champion version {champion.version} has no {EVALUATION_RUN_TAG} tag to compare with")
-    candidate, incumbent = evaluated_run(run, client, figures, report), load_run(champion_run_id, client)
+    try:
+        incumbent = load_run(champion_run_id, client)
+    except MlflowException as error:
+        if not is_bad_input(error):
+            raise
+        return refused(f"refused: champion version {champion.version}'s evaluation run {champion_run_id} cannot be read "
+                       f"({error.message}): restore it, or move alias {alias!r} to a version whose run can be read")
+    candidate = evaluated_run(run, client, figures, report)
     if rejudge is not None:  # the champion's side judged today, by the candidate's judge
         try:
             data, judge, examples = rejudge

@@ -9,19 +9,22 @@ takes those for training runs), and the runs one gates on are exactly those that
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.entities import LoggedModelInput
+from mlflow.entities import LoggedModelInput, Run
+from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.types import ColSpec, Schema
 
 from .._version import __version__
 from ..generate import DEFAULT_SUMMARY_PROMPT, summarize
 from ..judge import redact_url
+from .errors import is_bad_input
 
 CODE_FILE = Path(__file__).with_name("summarizer_code.py")  # what MLflow runs to rebuild the model
 _SETTINGS = ("model", "base_url", "prompt", "input_col", "max_tokens", "temperature", "max_concurrency", "max_retries")
@@ -142,3 +145,41 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
             info = thread.submit(mlflow.pyfunc.log_model, name=name, python_model=str(CODE_FILE), model_id=model.model_id, **options).result()
         mlflow.MlflowClient().log_inputs(run.info.run_id, models=[LoggedModelInput(model_id=model.model_id)])
         return info
+
+
+# The URI forms MLflow resolves (a typo in them is a bad input, said before any rule is evaluated).
+_MODEL_URI_FORMS = {
+    "models:": (re.compile(r"^models:/[^/@]+(?:/[^/@]+|@[^/@]+)?$"), "models:/<name>/<version>, models:/<name>@<alias> or models:/<model id>"),
+    "runs:": (re.compile(r"^runs:/[^/]+(?:/.*)?$"), "runs:/<run id>/<artifact path>"),
+}
+
+
+def check_model_uri(model_uri: str) -> mlflow.models.model.ModelInfo:
+    """Raise ``ValueError`` unless ``model_uri`` names a model MLflow can load (its ``MLmodel`` file is read):
+    a malformed ``models:/`` or ``runs:/`` URI, an unknown run, logged model, registered model, version or alias.
+    Checked before registering, since ``mlflow.register_model`` creates the registered model before it fails."""
+    for scheme, (form, forms) in _MODEL_URI_FORMS.items():
+        if model_uri.startswith(scheme) and not form.match(model_uri):
+            raise ValueError(f"malformed model URI {model_uri!r}: write {forms}")
+    try:
+        return mlflow.models.get_model_info(model_uri)
+    except MlflowException as error:
+        if not is_bad_input(error):
+            raise
+        raise ValueError(f"model URI {model_uri!r} names no model: {error.message}") from None
+
+
+def check_evaluated_model(model_uri: str, run: Run) -> None:
+    """``check_model_uri``, and ``ValueError`` unless the model is the one ``run`` evaluated: logged in that run, or
+    linked to it as the model its evaluation evaluated (MLflow's ``model_id``, as ``evaluate_summaries(model_id=...)``
+    and ``mgm evaluate --model`` link it). A CI job mixing two candidates up registered a model never evaluated on the
+    strength of another's run."""
+    info = check_model_uri(model_uri)
+    linked = {model.model_id for model in [*(run.inputs.model_inputs or []), *(run.outputs.model_outputs or [])]}
+    source_run = info.run_id or (mlflow.MlflowClient().get_logged_model(info.model_id).source_run_id if info.model_id else None)
+    if source_run == run.info.run_id or (info.model_id is not None and info.model_id in linked):
+        return
+    source = f"logged in run {source_run}" if source_run else "logged outside any run"
+    raise ValueError(f"model URI {model_uri!r} is not the model run {run.info.run_id} evaluated ({source}, and the run "
+                     f"links {', '.join(sorted(linked)) or 'no logged model'}): gate the run that evaluated it, or log the "
+                     "model in the evaluation run (SummarizerModel(...).log inside it, or evaluate_summaries(model_id=...))")
