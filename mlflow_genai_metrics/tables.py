@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pandas._libs.parsers import STR_NA_VALUES  # pandas' own missing-value words, for the other columns
 
 
 class MissingColumnError(ValueError):
@@ -26,8 +27,10 @@ def read_table(path: str | Path, *, text_columns: Sequence[str] = ()) -> pd.Data
 
     A file that cannot be read is a ``ValueError`` naming it and the problem: missing, a folder (a Parquet
     dataset's folder is read as one table), not readable, not of its format (a JSONL file: and the line). JSONL
-    values are kept as JSON gives them (an id ``"001"`` stays text). A CSV's ``text_columns`` are read as text (an
-    expected answer ``1889`` stays "1889", not a number that is no answer); an empty cell stays missing.
+    values are kept as JSON gives them (an id ``"001"`` stays text). A CSV's ``text_columns`` are read as text, as
+    written (an id ``001`` stays "001", not 1 that another row's ``1`` repeats; an expected answer ``1889`` stays
+    "1889"; a summary or id reading ``NA``, ``None`` or ``null`` stays that text, not a missing value); only an empty
+    cell is missing. Other columns get pandas' defaults.
     """
     suffix = Path(path).suffix.lower()
     readers = {".csv": pd.read_csv, ".json": pd.read_json, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
@@ -37,7 +40,10 @@ def read_table(path: str | Path, *, text_columns: Sequence[str] = ()) -> pd.Data
         if suffix in (".jsonl", ".ndjson"):
             return pd.DataFrame.from_records(_jsonl_records(path))
         if suffix == ".csv" and text_columns:
-            return pd.read_csv(path, dtype={column: str for column in text_columns})
+            header = pd.read_csv(path, nrows=0).columns
+            missing_values = {column: [""] if column in text_columns else sorted(STR_NA_VALUES) for column in header}
+            return pd.read_csv(path, dtype={column: str for column in text_columns if column in header},
+                               keep_default_na=False, na_values=missing_values)
         return readers[suffix](path)
 
 

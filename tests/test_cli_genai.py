@@ -17,6 +17,7 @@ from mlflow_helpers import CONTRADICTIONS, Endpoint, frame
 from run_traces import cards_per_row
 
 from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.testing import Fault
 from mlflow_genai_metrics.tracking import load_run
 from mlflow_genai_metrics.tracking.rows import ERROR_TAG
 
@@ -95,6 +96,37 @@ def test_with_a_model_the_run_links_the_candidate_it_evaluated(endpoint, tmp_pat
     assert [m.model_id for m in run.inputs.model_inputs] == [model_uri.group(2)]
     assert run.data.tags["mgm.candidate"] == "good-summarizer"
     assert cards_per_row(run_id) == {row_id: ALL_CARDS for row_id in frame()["id"]}  # the summaries it wrote, judged
+
+
+def test_a_candidate_that_fails_on_rows_is_one_line_and_a_failed_run(endpoint, tmp_path, capsys):
+    """A traceback ended with RuntimeError: the candidate's endpoint failing is no bug of mgm's."""
+    script = endpoint.script
+
+    def refuses_the_first_article(request):
+        if request.body.get("model") == "bad-summarizer" and frame()["text"][0] in request.last_user_message:
+            return Fault.http(400, "this article is too long for the model")
+        return script(request)
+
+    endpoint.script = refuses_the_first_article
+    articles = summaries(tmp_path, frame().drop(columns=["summary"]))
+    code = mgm(["evaluate", str(articles), "--id-col", "id", "--model", "bad-summarizer", "--model-base-url", endpoint.base_url])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith("mgm evaluate: bad-summarizer failed to summarize 1 of ") and "row 0: bad_request (HTTP 400)" in err[0]
+    (run,) = MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+    assert run.info.status == "FAILED"
+
+
+def test_a_candidate_its_endpoint_does_not_serve_is_refused_before_a_run_starts(endpoint, tmp_path, capsys):
+    """The run was started and the candidate logged first; then the judge's advice (MGM_JUDGE_MODEL) for the
+    candidate's mistake."""
+    articles = summaries(tmp_path, frame().drop(columns=["summary"]))
+    code = mgm(["evaluate", str(articles), "--id-col", "id", "--model", "no-such-model", "--model-base-url", endpoint.base_url])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == (f"mgm evaluate: the candidate's endpoint {endpoint.base_url} does not serve it (it serves "
+                                 "bad-summarizer, good-summarizer, scripted-judge); check --model no-such-model and --model-base-url")
+    experiments = [e.experiment_id for e in MlflowClient().search_experiments()]
+    assert MlflowClient().search_runs(experiments) == [] and MlflowClient().search_logged_models(experiments) == []
 
 
 def test_ter_is_printed_and_in_the_run_s_rows(endpoint, tmp_path, capsys):

@@ -182,6 +182,47 @@ def test_a_row_without_an_id_in_the_id_column_is_refused_like_a_repeated_one(fil
     assert one_line(argv, capsys) == "mgm evaluate: no id in column 'id' on row(s) 1: give every row an id (ids pair rows across runs)"
 
 
+def test_a_row_whose_source_is_missing_or_has_no_letter_is_named(files, capsys):
+    """The command's check of the ids before a run said "the source text must be `inputs` (a string) or
+    `inputs['text']`; got ['id', 'text']" for an empty cell, naming no row, where the library names it."""
+    pd.DataFrame({"id": ["a", "b", "c", "d"], "text": ["The council met.", None, "\u200b\u200b", "   "], "summary": ["It met."] * 4}
+                 ).to_csv(files / "rows.csv", index=False)
+    argv = ["evaluate", str(files / "rows.csv"), "--id-col", "id", "--grounding-only", "--tracking-uri", f"sqlite:///{files / 'mlflow.db'}"]
+    assert mgm(argv) == 2
+    err = capsys.readouterr().err
+    assert "row 1 (id 'b'): the source text `inputs['text']` is missing, not text" in err
+    assert "row 2 (id 'c'): " in err and "no letter or digit" in err and "row 3 (id 'd'): " in err
+    assert not (files / "mlflow.db").exists()  # refused before a store is opened or a run started
+
+
+def test_comparing_an_interrupted_run_says_it_was_interrupted(files, capsys, mlflow_uri_restored):
+    """An mgm evaluate stopped with Ctrl-C ends FAILED before its results: "not evaluated with mlflow_genai_metrics"
+    said otherwise."""
+    store = f"sqlite:///{files / 'mlflow.db'}"
+    client = mlflow.MlflowClient(store)
+    experiment = client.create_experiment("cli", artifact_location=(files / "artifacts").as_uri())
+    runs = [client.create_run(experiment).info.run_id for _ in range(2)]
+    client.set_terminated(runs[0], "FAILED")
+    capsys.readouterr()  # MLflow's own lines, making the store
+    line = one_line(["compare", *runs, "--tracking-uri", store], capsys)
+    assert line == (f"mgm compare: run {runs[0]} is FAILED and has no results: it ended (or is) before they were logged; "
+                    "evaluate again (the judge's cache keeps what was answered)")
+
+
+def test_csv_ids_and_summaries_are_read_as_written(files, capsys):
+    """Ids 001 and 1 were one id to pandas (refused as repeated); a summary "None" was an empty summary."""
+    pd.DataFrame({"id": ["001", "1", "NA"], "text": ["The council met on Monday."] * 3, "summary": ["The council met.", "None", "It met."]}
+                 ).to_csv(files / "rows.csv", index=False)
+    argv = ["evaluate", str(files / "rows.csv"), "--id-col", "id", "--grounding-only", "--tracking-uri", f"sqlite:///{files / 'mlflow.db'}"]
+    assert mgm(argv) == 0, capsys.readouterr().err
+    run_id = capsys.readouterr().out.split("run ")[1].split()[0]
+    from mlflow_genai_metrics.tracking.compare import load_table
+
+    rows = load_table(run_id, "rows", mlflow.MlflowClient())
+    assert sorted(rows["id"]) == ["001", "1", "NA"]
+    assert "no sentence to check" not in rows.set_index("id").loc["1", "grounding_reasoning"]  # "None" is a summary, not an empty one
+
+
 @pytest.fixture
 def mlflow_uri_restored():
     yield

@@ -193,6 +193,8 @@ def test_each_attempt_against_a_champion_spends_its_own_level(scripted_server, m
     assert tags["mgm.gate.attempts.1"] == f"run {first}: level 0.025, failed"
     assert tags["mgm.gate.attempts.2"] == f"run {second}: level 0.0125, failed"
     assert MlflowClient().get_run(second).data.tags["mgm.gate.attempt"] == "2 against version 1 of summarizer, decided at level 0.0125"
+    # at the default confidence nothing is "looser" (1 - 0.95 is 0.050000000000000044 in floating point: it was)
+    assert not any("looser level" in message for message in gate.messages), gate.messages
 
 
 def test_two_grounding_only_runs_are_decided_without_a_judge_error_rule_that_cannot_run(scripted_server, mlflow_store):

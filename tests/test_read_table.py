@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from mlflow_genai_metrics.tables import read_table
@@ -41,3 +42,15 @@ def test_a_malformed_csv_is_an_error_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=rf"cannot read {path} as CSV: .*line 3"):
         read_table(str(path))
 
+
+
+def test_a_csv_s_text_columns_are_read_as_written(tmp_path):
+    """pandas guesses numbers and missing values: ids 001 and 1 became one id (refused as repeated), 007 became 7
+    (no pair with the same rows from JSONL), and a summary or id reading NA, None or null became missing."""
+    path = tmp_path / "data.csv"
+    path.write_text("id,text,summary,score\n001,NA,None,\n1,a,,3\nNA,b,null,NA\n007,n/a,nan,2\n")
+    table = read_table(str(path), text_columns=["id", "text", "summary"])
+    assert table["id"].tolist() == ["001", "1", "NA", "007"]
+    assert table["text"].tolist() == ["NA", "a", "b", "n/a"]
+    assert table["summary"].tolist()[0] == "None" and pd.isna(table["summary"][1]) and table["summary"].tolist()[2:] == ["null", "nan"]
+    assert pd.isna(table["score"][0]) and pd.isna(table["score"][2]) and table["score"][1] == 3  # other columns: pandas' defaults

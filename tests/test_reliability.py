@@ -131,6 +131,9 @@ def test_a_killed_evaluation_resumes_from_the_cache_without_repeating_a_call(tmp
             signalled.set()
         process.wait(timeout=60)
         assert process.returncode != 0
+        if kill_signal == signal.SIGINT:  # one line, no traceback, and a shell's code for Ctrl-C
+            said = process.stdout.read().decode()
+            assert process.returncode == 130 and "Traceback" not in said and "mgm evaluate: interrupted;" in said, said[-3000:]
         answered_before = {_fingerprint(r.body) for r in server.requests if r.status == 200}
         before = server.request_count
         with sqlite3.connect(tmp_path / "cache" / "judge-cache.sqlite3") as db:

@@ -32,6 +32,8 @@ import warnings
 
 from . import evaluate, local, people, runs
 from .common import EXIT_EVALUATION_FAILED, EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, DefaultsShown
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped with Ctrl-C
 from .quiet import quiet_mlflow
 
 __all__ = ["EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -134,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mgm {args.command}: {' '.join(one_line(unwritten).split())}", file=sys.stderr)
             return EXIT_USAGE if code == EXIT_OK else code
         return code
+    except KeyboardInterrupt:  # Ctrl-C: said in one line, not a traceback through the event loop's frames
+        print(f"mgm {args.command}: interrupted; what the judge answered is in its cache, and the same command goes on "
+              "from there", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         if not _bad_input(exc):
             raise  # a bug: its traceback shows

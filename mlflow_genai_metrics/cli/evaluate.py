@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 
 from .common import (
@@ -44,13 +45,14 @@ def evaluate(args: argparse.Namespace) -> int:
 
     from ..judge import preflight
     from ..tables import read_table, table_records
-    from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries
+    from ..tracking.evaluate import RunRowsMismatch, evaluate_summaries, named_rows
     from ..tracking.genai import parse_row, unique_ids
+    from ..tracking.model import SummariesFailed
 
     method = method_arguments(args)  # a bad --stability, --order-check or --examples: said before the data is read or a judge made
     texts = {"summary": (args.source_col, args.summary_col, args.reference_col), "rag": (args.question_col, args.answer_col, args.expected_col),
              "rewrite": (args.input_col, args.rewrite_col, args.instruction_col)}[args.task]
-    data = read_table(args.data, text_columns=[column for column in texts if column])
+    data = read_table(args.data, text_columns=[column for column in (*texts, args.id_col, getattr(args, "category_col", None)) if column])
     if data.empty:
         raise ValueError(f"{args.data} has no rows: nothing to evaluate")
     if args.limit is not None:
@@ -70,12 +72,15 @@ def evaluate(args: argparse.Namespace) -> int:
     if args.estimate:
         return estimate(args, data, method)
     # rows whose ids repeat: refused before a run is started (evaluate_summaries would refuse them inside it)
-    unique_ids([parse_row(r["inputs"], None) for r in table_records(data, source_col=args.source_col, summary_col=None, id_col=args.id_col)])
+    records = table_records(data, source_col=args.source_col, summary_col=None, id_col=args.id_col)
+    unique_ids(named_rows(records, lambda record: parse_row(record["inputs"], None), "id"))
     set_tracking(args)
     experiment = set_experiment(args)
     judge = None if args.grounding_only else make_judge(args, batch_files=True)  # None: the grounding check alone, no judge call
     if judge is not None:  # a wrong model, a refused key or no endpoint: said before a run is started or a summary written
         preflight(judge)
+    if args.model:  # the candidate's endpoint likewise, before a run is started or the candidate logged
+        check_candidate(args)
     said = logging.getLogger("mlflow_genai_metrics.tracking.rows")
     said.addFilter(_SAID_BY_THE_COMMAND)  # RunRowsMismatch's sentence is printed below, once
     try:
@@ -85,12 +90,29 @@ def evaluate(args: argparse.Namespace) -> int:
                                     category_col=args.category_col, reference_col=args.reference_col)
             judges = evaluation_judges(judge, coverage=not args.no_coverage, **method)
             evaluation = evaluate_summaries(records, judges, model_id=model_id, all_metrics=args.all_metrics, ter=args.ter)
-    except RunRowsMismatch as error:  # the run ended FAILED, tagged mgm.error with the same sentence
+    except (RunRowsMismatch, SummariesFailed) as error:  # the run ended FAILED (a mismatch: tagged mgm.error, the same sentence)
         print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_EVALUATION_FAILED
     finally:
         said.removeFilter(_SAID_BY_THE_COMMAND)
     return report_evaluation(run, experiment, evaluation, f"{len(data)} rows")
+
+
+def check_candidate(args: argparse.Namespace) -> None:
+    """``--model``: a ``ValueError`` in the candidate's words when its endpoint does not serve it, refuses the key or
+    does not answer (the judge's own check, whose advice names the judge's settings)."""
+    from ..judge import Judge, JudgeConfigError, preflight
+
+    candidate = Judge(args.model, args.model_base_url, cache_dir=None)
+    try:
+        preflight(candidate)
+    except JudgeConfigError as error:
+        served = re.search(r"does not serve model .*?; it serves: ([^.]*)\.", str(error))
+        why = {404: "does not serve it (or the base URL is wrong: an OpenAI-compatible one usually ends in /v1)",
+               401: "refused the API key (OPENAI_API_KEY)", 403: "refused this key access to it"}.get(
+            error.status_code or 0, f"does not serve it (it serves {served.group(1)})" if served else f"cannot be used: {error}")
+        raise ValueError(f"the candidate's endpoint {candidate.settings.shown_url} {why}; check --model {args.model} "
+                         "and --model-base-url") from None
 
 
 def candidate_summaries(args: argparse.Namespace, data):

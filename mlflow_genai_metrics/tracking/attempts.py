@@ -104,7 +104,7 @@ def family_alpha(client: MlflowClient, name: str, version: str, fixed: str | Non
         if set_first(client, name, version, ALPHA_TAG, f"{asked:g}"):
             return asked, asked
         fixed = client.get_model_version(name, version).tags[ALPHA_TAG]  # another gate set it a moment before
-    if asked > float(fixed):
+    if float(f"{asked:g}") > float(fixed):  # as the tag holds it: 1 - 0.95 is 0.050000000000000044, no looser than 0.05
         messages.append(f"confidence {1 - asked:g} asked, but the attempts against champion version {version} share "
                         f"alpha = {fixed} (its {ALPHA_TAG}, fixed by the first gate that compared rows with it): a retry at a "
                         f"looser level would let a candidate tried until it passes through, so {fixed} holds")

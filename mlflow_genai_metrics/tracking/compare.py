@@ -84,6 +84,9 @@ def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | No
     them first): each run's report is downloaded once."""
     run_id = run.info.run_id
     signature = run.data.tags.get(SIGNATURE_TAG)
+    if signature is None and run.info.status != "FINISHED":  # an mgm evaluate interrupted (Ctrl-C) or failed, or still running
+        raise ValueError(f"run {run_id} is {run.info.status} and has no results: it ended (or is) before they were logged; "
+                         "evaluate again (the judge's cache keeps what was answered)")
     if signature is None:
         raise ValueError(f"run {run_id} has no {SIGNATURE_TAG} tag: it was not evaluated with mlflow_genai_metrics")
     rows = load_table(run_id, "rows", client)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,13 +135,19 @@ def record_row(record: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
 def parsed_rows(pipeline: TaskPipeline, records: Sequence[dict[str, Any]]) -> list[Any]:
     """Each record as ``pipeline`` reads it; bad rows refused together before any judge call (``ValueError`` naming
     each row by its position and id, and what is wrong with it)."""
+    return named_rows(records, lambda record: pipeline.parse(*record_row(record)), pipeline.keys.id)
+
+
+def named_rows(records: Sequence[dict[str, Any]], parse: Callable[[dict[str, Any]], Any], id_key: str) -> list[Any]:
+    """``parse`` of each record; the records it refuses (``ValueError``) refused together, each named by its position
+    and its ``inputs[id_key]`` (``parsed_rows``, and the command line's check of the ids before a run starts)."""
     parsed, bad = [], []
     for position, record in enumerate(records):
         try:
-            parsed.append(pipeline.parse(*record_row(record)))
+            parsed.append(parse(record))
         except ValueError as error:
             inputs = record.get("inputs")
-            row_id = inputs.get(pipeline.keys.id) if isinstance(inputs, dict) else None
+            row_id = inputs.get(id_key) if isinstance(inputs, dict) else None
             bad.append(f"row {position}{f' (id {row_id!r})' if row_id is not None else ''}: {error}")
     if bad:
         more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""

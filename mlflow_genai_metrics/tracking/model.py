@@ -41,6 +41,10 @@ def pinned_requirements() -> list[str]:
     return [f"{r.name}=={version(r.name)}" for r in needed if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
+class SummariesFailed(RuntimeError):
+    """The candidate model failed on some rows (its endpoint's errors, each row named): no summary is made up."""
+
+
 class SummarizerModel(mlflow.pyfunc.PythonModel):
     """Summarize the ``input_col`` column (or a list of texts) with ``model`` at ``base_url``.
 
@@ -107,7 +111,7 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
         if len(failed):
             # No placeholder text: an empty summary would be scored as a real (empty) summary.
             details = "; ".join(f"row {i}: {e}" for i, e in failed["error"].head(5).items())
-            raise RuntimeError(f"{self.model} failed to summarize {len(failed)} of {len(generated)} rows ({details}); rerun to retry them (the rest are cached)")
+            raise SummariesFailed(f"{self.model} failed to summarize {len(failed)} of {len(generated)} rows ({details}); rerun to retry them (the rest are cached)")
         return list(generated["summary"])
 
     def log(self, name: str = "summarizer", **log_model_options: Any) -> Any:

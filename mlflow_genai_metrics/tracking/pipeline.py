@@ -144,6 +144,9 @@ def input_text(inputs: Any, key: str, what: str, where: str = "") -> tuple[str, 
         return inputs, {}
     if isinstance(inputs, dict) and isinstance(inputs.get(key), str):
         return inputs[key], inputs
+    if isinstance(inputs, dict) and key in inputs:  # there, but no text (an empty CSV cell is NaN)
+        value = inputs[key]
+        raise ValueError(f"the {what} `inputs[{key!r}]` is {'missing' if missing(value) else type(value).__name__}, not text{where}")
     found = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
     raise ValueError(f"the {what} must be `inputs` (a string) or `inputs[{key!r}]`; got {found}{where}")
 

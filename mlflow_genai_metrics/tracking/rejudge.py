@@ -72,7 +72,7 @@ def rejudge_champion(champion: EvaluatedRun, data: pd.DataFrame | str | Path, ju
     ``candidate`` run as ``label``, and check it is the champion's run's rows (``ChampionDataError``)."""
     if not isinstance(judge, Judge):
         raise TypeError(f"judging the champion again needs the candidate's mlflow_genai_metrics.Judge, not {type(judge).__name__}")
-    table = read_table(data) if isinstance(data, (str, Path)) else data
+    table = read_table(data, text_columns=(*_COLUMNS, "reference")) if isinstance(data, (str, Path)) else data
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"champion_data must be a DataFrame or a table's path, not {type(table).__name__}")
     parsed = Signature.parse(signature)
