@@ -168,3 +168,11 @@ def test_repeated_ids_are_refused_in_one_line_before_any_run_or_judge_call(endpo
     assert err.count("\n") == 1 and err.startswith("mgm evaluate: cannot judge these rows: row 2 (id 'a'): the id repeats row 0 (id 'a')"), err
     assert endpoint.request_count == 0
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
+    # answers and rewrites likewise (each refusal left a FAILED run behind)
+    rows = pd.DataFrame({"id": ["a", "b", "a"], "question": ["Who?"] * 3, "passages": ['["Ann came."]'] * 3, "answer": ["Ann."] * 3,
+                         "input": ["Ann came."] * 3, "rewrite": ["Ann arrived."] * 3})
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    for task in (["--task", "rag"], ["--task", "rewrite", "--instruction", "Say it formally."]):
+        assert mgm(["evaluate", str(tmp_path / "rows.csv"), "--id-col", "id", *task]) == 2
+        assert "row 2 (id 'a'): the id repeats row 0 (id 'a')" in capsys.readouterr().err
+    assert endpoint.request_count == 0 and mlflow.search_runs(search_all_experiments=True, output_format="list") == []

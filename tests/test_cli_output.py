@@ -89,3 +89,15 @@ def test_after_a_command_mlflow_prints_and_logs_as_before(capsys):
     logging.getLogger("mlflow.somewhere").info("an info line")
     err = capsys.readouterr().err
     assert "a direct print" in err and "an info line" in err
+
+
+def test_a_figure_with_no_row_is_said_in_words_not_nan():
+    """Every summary empty: the grounding check scored no row, and the summary printed "grounding nan (no interval
+    from 0 rows)"."""
+    from mlflow_genai_metrics.cli.run_output import summary_lines
+
+    lines = summary_lines({"grounding": float("nan"), "grounding_ci_low": float("nan"), "grounding_ci_high": float("nan"),
+                           "grounding_n": 0.0, "alignment": 0.5, "alignment_ci_low": 0.1, "alignment_ci_high": 0.9, "alignment_n": 4.0})
+    assert "nan" not in "\n".join(lines)
+    assert any(line.split() == ["grounding", "none:", "no", "row", "to", "stand", "on", "(n=0)"] for line in lines), lines
+    assert any(line.split() == ["alignment", "0.5", "[0.1,", "0.9]"] for line in lines), lines

@@ -41,6 +41,9 @@ def summary_lines(metrics: dict[str, float]) -> list[str]:
         if name not in metrics:
             continue
         low, high, n = (metrics.get(key) for key in interval_names(name))
+        if math.isnan(metrics[name]):  # no row to stand on (every summary empty, say): words, not "nan"
+            lines.append(f"  {name:<28} none: no row to stand on" + (f" (n={n:.0f})" if n is not None else ""))
+            continue
         if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
             interval = f"  [{_number(low)}, {_number(high)}]"
         elif n is not None:

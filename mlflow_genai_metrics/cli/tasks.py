@@ -71,7 +71,7 @@ def evaluate_rag(args: argparse.Namespace, data) -> int:
 
     from ..judge import preflight
     from ..tracking.answer_judges import answer_scorers, evaluate_answers
-    from ..tracking.evaluate import RunRowsMismatch
+    from ..tracking.evaluate import RunRowsMismatch, check_rows
 
     _refuse(args, {**_SUMMARY_ONLY, **_REWRITES_ONLY})
     missing = [c for c in (args.question_col, args.passages_col, args.answer_col, args.expected_col, args.id_col) if c and c not in data.columns]
@@ -83,6 +83,7 @@ def evaluate_rag(args: argparse.Namespace, data) -> int:
     judge = make_judge(args, batch_files=True)
     preflight(judge)  # a wrong model, a refused key or no endpoint: said before a run is started
     judges = answer_scorers(judge, sufficiency=bool(args.expected_col), **method_arguments(args))
+    check_rows(records, judges)  # bad rows and repeated ids: refused before a run is started
     try:
         with mlflow.start_run(run_name=args.run_name) as run:
             evaluation = evaluate_answers(records, judges, all_metrics=args.all_metrics)
@@ -105,7 +106,7 @@ def evaluate_rewrites(args: argparse.Namespace, data) -> int:
     import mlflow
 
     from ..judge import preflight
-    from ..tracking.evaluate import RunRowsMismatch, evaluate_rewrites
+    from ..tracking.evaluate import RunRowsMismatch, check_rows, evaluate_rewrites
     from ..tracking.judge_sets import rewrite_scorers
 
     _refuse(args, {**_SUMMARY_ONLY, **_ANSWERS_ONLY})
@@ -119,9 +120,11 @@ def evaluate_rewrites(args: argparse.Namespace, data) -> int:
     experiment = set_experiment(args)
     judge = make_judge(args, batch_files=True)
     preflight(judge)
+    judges = rewrite_scorers(judge, **method_arguments(args))
+    check_rows(records, judges)  # bad rows and repeated ids: refused before a run is started
     try:
         with mlflow.start_run(run_name=args.run_name) as run:
-            evaluation = evaluate_rewrites(records, rewrite_scorers(judge, **method_arguments(args)), all_metrics=args.all_metrics)
+            evaluation = evaluate_rewrites(records, judges, all_metrics=args.all_metrics)
     except RunRowsMismatch as error:
         print(f"mgm evaluate: {' '.join(str(error).split())}", file=sys.stderr)
         return EXIT_EVALUATION_FAILED

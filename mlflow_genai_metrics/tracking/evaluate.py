@@ -138,6 +138,14 @@ def parsed_rows(pipeline: TaskPipeline, records: Sequence[dict[str, Any]]) -> li
     return named_rows(records, lambda record: pipeline.parse(*record_row(record)), pipeline.keys.id)
 
 
+def check_rows(data: Any, judges: Sequence[Any]) -> None:
+    """What ``evaluate`` refuses in ``data`` before any judge call (rows it cannot read, repeated ids), for a caller
+    that says it before starting a run (the command line: a refusal once left a FAILED run behind at each try)."""
+    task, ours = task_of(judges, "evaluate")
+    pipeline = task.set_pipeline(ours, statistics=StatisticsOptions())
+    pipeline.unique(parsed_rows(pipeline, _records(data)))
+
+
 def named_rows(records: Sequence[dict[str, Any]], parse: Callable[[dict[str, Any]], Any], id_key: str) -> list[Any]:
     """``parse`` of each record; the records it refuses (``ValueError``) refused together, each named by its position
     and its ``inputs[id_key]`` (``parsed_rows``, and the command line's check of the ids before a run starts)."""
