@@ -209,6 +209,17 @@ def test_comparing_an_interrupted_run_says_it_was_interrupted(files, capsys, mlf
                     "evaluate again (the judge's cache keeps what was answered)")
 
 
+def test_advice_names_the_command_s_flags_not_the_library_s_keywords(files, capsys, monkeypatch):
+    pd.DataFrame({"id": ["a"], "text": ["The council met."], "summary": ["It met."]}).to_csv(files / "rows.csv", index=False)
+    monkeypatch.setenv("MGM_JUDGE_MODEL", "some-judge")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    argv = ["evaluate", str(files / "rows.csv"), "--tracking-uri", f"sqlite:///{files / 'mlflow.db'}"]
+    line = one_line(argv, capsys)
+    assert line.endswith("set OPENAI_API_KEY. (A server on 127.0.0.1 needs none.)") and "api_key=" not in line, line
+    line = one_line([*argv, "--max-cost-usd", "1", "--judge-base-url", "http://127.0.0.1:9/v1"], capsys)
+    assert line.endswith("needs prices (USD per million tokens) to turn tokens into cost: pass --prices"), line
+
+
 def test_csv_ids_and_summaries_are_read_as_written(files, capsys):
     """Ids 001 and 1 were one id to pandas (refused as repeated); a summary "None" was an empty summary."""
     pd.DataFrame({"id": ["001", "1", "NA"], "text": ["The council met on Monday."] * 3, "summary": ["The council met.", "None", "It met."]}

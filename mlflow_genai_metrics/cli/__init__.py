@@ -91,14 +91,29 @@ def _message(error: Exception) -> str:
     from ..judge import redact_url
 
     if isinstance(error, ValidationError):  # a setting's own words, under its flag's name, not pydantic's dump
-        return redact_url("; ".join(_setting_error(item) for item in error.errors()))
+        return redact_url(_flags("; ".join(_setting_error(item) for item in error.errors())))
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"cannot use {error.filename}: {error.strerror}"
     if _is_tracking_store_error(error):
         import mlflow
 
         return redact_url(f"the MLflow tracking store {mlflow.get_tracking_uri()} cannot be used: {getattr(error, 'orig', None) or error}")
-    return redact_url(str(error))
+    return redact_url(_flags(str(error)))
+
+
+def _flags(said: str) -> str:
+    """The library's advice names its keywords (``pass prices=``); a command's user has flags (``--prices``)."""
+    for keyword, flag in _KEYWORD_FLAGS:
+        said = said.replace(keyword, flag)
+    return said
+
+
+_KEYWORD_FLAGS = (
+    ("pass allow_mixed_judges=True", "pass --allow-mixed-judges"), ("pass allow_signature_mismatch=True", "pass --allow-mixed-judges"),
+    ("pass allow_partial=True", "pass --allow-partial"), ("pass prices=", "pass --prices"), ("with card=", "with --card"),
+    ("or pass model= / base_url=", "or pass --judge-model / --judge-base-url"), ("or pass model= to one", "or pass --judge-model, one"),
+    ("set OPENAI_API_KEY or pass api_key=.", "set OPENAI_API_KEY."),
+)
 
 
 def _setting_error(item: dict) -> str:
