@@ -3,12 +3,13 @@ cache and concurrency, so a study can be reproduced with any candidate model."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from .judge import Judge, JudgeRequest, TextAnswer
+from .judge import Judge, JudgeConfigError, JudgeRequest, TextAnswer, preflight
 from .prompts import short_hash
 
 DEFAULT_SUMMARY_PROMPT = "Summarize the article in one paragraph."
@@ -63,3 +64,18 @@ def summarize(
             "completion_tokens": [r.usage.completion_tokens for r in replies],
         }
     )
+
+
+def check_generator(model: str, base_url: str | None, *, fix: str) -> None:
+    """A ``ValueError`` in the candidate's words, before any run starts, when its endpoint does not serve ``model``,
+    refuses the key or does not answer (the judge's own check, whose advice names the judge's settings); ``fix``
+    says what to check ("--model M and --model-base-url")."""
+    candidate = Judge(model, base_url, cache_dir=None)
+    try:
+        preflight(candidate)
+    except JudgeConfigError as error:
+        served = re.search(r"does not serve model .*?; it serves: ([^.]*)\.", str(error))
+        why = {404: "does not serve it (or the base URL is wrong: an OpenAI-compatible one usually ends in /v1)",
+               401: "refused the API key (OPENAI_API_KEY)", 403: "refused this key access to it"}.get(
+            error.status_code or 0, f"does not serve it (it serves {served.group(1)})" if served else f"cannot be used: {error}")
+        raise ValueError(f"the candidate's endpoint {candidate.settings.shown_url} {why}; check {fix}") from None

@@ -226,3 +226,31 @@ def test_a_candidate_whose_every_generation_failed_is_a_failed_run_and_the_study
     table = result.table.set_index("candidate")
     assert table.loc["broken", "generation errors"] == len(ARTICLES) and table.loc["broken", "alignment [95% CI]"] == "n/a"
     assert table.loc["good", "alignment [95% CI]"].startswith("1.000 [") and result.comparison is None
+
+
+def test_a_study_refuses_candidates_it_could_mix_up_or_cannot_run_before_any_run(tmp_path, scripted_server, mlflow_store, monkeypatch):
+    """Two candidates under one name were gated (and registered) on the second's run; a candidate its endpoint does
+    not serve stopped the study with the judge's advice after the first had run."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    articles = frame().drop(columns=["summary"])
+    twins = [Candidate("same", "good-summarizer", server.base_url), Candidate("same", "bad-summarizer", server.base_url)]
+    with pytest.raises(ValueError, match=r"candidate names must differ: \['same'\] repeat"):
+        run_study(articles, twins, None, progress=False, artifact_location=tmp_path / "artifacts")
+    unserved = [Candidate("good", "good-summarizer", server.base_url), Candidate("b", "no-such-model", server.base_url)]
+    with pytest.raises(ValueError, match=r"the candidate's endpoint .* does not serve it \(it serves bad-summarizer, good-summarizer, "
+                                         r"scripted-judge\); check candidate 'b''s model and base_url"):
+        run_study(articles, unserved, None, progress=False, artifact_location=tmp_path / "artifacts")
+    assert server.request_count == 0 and MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()]) == []
+    with pytest.raises(ValueError, match=r"candidate 'c': max_tokens is a whole number above 0, not 0"):
+        Candidate("c", "good-summarizer", max_tokens=0)
+
+
+def test_rows_without_a_category_stay_in_the_per_category_table(tmp_path, scripted_server, mlflow_store, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    articles = frame().drop(columns=["summary"])
+    articles.loc[[0, 1], "category"] = None
+    result = run_study(articles, [Candidate("good", "good-summarizer", server.base_url)], None, progress=False,
+                       artifact_location=tmp_path / "artifacts")
+    assert "(no category)" in set(result.by_category["category"])  # they were left out, unsaid

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 
 from .common import (
@@ -80,7 +79,9 @@ def evaluate(args: argparse.Namespace) -> int:
     if judge is not None:  # a wrong model, a refused key or no endpoint: said before a run is started or a summary written
         preflight(judge)
     if args.model:  # the candidate's endpoint likewise, before a run is started or the candidate logged
-        check_candidate(args)
+        from ..generate import check_generator
+
+        check_generator(args.model, args.model_base_url, fix=f"--model {args.model} and --model-base-url")
     said = logging.getLogger("mlflow_genai_metrics.tracking.rows")
     said.addFilter(_SAID_BY_THE_COMMAND)  # RunRowsMismatch's sentence is printed below, once
     try:
@@ -96,23 +97,6 @@ def evaluate(args: argparse.Namespace) -> int:
     finally:
         said.removeFilter(_SAID_BY_THE_COMMAND)
     return report_evaluation(run, experiment, evaluation, f"{len(data)} rows")
-
-
-def check_candidate(args: argparse.Namespace) -> None:
-    """``--model``: a ``ValueError`` in the candidate's words when its endpoint does not serve it, refuses the key or
-    does not answer (the judge's own check, whose advice names the judge's settings)."""
-    from ..judge import Judge, JudgeConfigError, preflight
-
-    candidate = Judge(args.model, args.model_base_url, cache_dir=None)
-    try:
-        preflight(candidate)
-    except JudgeConfigError as error:
-        served = re.search(r"does not serve model .*?; it serves: ([^.]*)\.", str(error))
-        why = {404: "does not serve it (or the base URL is wrong: an OpenAI-compatible one usually ends in /v1)",
-               401: "refused the API key (OPENAI_API_KEY)", 403: "refused this key access to it"}.get(
-            error.status_code or 0, f"does not serve it (it serves {served.group(1)})" if served else f"cannot be used: {error}")
-        raise ValueError(f"the candidate's endpoint {candidate.settings.shown_url} {why}; check --model {args.model} "
-                         "and --model-base-url") from None
 
 
 def candidate_summaries(args: argparse.Namespace, data):

@@ -26,6 +26,12 @@ class Candidate:
     prompt: str = DEFAULT_SUMMARY_PROMPT
     max_tokens: int = 512
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ValueError(f"a candidate's name names its run, model and gate: give one, not {self.name!r}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError(f"candidate {self.name!r}: max_tokens is a whole number above 0, not {self.max_tokens!r}")
+
 
 @dataclass
 class StudyResult:
@@ -69,11 +75,17 @@ def run_study(
     """
     import mlflow
 
+    from ..generate import check_generator
     from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
     from ..tables import table_records
     from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
     from ..tracking.run_logging import tag_value
 
+    names = [candidate.name for candidate in candidates]
+    if repeated := sorted({name for name in names if names.count(name) > 1}):  # each names a run, a model and a gate:
+        raise ValueError(f"candidate names must differ: {repeated} repeat (the runs, models and gates are found by name)")
+    for candidate in candidates:  # an endpoint that does not serve its candidate: said before any run, in its words
+        check_generator(candidate.model, candidate.base_url, fix=f"candidate {candidate.name!r}'s model and base_url")
     existing = mlflow.get_experiment_by_name(experiment)
     if existing is None and artifact_location is not None:
         mlflow.create_experiment(experiment, artifact_location=Path(artifact_location).resolve().as_uri())
@@ -153,7 +165,10 @@ def _per_category(rows: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame({"category": rows["category"].to_numpy()})
     for column, name in _CATEGORY_COLUMNS.items():
         frame[name] = pd.to_numeric(rows[column], errors="coerce").to_numpy() if column in rows else math.nan
-    return frame.groupby("category").mean()
+    return frame.fillna({"category": NO_CATEGORY}).groupby("category").mean()  # rows without one were left out
+
+
+NO_CATEGORY = "(no category)"
 
 
 UI_ADDRESS = "http://127.0.0.1:5000"  # where ``ui_command`` serves the MLflow UI
