@@ -191,8 +191,8 @@ def paired_skew_corrected_t(
     A mean or ratio carried by rare long rows has skewed contributions, which a plain t (or the sign-flip test) reads
     as evidence: a candidate equal on claim support whose 3% of long summaries are bad (the scenario of
     ``benchmarks/gate_scenarios.py``) passed a one-sided t at 0.025 7.6% of the time at 100 pairs in a side simulation
-    of 4,000 draws, the corrected one 4.5% (1-2% from 150 pairs). Pairs enter as ``paired_ratio`` takes them, with
-    its interval."""
+    of 4,000 draws, the corrected one 4.5% (1-2% from 150 pairs). A difference on the null's side gives p >= 0.5, so a
+    clearly worse candidate is never read as better. Pairs enter as ``paired_ratio`` takes them, with its interval."""
     table, value_a, value_b = _pairs(a, b, kind)
     n = len(table)
     difference = value_b - value_a
@@ -209,10 +209,14 @@ def paired_skew_corrected_t(
         return PairedTest(kind, test, value_a, value_b, difference, low, high, math.nan, n, informative, alternative, True)
     spread = float(np.std(contributions, ddof=1)) / math.sqrt(n)
     t = difference / spread
-    skew = float(scipy_stats.skew(contributions, bias=False))
-    upper = t + skew / (6 * math.sqrt(n)) * (1 + 2 * t * t)  # the statistic for "greater"
-    lower = -t - skew / (6 * math.sqrt(n)) * (1 + 2 * t * t)  # for "less": the same on the negated contributions
-    greater, less = float(scipy_stats.t.sf(upper, n - 1)), float(scipy_stats.t.sf(lower, n - 1))
+    bend = float(scipy_stats.skew(contributions, bias=False)) / (6 * math.sqrt(n))
+    # "greater" on the contributions, "less" the same on the negated ones (t and the skew change sign). Johnson's
+    # quadratic turns back for a large t against the skew: a B worse on 140 of 150 pairs read as better at p = 3.5e-5.
+    # A difference on the null's side is never evidence against it (p >= 0.5). (Monotone forms, Hall's cubic term or
+    # slope 1 past the turning point, rejected a skewed equal candidate 7% and 12% of the time at 150 pairs where
+    # Johnson's did 4.4%, by simulation: the turn is the correction distrusting a mean that rests on rare rows.)
+    greater, less = (float(scipy_stats.t.sf(sign * t + sign * bend * (1 + 2 * t * t), n - 1)) for sign in (1, -1))
+    greater, less = (max(greater, 0.5) if difference <= 0 else greater), (max(less, 0.5) if difference >= 0 else less)
     p_value = {"greater": greater, "less": less}.get(alternative, min(1.0, 2 * min(greater, less)))
     return PairedTest(kind, test, value_a, value_b, difference, low, high, p_value, n, informative, alternative, False)
 
