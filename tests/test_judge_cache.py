@@ -364,3 +364,17 @@ def test_a_reply_paid_for_before_a_configuration_error_is_kept_and_not_asked_aga
     reply = judge_for(fixed, cache_dir=tmp_path).ask(ask_about("claim"))
     first = len(ask_about("claim").messages)
     assert reply.ok and [len(r.body["messages"]) > first for r in fixed.requests] == [True]  # the repair turn alone, after the kept reply
+
+
+def test_a_transcript_the_cache_cannot_read_is_replaced_by_the_answer_asked_again(scripted_server, tmp_path):
+    """A row another version wrote in another form (a token count as text) was kept forever, and every run paid
+    for the request again."""
+    import sqlite3
+
+    server = scripted_server(lambda r: Reply(verdict_json("yes")))
+    assert not judge_for(server, cache_dir=tmp_path).ask(ask_about("claim")).cached
+    with sqlite3.connect(tmp_path / "judge-cache.sqlite3") as db:
+        (stored,) = db.execute("SELECT transcript_json FROM transcripts").fetchone()
+        db.execute("UPDATE transcripts SET transcript_json = ?", (stored.replace('"prompt_tokens":', '"prompt_tokens":"many","x":'),))
+    replies = [judge_for(server, cache_dir=tmp_path).ask(ask_about("claim")) for _ in range(3)]
+    assert [r.cached for r in replies] == [False, True, True] and server.request_count == 2

@@ -97,7 +97,9 @@ class JudgeCache(OwnerOnlyStore):
     FILE, SCHEMA, TABLE, LABEL = CACHE_FILE, _SCHEMA, "transcripts", JUDGE_CACHE
 
     def get(self, key: str) -> Transcript | None:
-        """The transcript stored for ``key``; None when there is none (or it cannot be read: asked again)."""
+        """The transcript stored for ``key``; None when there is none, or when it cannot be read (another version's
+        form, a damaged row): then it is removed, so the answer asked again takes its place (it was kept, and every
+        run paid for the request again)."""
         with self._connected() as conn:
             row = conn.execute("SELECT transcript_json FROM transcripts WHERE key = ?", (key,)).fetchone()
         if row is None:
@@ -105,6 +107,12 @@ class JudgeCache(OwnerOnlyStore):
         try:
             return Transcript.model_validate_json(row[0])
         except ValidationError:
+            def remove() -> None:
+                with self._connected() as conn:
+                    conn.execute("DELETE FROM transcripts WHERE key = ? AND transcript_json = ?", (key, row[0]))
+
+            self._write(remove, what="that an unreadable answer be asked again",
+                        kept="the request is asked again now, and at each run until the cache can be written")
             return None
 
     def put(self, key: str, *, model: str, prompt_version: str, transcript: Transcript, replace: bool = False) -> None:
