@@ -244,7 +244,7 @@ def fieller_interval(numerators: np.ndarray, denominators: np.ndarray, *, confid
         return (math.nan, math.nan)
     value = y.sum() / d.sum()
     if value <= 0 or value >= 1:
-        return all_or_none_bound(int(round(d.sum())), value >= 1, confidence=confidence)
+        return all_or_none_bound(int(np.count_nonzero(d)), value >= 1, confidence=confidence)  # its rows are the trials
     q2 = float(scipy_stats.t.ppf(1 - (1 - confidence) / 2, n - 1)) ** 2
     covariance = np.cov(np.vstack([y, d]), ddof=1) / n  # of the two means
     mean_y, mean_d = y.mean(), d.mean()

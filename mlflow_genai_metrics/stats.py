@@ -283,9 +283,12 @@ def _t_quantile(rows: int, confidence: float) -> float:
 
 
 def all_or_none_bound(trials: int, all_succeeded: bool, *, confidence: float = 0.95) -> tuple[float, float]:
-    """The exact bound when every one of ``trials`` claims agrees: all supported gives [(a/2)^(1/K), 1], none
-    [0, 1 - (a/2)^(1/K)] (Clopper-Pearson for K of K, claims taken as the trials). A micro-average whose every
-    claim is supported is the best possible, and a rule on its ``_ci_low`` must be able to pass it."""
+    """The exact bound when every one of ``trials`` agrees: all supported gives [(a/2)^(1/K), 1], none
+    [0, 1 - (a/2)^(1/K)] (Clopper-Pearson for K of K). The trials of a ratio are its rows, not its claims: a
+    summary's claims stand or fall together, and taken as independent trials (20 rows of 8 claims: [0.977, 1]) the
+    bound covered a run 95% of whose rows were wholly supported (a rate of 0.975) 61% of the time at 20 rows. A
+    micro-average whose every claim is supported is the best possible, and a rule on its ``_ci_low`` must be able to
+    pass it."""
     if trials < 2:
         return NAN_INTERVAL
     bound = ((1 - confidence) / 2) ** (1 / trials)
@@ -295,7 +298,7 @@ def all_or_none_bound(trials: int, all_succeeded: bool, *, confidence: float = 0
 def ratio_interval(histogram: RatioHistogram, *, confidence: float = 0.95, min_rows: int = MIN_RATIO_ROWS) -> tuple[float, float]:
     """The interval of a ratio of sums in [0, 1] (a micro-average: supported claims / claims): the delta method on
     the logit scale with t(n - 1) quantiles, over the rows whose denominator is not 0. Every claim supported (or
-    none): ``all_or_none_bound``. (nan, nan) below ``min_rows`` rows, or when every row has the same ratio and
+    none): ``all_or_none_bound`` over those rows. (nan, nan) below ``min_rows`` rows, or when every row has the same ratio and
     claim count (nothing to estimate a spread from)."""
     counted = histogram.denominators != 0
     counts = histogram.counts[counted].astype(float)
@@ -306,7 +309,7 @@ def ratio_interval(histogram: RatioHistogram, *, confidence: float = 0.95, min_r
     total, supported = float(counts @ denominators), float(counts @ numerators)
     value = supported / total
     if value <= 0 or value >= 1:
-        return all_or_none_bound(int(round(total)), value >= 1, confidence=confidence)
+        return all_or_none_bound(rows, value >= 1, confidence=confidence)
     residuals = (numerators - value * denominators) / (total / rows)  # the ratio's linearisation, row by row
     variance = float(counts @ residuals**2) / (rows * (rows - 1))
     if not variance > 0:
