@@ -37,13 +37,19 @@ def stratified_labelled_sample(frame: pd.DataFrame, n: int | None, *, seed: int 
     """``n`` rows with the binary label's shares kept (both classes present when both exist)."""
     if n is None or n >= len(frame):
         return frame.reset_index(drop=True)
-    parts = []
-    shares = frame["human_binary"].value_counts(normalize=True)
-    for value, share in shares.items():
-        take = max(1, int(round(share * n)))
-        group = frame[frame["human_binary"] == value]
-        parts.append(group.sample(n=min(take, len(group)), random_state=seed))
-    return pd.concat(parts).sort_index().head(n).reset_index(drop=True)
+    counts = frame["human_binary"].value_counts()
+    # largest remainders, every class at least one row (n >= 2): exactly n rows (rounding half to even once gave 4 of
+    # 5, and cutting the sorted rows to n once dropped the only row of the rarer class)
+    exact = counts / counts.sum() * n
+    take = np.floor(exact).astype(int).clip(lower=1 if n >= len(counts) else 0)
+    for value in (exact - np.floor(exact)).sort_values(ascending=False).index:
+        if take.sum() >= n:
+            break
+        take[value] += 1
+    while take.sum() > n:  # the minimum of one pushed it over: from the largest class
+        take[take.idxmax()] -= 1
+    parts = [frame[frame["human_binary"] == value].sample(n=int(take[value]), random_state=seed) for value in counts.index if take[value]]
+    return pd.concat(parts).sort_index().reset_index(drop=True)
 
 
 @dataclass
@@ -75,12 +81,15 @@ def _balanced_accuracy(cells: np.ndarray) -> np.ndarray:
 
 
 def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
-    """(observed - chance agreement) / (1 - chance), in counts so that a degenerate table is exactly 0/0 = NaN."""
+    """(observed - chance agreement) / (1 - chance), in counts; NaN where people or the judge used one class only
+    (kappa is 0 there whatever the judge does, as scikit-learn gives it: no agreement beyond chance can be shown, and
+    a 0 read as "no better than chance", from one row)."""
     tn, fp, fn, tp = np.moveaxis(np.asarray(cells, dtype=float), -1, 0)
     n = tn + fp + fn + tp
     chance = (tp + fn) * (tp + fp) + (tn + fp) * (tn + fn)
+    one_class = ((tp + fn) == 0) | ((tn + fp) == 0) | ((tp + fp) == 0) | ((tn + fn) == 0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (n * (tp + tn) - chance) / (n * n - chance)
+        return np.where(one_class, np.nan, (n * (tp + tn) - chance) / (n * n - chance))
 
 
 def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, Estimate]:

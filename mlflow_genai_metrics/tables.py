@@ -100,6 +100,13 @@ def load_labelled(path: str | Path) -> pd.DataFrame:
     if bad:  # a missing label once counted as "inconsistent" and a 7 as "consistent", with no word
         raise ValueError(f"{path}: a label is a number in [0, 1] (a share of supported sentences, or 0/1); "
                          f"{len(bad)} are not: {'; '.join(bad[:5])}{'; ...' if len(bad) > 5 else ''}")
+    if "label_binary" in frame.columns:  # 0 or 1 (true/false): a 0.9 was cut to 0, a 2 failed after every row was judged
+        given = frame["label_binary"].tolist()
+        bad = [f"line {position + 1} (id {ids[position]!r}): label_binary {'missing' if is_missing(value) else repr(value)}"
+               for position, value in enumerate(given) if isinstance(value, str) or value not in (0, 1)]
+        if bad:
+            raise ValueError(f"{path}: label_binary is 0 or 1 (1: fully consistent); {len(bad)} are not: "
+                             f"{'; '.join(bad[:5])}{'; ...' if len(bad) > 5 else ''}")
     binary = frame["label_binary"] if "label_binary" in frame.columns else (graded >= 1.0)
     return frame.assign(human_binary=binary.astype(int), human_graded=graded.astype(float))
 

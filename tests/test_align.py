@@ -128,6 +128,8 @@ def test_the_held_back_share_is_an_exact_count_whatever_the_ids():
         assert held_back(list(reversed(ids)), 0.3, seed=draw % 7) == held  # the sorted ids decide, not their order
     assert len(held_back(["a", "b"], 0.01, 0)) == 1 and len(held_back(["a", "b"], 0.99, 0)) == 1  # both sides keep one
     assert held_back(["a"], 0.5, 0) == set()  # one trace cannot be split: align refuses it
+    hundred, fifty = [f"t{i}" for i in range(100)], [f"t{i}" for i in range(50)]
+    assert len(held_back(hundred, 0.29, 0)) == 29 and len(held_back(fifty, 0.58, 0)) == 29  # 0.29 * 100 is 28.999... in floats
 
 
 def test_no_example_comes_from_the_rows_being_judged(scripted_server, tmp_path):
@@ -199,6 +201,19 @@ def test_mgm_align_prints_agreement_before_and_after_and_the_file(labelled, scri
     # the file judges: mgm evaluate takes it as --examples (the method's)
     assert method_arguments(build_parser().parse_args(["evaluate", "rows.csv", "--examples", str(output)]))["examples"] == ExampleSet.read(output)
     assert Method(examples=str(output)).examples == ExampleSet.read(output)
+
+
+def test_mgm_align_with_a_judge_that_fails_on_every_trace_exits_1(labelled, scripted_server, tmp_path, capsys, monkeypatch):
+    """It exited 0 with "undefined n=0: people's labels or the judge's verdicts are all of one class"."""
+    from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
+
+    server = scripted_server(SummarizationJudgeScript(fault=lambda request, kind: Reply("this is not json")))
+    monkeypatch.setenv("MGM_CACHE_DIR", str(tmp_path / "cache"))  # not the answers other tests had for these traces
+    code = mgm(["align", "--experiment", "mgm-tests", "-o", str(tmp_path / "examples.json"), "--held-out", "0.3", "--seed", "1",
+                "--judge-model", "scripted-judge", "--judge-base-url", server.base_url, "--no-log"])
+    said = capsys.readouterr()
+    assert code == 1 and "mgm align: the judge failed on every held-back trace without the examples" in said.err
+    assert "one class" not in said.out
 
 
 def test_align_refuses_too_few_labels_and_takes_no_examples(mlflow_store, scripted_server, tmp_path, monkeypatch):

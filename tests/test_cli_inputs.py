@@ -234,6 +234,17 @@ def test_csv_ids_and_summaries_are_read_as_written(files, capsys):
     assert "no sentence to check" not in rows.set_index("id").loc["1", "grounding_reasoning"]  # "None" is a summary, not an empty one
 
 
+def test_a_labelled_set_whose_label_binary_is_not_0_or_1_is_one_line_naming_them(files, capsys):
+    """label_binary 0.9 was cut to 0 ("inconsistent") without a word; 2 failed after every row was judged."""
+    path = files / "labels.jsonl"
+    rows = [{"id": i, "source": "The cat sat on the mat.", "summary": "The cat sat.", "label": 1.0, "label_binary": value}
+            for i, value in enumerate([1, 0, True, 0.9, 2, None, "yes"])]
+    path.write_text("".join(pd.DataFrame(rows).to_json(orient="records", lines=True)))
+    line = one_line(["meta-eval", str(path), "--no-log", "--grounding-only"], capsys)
+    assert line == (f"mgm meta-eval: {path}: label_binary is 0 or 1 (1: fully consistent); 4 are not: line 4 (id 3): label_binary "
+                    "0.9; line 5 (id 4): label_binary 2; line 6 (id 5): label_binary missing; line 7 (id 6): label_binary 'yes'")
+
+
 @pytest.fixture
 def mlflow_uri_restored():
     yield

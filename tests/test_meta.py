@@ -21,7 +21,7 @@ def test_perfect_agreement_and_chance_agreement():
     assert (metrics["balanced_accuracy"], metrics["cohen_kappa"], metrics["spearman"], metrics["kendall"]) == (1.0, 1.0, 1.0, 1.0)
     assert confusion.to_numpy().tolist() == [[2, 0], [0, 2]]
     always_no, _ = agreement([1, 0, 1, 0], [0, 0, 0, 0], [1.0, 0.0, 0.8, 0.2], [0.0, 0.0, 0.0, 0.0])
-    assert always_no["balanced_accuracy"] == 0.5 and always_no["cohen_kappa"] == 0.0
+    assert always_no["balanced_accuracy"] == 0.5 and math.isnan(always_no["cohen_kappa"])  # one class: undefined, not 0
     assert math.isnan(always_no["spearman"])  # a constant judge has no rank correlation
 
 
@@ -71,6 +71,23 @@ def test_mgm_meta_eval_prints_the_agreement_and_logs_nothing_with_no_log(scripte
     assert "logged as run" not in out and mlflow.get_experiment_by_name("mgm-meta-eval") is None
 
 
+def test_mgm_meta_eval_with_a_judge_that_fails_on_every_row_exits_1(scripted_server, tmp_path, monkeypatch, capsys, mlflow_store):
+    """It exited 0 (CI passed on a dead judge), printing "undefined n=0: people's labels or the judge's verdicts are
+    all of one class" and a bare nan."""
+    from mlflow_genai_metrics.cli import main as mgm
+    from mlflow_genai_metrics.testing import Reply
+
+    path, _ = labelled_set(tmp_path)
+    server = scripted_server(SummarizationJudgeScript(fault=lambda request, kind: Reply("this is not json")))
+    monkeypatch.setenv("MGM_CACHE_DIR", str(tmp_path / "cache"))  # not the answers other tests had for these rows
+    monkeypatch.setenv("MGM_JUDGE_MODEL", "scripted-judge")
+    monkeypatch.setenv("MGM_JUDGE_BASE_URL", server.base_url)
+    assert mgm(["meta-eval", str(path), "--sample", "6", "--no-log"]) == 1
+    said = capsys.readouterr()
+    assert "mgm meta-eval: the judge failed on every row" in said.err
+    assert "one class" not in said.out and " nan" not in said.out and "balanced_accuracy        undefined  n=0: no row to stand on" in said.out
+
+
 def test_mgm_meta_eval_logs_its_report_as_a_run(scripted_server, tmp_path, monkeypatch, mlflow_store):
     import mlflow
     from mlflow.tracking import MlflowClient
@@ -117,3 +134,14 @@ def test_mgm_meta_eval_refuses_a_deleted_experiment_before_judging_any_row(scrip
     mlflow.delete_experiment(mlflow.create_experiment("meta", artifact_location=(tmp_path / "meta").as_uri()))
     assert mgm(["meta-eval", str(path), "--experiment", "meta"]) == 2
     assert "experiment 'meta' is deleted" in capsys.readouterr().err and server.count() == 0
+
+
+def test_a_stratified_sample_has_exactly_n_rows_and_both_classes():
+    """Rounding half to even gave 4 rows for --sample 5 at equal shares, and cutting the sorted rows to n dropped
+    the only inconsistent row (the last) for --sample 3."""
+    one_rare = pd.DataFrame({"human_binary": [1] * 9 + [0]})
+    for n in range(2, 10):
+        drawn = stratified_labelled_sample(one_rare, n)
+        assert len(drawn) == n and set(drawn["human_binary"]) == {0, 1}, n
+    for ones, zeros, n in ((5, 5, 5), (70, 30, 15), (3, 3, 3)):
+        assert len(stratified_labelled_sample(pd.DataFrame({"human_binary": [1] * ones + [0] * zeros}), n)) == n

@@ -219,11 +219,12 @@ def figure(name: str, metrics: dict[str, float], width: int = 24) -> str:
 
     value = metrics[name]
     low, high, n = (metrics.get(k) for k in interval_names(name))
+    missing = value is None or math.isnan(value)
     if n is None:
-        return f"  {name:<{width}} {value:.3f}"
-    if value is None or math.isnan(value):
+        return f"  {name:<{width}} {'undefined (no row, or rows that do not vary)' if missing else f'{value:.3f}'}"
+    if missing:
         why = ("people's labels or the judge's verdicts are all of one class, so it is undefined"
-               if name.endswith(("balanced_accuracy", "cohen_kappa")) else "no row to stand on")
+               if n and name.endswith(("balanced_accuracy", "cohen_kappa")) else "no row to stand on")
         return f"  {name:<{width}} undefined  n={n:.0f}: {why}"
     if low is None or high is None or math.isnan(low) or math.isnan(high):
         return (f"  {name:<{width}} {value:.3f}  no interval  n={n:.0f}: too few rows for one that holds its coverage, "

@@ -5,9 +5,11 @@ rows for people to label, and people's rate estimated from their labels (``track
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .common import (
+    EXIT_EVALUATION_FAILED,
     EXIT_OK,
     figure,
     judge_options,
@@ -75,6 +77,10 @@ def meta_eval(args: argparse.Namespace) -> int:
     if not args.no_log:
         run_id = log_meta_report(metrics, confusion, experiment_id=experiment_id, signature=signature, params=params, groups=groups, reliability=reliability)
         print(f"logged as run {run_id} (experiment {args.experiment})")
+    if not args.grounding_only and metrics.get("judge_error_rate") == 1:  # a dead judge is no measurement: CI must see it
+        print(f"mgm meta-eval: the judge failed on every row ({int(metrics.get('rows', 0))} pairs): nothing was measured",
+              file=sys.stderr)
+        return EXIT_EVALUATION_FAILED
     return EXIT_OK
 
 
@@ -150,6 +156,10 @@ def align(args: argparse.Namespace) -> int:
     print(f"judge with them: --examples {report.output} (signature {report.signature})")
     if report.run_id:
         print(f"logged as run {report.run_id}")
+    if counts["held_out"] and counts["held_out"] in (counts["judge_failed_before"], counts["judge_failed_after"]):
+        print("mgm align: the judge failed on every held-back trace " + ("without" if counts["held_out"] == counts["judge_failed_before"]
+              else "with") + " the examples: nothing was measured", file=sys.stderr)
+        return EXIT_EVALUATION_FAILED
     return EXIT_OK
 
 

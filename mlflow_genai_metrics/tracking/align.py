@@ -22,6 +22,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,8 @@ def held_back(trace_ids: Sequence[str], share: float, seed: int) -> set[str]:
     in every run, whatever order the ids arrive in; a count, not a per-id coin, so 12 traces at 0.3 always hold back
     3 (a coin per id left nothing held back about 3% of the time)."""
     ordered = sorted(set(trace_ids))
-    count = min(max(math.floor(share * len(ordered)), 1), len(ordered) - 1)
+    # floor of the share as written: 0.29 * 100 is 28.999999999999996 in floating point, and held back 28
+    count = min(max(math.floor(Fraction(repr(share)) * len(ordered)), 1), len(ordered) - 1)
     return set(random.Random(seed).sample(ordered, count)) if count > 0 else set()
 
 
