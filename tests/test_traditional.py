@@ -189,7 +189,7 @@ def test_ter_true_gives_ters_signature_and_statistics():
 
 def test_the_rouge_signature_names_rouge_scores_version_the_stemmer_and_the_lsum_split():
     assert traditional_signatures()["rouge"] == (
-        f"rouge-score:{version('rouge-score')}|stem:porter|nltk:{version('nltk')}|lsum:split-rule"
+        f"rouge-score:{version('rouge-score')}|stem:porter|nltk:{version('nltk')}|lsum:lines-else-rule"
     )
 
 
@@ -242,3 +242,13 @@ def test_judge_summaries_adds_traditional_metrics_when_references_are_given(scri
                              references=["The council approved the budget on Monday."], coverage=False)
     for name in ("rouge1", "rougeLsum", "bleu", "chrf", "summary_words", "compression_ratio"):
         assert name in result.rows and not math.isnan(result.metrics[name])
+
+
+def test_rouge_lsum_of_texts_that_come_one_sentence_a_line_is_rouge_score_s():
+    """The rule also split inside a line ("Dr. Brown", "U.S."): 0.6957 against rouge-score's 0.5217."""
+
+    prediction = "Dr. Brown met the minister on Monday.\nThey talked about the budget."
+    reference = "The minister met Dr. Brown.\nThe budget was discussed on Monday."
+    expected = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True).score(reference, prediction)["rougeLsum"].fmeasure
+    for given in (reference, reference.split("\n")):
+        assert traditional_metrics([prediction], [given]).rows["rougeLsum"][0] == pytest.approx(expected), given

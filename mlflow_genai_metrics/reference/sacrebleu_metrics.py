@@ -119,5 +119,6 @@ def _signature(name: str) -> str:
 
 
 def rouge_signature() -> str:
-    """rouge-score's settings as used here: its version, NLTK's Porter stemmer, rougeLsum on rule-split sentences."""
-    return f"rouge-score:{version('rouge-score')}|stem:porter|nltk:{version('nltk')}|lsum:split-rule"
+    """rouge-score's settings as used here: its version, NLTK's Porter stemmer, rougeLsum on a text's lines, or its
+    rule-split sentences when it is one line."""
+    return f"rouge-score:{version('rouge-score')}|stem:porter|nltk:{version('nltk')}|lsum:lines-else-rule"
