@@ -220,6 +220,20 @@ def test_advice_names_the_command_s_flags_not_the_library_s_keywords(files, caps
     assert line.endswith("needs prices (USD per million tokens) to turn tokens into cost: pass --prices"), line
 
 
+def test_a_reader_that_stops_reading_gets_no_traceback(files, monkeypatch):
+    """``mgm ... | head -1``: the reader left, and a BrokenPipeError traceback followed."""
+    import io
+
+    pd.DataFrame({"id": ["a"], "text": ["The council met on Monday."], "summary": ["It met."]}).to_csv(files / "rows.csv", index=False)
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    stdout = io.TextIOWrapper(os.fdopen(write, "wb"), line_buffering=True)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    assert mgm(["evaluate", str(files / "rows.csv"), "--estimate", "--judge-model", "some-judge"]) == 141  # 128 + SIGPIPE
+    stdout.write("x\n")  # the stream is whole again (/dev/null): the interpreter's last flush raises nothing
+    stdout.flush()
+
+
 def test_csv_ids_and_summaries_are_read_as_written(files, capsys):
     """Ids 001 and 1 were one id to pandas (refused as repeated); a summary "None" was an empty summary."""
     pd.DataFrame({"id": ["001", "1", "NA"], "text": ["The council met on Monday."] * 3, "summary": ["The council met.", "None", "It met."]}

@@ -34,6 +34,7 @@ from . import evaluate, local, people, runs
 from .common import EXIT_EVALUATION_FAILED, EXIT_GATE_FAILED, EXIT_OK, EXIT_USAGE, DefaultsShown
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command stopped with Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader left (yes | head -1)
 from .quiet import quiet_mlflow
 
 __all__ = ["EXIT_EVALUATION_FAILED", "EXIT_GATE_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -151,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mgm {args.command}: {' '.join(one_line(unwritten).split())}", file=sys.stderr)
             return EXIT_USAGE if code == EXIT_OK else code
         return code
+    except BrokenPipeError:  # the reader left (mgm ... | head -1): nothing more to say, and no traceback to say it with
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would raise it again
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:  # Ctrl-C: said in one line, not a traceback through the event loop's frames
         print(f"mgm {args.command}: interrupted; what the judge answered is in its cache, and the same command goes on "
               "from there", file=sys.stderr)
