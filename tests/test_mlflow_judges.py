@@ -330,6 +330,47 @@ def test_log_results_says_a_run_whose_traces_were_all_lost_lost_them(scripted_se
     assert server.request_count == 0
 
 
+def test_log_results_reads_the_rows_mlflow_evaluated_wherever_the_run_is(mlflow_store, monkeypatch):
+    """A trace the application made in the run before the evaluation (a smoke call) was counted as a row: "evaluated
+    6 rows, 7 of their traces" for a run whose every row and card was stored. A run of another experiment than the one
+    set now was MLflow's raw "not in the list of locations". A refusal's mgm.error stayed beside the figures a correct
+    call logged after it. With data= of as many rows but other ids, the run's rows were taken for them."""
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "2")
+
+    @mlflow.trace
+    def application(text: str) -> str:
+        return first_sentence(text)
+
+    with mlflow.start_run() as run:
+        application(ARTICLES[0][2])  # the smoke call
+        mlflow.genai.evaluate(data=records(), scorers=[Grounding()])
+    mlflow.set_experiment("elsewhere")  # a later script, another experiment
+    others = [{**row, "inputs": {**row["inputs"], "id": f"zz/{number}"}} for number, row in enumerate(records())]
+    with pytest.raises(RunRowsMismatch, match=r"not stored: ids zz/0, zz/1"):
+        log_results(run.info.run_id, [Grounding()], data=others)
+    assert "mgm.error" in MlflowClient().get_run(run.info.run_id).data.tags
+    result = log_results(run.info.run_id, [Grounding()], data=records())
+    logged = MlflowClient().get_run(run.info.run_id).data
+    assert len(result.rows) == len(ARTICLES) and logged.metrics["grounding_n"] == len(ARTICLES)
+    assert "mgm.error" not in logged.tags  # the refusal before is mended, not left beside the figures
+
+
+def test_cards_and_figures_that_count_a_row_differently_are_named(scripted_server, mlflow_store, monkeypatch):
+    """A row whose coverage pass failed in the evaluation has a valid "no" claim card, and the report leaves the row
+    out of strict_alignment (a failed row is in no figure): MLflow's claim_alignment/mean 0.6 beside strict_alignment
+    0.75, no word. Configuration errors on the cards (a model deployed afterwards) were not named either."""
+    endpoint = Endpoint()
+    endpoint.judge.fault = lambda request, kind: (Reply("garbage") if kind in ("keypoints", "coverage") and "Acme" in
+                                                  request.messages[0]["content"] else None)
+    server = scripted_server(endpoint, models=Endpoint.models)
+    monkeypatch.setenv("MLFLOW_GENAI_EVAL_MAX_WORKERS", "2")
+    judge = judge_for(server)
+    result = mlflow.genai.evaluate(data=records(contradicted=True), scorers=[ClaimAlignment(judge), KeyPointCoverage(judge)])
+    log_results(result.run_id, [ClaimAlignment(judge), KeyPointCoverage(judge)])
+    said = MlflowClient().get_run(result.run_id).data.tags.get("mgm.warning.cards_differ", "")
+    assert "whose card has a value failed in log_results' judging" in said, said
+
+
 def test_log_results_refuses_a_run_that_holds_results(scripted_server, mlflow_store):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     result = mlflow.genai.evaluate(data=records(), scorers=[Grounding()])

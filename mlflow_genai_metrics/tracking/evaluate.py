@@ -31,6 +31,7 @@ judging before it (all the judge's calls) is not held back: evaluations in sever
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +41,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
-from mlflow.tracing.constant import AssessmentMetadataKey
+from mlflow.tracing.constant import AssessmentMetadataKey, TraceTagKey
 from mlflow.tracking import MlflowClient
 
 from ..judge import Judge
@@ -52,8 +53,10 @@ from .genai import evaluated_row_count, root_span, trace_rows
 from .judge_sets import rewrite_scorers
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
 from .pipeline import TaskPipeline
-from .rows import EvaluationRows, fail
+from .rows import ERROR_TAG, EvaluationRows, fail
 from .run_logging import SIGNATURE_TAG, WARNING_TAG_PREFIX, log_result
+
+log = logging.getLogger(__name__)
 
 # MLflow's predict and score threads for evaluate_summaries' evaluation: 5 runs of 30 rows in a row all complete on
 # a SQLite store with 4 (9 connections at most), where MLflow's default of 10 loses rows' traces in most runs.
@@ -269,7 +272,9 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     cards = [(trace.info.trace_id, card) for trace in traces for card in trace.info.assessments if card.name in names]
     _add_the_cards_spend(result.metrics, [card for _, card in cards])
     log_result(result, run_id=run_id, log_metrics=True)
-    _say_which_failed_cards_the_report_judged(run_id, cards, rows, result.rows)
+    _say_where_the_cards_and_the_report_differ(run_id, cards, rows, result.rows)
+    if ERROR_TAG in MlflowClient().get_run(run_id).data.tags:  # an earlier call's refusal, mended by this one
+        MlflowClient().delete_tag(run_id, ERROR_TAG)
     return result
 
 
@@ -280,19 +285,28 @@ _SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey
 CARDS_DIFFER = "cards_differ"  # the warning's kind: mgm.warning.cards_differ
 
 
-def _say_which_failed_cards_the_report_judged(run_id: str, cards: list[tuple[str, Any]], rows: list[Any], table: pd.DataFrame) -> None:
-    """A row whose card failed in the evaluation (a judge error there) and that the report judged (failures are not
-    cached, so it asked again and was answered) counts in the report's figures, not in MLflow's own aggregates of the
-    cards (``cards``: the scorers' cards by trace id): the run says which, as a warning tag, instead of two silent
-    answers (judge_error_rate 0 beside an error card)."""
-    failed = {trace_id for trace_id, card in cards if card.error is not None and card.error.error_code == "JUDGE_ERROR"}
+def _say_where_the_cards_and_the_report_differ(run_id: str, cards: list[tuple[str, Any]], rows: list[Any], table: pd.DataFrame) -> None:
+    """The run says, as a warning tag, where its figures and MLflow's own aggregates of the cards (``cards``: the
+    scorers' cards by trace id) count a row differently, instead of two silent answers: a row whose card failed in the
+    evaluation (a judge or configuration error; failures are not cached, so the report asked again and was answered)
+    counts in the report's figures (judge_error_rate 0 beside an error card); a row whose card has a value but whose
+    report failed (one of its passes did, a coverage pass beside a valid claim card) counts in none of them."""
+    failed = {trace_id for trace_id, card in cards if card.error is not None and card.error.error_code in ("JUDGE_ERROR", "JUDGE_CONFIG_ERROR")}
+    valued = {trace_id for trace_id, card in cards if card.error is None and card.value is not None}
     answered = set(table.loc[table["error"].fillna("").astype(str) == "", "id"].astype(str))
-    both = sorted(str(row.row.id) for row in rows if row.trace_id in failed and str(row.row.id) in answered)
-    if both:
-        MlflowClient().set_tag(run_id, f"{WARNING_TAG_PREFIX}{CARDS_DIFFER}", (
-            f"{len(both)} row(s) whose card shows a judge error in the evaluation were judged again by log_results and "
-            f"answered (ids {', '.join(both[:20])}{' ...' if len(both) > 20 else ''}): the run's figures count their "
-            "verdicts, MLflow's own aggregates of the cards do not"))
+    judged_now = sorted(str(row.row.id) for row in rows if row.trace_id in failed and str(row.row.id) in answered)
+    dropped = sorted(str(row.row.id) for row in rows if row.trace_id in valued and str(row.row.id) not in answered)
+    said = []
+    if judged_now:
+        said.append(f"{len(judged_now)} row(s) whose card shows a judge error in the evaluation were judged again by log_results and "
+                    f"answered (ids {', '.join(judged_now[:20])}{' ...' if len(judged_now) > 20 else ''}): the run's figures count "
+                    "their verdicts, MLflow's own aggregates of the cards do not")
+    if dropped:
+        said.append(f"{len(dropped)} row(s) whose card has a value failed in log_results' judging (ids {', '.join(dropped[:20])}"
+                    f"{' ...' if len(dropped) > 20 else ''}): MLflow's own aggregates of the cards count them, the run's figures "
+                    "leave them out (a failed row is in no figure) and count them in judge_error_rate")
+    if said:
+        MlflowClient().set_tag(run_id, f"{WARNING_TAG_PREFIX}{CARDS_DIFFER}", "; ".join(said))
 
 
 def _add_the_cards_spend(metrics: dict[str, float], cards: list[Any]) -> None:
@@ -327,18 +341,32 @@ def run_trace_rows(run_id: str, pipeline: TaskPipeline, data: Any = None) -> tup
     ``mgm.error`` tag) with both counts, and with ``data`` (what was evaluated) the ids of the rows MLflow did not
     store."""
     mlflow.flush_trace_async_logging()
-    traces = mlflow.search_traces(run_id=run_id, return_type="list")
-    rows, unusable = trace_rows(traces, pipeline)
+    experiment_id = MlflowClient().get_run(run_id).info.experiment_id  # the run's own, whatever experiment is set now
+    traces = mlflow.search_traces(locations=[experiment_id], run_id=run_id, return_type="list")
     evaluated = said_on_the_run(run_id, evaluated_row_count, run_id)  # what MLflow evaluated: the rows logged must be those
     if data is not None:
         given = [str(parsed.row.id) for parsed in said_on_the_run(run_id, parsed_rows, pipeline, _records(data))]
         evaluated = len(given)
+    # The traces MLflow tagged as evaluation rows, when they are exactly the rows it evaluated: a trace the application
+    # made in the run before (a smoke call) was counted as a row, a false alarm. (A tag MLflow failed to write leaves
+    # them short: then every trace is read, and a lost row is said as before.)
+    tagged = [trace for trace in traces if TraceTagKey.EVAL_REQUEST_ID in trace.info.tags]
+    if tagged and len(tagged) == evaluated:
+        traces = tagged
+    rows, unusable = trace_rows(traces, pipeline)
+    lost: list[str] = []
+    other = False  # rows stored that data does not give: the same count over other rows is not the rows evaluated
+    if data is not None:
         stored = {str(row.row.id) for row in rows}
         lost = [row_id for row_id in given if row_id not in stored]
+        other = bool(stored - set(given))
+    elif evaluated is None:  # an evaluation dataset's run carries no row count: a lost trace could not be seen
+        log.warning("run %s does not say how many rows it evaluated (its dataset has no row count): rows MLflow failed "
+                    "to store cannot be told apart from rows never given; pass data= to log_results to check them", run_id)
     if not rows and (traces or not evaluated):  # (no trace left of the rows it evaluated: they were lost, below)
         raise ValueError(f"run {run_id} has no trace with {pipeline.holding} to judge ({len(unusable)} traces that are not)")
-    if len(rows) != (len(traces) if evaluated is None else evaluated):
-        named = f" (not stored: ids {', '.join(lost[:20])}{' ...' if len(lost) > 20 else ''})" if data is not None and lost else ""
+    if len(rows) != (len(traces) if evaluated is None else evaluated) or lost or other:
+        named = f" (not stored: ids {', '.join(lost[:20])}{' ...' if len(lost) > 20 else ''})" if lost else ""
         raise RunRowsMismatch(fail(run_id, (
             f"the run evaluated {'its' if evaluated is None else evaluated} rows, {len(traces)} of their traces can be read "
             f"back{named} and {len(rows)} of those hold {pipeline.holding}"
