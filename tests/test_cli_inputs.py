@@ -218,6 +218,9 @@ def test_advice_names_the_command_s_flags_not_the_library_s_keywords(files, caps
     assert line.endswith("set OPENAI_API_KEY. (A server on 127.0.0.1 needs none.)") and "api_key=" not in line, line
     line = one_line([*argv, "--max-cost-usd", "1", "--judge-base-url", "http://127.0.0.1:9/v1"], capsys)
     assert line.endswith("needs prices (USD per million tokens) to turn tokens into cost: pass --prices"), line
+    monkeypatch.delenv("MGM_JUDGE_MODEL")
+    assert "pass --judge-model or set MGM_JUDGE_MODEL" in one_line(argv, capsys)
+    assert "or pass --judge-base-url" in one_line([*argv, "--judge-model", "m", "--judge-base-url", "ftp://x"], capsys)
 
 
 def test_a_reader_that_stops_reading_gets_no_traceback(files, monkeypatch):

@@ -114,6 +114,9 @@ _KEYWORD_FLAGS = (
     ("pass allow_partial=True", "pass --allow-partial"), ("pass prices=", "pass --prices"), ("with card=", "with --card"),
     ("or pass model= / base_url=", "or pass --judge-model / --judge-base-url"), ("or pass model= to one", "or pass --judge-model, one"),
     ("set OPENAI_API_KEY or pass api_key=.", "set OPENAI_API_KEY."),
+    ("pass Judge(model=...) or set MGM_JUDGE_MODEL", "pass --judge-model or set MGM_JUDGE_MODEL"),
+    ("set MGM_JUDGE_BASE_URL or pass base_url=", "set MGM_JUDGE_BASE_URL or pass --judge-base-url"),
+    ("are MGM_JUDGE_BASE_URL / base_url right?", "are MGM_JUDGE_BASE_URL / --judge-base-url right?"),
 )
 
 
