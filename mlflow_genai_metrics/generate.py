@@ -3,7 +3,6 @@ cache and concurrency, so a study can be reproduced with any candidate model."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,8 +73,7 @@ def check_generator(model: str, base_url: str | None, *, fix: str) -> None:
     try:
         preflight(candidate)
     except JudgeConfigError as error:
-        served = re.search(r"does not serve model .*?; it serves: ([^.]*)\.", str(error))
         why = {404: "does not serve it (or the base URL is wrong: an OpenAI-compatible one usually ends in /v1)",
                401: "refused the API key (OPENAI_API_KEY)", 403: "refused this key access to it"}.get(
-            error.status_code or 0, f"does not serve it (it serves {served.group(1)})" if served else f"cannot be used: {error}")
+            error.status_code or 0, f"does not serve it (it serves {error.served})" if error.served else f"cannot be used: {error}")
         raise ValueError(f"the candidate's endpoint {candidate.settings.shown_url} {why}; check {fix}") from None

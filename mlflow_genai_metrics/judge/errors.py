@@ -27,9 +27,10 @@ class JudgeConfigError(RuntimeError):
     cache, so fixing the setting and rerunning loses nothing.
     """
 
-    def __init__(self, message: str, *, status_code: int | None = None):
+    def __init__(self, message: str, *, status_code: int | None = None, served: str | None = None):
         super().__init__(message)
         self.status_code = status_code
+        self.served = served  # the models the endpoint lists, when the error is that it does not list the one asked
 
 
 class DeadlineExceeded(openai.APITimeoutError):

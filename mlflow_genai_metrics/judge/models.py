@@ -62,7 +62,8 @@ def not_listed_error(model: str, shown_url: str, ids: list[str]) -> JudgeConfigE
     return JudgeConfigError(
         f"The judge endpoint {shown_url} does not serve model {model!r}; it serves: {served or '(none)'}. Set "
         "MGM_JUDGE_MODEL or pass model= to one of these. (Some servers answer any model name with the model they "
-        "loaded, which would judge under a name that is not the judge's; Judge(check_model=False) skips this check.)"
+        "loaded, which would judge under a name that is not the judge's; Judge(check_model=False) skips this check.)",
+        served=served or "(none)",
     )
 
 

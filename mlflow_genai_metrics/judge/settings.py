@@ -281,7 +281,7 @@ class JudgeSettings(BaseModel):
 
     def redacted(self, error: JudgeConfigError) -> JudgeConfigError:
         """``error`` with its message redacted."""
-        return JudgeConfigError(self.redact(str(error)), status_code=error.status_code)
+        return JudgeConfigError(self.redact(str(error)), status_code=error.status_code, served=error.served)
 
 
 def _unpickled(settings_type: type[JudgeSettings], fields: dict[str, Any]) -> JudgeSettings:

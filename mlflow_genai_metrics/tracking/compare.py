@@ -79,9 +79,9 @@ def load_run(run_id: str, client: MlflowClient | None = None) -> EvaluatedRun:
 
 
 def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | None = None,
-                  report: dict[str, Any] | None = None) -> EvaluatedRun:
-    """``load_run`` of a run already read, with its ``figures`` and ``report`` when read already too (the gate reads
-    them first): each run's report is downloaded once."""
+                  report: dict[str, Any] | None = None, rows: pd.DataFrame | None = None) -> EvaluatedRun:
+    """``load_run`` of a run already read, with its ``figures``, ``report`` and ``rows`` table when read already too
+    (the gate reads them first): each run's report and rows are downloaded once."""
     run_id = run.info.run_id
     signature = run.data.tags.get(SIGNATURE_TAG)
     if signature is None and run.info.status != "FINISHED":  # an mgm evaluate interrupted (Ctrl-C) or failed, or still running
@@ -89,7 +89,7 @@ def evaluated_run(run: Run, client: MlflowClient, figures: dict[str, float] | No
                          "evaluate again (the judge's cache keeps what was answered)")
     if signature is None:
         raise ValueError(f"run {run_id} has no {SIGNATURE_TAG} tag: it was not evaluated with mlflow_genai_metrics")
-    rows = load_table(run_id, "rows", client)
+    rows = load_table(run_id, "rows", client) if rows is None else rows
     report = run_report(run_id, client) if report is None else report
     metrics = figures if figures is not None else run_figures(run, client, report)
     served = tuple(sorted(report.get("judge_reported_models", {})))

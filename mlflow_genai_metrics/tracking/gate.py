@@ -49,7 +49,6 @@ from .run_logging import SIGNATURE_TAG, set_note_section, set_tags, tag_value
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
 
 
-
 def register_if_passing(
     model_uri: str,
     name: str,
@@ -120,13 +119,16 @@ def register_if_passing(
     if unknown:
         raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(aggregate_names_logged()))} "
                          f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
-    outcomes = _threshold_outcomes(parsed, metrics, run_id, client, statistics)
+    bases = [_interval_base(rule.metric) for rule in parsed]
+    # the run's rows, read once: a rule on an aggregate reads them as a decision does, the champion's comparison pairs them
+    rows = _rows_table(run_id, client) if beat_champion or any(METRICS.aggregate(base) is not None for base in bases) else None
+    outcomes = _threshold_outcomes(parsed, bases, metrics, rows, statistics)
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}
     if beat_champion:
         rejudge = (champion_data, judge, ExampleSet.coerce(examples)) if champion_data is not None else None
         outcomes += _champion_outcomes(client, name, alias, run, metrics, beat_metrics, statistics, messages, comparison_tags,
-                                       require_stability, report, rejudge)
+                                       require_stability, report, rejudge, rows)
     result = GateResult(passed=all(o.passed for o in outcomes), outcomes=outcomes, alias=alias, messages=messages)
     if not result.passed:
         _record_decision(client, run_id, name, result, comparison_tags)
@@ -150,23 +152,30 @@ def register_if_passing(
     return result
 
 
-def _threshold_outcomes(parsed: list[Rule], metrics: dict[str, float], run_id: str, client: MlflowClient,
+def _interval_base(metric: str) -> str:
+    """The aggregate a rule's figure belongs to: ``strict_alignment`` for ``strict_alignment_ci_low`` and ``_n``."""
+    return re.sub(r"_(ci_low|ci_high|n)$", "", metric)
+
+
+def _rows_table(run_id: str, client: MlflowClient) -> pd.DataFrame | None:
+    """The run's rows table; None for a run without one (not judged by this package: its rules read it as logged)."""
+    try:
+        return load_table(run_id, "rows", client)
+    except (MlflowException, OSError):
+        return None
+
+
+def _threshold_outcomes(parsed: list[Rule], bases: list[str], metrics: dict[str, float], rows: pd.DataFrame | None,
                         statistics: StatisticsOptions) -> list[RuleOutcome]:
     """The rules against the run's figures as a decision reads them (``unreadable.decision_figures``): a proportion
     counts the rows the judge could not read for what the run wrote as failures (a candidate refusing half its
-    articles read strict_alignment 1 over the other half, and was registered). A run without our rows table (not
-    judged by this package) is read as logged."""
+    articles read strict_alignment 1 over the other half, and was registered). ``bases``: each rule's aggregate
+    (``_interval_base``); ``rows``: the run's rows table (None: the figures as logged)."""
     decided, counted = metrics, {}
-    if any(METRICS.aggregate(re.sub(r"_(ci_low|ci_high|n)$", "", r.metric)) is not None for r in parsed):
-        try:
-            rows = load_table(run_id, "rows", client)
-        except (MlflowException, OSError):
-            rows = None
-        if rows is not None:
-            decided, counted = decision_figures(rows, metrics, [r.metric for r in parsed], statistics)
+    if rows is not None:
+        decided, counted = decision_figures(rows, metrics, [r.metric for r in parsed], statistics)
     outcomes = rule_outcomes(parsed, decided)
-    for number, outcome in enumerate(outcomes):
-        base = re.sub(r"_(ci_low|ci_high|n)$", "", outcome.rule.metric)
+    for number, (outcome, base) in enumerate(zip(outcomes, bases)):
         if base in counted and outcome.actual is not None:
             logged = metrics.get(outcome.rule.metric)
             said = (f"{counted[base]} row(s) the judge could not read for what the run wrote counted as failures; "
@@ -270,10 +279,11 @@ def _check_alias(alias: str) -> None:
 def _champion_outcomes(
     client: MlflowClient, name: str, alias: str, run: Run, figures: dict[str, float], metrics: list[str],
     statistics: StatisticsOptions, messages: list[str], tags: dict[str, str], require_stability: bool = False,
-    report: dict | None = None, rejudge: tuple[Any, Judge, ExampleSet | None] | None = None,
+    report: dict | None = None, rejudge: tuple[Any, Judge, ExampleSet | None] | None = None, rows: pd.DataFrame | None = None,
 ) -> list[RuleOutcome]:
     """The decision's rules against the champion (``summarization.decision.decide``), this attempt counted on the
-    champion's version (``run`` is the candidate's, with the ``figures`` the rules read and its ``report``, read once)."""
+    champion's version (``run`` is the candidate's, with the ``figures`` the rules read, its ``report`` and its ``rows``
+    table, read once)."""
     def refused(why: str, *, passed: bool = False) -> list[RuleOutcome]:
         return [RuleOutcome(rule, None, passed, why) for rule in beat_rules(metrics, alias)]
 
@@ -296,7 +306,7 @@ def _champion_outcomes(
             raise
         return refused(f"refused: champion version {champion.version}'s evaluation run {champion_run_id} cannot be read "
                        f"({error.message}): restore it, or move alias {alias!r} to a version whose run can be read")
-    candidate = evaluated_run(run, client, figures, report)
+    candidate = evaluated_run(run, client, figures, report, rows)
     if rejudge is not None:  # the champion's side judged today, by the candidate's judge
         try:
             data, judge, examples = rejudge
