@@ -10,7 +10,7 @@ Also ``mgm meta-eval FILE --sample N``. The grounding check (no judge) is measur
 ``grounding_meta_evaluate`` (``mgm meta-eval FILE --grounding-only``): AUC of ``grounding`` and balanced accuracy
 of ``grounded`` against the binary label, Spearman of ``grounding`` against the graded label, beside the untrained
 rule of issue 15, on the rows of a file that the model was not trained on. Reported: balanced accuracy and Cohen's kappa of ``aligned`` against the
-binary human label (1 = the summary is fully consistent), with bootstrap intervals and n (``binary_agreement``, which
+binary human label (1 = the summary is fully consistent), with intervals (balanced accuracy's exact, kappa's a bootstrap) and n (``binary_agreement``, which
 ``tracking.judge_agreement`` shares for feedback people leave on traces), Spearman and Kendall correlation of ``support_rate``
 with the graded human label, the confusion matrix, and how many rows the judge failed on (left out, counted).
 This measures the study's ``aligned`` (no claim contradicted); the MLflow card, and so ``judge_agreement``, is the
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .judge import Judge
-from .stats import StatisticsOptions, calibration_error, category_bootstrap_interval
+from .stats import StatisticsOptions, calibration_error, category_bootstrap_interval, mean_of_two_proportions_interval
 from .summarization import judge_summaries
 from .summarization.scoring import Estimate
 from .tables import load_labelled as load_labelled  # part of meta-evaluation's API: the labelled sets it reads
@@ -94,22 +94,23 @@ def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
 
 def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, Estimate]:
     """Balanced accuracy and Cohen's kappa of a judge against people from the 2 x 2 confusion matrix (rows: people
-    no/yes, columns: judge no/yes), each with its percentile bootstrap interval (pairs resampled: a multinomial draw
-    over the four cells, ``stats.category_bootstrap_interval``) and n, the pairs it stands on. Where every resample
-    gives the same figure (a few pairs that all agree) there is no interval (NaN), never a zero-width one; where
-    people or the judge used one class only, the figure itself is undefined (NaN).
+    no/yes, columns: judge no/yes), each with its interval and n, the pairs it stands on. Balanced accuracy's is
+    exact (``stats.mean_of_two_proportions_interval``: each class's recall with its Clopper-Pearson interval at 97.5%,
+    averaged; it holds 95% at every class size); kappa's a percentile bootstrap (pairs resampled: a multinomial draw
+    over the four cells, ``stats.category_bootstrap_interval``). Where every resample gives the same kappa (a few
+    pairs that all agree) there is no interval (NaN), never a zero-width one; where people or the judge used one
+    class only, the figure itself is undefined (NaN).
 
         binary_agreement([[3, 1], [0, 4]])["cohen_kappa"].value  # 0.75
     """
     cells = np.asarray(confusion, dtype=np.int64).reshape(4)  # tn, fp, fn, tp
-    found = {}
-    for name, statistic in (("balanced_accuracy", _balanced_accuracy), ("cohen_kappa", _cohen_kappa)):
-        low, high = category_bootstrap_interval(
-            cells, statistic, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence
-        )
-        if not high - low > 0:  # every resample agrees (3 of 3 on the diagonal): no interval rather than [1, 1]
-            low, high = math.nan, math.nan
-        found[name] = Estimate(name, float(statistic(cells)), low, high, int(cells.sum()), "bootstrap")
+    tn, fp, fn, tp = (int(c) for c in cells)
+    low, high = mean_of_two_proportions_interval((tp, tn), (tp + fn, tn + fp), confidence=statistics.confidence)
+    found = {"balanced_accuracy": Estimate("balanced_accuracy", float(_balanced_accuracy(cells)), low, high, int(cells.sum()), "exact")}
+    low, high = category_bootstrap_interval(cells, _cohen_kappa, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence)
+    if not high - low > 0:  # every resample agrees (3 of 3 on the diagonal): no interval rather than [1, 1]
+        low, high = math.nan, math.nan
+    found["cohen_kappa"] = Estimate("cohen_kappa", float(_cohen_kappa(cells)), low, high, int(cells.sum()), "bootstrap")
     return found
 
 

@@ -251,6 +251,61 @@ def test_a_run_whose_every_row_failed_gets_its_full_report_from_log_results(scri
     assert metrics["judge_error_rate"] == 1.0 and metrics["alignment_n"] == 0 and metrics["grounding_n"] == len(ARTICLES)
 
 
+def _summarizer_failing_on(failing_id: str):
+    """A ``predict_fn`` summarizing each article by its first sentence, raising on one."""
+    def summarize(text: str, id: str, category: str) -> str:
+        if id == failing_id:
+            raise RuntimeError("the summarizer timed out")
+        return first_sentence(text)
+
+    return summarize
+
+
+def test_a_row_the_application_raised_on_is_an_error_of_every_card_and_the_report_never_an_empty_summary(scripted_server, mlflow_store):
+    """``predict_fn`` raising on a row once gave it the cards of an empty summary ("no claim", coverage 0) and the
+    report counted it against alignment and coverage. Every card is an error naming what the application raised, the
+    judge is not asked, and the row is a failed row: in ``judge_error_rate``, in no other figure, and a content
+    failure of the candidate for a decision."""
+    from mlflow_genai_metrics.summarization.unreadable import content_failed
+
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    scorers = [ClaimAlignment(judge_for(server)), KeyPointCoverage(judge_for(server)), Grounding()]
+    data = [{"inputs": r["inputs"]} for r in records()]
+    result = mlflow.genai.evaluate(data=data, predict_fn=_summarizer_failing_on("tec/1"), scorers=scorers)
+    failed = next(t for t in run_traces(result.run_id) if row_id(t) == "tec/1")
+    for name in ("claim_alignment", "key_point_coverage", "grounding"):
+        (card,) = feedback(failed, name)
+        assert card.value is None and card.error.error_code == "APPLICATION_ERROR", name
+        assert "RuntimeError: the summarizer timed out" in card.error.error_message, name
+    tec = next(text for i, _, text in ARTICLES if i == "tec/1")
+    assert not any(json.dumps(tec)[1:-1] in json.dumps(r.body) for r in server.requests)  # nothing asked of the judge for it
+    logged = log_results(result.run_id, scorers)
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["alignment"] == 1.0 and metrics["alignment_n"] == len(ARTICLES) - 1 and metrics["coverage_n"] == len(ARTICLES) - 1
+    assert metrics["judge_error_rate"] == pytest.approx(1 / len(ARTICLES)) and metrics["grounding_n"] == len(ARTICLES) - 1
+    rows = logged.rows.set_index("id")
+    assert rows.loc["tec/1", "error"].startswith("the application failed: application: RuntimeError: the summarizer timed out")
+    assert content_failed(logged.rows).sum() == 1  # a gate's threshold rule counts it as a failure of the candidate
+    one_door = evaluate_summaries(data, [ClaimAlignment(judge_for(server)), Grounding()], predict_fn=_summarizer_failing_on("biz/2"))
+    assert one_door.result.metrics["judge_error_rate"] == pytest.approx(1 / len(ARTICLES)) and one_door.result.metrics["alignment_n"] == len(ARTICLES) - 1
+
+
+def test_two_rows_with_the_same_texts_under_two_ids_are_paid_for_once_in_the_run_s_spend(scripted_server, mlflow_store):
+    """The evaluation judges one source and summary once whatever the ids; each row counted the calls again: 12 HTTP
+    calls logged as judge/calls 16 (the cache off). The second row's share is answered with no call, as from a cache."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    data = records()[:3]
+    data.append({**data[0], "inputs": {**data[0]["inputs"], "id": "copy"}})
+    scorers = [ClaimAlignment(judge_for(server)), KeyPointCoverage(judge_for(server))]
+    one_door = evaluate_summaries(data, scorers)
+    metrics = MlflowClient().get_run(one_door.run_id).data.metrics
+    assert metrics["judge/calls"] == server.request_count and len(one_door.result.rows) == 4
+    sent = server.request_count
+    plain = mlflow.genai.evaluate(data=data, scorers=scorers)
+    log_results(plain.run_id, scorers)
+    assert MlflowClient().get_run(plain.run_id).data.metrics["judge/calls"] == server.request_count - sent
+
+
 def test_log_results_reads_the_scorers_answers_from_the_judge_s_cache(scripted_server, mlflow_store, tmp_path):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     claims = ClaimAlignment(judge_for(server, cache_dir=tmp_path / "cache"))
@@ -260,6 +315,28 @@ def test_log_results_reads_the_scorers_answers_from_the_judge_s_cache(scripted_s
     metrics = MlflowClient().get_run(result.run_id).data.metrics
     assert metrics["alignment"] == logged.metrics["alignment"] == 1.0 and len(logged.rows) == len(ARTICLES)
     assert server.request_count == calls
+
+
+def test_log_results_refuses_another_judge_than_the_one_whose_cards_the_run_holds(scripted_server, mlflow_store):
+    """A run evaluated with one judge model and reported with another was logged as the second's: its signature, its
+    figures and its spend beside the first's cards. Refused before a call; people's labels under the judge's name are
+    no judge's cards."""
+    from mlflow_genai_metrics import Judge
+
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    result = mlflow.genai.evaluate(data=records(), scorers=[ClaimAlignment(judge_for(server)), Grounding()])
+    trace_id = mlflow.search_traces(run_id=result.run_id, return_type="list")[0].info.trace_id
+    mlflow.log_feedback(trace_id=trace_id, name="claim_alignment", value="no",
+                        source=mlflow.entities.AssessmentSource(source_type="HUMAN", source_id="alice"))
+    calls = server.request_count
+    other = ClaimAlignment(Judge("good-summarizer", server.base_url, SECRET_KEY, cache_dir=None, backoff_initial_s=0.01, backoff_max_s=0.05))
+    with pytest.raises(ValueError, match="claim_alignment by 'openai:/scripted-judge', not 'openai:/good-summarizer'"):
+        log_results(result.run_id, judges=[other, Grounding()])
+    run = MlflowClient().get_run(result.run_id)
+    assert server.request_count == calls and "alignment" not in run.data.metrics
+    assert "other judges than the ones given to log_results" in run.data.tags["mgm.error"]
+    logged = log_results(result.run_id, judges=[ClaimAlignment(judge_for(server)), Grounding()])  # the evaluation's judge
+    assert logged.metrics["alignment"] == 1.0 and "mgm.error" not in MlflowClient().get_run(result.run_id).data.tags
 
 
 def test_log_results_judges_a_run_s_traces_again_in_another_process(scripted_server, mlflow_store):

@@ -51,6 +51,27 @@ def _cards(run_id: str | None, name: str) -> dict[str, object]:
     return cards
 
 
+def test_an_answer_the_application_raised_on_after_retrieving_is_a_failed_row_not_an_empty_answer(scripted_server, mlflow_store):
+    server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
+    inner = rag_app(server, "writer")
+
+    @mlflow.trace
+    def app(question: str, id: str) -> str:
+        answer = inner(question, id)  # its passages retrieved and traced, then the application fails
+        if id == "plant":
+            raise RuntimeError("the answer did not pass moderation")
+        return answer
+
+    ids = ("prize", "plant", "fares")
+    scorers = answer_scorers(judge_for(server))
+    result = mlflow.genai.evaluate(data=_questions(ids), predict_fn=app, scorers=scorers)
+    card = _cards(result.run_id, "answer_faithfulness")["plant"]
+    assert card.feedback.error.error_code == "APPLICATION_ERROR" and "RuntimeError: the answer did not pass moderation" in card.feedback.error.error_message
+    log_results(result.run_id, scorers)
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    assert metrics["alignment_n"] == 2 and metrics["judge_error_rate"] == pytest.approx(1 / 3)
+
+
 def test_a_traced_rag_application_is_judged_from_its_retriever_spans_with_no_reshaping(scripted_server, mlflow_store):
     server = scripted_server(RagEndpoint(), models=RagEndpoint.models)
     app = rag_app(server, "inventing-writer")

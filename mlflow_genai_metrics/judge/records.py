@@ -26,6 +26,7 @@ ErrorKind = Literal[
     "no_claims",  # the judge returned no claim for a summary that has words, even when asked again
     "budget",  # not sent: the Judge's max_calls or max_cost_usd would have been passed
     "batch_expired",  # batch mode: the batch's completion window ran out before this request, in every resubmission
+    "application",  # not the judge's: the application evaluated (``predict_fn``) raised on the row, so nothing was asked
     "batch_failed",  # batch mode: the batch holding this request failed validation or was cancelled
 ]
 

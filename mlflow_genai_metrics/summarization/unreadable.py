@@ -2,7 +2,8 @@
 
 A judge failure caused by what a run wrote (``CONTENT_FAILURES``: a reply refused for its content, no claim in a text
 that has words, a request the endpoint refused as it stands (400/413/422: a text too long for the judge's context
-window) and a reply cut off at the judge's ``max_tokens`` (the claims of a long text)) is, for a decision, a failure of
+window), a reply cut off at the judge's ``max_tokens`` (the claims of a long text), and a row the application raised
+on (``application``: nothing to judge)) is, for a decision, a failure of
 the run that wrote it, never a row to leave out (guide "Decisions"): the two runs of a decision are judged alike, so a
 request refused or answered too long on one side only differs by that side's text. Every other failure (timeouts,
 5xx, rate limits, the budget, a reply that is not a chat completion or not the answer's JSON) is the infrastructure's
@@ -24,7 +25,7 @@ __all__ = ["CONTENT_FAILURES", "content_failed", "counted_against", "decision_fi
 
 # The error kinds (``judge.records.ErrorKind``) a run's text causes. A candidate whose rambling summaries overflow the
 # judge's context once had those rows dropped as the infrastructure's (3 of 60, within the allowance) and was registered.
-CONTENT_FAILURES = frozenset({"no_claims", "refused", "bad_request", "truncated"})
+CONTENT_FAILURES = frozenset({"no_claims", "refused", "bad_request", "truncated", "application"})
 _ERROR_KIND = r"^(?:[^:]*? failed: )?([a-z_]+)(?: \(HTTP \d+\))?:"
 
 

@@ -59,6 +59,7 @@ class ParsedAnswer:
     trace_id: str | None = None
     id_given: bool = True
     passages_from: str = "inputs"
+    failure: str | None = None  # what the application raised on this row (``TaskPipeline.read``): not judged
 
 
 def document_text(document: Any) -> Any:
@@ -132,6 +133,7 @@ class AnswerPipeline(TaskPipeline):
 
     holding = "a question, passages and an answer"
     known_by = "question"
+    judged_as = AnswerJudgement
 
     def __init__(self, judge: Judge, *, keys: AnswerKeys = AnswerKeys(), max_source_tokens: int | None = None,
                  statistics: StatisticsOptions = StatisticsOptions(), preflight: Preflight | None = None,

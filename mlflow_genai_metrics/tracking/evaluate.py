@@ -40,6 +40,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.entities import AssessmentSourceType
 from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
 from mlflow.tracing.constant import AssessmentMetadataKey, TraceTagKey
 from mlflow.tracking import MlflowClient
@@ -138,7 +139,7 @@ def record_row(record: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
 def parsed_rows(pipeline: TaskPipeline, records: Sequence[dict[str, Any]]) -> list[Any]:
     """Each record as ``pipeline`` reads it; bad rows refused together before any judge call (``ValueError`` naming
     each row by its position and id, and what is wrong with it)."""
-    return named_rows(records, lambda record: pipeline.parse(*record_row(record)), pipeline.keys.id)
+    return named_rows(records, lambda record: pipeline.read(*record_row(record)), pipeline.keys.id)
 
 
 def check_rows(data: Any, judges: Sequence[Any]) -> None:
@@ -266,10 +267,9 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     pipeline = task.report_pipeline(ours, statistics=StatisticsOptions())  # no pass that none of ``judges`` asked
     rows, traces = run_trace_rows(run_id, pipeline, data)
     said_on_the_run(run_id, pipeline.unique, rows)
+    cards = said_on_the_run(run_id, _the_judges_cards, traces, ours)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
-    names = {judge.name for judge in ours}
-    cards = [(trace.info.trace_id, card) for trace in traces for card in trace.info.assessments if card.name in names]
     _add_the_cards_spend(result.metrics, [card for _, card in cards])
     log_result(result, run_id=run_id, log_metrics=True)
     _say_where_the_cards_and_the_report_differ(run_id, cards, rows, result.rows)
@@ -280,6 +280,28 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
 
 _SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey.JUDGE_INPUT_TOKENS,
           "judge/completion_tokens": AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS, "judge/cost_usd": AssessmentMetadataKey.JUDGE_COST}
+
+
+def _the_judges_cards(traces: list[Any], ours: list[_TaskScorer]) -> list[tuple[str, Any]]:
+    """The cards ``ours`` made on the run's traces, by trace id (people's labels under a judge's name are not cards).
+    A card another judge made under one of these names is refused (``ValueError``) before anything is judged: the
+    report would sign and count the judge it was given beside the evaluation's cards and spend (a run evaluated with
+    one judge model and reported with another was logged as the second's)."""
+    sources = {judge.name: judge.source().source_id for judge in ours}
+    cards, other = [], {}
+    for trace in traces:
+        for card in trace.info.assessments or []:
+            if card.name not in sources or card.source is None or card.source.source_type == AssessmentSourceType.HUMAN:
+                continue
+            if card.source.source_id != sources[card.name]:
+                other.setdefault(card.name, card.source.source_id)
+                continue
+            cards.append((trace.info.trace_id, card))
+    if other:
+        made = "; ".join(f"{name} by {source!r}, not {sources[name]!r}" for name, source in sorted(other.items()))
+        raise ValueError(f"the run's cards were made by other judges than the ones given to log_results ({made}): pass the judges "
+                         "the evaluation used, so that the report signs the judge whose cards the run holds")
+    return cards
 
 
 CARDS_DIFFER = "cards_differ"  # the warning's kind: mgm.warning.cards_differ

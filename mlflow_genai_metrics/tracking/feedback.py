@@ -63,3 +63,8 @@ def card_feedback(name: str, card: Card, source: AssessmentSource, cost: dict[st
         return error_feedback(name, card.error, source, code=card.code, metadata=cost)
     value = (CategoricalRating.YES if card.value else CategoricalRating.NO) if isinstance(card.value, bool) else card.value
     return Feedback(name=name, value=value, rationale=card.rationale, source=source, metadata={**(card.metadata or {}), **cost})
+
+
+def aggregated(value: Any) -> bool:
+    """Whether MLflow aggregates a feedback of this value: a number or a yes/no (as its ``aggregation`` module)."""
+    return isinstance(value, (int, float, bool)) or (isinstance(value, str) and value.lower() in ("yes", "no"))

@@ -61,6 +61,7 @@ class ParsedRow:
     trace_id: str | None = None
     id_given: bool = True
     instruction: str | None = None  # a rewrite's instruction (``InputKeys.instruction``)
+    failure: str | None = None  # what the application raised on this row (``TaskPipeline.read``): not judged
 
 
 def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: InputKeys = InputKeys(), trace_id: str | None = None) -> ParsedRow:
@@ -182,7 +183,7 @@ def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[st
         try:
             if root is None:
                 raise ValueError("no root span")
-            rows.append(pipeline.parse(root.inputs, root.outputs, expectations, trace))
+            rows.append(pipeline.read(root.inputs, root.outputs, expectations, trace))
         except ValueError as error:
             inputs = root.inputs if root is not None else None
             row_id = inputs.get(pipeline.keys.id) if isinstance(inputs, dict) else None

@@ -46,7 +46,7 @@ from ..summarization.cards import Card, claim_card, coverage_card, grounding_car
 from ..summarization.method import Method
 from ..summarization.options import JudgingOptions
 from ..summarization.records import JudgePass, RowJudgement
-from .feedback import card_feedback, error_feedback, judge_cost, judge_source
+from .feedback import aggregated, card_feedback, error_feedback, judge_cost, judge_source
 from .genai import InputKeys, Pipeline, trace_id_of
 from .pipeline import TaskPipeline
 from .rows import Call, EvaluationRows
@@ -115,7 +115,7 @@ class _TaskScorer(Scorer):
         pipeline = evaluation.pipeline if evaluation is not None else copy_context().run(self._plain, trace)
         record = evaluation.record if evaluation is not None else lambda call: None
         try:
-            parsed = pipeline.parse(inputs, outputs, expectations, trace)
+            parsed = pipeline.read(inputs, outputs, expectations, trace)
         except ValueError as error:
             record(Call(self.name, trace_id_of(trace), None, valued=False))
             return error_feedback(self.name, str(error), self.source(), code="BAD_ROW")
@@ -125,7 +125,7 @@ class _TaskScorer(Scorer):
             record(Call(self.name, parsed.trace_id, parsed, valued=False, config_error=str(error)))
             return error_feedback(self.name, str(error), self.source(), code="JUDGE_CONFIG_ERROR", metadata={"row_id": str(parsed.row.id)})
         feedback = self.feedback(judgement)
-        record(Call(self.name, parsed.trace_id, parsed, valued=_aggregated(feedback.value)))
+        record(Call(self.name, parsed.trace_id, parsed, valued=aggregated(feedback.value)))
         return feedback
 
     def _plain(self, trace: Any) -> TaskPipeline:
@@ -134,6 +134,8 @@ class _TaskScorer(Scorer):
 
     def feedback(self, judgement: Any) -> Feedback:
         """This judge's one feedback for a judged row, with the row's id (an error card's too)."""
+        if judgement.error is not None and judgement.error.kind == "application":  # no card of this judge: the row has no output
+            return error_feedback(self.name, str(judgement.error), self.source(), code="APPLICATION_ERROR", metadata={"row_id": str(judgement.id)})
         cost = judge_cost(judgement, self.judge_pass, priced=self.priced()) if self.judge_pass else {}
         return card_feedback(self.name, self.card(judgement), self.source(), {"row_id": str(judgement.id), **cost})
 
@@ -393,8 +395,3 @@ def evaluation_of(trace: Any) -> Hashable | None:
     except Exception:
         evaluating = None
     return None if evaluating is None and made_in is None else (evaluating, made_in)
-
-
-def _aggregated(value: Any) -> bool:
-    """Whether MLflow aggregates a feedback of this value: a number or a yes/no (as its ``aggregation`` module)."""
-    return isinstance(value, (int, float, bool)) or (isinstance(value, str) and value.lower() in ("yes", "no"))

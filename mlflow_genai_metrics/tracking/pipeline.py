@@ -15,6 +15,7 @@ A pipeline lives as long as the call that made it: nothing here is kept for the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import threading
 from collections import defaultdict
@@ -24,9 +25,10 @@ from typing import Any, ClassVar
 
 import mlflow
 
-from ..judge import Judge, JudgeConfigError, Preflight
+from ..judge import Judge, JudgeConfigError, JudgeError, Preflight, Usage
 from ..stats import StatisticsOptions
 from ..summarization.ids import canonical_id
+from ..summarization.records import RowError, RowJudgement
 
 
 class TaskPipeline:
@@ -44,6 +46,7 @@ class TaskPipeline:
         self._judged: dict[Hashable, Future[Any]] = {}
         self._lock = threading.Lock()
         self._serial: defaultdict[Hashable, threading.Lock] = defaultdict(threading.Lock)
+        self._carriers: dict[Hashable, str] = {}  # texts -> the row id whose judgement carries their cost
 
     # -- what a task says ------------------------------------------------------------------------------------------
 
@@ -51,6 +54,31 @@ class TaskPipeline:
         """The row in MLflow's terms (an object with ``row.id``, ``trace_id`` and ``id_given``); ``ValueError`` naming
         what is wrong."""
         raise NotImplementedError
+
+    judged_as: ClassVar[type[RowJudgement]] = RowJudgement  # the task's judgement (a failed row's too)
+
+    def read(self, inputs: Any, outputs: Any, expectations: Any = None, trace: Any = None) -> Any:
+        """``parse``, with what the application raised on the row (``application_failure``) kept as its ``failure``:
+        such a row is failed (its cards errors, ``judge_error_rate`` counts it), never judged as an empty output (a
+        ``predict_fn`` that raised once gave its row the cards of an empty summary: "no claim", coverage 0). A task
+        whose rows have no ``failure`` field refuses the row instead, naming the failure."""
+        failure = application_failure(trace)
+        try:
+            parsed = self.parse(inputs, outputs, expectations, trace)
+        except ValueError as error:
+            if failure is None:
+                raise
+            raise ValueError(f"the application failed on this row ({failure}), and the row cannot be read without it: {error}") from error
+        if failure is None:
+            return parsed
+        if not any(field.name == "failure" for field in dataclasses.fields(parsed)):
+            raise ValueError(f"the application failed on this row ({failure}): there is no output to judge")
+        return dataclasses.replace(parsed, failure=failure)
+
+    def failed(self, parsed: Any) -> RowJudgement:
+        """The judgement of a row the application failed on: no judge asked, no grounding, the error."""
+        error = RowError(stage="the application", error=JudgeError(kind="application", message=parsed.failure))
+        return self.judged_as(id=parsed.row.id, source_key=parsed.row.source_key, error=error)
 
     def texts(self, parsed: Any) -> Hashable:
         """What identifies a row's texts: MLflow's copies of one row, handed to each scorer, are judged once."""
@@ -110,13 +138,16 @@ class TaskPipeline:
 
     def _judgements(self, rows: Sequence[Any]) -> list[Any]:
         mine: dict[Hashable, tuple[Any, Future[Any]]] = {}
-        keys = [self.texts(parsed) for parsed in rows]
+        keys = [("failed", failure, self.texts(parsed)) if (failure := getattr(parsed, "failure", None)) else self.texts(parsed) for parsed in rows]
         with self._lock:
             for key, parsed in zip(keys, rows):
                 if key not in self._judged:
                     self._judged[key] = Future()
                     mine[key] = (parsed, self._judged[key])
             futures = [self._judged[key] for key in keys]
+        for key in [key for key, (parsed, _) in mine.items() if getattr(parsed, "failure", None)]:
+            parsed, future = mine.pop(key)
+            future.set_result(self.failed(parsed))
         if mine:
             try:
                 with mlflow.tracing.context(enabled=False):  # the judge's calls are not traces of the evaluation
@@ -129,7 +160,36 @@ class TaskPipeline:
                 raise
             for (_, future), judgement in zip(mine.values(), judged):
                 future.set_result(judgement)
-        return [future.result().model_copy(update={"id": parsed.row.id}) for parsed, future in zip(rows, futures)]
+        judged = []
+        for key, parsed, future in zip(keys, rows, futures):
+            judgement = future.result()
+            with self._lock:  # the first row to hold these texts carries what judging them cost; another id shares it
+                carrier = self._carriers.setdefault(key, canonical_id(parsed.row.id))
+            shared = {} if carrier == canonical_id(parsed.row.id) else {
+                "usage": _shared(judgement.usage), "usage_by_pass": {p: _shared(u) for p, u in judgement.usage_by_pass.items()}}
+            judged.append(judgement.model_copy(update={"id": parsed.row.id, **shared}))
+        return judged
+
+
+def _shared(usage: Usage) -> Usage:
+    """What a row cost whose judgement another row of the evaluation paid for (the same texts under another id):
+    its requests, answered with no call, as from the cache (two such rows once logged 16 calls for 12 sent)."""
+    return Usage(requests=usage.requests, cache_hits=usage.requests, cost_usd=None if usage.cost_usd is None else 0.0)
+
+
+def application_failure(trace: Any) -> str | None:
+    """What the application raised on a row, in words, when its trace's root span ended in an error with no output
+    (``mlflow.genai.evaluate``'s ``predict_fn`` raised); None when it answered, or there is no trace."""
+    spans = getattr(getattr(trace, "data", None), "spans", None) or []
+    root = next((span for span in spans if span.parent_id is None), None)
+    status = getattr(getattr(root, "status", None), "status_code", None)
+    if root is None or root.outputs is not None or str(getattr(status, "value", status)) != "ERROR":
+        return None
+    for event in root.events or []:
+        if event.name == "exception":
+            said = event.attributes or {}
+            return f"{said.get('exception.type', 'an exception')}: {said.get('exception.message', '')}".rstrip(": ")
+    return "its trace ended in an error, with no output"
 
 
 def missing(value: Any) -> bool:
