@@ -53,7 +53,13 @@ def metric_bars(
     for index, (label, metrics) in enumerate(runs.items()):
         values = [metrics.get(n, np.nan) for n in names]
         errors = np.array([_interval(metrics, n) for n in names]).T if names else None
-        ax.bar(positions + index * width - 0.4 + width / 2, values, width, yerr=errors, capsize=3, label=label)
+        bars = ax.bar(positions + index * width - 0.4 + width / 2, values, width, yerr=errors, capsize=3, label=label)
+        for bar, name in zip(bars, names):  # no whisker would read as a zero-width interval: say there is none, and n
+            low, high, n = (metrics.get(key, np.nan) for key in interval_names(name))
+            if np.isfinite(metrics.get(name, np.nan)) and not (np.isfinite(low) and np.isfinite(high)):
+                shown = f"\nn={n:.0f}" if np.isfinite(n) else ""
+                ax.text(bar.get_x() + bar.get_width() / 2, min(bar.get_height(), 0.92) + 0.01, f"no interval{shown}",
+                        ha="center", va="bottom", fontsize=6)
     labels = [n.replace("defect_rate/", "defect:\n") for n in names]
     if tests:
         labels = [f"{label}\n{tests[n]}" if n in tests else label for label, n in zip(labels, names)]

@@ -5,18 +5,21 @@
     bleu:nrefs=1,case=mixed,...|grounding:v2-8bb9|resamples:1000|confidence:0.95|bootstrap_seed:12345|mgm:0.1.0
 
 It is composite: a **judge** part (model, endpoint, response mode, max tokens, each prompt's version and hash, the
-chunk size, temperature, seed), a **reference** part (each traditional metric's own signature: sacreBLEU's for BLEU,
+chunk size, temperature, seed), a **coverage** part (the key-point prompts: only the coverage metrics read their
+answers, so a run judged without coverage still compares on the judge's other metrics), a **reference** part (each traditional metric's own signature: sacreBLEU's for BLEU,
 chrF and TER, rouge-score's settings), a **grounding** part (the model-free scorer's model file), a **statistics**
 part (resamples, confidence, bootstrap seed) and the package version. A run with no judge has no judge part and
 still a signature. Two runs are compared per metric: a judge metric needs the judge and statistics parts to match,
 ROUGE only the reference and statistics parts.
 
 Inside a value, sacreBLEU's own ``|`` and ``:`` become ``,`` and ``=`` so that the whole stays one line of
-``name:value`` fields; ``Signature.parse(signature.format()) == signature``.
+``name:value`` fields; any other ``|`` (a model id may hold one) is written ``%7C`` and ``%`` ``%25``, so that
+``Signature.parse(signature.format()) == signature`` whatever the values.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -29,16 +32,19 @@ if TYPE_CHECKING:
     from .judge import Judge
     from .stats import StatisticsOptions
 
-Part = Literal["judge", "reference", "grounding", "statistics"]
-_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *PROMPT_NAMES, "chunk", "temp", "seed", "stability", "examples")
+Part = Literal["judge", "coverage", "reference", "grounding", "statistics"]
+_COVERAGE_FIELDS = ("keypoints", "coverage")  # the key-point prompts: only the coverage metrics read their answers
+_JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *(n for n in PROMPT_NAMES if n not in _COVERAGE_FIELDS), "chunk", "temp",
+                 "seed", "stability", "examples")
+_ALL_PARTS: tuple[Part, ...] = ("judge", "coverage", "reference", "grounding", "statistics")
 _REFERENCE_FIELDS = ("rouge", "bleu", "chrf", "ter")
 _STATISTICS_FIELDS = ("resamples", "confidence", "bootstrap_seed")
 # Which parts must match for two runs' values of a metric family to be compared pair by pair (the package version
 # too, always). The statistics part is not among them: a comparison resamples the pairs with its own settings.
 FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
     "judge": ("judge",),
-    "coverage": ("judge",),
-    "usage": ("judge",),
+    "coverage": ("judge", "coverage"),
+    "usage": ("judge", "coverage"),
     "reference": ("reference",),
     "length": (),
     "grounding": ("grounding",),
@@ -46,7 +52,7 @@ FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
     "rag": ("judge",),
     "rewrite": ("judge",),
     "stability": ("judge",),
-    "order": ("judge",),
+    "order": ("judge", "coverage"),
 }
 
 
@@ -103,7 +109,7 @@ class Signature(BaseModel):
         return out
 
     def format(self) -> str:
-        return "|".join(f"{name}:{value}" for name, value in self.fields().items())
+        return "|".join(f"{name}:{_escape(value)}" for name, value in self.fields().items())
 
     def __str__(self) -> str:
         return self.format()
@@ -135,18 +141,23 @@ class Signature(BaseModel):
         )
 
     def part_fields(self, part: Part) -> dict[str, str]:
-        names = {"judge": _JUDGE_FIELDS, "reference": _REFERENCE_FIELDS, "grounding": ("grounding",), "statistics": _STATISTICS_FIELDS}[part]
+        names = {"judge": _JUDGE_FIELDS, "coverage": _COVERAGE_FIELDS, "reference": _REFERENCE_FIELDS, "grounding": ("grounding",),
+                 "statistics": _STATISTICS_FIELDS}[part]
         return {name: value for name, value in self.fields().items() if name in names}
 
-    def differences(self, other: Signature, parts: tuple[Part, ...] = ("judge", "reference", "grounding", "statistics")) -> list[str]:
+    def differences(self, other: Signature, parts: tuple[Part, ...] = _ALL_PARTS) -> list[str]:
         """What differs, field by field, in ``parts`` (and the package version): ``["verify: v1-9c1d != v2-1a2b"]``.
         A part one signature lacks is not compared (a run with no judge has no judge part to differ in), nor a
         reference metric one of them lacks: each reference metric has a signature of its own, and one that only one
-        run computed (TER asked on one side) is in one table only (it once left ROUGE, BLEU and chrF out too)."""
+        run computed (TER asked on one side) is in one table only (it once left ROUGE, BLEU and chrF out too). The
+        coverage part (the key-point prompts) is compared whenever both runs have a judge: one asked for coverage and
+        the other not differ there, not in the judge part, so their judge's metrics still compare."""
         found = []
         for part in parts:
             mine, theirs = self.part_fields(part), other.part_fields(part)
-            if not mine or not theirs:
+            if part == "coverage" and (self.judge is None or other.judge is None):
+                continue
+            if not mine and not theirs or part != "coverage" and (not mine or not theirs):
                 continue
             if part == "reference":
                 mine, theirs = ({name: value for name, value in fields.items() if name in mine and name in theirs} for fields in (mine, theirs))
@@ -205,15 +216,26 @@ def summarization_signature(
     ).format()
 
 
+_ESCAPES = {"%": "%25", "|": "%7C"}
+_ESCAPED = re.compile("|".join(re.escape(code) for code in _ESCAPES.values()))
+
+
+def _escape(value: str) -> str:
+    """A field's value as the formatted signature writes it: a ``|`` in it (``judge:org/m|v2``) would end the field
+    and make the rest a field of its own, so two judges would read back alike."""
+    return "".join(_ESCAPES.get(char, char) for char in value)
+
+
 def parse_signature(signature: str) -> dict[str, str]:
     """``"judge:m|temp:0"`` -> ``{"judge": "m", "temp": "0"}`` (the flat fields, for MLflow params)."""
+    unescaped = {code: char for char, code in _ESCAPES.items()}
     fields = {}
     for part in signature.split("|"):
         name, _, value = part.partition(":")
-        fields[name] = value
+        fields[name] = _ESCAPED.sub(lambda found: unescaped[found.group()], value)
     return fields
 
 
-def signature_differences(a: str, b: str, parts: tuple[Part, ...] = ("judge", "reference", "grounding", "statistics")) -> list[str]:
+def signature_differences(a: str, b: str, parts: tuple[Part, ...] = _ALL_PARTS) -> list[str]:
     """Human-readable differences between two formatted signatures, in ``parts``."""
     return Signature.parse(a).differences(Signature.parse(b), parts)

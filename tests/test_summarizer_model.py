@@ -61,3 +61,14 @@ def test_a_summarizer_that_fails_raises_instead_of_returning_placeholder_text(sc
 def test_a_summarizer_model_refuses_a_base_url_carrying_credentials():
     with pytest.raises(ValueError, match=r"http://\*\*\*@127.0.0.1:8080/v1 carries credentials"):
         SummarizerModel("good-summarizer", "http://user:s3cret@127.0.0.1:8080/v1")
+
+
+@pytest.mark.parametrize("given", [{"text": [ARTICLES[0][2]]}, {"text": ARTICLES[0][2]}, [{"text": ARTICLES[0][2], "id": 1}]],
+                         ids=["dict of columns", "one row's dict", "list of row dicts"])
+def test_a_loaded_summarizer_model_reads_a_dict_input_by_its_column_not_its_keys(endpoint, mlflow_store, given):
+    """A dict (MLflow passes it through to a model with no input schema) was read as a list, which gives its keys:
+    the model summarized the word "text" (and after retries blamed the endpoint). Its column is read."""
+    with mlflow.start_run():
+        info = SummarizerModel("good-summarizer", endpoint.base_url, max_retries=0).log(name="summarizer")
+    assert list(mlflow.pyfunc.load_model(info.model_uri).predict(given)) == ["The council approved the budget on Monday."]
+    assert not any(r.last_user_message.endswith("\n\ntext") for r in endpoint.requests)

@@ -57,9 +57,10 @@ def credible_usage(
     most_completion = max_tokens or MOST_UNBOUNDED_COMPLETION_TOKENS
     if not result.prompt_tokens and not result.completion_tokens:  # no counts at all: settled at the reservation
         return result, False
-    if not result.prompt_tokens or not result.completion_tokens:
+    if not result.prompt_tokens or result.completion_unreported:
         # One count and not the other: the missing one was read as 0, and a reply billed 1,000 completion tokens a call
-        # was priced at its prompt alone (a $0.10 budget spent $0.21). The missing one counts as its worst case.
+        # was priced at its prompt alone (a $0.10 budget spent $0.21). The missing one counts as its worst case. (A
+        # prompt is never 0 tokens; a reply is, when empty: a stated 0 completion tokens is a count, priced as 0.)
         return result.model_copy(update={
             "prompt_tokens": result.prompt_tokens or estimate_prompt_tokens(messages, response_format),
             "completion_tokens": result.completion_tokens or max_tokens or COMPLETION_ALLOWANCE,

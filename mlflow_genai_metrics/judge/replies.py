@@ -32,6 +32,8 @@ class CallResult(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0  # of prompt_tokens, those the endpoint served from its prompt cache
+    # The usage named the prompt's tokens and left the completion's out (0 above): not an empty reply's 0. Not stored.
+    completion_unreported: bool = Field(default=False, exclude=True)
 
 
 class _Message(BaseModel):
@@ -137,4 +139,5 @@ def read_completion(response: Any, redact: Callable[[str], str]) -> CallResult:
         prompt_tokens=usage.prompt_tokens or 0,
         completion_tokens=usage.completion_tokens or 0,
         cached_prompt_tokens=min(cached, usage.prompt_tokens or 0),
+        completion_unreported=usage.prompt_tokens is not None and usage.completion_tokens is None,
     )

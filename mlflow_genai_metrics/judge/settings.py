@@ -238,10 +238,19 @@ class JudgeSettings(BaseModel):
 
     @property
     def endpoint_label(self) -> str:
-        """The endpoint as the signature shows it: the host, with loopback servers all called ``localhost``."""
+        """The endpoint as the signature shows it: the host, its port when not the scheme's default (two servers on
+        one machine are two judges) and its path unless ``/v1`` (a gateway's or a deployment's path picks what
+        answers), never credentials; loopback servers are all ``localhost`` (a local server's port changes from run
+        to run)."""
         if self.is_loopback:
             return "localhost"
-        return urlparse(self.base_url).hostname or self.shown_url
+        url = urlparse(self.base_url)
+        if not url.hostname:
+            return self.shown_url
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        port = url.port if url.port not in (None, {"http": 80, "https": 443}.get(url.scheme)) else None
+        path = url.path.rstrip("/")
+        return host + (f":{port}" if port else "") + ("" if path in ("", "/v1") else path)
 
     @functools.cached_property
     def cache_endpoint(self) -> str:

@@ -367,8 +367,10 @@ def compare_results(
     # Compared per metric: a family is left out when the parts its numbers depend on differ.
     differing = {family: signature_a.differences(signature_b, parts) for family, parts in FAMILY_PARTS.items()}
     differing = {family: found for family, found in differing.items() if found}
-    differences = signature_a.differences(signature_b, ("judge", "reference", "grounding"))
-    if {"judge", "coverage"} & differing.keys() and not allow_signature_mismatch:
+    differences = signature_a.differences(signature_b, ("judge", "coverage", "reference", "grounding"))
+    # key-point prompts only one run asked leave its coverage metrics out (the other has none); other ones refuse
+    coverage_on_both = signature_a.part_fields("coverage") and signature_b.part_fields("coverage")
+    if ("judge" in differing or coverage_on_both and "coverage" in differing) and not allow_signature_mismatch:
         raise SignatureMismatchError(
             "these results come from different judge settings or prompts and are not comparable: "
             + "; ".join(differing.get("judge") or differing["coverage"])

@@ -116,7 +116,7 @@ def estimate_cost(
     """The calls, prompt and completion tokens and cost that ``judge_summaries(sources, summaries, ...)`` is expected
     to take, without calling the judge (see the module's docstring for the stand-ins and ``Allowance``).
 
-    ``prices`` (default: ``judge.prices``) prices the tokens. Sources are chunked as ``judge_summaries`` would:
+    ``prices`` (default: ``judge.prices``) prices the tokens, at the batch price when ``judge`` is in batch mode. Sources are chunked as ``judge_summaries`` would:
     ``max_source_tokens``, else what ``judge.context_window`` (or ``context_window``) leaves room for.
     ``count_tokens`` counts a text's tokens (default: the package's estimate; an endpoint's own count to compare
     with its usage). ``method`` (or its fields as keywords: ``stability=3``): how claims are verified (each
@@ -130,6 +130,8 @@ def estimate_cost(
     if max_source_tokens is None and context_window is not None:
         max_source_tokens = max(context_window - PROMPT_RESERVE_TOKENS, 256)
     prices = Prices.coerce(prices) if prices is not None else (judge.prices if judge is not None else None)
+    if prices is not None and judge is not None and judge.settings.batch is not None:  # a batch's calls cost less
+        prices = prices.batch()
     tally, count = _Tally(count_tokens), count_tokens
     chunks_of: dict[str, list[str]] = {}
     for row in rows:

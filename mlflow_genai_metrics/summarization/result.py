@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from ..judge import Usage, same_model
+from ..signature import parse_signature
 from .ids import canonical_id
 from .records import RowJudgement
 from .scoring import Estimate
@@ -55,7 +56,7 @@ def run_report(
 
 def model_mismatch(signature: str, reported_models: dict[str, int]) -> bool:
     """Did a reply name another model than the judge the signature names (a dated snapshot of it is the same)?"""
-    requested = signature.split("|", 1)[0].removeprefix("judge:")
+    requested = parse_signature(signature).get("judge", "")
     return any(not same_model(requested, reported) for reported in reported_models)
 
 

@@ -49,7 +49,7 @@ from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.warnings import RunWarning
-from .feedback import CALLS_KEY
+from .feedback import CACHED_TOKENS_KEY, CALLS_KEY
 from .genai import evaluated_row_count, root_span, trace_rows
 from .judge_sets import rewrite_scorers
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
@@ -278,7 +278,7 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     return result
 
 
-_SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey.JUDGE_INPUT_TOKENS,
+_SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey.JUDGE_INPUT_TOKENS, "judge/cached_prompt_tokens": CACHED_TOKENS_KEY,
           "judge/completion_tokens": AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS, "judge/cost_usd": AssessmentMetadataKey.JUDGE_COST}
 
 

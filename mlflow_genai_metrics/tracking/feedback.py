@@ -34,6 +34,7 @@ def judge_source(model: str) -> AssessmentSource:
 
 
 CALLS_KEY = "mgm.judge_calls"
+CACHED_TOKENS_KEY = "mgm.judge_cached_input_tokens"  # of the input tokens, those the endpoint served from its prompt cache
 
 
 def judge_cost(judgement: Any, judge_pass: JudgePass, *, priced: bool) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def judge_cost(judgement: Any, judge_pass: JudgePass, *, priced: bool) -> dict[s
         AssessmentMetadataKey.JUDGE_INPUT_TOKENS: usage.prompt_tokens,
         AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS: usage.completion_tokens,
         CALLS_KEY: usage.calls,  # HTTP calls sent (0 from the cache): ``log_results`` adds them to the run's judge/calls
+        CACHED_TOKENS_KEY: usage.cached_prompt_tokens,  # and these to its judge/cached_prompt_tokens
     }
     if priced:
         metadata[AssessmentMetadataKey.JUDGE_COST] = usage.cost_usd or 0.0

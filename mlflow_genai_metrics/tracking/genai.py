@@ -91,12 +91,12 @@ def parse_row(inputs: Any, outputs: Any, expectations: Any = None, *, keys: Inpu
 
 def category_text(value: Any, key: str = "category", where: str | None = None) -> str | None:
     """A row's category as it is stored: text, a number as its text (``7`` and ``7.0`` -> ``"7"``, as ids are), None
-    when missing; ``ValueError`` for anything else. The rows' categories are one column of the run's tables, so a
+    when missing or blank (a nameless category once got a bar of its own); ``ValueError`` for anything else. The rows' categories are one column of the run's tables, so a
     list, a dict or a boolean is refused where the row is read, before any judge call, not when the run is logged."""
     if value is None or (is_scalar(value) and not isinstance(value, str) and pd.isna(value)):
         return None
     if isinstance(value, str):
-        return value
+        return value if value.strip() else None
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
         return canonical_id(value)
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."

@@ -49,7 +49,7 @@ from ..summarization.records import JudgePass, RowJudgement
 from .feedback import aggregated, card_feedback, error_feedback, judge_cost, judge_source
 from .genai import InputKeys, Pipeline, trace_id_of
 from .pipeline import TaskPipeline
-from .rows import Call, EvaluationRows
+from .rows import Call, EvaluationRows, unreadable
 from .spec import YES_NO, JudgeSpec, judge_and_spec
 
 # What a summary scorer's card reads of a row: its claims, its source's key points, the grounding check, a rewrite's instruction check.
@@ -117,7 +117,7 @@ class _TaskScorer(Scorer):
         try:
             parsed = pipeline.read(inputs, outputs, expectations, trace)
         except ValueError as error:
-            record(Call(self.name, trace_id_of(trace), None, valued=False))
+            record(Call(self.name, trace_id_of(trace), None, valued=False, unreadable=unreadable(inputs, pipeline.keys.id, error)))
             return error_feedback(self.name, str(error), self.source(), code="BAD_ROW")
         try:
             judgement = pipeline.judgement(parsed)

@@ -84,6 +84,13 @@ class SummarizerModel(mlflow.pyfunc.PythonModel):
         return {name: getattr(self, name) for name in _SETTINGS}
 
     def _texts(self, model_input: Any) -> list[str]:
+        # A dict of columns ({"text": [...]}, or one row's {"text": "..."}) or a list of row dicts is a table: read
+        # as a list, a dict gave its keys, and the model summarized the word "text".
+        if isinstance(model_input, dict):
+            scalar = all(isinstance(v, str) or not hasattr(v, "__len__") for v in model_input.values())
+            model_input = pd.DataFrame([model_input] if scalar else model_input)
+        elif isinstance(model_input, list) and model_input and all(isinstance(r, dict) for r in model_input):
+            model_input = pd.DataFrame(model_input)
         if isinstance(model_input, pd.DataFrame):
             if self.input_col not in model_input.columns:
                 raise ValueError(f"the input has no column {self.input_col!r}; it has {list(model_input.columns)}")

@@ -44,6 +44,13 @@ class Call:
     row: Any
     valued: bool
     config_error: str | None = None
+    unreadable: str | None = None  # why the row could not be read (its id and the reason: ``unreadable``)
+
+
+def unreadable(inputs: Any, id_key: str, error: Exception) -> str:
+    """A row that could not be read, in words: its id (when its inputs give one) and what is wrong with it."""
+    row_id = inputs.get(id_key) if isinstance(inputs, dict) else None
+    return f"{f'id {row_id!r}: ' if row_id is not None else ''}{error}"
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,13 @@ def problems(calls: list[Call], rows: dict[str, Any], run_rows: set[str], pipeli
     the rows handed are its calls, whether or not they came with a trace. Rows whose ids repeat are refused, as
     every other path refuses them, never renamed."""
     found = []
-    unreadable = sum(c.row is None and c.config_error is None for c in calls)
-    if unreadable:
-        found.append(f"{unreadable} scorer calls had a row that could not be read (each card says why)")
+    # A row the application answered with what no judge can read (a number, a dict without the summary): named, by its
+    # trace and id with the reason, and not taken for a row MLflow failed to store (the message once blamed the store).
+    bad = {c.trace_id: c.unreadable for c in calls if c.row is None and c.config_error is None}
+    if bad:
+        said = [f"the row of trace {trace} ({why})" if trace else f"a row ({why})" for trace, why in sorted(bad.items(), key=str)]
+        found.append(f"{len(bad)} row(s) could not be read: {'; '.join(said[:10])}{' ...' if len(said) > 10 else ''}")
+    run_rows = run_rows - set(bad)
     ordered = sorted(rows.values(), key=lambda p: (pipeline.order(p), p.trace_id or ""))
     repeated = pipeline.repeated_ids(ordered)
     if repeated:
@@ -119,7 +130,7 @@ def problems(calls: list[Call], rows: dict[str, Any], run_rows: set[str], pipeli
         found.append(f"the judge's configuration was refused: {config}")
     per_scorer = calls_per_scorer(calls)
     handed = max(per_scorer.values(), default=0)
-    traceless = handed - len(rows)
+    traceless = handed - len(rows) - len(bad)
     if traceless or set(rows) != run_rows:
         missing = f" ({traceless} without a trace)" if traceless else ""
         lost = sorted(str(r.row.id) for trace, r in rows.items() if trace not in run_rows)
