@@ -56,6 +56,37 @@ FAMILY_PARTS: dict[str, tuple[Part, ...]] = {
 }
 
 
+class SignatureMismatchError(ValueError):
+    """Two results were produced by different judges or prompts; their numbers are not comparable."""
+
+
+class TaskMismatchError(SignatureMismatchError):
+    """Two results judged different tasks (summaries, rewrites, answers from passages): never comparable."""
+
+
+# The prompts only one task's judge asks: a signature naming one was judged on that task (else on summaries).
+_TASK_PROMPTS = (("rewrites", ("instruction",)),
+                 ("answers from passages", ("verify_passages", "verify_passages_examples", "relevance", "facts")))
+
+
+def task_of(signature: Signature) -> str | None:
+    """The task a signature's judge judged: ``"rewrites"``, ``"answers from passages"`` or ``"summaries"`` (None: no
+    judge, the grounding check alone, whose task the signature does not say)."""
+    if signature.judge is None:
+        return None
+    return next((task for task, prompts in _TASK_PROMPTS if any(p in signature.judge.prompts for p in prompts)), "summaries")
+
+
+def check_same_task(a: Signature, b: Signature) -> None:
+    """``TaskMismatchError`` when ``a`` and ``b`` judged different tasks: their rows are different questions, so no
+    judge setting or option makes them comparable (an answers run and a summaries run were refused as "different
+    judges or prompts", with the advice to rejudge both with one judge)."""
+    tasks = task_of(a), task_of(b)
+    if None not in tasks and tasks[0] != tasks[1]:
+        raise TaskMismatchError(f"run A judged {tasks[0]} and run B judged {tasks[1]}: runs of different tasks are never "
+                                "compared, whatever the judge (their rows ask different questions); compare runs of one task")
+
+
 class JudgePart(BaseModel):
     """Everything about the judge that changes a number."""
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import mlflow
+import pandas as pd
 import pytest
 from conftest import SECRET_KEY, copy_mlflow_database
 from helpers import judge_for
@@ -337,6 +338,20 @@ def test_log_results_refuses_another_judge_than_the_one_whose_cards_the_run_hold
     assert "other judges than the ones given to log_results" in run.data.tags["mgm.error"]
     logged = log_results(result.run_id, judges=[ClaimAlignment(judge_for(server)), Grounding()])  # the evaluation's judge
     assert logged.metrics["alignment"] == 1.0 and "mgm.error" not in MlflowClient().get_run(result.run_id).data.tags
+
+
+def test_the_rows_usage_columns_add_up_to_the_run_s_spend_on_the_plain_route(scripted_server, mlflow_store, tmp_path):
+    """The rows table of a plain run held what log_results itself asked (with the cache on, 0 calls a row) beside the
+    run's judge/calls, which adds the cards' spend: each row now carries its own cards' calls and tokens."""
+    server = scripted_server(Endpoint(), models=Endpoint.models)
+    scorers = [ClaimAlignment(judge_for(server, cache_dir=tmp_path / "cache")), KeyPointCoverage(judge_for(server, cache_dir=tmp_path / "cache"))]
+    result = mlflow.genai.evaluate(data=records(), scorers=scorers)
+    logged = log_results(result.run_id, scorers)
+    metrics = MlflowClient().get_run(result.run_id).data.metrics
+    rows = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=result.run_id, artifact_path="mgm/rows.parquet"))
+    assert metrics["judge/calls"] == server.request_count > 0
+    assert rows["judge_calls"].sum() == logged.rows["judge_calls"].sum() == server.request_count
+    assert rows["judge_prompt_tokens"].sum() == logged.metrics["judge/prompt_tokens"] and (rows["judge_calls"] > 0).all()
 
 
 def test_log_results_judges_a_run_s_traces_again_in_another_process(scripted_server, mlflow_store):

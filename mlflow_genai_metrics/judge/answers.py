@@ -95,11 +95,28 @@ def _json_text(raw: str) -> str:
     return stripped
 
 
+class _RepeatedName(Exception):
+    """An object of the reply names one field twice (its name is the message)."""
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise _RepeatedName(repr(next(name for name in names if names.count(name) > 1)))
+    return dict(pairs)
+
+
 def parse_answer(raw: str | None, answer_type: type[BaseModel]) -> BaseModel:
     """Validate a reply as ``answer_type``; raise ``AnswerParseError`` saying what is wrong."""
     if raw is None or not raw.strip():
         raise AnswerParseError("the reply was empty")
     text = _json_text(raw)
+    try:
+        json.loads(text, object_pairs_hook=_unique_names)
+    except _RepeatedName as exc:  # {"verdict": "no", "verdict": "yes"}: which did the judge mean? Never guessed
+        raise AnswerParseError(f"the reply gives {exc} twice in one object: give each field once") from None
+    except (ValueError, RecursionError):
+        pass  # not JSON (or nested too deep): the schema's validation below says so
     try:
         return answer_type.model_validate_json(text)
     except ValidationError as exc:

@@ -70,6 +70,8 @@ def _evidence(claim: CheckedClaim) -> str:
 def _claim_line(claim: CheckedClaim, source: str = "the source") -> str:
     where = "the source supports" if source == "the source" else "its best passage supports"  # answers: checked passage by passage
     suspect = f" *(suspect: {where} {claim.lexical_support:.2f} of it)*" if claim.suspect else ""
+    if claim.unstable:  # stability=k: the repetitions did not all give this verdict
+        suspect += f" *(unstable: {claim.agreement:.0%} of repetitions agree)*"
     return f"- **{_VERDICT[claim.verdict]}**{suspect}: {markdown_text(claim.claim)} — {markdown_text(claim.reason)}{_evidence(claim)}"
 
 
@@ -115,6 +117,8 @@ def claim_card(judgement: RowJudgement, *, source: str = "the source", text: str
         metadata["support_rate"] = f"{counts['yes'] / len(claims):.3g}"
     if any(c.quote_found is False for c in claims):
         metadata["quote_failures"] = str(sum(c.quote_found is False for c in claims))
+    if any(c.agreement is not None for c in claims):
+        metadata["unstable_claims"] = str(sum(bool(c.unstable) for c in claims))
     if any(c.suspect is not None for c in claims):
         metadata["suspect_verdicts"] = str(sum(bool(c.suspect) for c in claims))
     if judgement.order_check is not None and judgement.order_check.failed:  # the verdicts stand: the check only measures

@@ -10,14 +10,17 @@ the claim (one chunk may lack the context that another supplies). The reason kep
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
 from ..judge import estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
+from ..judge.tokens import CHARS_PER_TOKEN
 
 # The smallest chunk budget accepted from a user: below a couple of sentences a chunk loses the context a claim needs.
 MIN_CHUNK_TOKENS = 32
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A sentence ends at . ! ? before a space, or at a full-width 。！？ (Chinese and Japanese put no space after them).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*")
 
 
 def _pack(units: list[str], joiner: str, max_tokens: int) -> list[str]:
@@ -43,12 +46,18 @@ def _pieces(text: str, max_tokens: int) -> list[str]:
         if estimate_tokens(paragraph) <= max_tokens:
             pieces.append(paragraph)
             continue
-        for sentence in _SENTENCE_END.split(paragraph):
+        for sentence in filter(None, _SENTENCE_END.split(paragraph)):  # none empty after a final 。
             if estimate_tokens(sentence) <= max_tokens:
                 pieces.append(sentence)
             else:
-                pieces.extend(_pack(sentence.split(), " ", max_tokens))
+                pieces.extend(_pack(_words(sentence, max_tokens), " ", max_tokens))
     return pieces
+
+
+def _words(sentence: str, max_tokens: int) -> list[str]:
+    """The sentence's words, a word too long for a chunk (a script written without spaces) cut into runs that fit."""
+    size = max(1, math.floor(max_tokens * CHARS_PER_TOKEN))
+    return [word[start : start + size] for word in sentence.split() for start in range(0, len(word), size)]
 
 
 def split_source(text: str, max_tokens: int) -> list[str]:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..paired import Alternative, PairedTest, holm, paired_proportion, paired_ratio, paired_skew_corrected_t
 from ..reference import paired_corpus_difference, statistics_column
-from ..signature import FAMILY_PARTS, Signature
+from ..signature import FAMILY_PARTS, Signature, SignatureMismatchError, check_same_task
 from ..stats import StatisticsOptions
 from .ids import canonical_id
 from .metrics import METRICS, MetricSpec
@@ -38,10 +38,6 @@ INPUT_KEYS: dict[str, tuple[str, str]] = {
     "reference": ("reference_key", "references differ"),
     "coverage": ("key_points_key", "key points differ"),
 }
-
-
-class SignatureMismatchError(ValueError):
-    """Two results were produced by different judges or prompts; their numbers are not comparable."""
 
 
 class SourceMismatchError(ValueError):
@@ -364,6 +360,7 @@ def compare_results(
     """
     statistics = resolve("compare_results", keywords, statistics=statistics, judging=False).statistics
     signature_a, signature_b = Signature.parse(a.signature), Signature.parse(b.signature)
+    check_same_task(signature_a, signature_b)  # refused even with allow_signature_mismatch: no judge makes them alike
     # Compared per metric: a family is left out when the parts its numbers depend on differ.
     differing = {family: signature_a.differences(signature_b, parts) for family, parts in FAMILY_PARTS.items()}
     differing = {family: found for family, found in differing.items() if found}

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, Field, create_model, model_valid
 
 from ..judge import CorrectedVerdict, ExampleSet, JudgeRequest, text_key
 from ..prompts import load_prompt, marker, neutralise, numbered_lines
+from .statements import has_words
 
 MAX_CLAIMS = 60
 MAX_KEY_POINTS = 10
@@ -31,12 +32,12 @@ Verdict = Literal["yes", "no", "idk"]
 
 
 def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("an item is blank: leave it out, or write the statement")
+    if not has_words(text):  # spaces, zero-width characters, "...", "-": no statement, as a summary of them is empty
+        raise ValueError("an item is blank (no letter or digit): leave it out, or write the statement")
     return text
 
 
-# A listed statement: not empty and not only spaces (a blank claim would be verified, and counted, as a fact).
+# A listed statement: with a letter or digit (a blank claim, or "...", would be verified, and counted, as a fact).
 Statement = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 
 

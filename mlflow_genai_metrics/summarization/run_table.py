@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..people import DIFFERENCE_ASSUMES, PeopleEstimate, estimate_difference
+from ..signature import TaskMismatchError
 from ..stats import StatisticsOptions
 from .comparison import Comparison, SignatureMismatchError, compare_results, direction, with_holm
 from .gating import PEOPLE_METRICS
@@ -45,6 +46,8 @@ def comparison_table(
                 base, run, statistics=statistics,
                 allow_signature_mismatch=allow_mixed_judges, allow_partial=allow_partial,
             )
+        except TaskMismatchError as error:  # no judge makes them alike: no advice to compare them anyway
+            raise TaskMismatchError(f"runs {base.run_id[:8]} and {run.run_id[:8]}: {error}") from None
         except SignatureMismatchError as error:
             raise SignatureMismatchError(
                 f"runs {base.run_id[:8]} and {run.run_id[:8]} were judged with different judges or prompts and are not "

@@ -40,22 +40,21 @@ from typing import Any
 
 import mlflow
 import pandas as pd
-from mlflow.entities import AssessmentSourceType
 from mlflow.environment_variables import MLFLOW_GENAI_EVAL_MAX_WORKERS
-from mlflow.tracing.constant import AssessmentMetadataKey, TraceTagKey
+from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 
 from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.warnings import RunWarning
-from .feedback import CACHED_TOKENS_KEY, CALLS_KEY
 from .genai import evaluated_row_count, root_span, trace_rows
 from .judge_sets import rewrite_scorers
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
 from .pipeline import TaskPipeline
+from .plain_cards import add_the_cards_spend, say_where_the_cards_and_the_report_differ, the_judges_cards
 from .rows import ERROR_TAG, EvaluationRows, fail
-from .run_logging import SIGNATURE_TAG, WARNING_TAG_PREFIX, log_result
+from .run_logging import SIGNATURE_TAG, log_result
 
 log = logging.getLogger(__name__)
 
@@ -267,79 +266,15 @@ def log_results(run_id: str, judges: Sequence[Any], *, data: Any = None) -> Any:
     pipeline = task.report_pipeline(ours, statistics=StatisticsOptions())  # no pass that none of ``judges`` asked
     rows, traces = run_trace_rows(run_id, pipeline, data)
     said_on_the_run(run_id, pipeline.unique, rows)
-    cards = said_on_the_run(run_id, _the_judges_cards, traces, ours)
+    cards = said_on_the_run(run_id, the_judges_cards, traces, ours)
     pipeline.judge_all(rows)
     result = pipeline.result(rows)
-    _add_the_cards_spend(result.metrics, [card for _, card in cards])
+    add_the_cards_spend(result, cards, rows)
     log_result(result, run_id=run_id, log_metrics=True)
-    _say_where_the_cards_and_the_report_differ(run_id, cards, rows, result.rows)
+    say_where_the_cards_and_the_report_differ(run_id, cards, rows, result.rows)
     if ERROR_TAG in MlflowClient().get_run(run_id).data.tags:  # an earlier call's refusal, mended by this one
         MlflowClient().delete_tag(run_id, ERROR_TAG)
     return result
-
-
-_SPENT = {"judge/calls": CALLS_KEY, "judge/prompt_tokens": AssessmentMetadataKey.JUDGE_INPUT_TOKENS, "judge/cached_prompt_tokens": CACHED_TOKENS_KEY,
-          "judge/completion_tokens": AssessmentMetadataKey.JUDGE_OUTPUT_TOKENS, "judge/cost_usd": AssessmentMetadataKey.JUDGE_COST}
-
-
-def _the_judges_cards(traces: list[Any], ours: list[_TaskScorer]) -> list[tuple[str, Any]]:
-    """The cards ``ours`` made on the run's traces, by trace id (people's labels under a judge's name are not cards).
-    A card another judge made under one of these names is refused (``ValueError``) before anything is judged: the
-    report would sign and count the judge it was given beside the evaluation's cards and spend (a run evaluated with
-    one judge model and reported with another was logged as the second's)."""
-    sources = {judge.name: judge.source().source_id for judge in ours}
-    cards, other = [], {}
-    for trace in traces:
-        for card in trace.info.assessments or []:
-            if card.name not in sources or card.source is None or card.source.source_type == AssessmentSourceType.HUMAN:
-                continue
-            if card.source.source_id != sources[card.name]:
-                other.setdefault(card.name, card.source.source_id)
-                continue
-            cards.append((trace.info.trace_id, card))
-    if other:
-        made = "; ".join(f"{name} by {source!r}, not {sources[name]!r}" for name, source in sorted(other.items()))
-        raise ValueError(f"the run's cards were made by other judges than the ones given to log_results ({made}): pass the judges "
-                         "the evaluation used, so that the report signs the judge whose cards the run holds")
-    return cards
-
-
-CARDS_DIFFER = "cards_differ"  # the warning's kind: mgm.warning.cards_differ
-
-
-def _say_where_the_cards_and_the_report_differ(run_id: str, cards: list[tuple[str, Any]], rows: list[Any], table: pd.DataFrame) -> None:
-    """The run says, as a warning tag, where its figures and MLflow's own aggregates of the cards (``cards``: the
-    scorers' cards by trace id) count a row differently, instead of two silent answers: a row whose card failed in the
-    evaluation (a judge or configuration error; failures are not cached, so the report asked again and was answered)
-    counts in the report's figures (judge_error_rate 0 beside an error card); a row whose card has a value but whose
-    report failed (one of its passes did, a coverage pass beside a valid claim card) counts in none of them."""
-    failed = {trace_id for trace_id, card in cards if card.error is not None and card.error.error_code in ("JUDGE_ERROR", "JUDGE_CONFIG_ERROR")}
-    valued = {trace_id for trace_id, card in cards if card.error is None and card.value is not None}
-    answered = set(table.loc[table["error"].fillna("").astype(str) == "", "id"].astype(str))
-    judged_now = sorted(str(row.row.id) for row in rows if row.trace_id in failed and str(row.row.id) in answered)
-    dropped = sorted(str(row.row.id) for row in rows if row.trace_id in valued and str(row.row.id) not in answered)
-    said = []
-    if judged_now:
-        said.append(f"{len(judged_now)} row(s) whose card shows a judge error in the evaluation were judged again by log_results and "
-                    f"answered (ids {', '.join(judged_now[:20])}{' ...' if len(judged_now) > 20 else ''}): the run's figures count "
-                    "their verdicts, MLflow's own aggregates of the cards do not")
-    if dropped:
-        said.append(f"{len(dropped)} row(s) whose card has a value failed in log_results' judging (ids {', '.join(dropped[:20])}"
-                    f"{' ...' if len(dropped) > 20 else ''}): MLflow's own aggregates of the cards count them, the run's figures "
-                    "leave them out (a failed row is in no figure) and count them in judge_error_rate")
-    if said:
-        MlflowClient().set_tag(run_id, f"{WARNING_TAG_PREFIX}{CARDS_DIFFER}", "; ".join(said))
-
-
-def _add_the_cards_spend(metrics: dict[str, float], cards: list[Any]) -> None:
-    """The run's judge usage is what its evaluation spent, on the scorers' ``cards`` (each carries its own calls'
-    tokens and cost), and what this report asked on top (nothing from the cache): the report alone once logged
-    judge/cost_usd 0 and judge/calls 0 after an evaluation of 16 calls."""
-    metadata = [card.metadata or {} for card in cards]
-    for metric, key in _SPENT.items():
-        spent = [float(found[key]) for found in metadata if found.get(key) is not None]
-        if spent and (metric in metrics or metric != "judge/cost_usd"):  # a cost only where the judge has prices
-            metrics[metric] = metrics.get(metric, 0.0) + sum(spent)
 
 
 def said_on_the_run(run_id: str, check: Any, *args: Any, **kwargs: Any) -> Any:

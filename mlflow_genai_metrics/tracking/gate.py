@@ -43,7 +43,7 @@ from . import attempts
 from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
 from .model import check_evaluated_model
-from .rejudge import ChampionDataError, rejudge_champion
+from .rejudge import ChampionDataError, check_rejudgeable, rejudge_champion
 from .run_logging import SIGNATURE_TAG, set_note_section, set_tags, tag_value
 
 EVALUATION_RUN_TAG = "mgm.evaluation_run_id"
@@ -111,6 +111,8 @@ def register_if_passing(
     client = MlflowClient()
     run = client.get_run(run_id)
     check_evaluated_model(model_uri, run)
+    if champion_data is not None:
+        check_rejudgeable(run.data.tags.get(SIGNATURE_TAG, ""), run_id)
     report = run_report(run_id, client)  # read once: the rules' figures, then the comparison's run
     metrics = run_figures(run, client, report)
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the

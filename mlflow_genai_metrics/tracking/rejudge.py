@@ -27,7 +27,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from ..judge import ExampleSet, Judge
-from ..signature import Signature
+from ..signature import Signature, task_of
 from ..stats import StatisticsOptions
 from ..summarization.api import judge_summaries
 from ..summarization.ids import canonical_id
@@ -63,6 +63,17 @@ class Rejudged:
         return (f"{self.rows} rows of the champion judged again with the candidate's judge (run {self.run.run_id}, "
                 f"{self.calls} requests sent, the rest from the cache); {self.drifted} of {self.compared} judged otherwise "
                 "than in the champion's own run")
+
+
+def check_rejudgeable(signature: str, run_id: str) -> None:
+    """``ValueError`` unless the candidate's run (``signature``) judged summaries: the champion's rows are judged again
+    as summaries (id, text, summary), so a rewrites or answers candidate's signature could never match them."""
+    task = task_of(Signature.parse(signature)) if signature else None
+    if task not in (None, "summaries"):
+        raise ValueError(f"champion_data cannot be judged again for run {run_id}: it judged {task}, and the champion's rows "
+                         f"are judged again only as summaries (id, text, summary), never as {task}, so the signatures could "
+                         "never match: gate it without champion_data (--champion-data), against the champion's own run, or "
+                         "evaluate the champion's outputs again with the candidate's judge into a run and register that one")
 
 
 def rejudge_champion(champion: EvaluatedRun, data: pd.DataFrame | str | Path, judge: Judge, candidate: Run,
