@@ -15,7 +15,7 @@ import re
 
 from mlflow_genai_metrics.testing import AnswersJudgeScript, Reply, ScriptedRequest, SummarizationJudgeScript, marked_sections
 from mlflow_genai_metrics.testing.answers_judge import answer_pass_of
-from mlflow_genai_metrics.text import split_sentences
+from mlflow_genai_metrics.text import stated_sentences
 
 _KEYS = ["verdicts", "answers", "questions", "truths", "claims", "statements", "reason"]
 
@@ -89,7 +89,7 @@ def _sized_instance(schema: dict, given: dict) -> dict:
         if isinstance(given.get(name), list):
             count = len(given[name])
         elif isinstance(value[0], str) and isinstance(given.get("answer"), str):
-            answer[name] = split_sentences(given["answer"]) or value
+            answer[name] = stated_sentences(given["answer"]) or value
             continue
         else:
             count = 1
@@ -122,7 +122,7 @@ class PeerAwareScript:
         key = next((k for k in _KEYS if f"'{k}'" in lowered or f'"{k}" key' in lowered or f"'{k}' key" in lowered), None)
         if key in ("truths", "claims", "statements"):
             text = _section(prompt, "Text") or _section(prompt, "AI Output") or _section(prompt, "Excerpt") or prompt[-2000:]
-            return {key: split_sentences(text)[:12] or ["The text states a fact."]}
+            return {key: stated_sentences(text)[:12] or ["The text states a fact."]}
         if key == "questions":
             wanted = re.search(r"generate (\d+) ", prompt)
             return {"questions": [f"Is point {i} stated in the text?" for i in range(int(wanted.group(1)) if wanted else 5)]}

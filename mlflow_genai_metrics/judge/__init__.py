@@ -19,7 +19,7 @@ from .preflight import Preflight, preflight
 from .records import USAGE_SUMS, ErrorKind, JudgeError, JudgeReply, JudgeRequest, Message, Prices, TextAnswer, Usage
 from .runner import older_objects_set_aside, run_sync
 from .settings import DEFAULT_BASE_URL, JudgeSettings, environment_context_window
-from .tokens import MESSAGE_OVERHEAD_TOKENS, estimate_tokens
+from .tokens import CHARS_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS, estimate_tokens
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -53,6 +53,7 @@ __all__ = [
     "setting",
     # for the package's other parts
     "Declared",
+    "CHARS_PER_TOKEN",
     "MESSAGE_OVERHEAD_TOKENS",
     "USAGE_SUMS",
     "BudgetExhausted",

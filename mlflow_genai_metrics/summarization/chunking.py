@@ -14,8 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from ..judge import estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
-from ..judge.tokens import CHARS_PER_TOKEN
+from ..judge import CHARS_PER_TOKEN, estimate_tokens  # one token estimate: chunks, the budget and the cost estimate
 
 # The smallest chunk budget accepted from a user: below a couple of sentences a chunk loses the context a claim needs.
 MIN_CHUNK_TOKENS = 32

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..text import content_words, split_sentences
+from ..text import content_words, split_sentences, stated_sentences
 from .script import ScriptedRequest
 from .summarization_judge import MarkedPromptScript, _numbered_items
 
@@ -59,10 +59,10 @@ class AnswersJudgeScript(MarkedPromptScript):
     def answer(self, kind: str, sections: Mapping[str, str]) -> dict:
         if kind == "claims":
             text = sections["SUMMARY"]
-            return {"claims": list(self.claims.get(text, split_sentences(text)))}
+            return {"claims": list(self.claims.get(text, stated_sentences(text)))}
         if kind == "facts":
             expected = sections["EXPECTED ANSWER"]
-            return {"facts": list(self.facts.get(expected, split_sentences(expected)))}
+            return {"facts": list(self.facts.get(expected, stated_sentences(expected)))}
         if kind == "relevance":
             question, answer = sections["QUESTION"], sections["ANSWER"]
             verdict = self.relevance.get(question) or ("yes" if content_words(question) & content_words(answer) else "no")

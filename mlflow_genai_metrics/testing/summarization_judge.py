@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..prompts import load_prompt
-from ..text import content_words, split_sentences
+from ..text import content_words, stated_sentences
 from .script import Reply, ScriptedRequest
 
 # A section is a marker line, the text, and the same marker line again (markers quoted inside sentences don't count).
@@ -118,7 +118,7 @@ class SummarizationJudgeScript(MarkedPromptScript):
     def one_call_answer(self, article: str, summary: str) -> dict:
         """What the one-call claim judge (MLflow's ``make_judge``, ``tracking.one_call``) answers: the claims and
         verdicts the two passes would give, in one reply."""
-        claims = list(self.claims.get(summary, split_sentences(summary)))
+        claims = list(self.claims.get(summary, stated_sentences(summary)))
         verdicts = [self.verdict(article, claim) for claim in claims]
         listed = "\n".join(f"{n}. {claim} - {verdict}: rule for claim {n}" for n, (claim, verdict) in enumerate(zip(claims, verdicts), start=1))
         return {"result": "yes" if claims and set(verdicts) == {"yes"} else "no", "rationale": listed or "no claim"}
@@ -126,10 +126,10 @@ class SummarizationJudgeScript(MarkedPromptScript):
     def answer(self, kind: str, sections: Mapping[str, str]) -> dict:
         if kind == "claims":
             summary = sections["SUMMARY"]
-            return {"claims": list(self.claims.get(summary, split_sentences(summary)))}
+            return {"claims": list(self.claims.get(summary, stated_sentences(summary)))}
         if kind == "keypoints":
             article = sections["ARTICLE"]
-            return {"key_points": list(self.key_points.get(article, split_sentences(article)[:3]))}
+            return {"key_points": list(self.key_points.get(article, stated_sentences(article)[:3]))}
         if kind == "verify":
             article = sections["ARTICLE"]
             claims = _numbered_items(sections["CLAIMS"])
