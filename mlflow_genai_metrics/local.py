@@ -271,6 +271,13 @@ class LocalModelServer:
             self._log_path = None
         self.port = None
 
+    def check_alive(self) -> None:
+        """``LocalModelServerError`` with its exit code and log when the server process has exited since it started."""
+        if self._process is not None and self._process.poll() is not None:
+            raise LocalModelServerError(
+                f"the llama.cpp server for {self.model_id} exited with code {self._process.returncode} while serving:\n{self.log_tail()}"
+            )
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None

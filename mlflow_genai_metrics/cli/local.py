@@ -19,11 +19,14 @@ def serve(args: argparse.Namespace) -> int:
         print("for a judge in another shell (mgm evaluate, Judge()):", flush=True)
         print("  export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in server.environment.items()), flush=True)
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
-            stop.wait()
+            while not stop.wait(0.5):  # a server that dies is said at once, not after a Ctrl-C
+                server.check_alive()
         except KeyboardInterrupt:
             pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     return EXIT_OK
 
 
@@ -64,7 +67,7 @@ def demo(args: argparse.Namespace) -> int:
             Candidate("gemma3-270m", gemma.model_id, gemma.base_url, max_tokens=args.max_tokens),
             Candidate("smollm2-135m", smollm.model_id, smollm.base_url, max_tokens=args.max_tokens),
         ]
-        local_judge = not os.environ.get("MGM_JUDGE_MODEL")
+        local_judge = not os.environ.get("MGM_JUDGE_MODEL", "").strip()  # blank is unset, as Judge() reads it
         if local_judge:
             judge = smollm.judge(max_concurrency=2)
         else:

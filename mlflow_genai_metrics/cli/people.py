@@ -177,7 +177,8 @@ def monitor(args: argparse.Namespace) -> int:
     report = score_traces(args.experiment, judges, filter_string=args.filter, max_traces=args.max_traces)
     print(f"experiment {report.experiment_id}: {report.traces_seen} traces, {report.scored} scored now "
           f"({report.judge_errors} judge errors, {report.retried} asked again after an error), {report.already_scored} already scored, {report.unusable} not a "
-          f"{'question, answer and passages' if args.task == 'rag' else 'source and a summary'}, {report.deferred} left for the next pass")
+          f"{'question, answer and passages' if args.task == 'rag' else 'source and a summary'}, {report.deferred} left for the next pass"
+          + (f", {report.application_errors} whose application failed (APPLICATION_ERROR cards)" if report.application_errors else ""))
     for warning in report.warnings:
         print(f"WARNING: {warning}")
     return EXIT_OK

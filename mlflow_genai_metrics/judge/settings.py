@@ -61,7 +61,7 @@ def environment_context_window(model: str | None, environ: Mapping[str, str] | N
     """
     env = os.environ if environ is None else environ
     text = env.get("MGM_JUDGE_CONTEXT", "").strip()
-    named = env.get("MGM_JUDGE_MODEL")
+    named = env.get("MGM_JUDGE_MODEL", "").strip()
     if not text or (model and named and model != named):
         return None
     if not text.isdigit() or int(text) <= 0:
@@ -171,14 +171,15 @@ class JudgeSettings(BaseModel):
         this machine, and ``pydantic.ValidationError`` (a ``ValueError``) for a setting out of range.
         """
         env = os.environ if environ is None else environ
-        model = model or env.get("MGM_JUDGE_MODEL")
+        model = model or env.get("MGM_JUDGE_MODEL", "").strip()  # blank: unset, as a shell leaves it
         if not model:
             raise ValueError(
                 "No judge model given: pass Judge(model=...) or set MGM_JUDGE_MODEL "
                 "(e.g. gpt-4o-mini, or the model id a local server reports at /v1/models)."
             )
         model = mlflow_model_uri(model)
-        url = (base_url or env.get("MGM_JUDGE_BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        url = (base_url or env.get("MGM_JUDGE_BASE_URL", "").strip() or env.get("OPENAI_BASE_URL", "").strip()
+               or DEFAULT_BASE_URL).rstrip("/")
         _check_base_url(url)
         parts = urlsplit(url)
         key = api_key or _environment_key(env, url)

@@ -26,6 +26,7 @@ from mlflow.entities import AssessmentSourceType
 from ..stats import StatisticsOptions
 from ..summarization.warnings import RunWarning, verification_warning
 from .genai import root_span, trace_rows
+from .pipeline import application_failure
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,13 @@ class MonitorReport:
     experiment_id: str
     traces_seen: int
     already_scored: int  # every judge's feedback was there already (an error card is not feedback: it is asked again)
-    unusable: int  # the root span holds no source and summary, or no question, answer and passages (another app's trace)
+    unusable: int  # the root span holds no source and summary, or no question, answer and passages (another app's trace), or the trace was deleted meanwhile
     scored: int  # traces that got feedback now
     judge_errors: int  # of those, rows the judge failed on (their feedback is the error)
-    deferred: int = 0  # left for the next pass by ``max_traces``
+    deferred: int = 0  # left for the next pass: by ``max_traces``, or still in progress (no output yet)
     retried: int = 0  # of those scored now, traces that carried an error card from an earlier pass (replaced now)
     warnings: tuple[RunWarning, ...] = ()  # over the claims judged now, e.g. the judge verified almost nothing
+    application_errors: int = 0  # of those scored now, traces whose application failed (APPLICATION_ERROR cards, for good)
 
 
 def _judges_feedback(trace: Any, names: set[str]) -> list[Any]:
@@ -50,15 +52,22 @@ def _judges_feedback(trace: Any, names: set[str]) -> list[Any]:
             if a.name in names and getattr(a, "feedback", None) is not None and a.source.source_type != AssessmentSourceType.HUMAN]
 
 
+def _retryable(card: Any) -> bool:
+    """An error card a later pass may replace: the judge failed. An ``APPLICATION_ERROR`` card is final: the trace's
+    application failed, and no pass can judge an output it never gave (once re-scored on every pass)."""
+    error = getattr(card, "error", None)
+    return error is not None and getattr(error, "error_code", None) != "APPLICATION_ERROR"
+
+
 def _ours(trace: Any, names: set[str]) -> set[str]:
     """The judges' names under which the trace already has a verdict: feedback that is not a person's and not an
     error card (a judge that failed on the trace, say in an outage, scored nothing: the next pass asks again)."""
-    return {a.name for a in _judges_feedback(trace, names) if getattr(a, "error", None) is None}
+    return {a.name for a in _judges_feedback(trace, names) if not _retryable(a)}
 
 
 def _error_cards(trace: Any, names: set[str]) -> list[Any]:
-    """The judges' error cards on the trace (feedback whose ``error`` is set)."""
-    return [a for a in _judges_feedback(trace, names) if getattr(a, "error", None) is not None]
+    """The judges' error cards on the trace a later pass replaces (``_retryable``)."""
+    return [a for a in _judges_feedback(trace, names) if _retryable(a)]
 
 
 def _experiment_id(experiment: str | None) -> str:
@@ -110,17 +119,26 @@ def score_traces(
             if card.name in verdicts:
                 mlflow.delete_assessment(trace_id=trace.info.trace_id, assessment_id=card.assessment_id)
     todo = [t for t in traces if _ours(t, names) != names]
+    running = [t for t in todo if str(getattr(t.info.state, "value", t.info.state)) == "IN_PROGRESS"]  # no output yet: next pass
+    todo = [t for t in todo if t not in running]
+    silent = [t for t in todo if (root := root_span(t)) is not None and root.outputs is None and application_failure(t) is None]
+    todo = [t for t in todo if t not in silent]  # a root span that returned nothing holds no summary: never "no claim"
     rows, unusable = trace_rows(todo, pipeline)  # the pipeline, or the answer rows, reads each trace's root span
+    unusable += [f"the row of trace {t.info.trace_id}: its root span has no output" for t in silent]
     deferred = max(len(rows) - max_traces, 0) if max_traces is not None else 0
     rows = rows[: len(rows) - deferred]
     done = {t.info.trace_id: _ours(t, names) for t in todo}
     judgements = pipeline.judge_all(rows) if rows else []
     roots = {t.info.trace_id: root_span(t) for t in todo}
     stale = {t.info.trace_id: _error_cards(t, names) for t in todo}
-    failed, taken = set(), 0  # traces that got an error card now; traces another pass scored meanwhile
+    failed, taken, crashed, gone = set(), 0, set(), set()  # traces that got an error card now; traces another pass scored meanwhile
     for parsed, judgement in zip(rows, judgements):
         # read again just before writing: another pass at once (a schedule that overran) gave every card twice
-        done[parsed.trace_id] |= _ours(mlflow.get_trace(parsed.trace_id), names)
+        current = mlflow.get_trace(parsed.trace_id)
+        if current is None:  # deleted since it was listed (a bare AttributeError once stopped the pass here)
+            gone.add(parsed.trace_id)
+            continue
+        done[parsed.trace_id] |= _ours(current, names)
         if done[parsed.trace_id] == names:
             taken += 1
             continue
@@ -130,6 +148,8 @@ def score_traces(
             feedback = judge.feedback(judgement)
             if feedback.error is not None and feedback.error.error_code == "JUDGE_ERROR":  # (not "no expected answer")
                 failed.add(parsed.trace_id)
+            if feedback.error is not None and feedback.error.error_code == "APPLICATION_ERROR":
+                crashed.add(parsed.trace_id)
             feedback.span_id = roots[parsed.trace_id].span_id  # on the root span, where evaluations put theirs
             mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)
             for card in stale[parsed.trace_id]:  # the earlier pass's error card gives way to this pass's card
@@ -138,8 +158,9 @@ def score_traces(
     claims = [c.verdict for j in judgements if j.error is None for c in j.claims]
     warning = verification_warning(len(claims), claims.count("yes"), claims.count("idk"))
     return MonitorReport(
-        experiment_id=experiment_id, traces_seen=len(traces), already_scored=len(traces) - len(todo) + taken, unusable=len(unusable),
-        scored=len(rows) - taken, judge_errors=len(failed), deferred=deferred,
-        retried=sum(bool(stale[parsed.trace_id]) for parsed in rows),
-        warnings=(warning,) if warning is not None else (),
+        experiment_id=experiment_id, traces_seen=len(traces), unusable=len(unusable) + len(gone),
+        already_scored=len(traces) - len(todo) - len(silent) - len(running) + taken,
+        scored=len(rows) - taken - len(gone), judge_errors=len(failed), deferred=deferred + len(running),
+        retried=sum(bool(stale[parsed.trace_id]) for parsed in rows if parsed.trace_id not in gone),
+        warnings=(warning,) if warning is not None else (), application_errors=len(crashed),
     )
