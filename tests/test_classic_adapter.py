@@ -75,7 +75,10 @@ def test_without_mlflow_s_probe_the_results_are_the_same(scripted_server, mlflow
     calls = server.request_count
     probe_rows(monkeypatch, None)
     run_id, evaluation = evaluate(server, data)
-    assert server.request_count == 2 * calls and counted["validated"] == counted["logged"] == [len(ARTICLES)]
+    # each row's four passes asked once on each path (a request the transport sent again, as once under a loaded CI
+    # machine: 25 requests for 24, is the same request, not another judgement)
+    asked = [{json.dumps(r.body["messages"], sort_keys=True) for r in part} for part in (server.requests[:calls], server.requests[calls:])]
+    assert len(asked[0]) == len(asked[1]) == 4 * len(ARTICLES) and counted["validated"] == counted["logged"] == [len(ARTICLES)]
     assert evaluation.metrics == pytest.approx(loggable_metrics(run_metrics(expected.metrics)))
     table = evaluation.tables["eval_results_table"].set_index("id")
     assert table["claim_count/score"].tolist() == expected.rows.set_index("id").loc[table.index, "claim_count"].tolist()

@@ -71,6 +71,7 @@ def test_a_study_judges_a_cut_off_or_empty_summary_against_its_candidate_never_d
     here on 2026-12-07 and taken back) would leave them out of the candidate's run, so a gate on the run would read a
     candidate that writes nothing on half its articles by the other half."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("MGM_CACHE_DIR", str(tmp_path / "cache"))  # not the session's summaries of "good-summarizer"
     server = scripted_server(CuttingEndpoint(), models=Endpoint.models)
     result = run_study(frame().drop(columns=["summary"]), [Candidate("good", "good-summarizer", server.base_url)],
                        judge_for(server), progress=False, artifact_location=tmp_path / "artifacts")
