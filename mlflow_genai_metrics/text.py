@@ -14,6 +14,7 @@ from typing import Any
 
 _SENTENCE_BREAK = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+")
 _CONTENT_WORD = re.compile(r"[a-z0-9]{4,}")
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")  # a letter or digit of any script
 
 
 def normalised(text: str) -> str:
@@ -35,10 +36,15 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+def has_letter_or_digit(text: str) -> bool:
+    """Whether ``text`` holds a letter or digit of any script (not only spaces, punctuation or symbols)."""
+    return _LETTER_OR_DIGIT.search(text) is not None
+
+
 def stated_sentences(text: str) -> list[str]:
     """``split_sentences`` less the ones with no letter or digit ("...", a dash): what a judge lists as claims or key
     points (the claim passes refuse an item without one)."""
-    return [sentence for sentence in split_sentences(text) if any(char.isalnum() for char in sentence)]
+    return [sentence for sentence in split_sentences(text) if has_letter_or_digit(sentence)]
 
 
 def _lcs_columns(a: Sequence[str], b: Sequence[str]) -> list[int]:

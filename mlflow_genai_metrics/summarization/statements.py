@@ -12,7 +12,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-_WORD = re.compile(r"[^\W_]")  # a letter or digit of any script
+from ..text import has_letter_or_digit
+
 _SIGNED_NUMBER = re.compile(r"-(?=\d)")
 # Every ASCII punctuation character (Unicode category P) to a space, as bytes: most statements are ASCII.
 _ASCII_PUNCTUATION = bytes(32 if b < 128 and unicodedata.category(chr(b)).startswith("P") else b for b in range(256))
@@ -20,7 +21,7 @@ _ASCII_PUNCTUATION = bytes(32 if b < 128 and unicodedata.category(chr(b)).starts
 
 def has_words(summary: str) -> bool:
     """False for a summary with no letter or digit (blank, only punctuation): empty, decided without the judge."""
-    return _WORD.search(summary) is not None
+    return has_letter_or_digit(summary)
 
 
 def statement_key(text: str) -> str:

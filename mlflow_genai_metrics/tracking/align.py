@@ -37,6 +37,7 @@ from ..summarization import judge_summaries
 from ..summarization.method import Method
 from ..summarization.verdicts import HUMAN_SOURCE, latest_feedback, normalise_verdict, trace_verdicts
 from .agreement import _source, log_report_run, side_experiment
+from .pipeline import root_span
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def labelled_traces(experiment_id: str, run_id: str | None, name: str, source_ke
         verdicts = trace_verdicts(trace.info.trace_id, trace.info.assessments or [], name)
         if verdicts.human is None:
             continue
-        root = next((span for span in trace.data.spans if span.parent_id is None), None)
+        root = root_span(trace)
         inputs, outputs = (root.inputs, root.outputs) if root is not None else (None, None)
         source = inputs if isinstance(inputs, str) else inputs.get(source_key) if isinstance(inputs, dict) else None
         if not isinstance(source, str) or not source.strip() or not isinstance(outputs, str) or not outputs.strip():

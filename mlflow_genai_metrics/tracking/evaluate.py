@@ -48,10 +48,10 @@ from ..judge import Judge
 from ..stats import StatisticsOptions
 from ..summarization.options import resolve
 from ..summarization.warnings import RunWarning
-from .genai import evaluated_row_count, root_span, trace_rows
+from .genai import evaluated_row_count, trace_rows
 from .judge_sets import rewrite_scorers
 from .judges import ClaimAlignment, Grounding, KeyPointCoverage, _TaskScorer
-from .pipeline import TaskPipeline
+from .pipeline import TaskPipeline, root_span
 from .plain_cards import add_the_cards_spend, say_where_the_cards_and_the_report_differ, the_judges_cards
 from .rows import ERROR_TAG, EvaluationRows, fail
 from .run_logging import SIGNATURE_TAG, log_result

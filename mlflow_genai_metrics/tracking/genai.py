@@ -30,7 +30,7 @@ from ..summarization.judging import judge_rows, one_row, prepare_rows, source_ke
 from ..summarization.options import JudgingOptions
 from ..summarization.records import RowInput, RowJudgement
 from ..summarization.result import SummarizationResult
-from .pipeline import TaskPipeline, input_text, missing, output_text, refuse_repeated, repeated_ids
+from .pipeline import TaskPipeline, input_text, missing, output_text, refuse_repeated, repeated_ids, root_span
 
 log = logging.getLogger(__name__)
 
@@ -165,11 +165,6 @@ def trace_id_of(trace: Any) -> str | None:
 def unique_ids(rows: Sequence[ParsedRow], *, id_key: str = "id") -> None:
     """Refuse summary rows whose ids repeat (``ValueError`` naming each): one row's figures would count twice."""
     refuse_repeated(repeated_ids(rows, id_key=id_key))
-
-
-def root_span(trace: Any) -> Any:
-    """A trace's root span (None when it has none)."""
-    return next((span for span in trace.data.spans if span.parent_id is None), None)
 
 
 def trace_rows(traces: Sequence[Any], pipeline: Any) -> tuple[list[Any], list[str]]:

@@ -56,7 +56,7 @@ from mlflow.tracking import MlflowClient
 from ..people import PeopleDifference, PeopleEstimate, estimate_difference
 from ..people_labels import CARDS, PeopleReport, people_report
 from ..summarization.verdicts import latest_feedback, trace_verdicts
-from .genai import root_span
+from .pipeline import root_span
 from .run_logging import ARTIFACT_DIR, set_note_section, set_tags, tag_value
 
 SAMPLE_TAG = "mgm.label_sample"  # on each drawn trace (its draw position), and the prefix of the run's record

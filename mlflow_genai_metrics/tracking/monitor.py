@@ -25,8 +25,8 @@ from mlflow.entities import AssessmentSourceType
 
 from ..stats import StatisticsOptions
 from ..summarization.warnings import RunWarning, verification_warning
-from .genai import root_span, trace_rows
-from .pipeline import application_failure
+from .genai import trace_rows
+from .pipeline import application_failure, root_span
 
 
 @dataclass(frozen=True)

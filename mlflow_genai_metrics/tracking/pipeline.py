@@ -177,11 +177,16 @@ def _shared(usage: Usage) -> Usage:
     return Usage(requests=usage.requests, cache_hits=usage.requests, cost_usd=None if usage.cost_usd is None else 0.0)
 
 
+def root_span(trace: Any) -> Any:
+    """A trace's root span (None when it has none, or no spans were read)."""
+    spans = getattr(getattr(trace, "data", None), "spans", None) or []
+    return next((span for span in spans if span.parent_id is None), None)
+
+
 def application_failure(trace: Any) -> str | None:
     """What the application raised on a row, in words, when its trace's root span ended in an error with no output
     (``mlflow.genai.evaluate``'s ``predict_fn`` raised); None when it answered, or there is no trace."""
-    spans = getattr(getattr(trace, "data", None), "spans", None) or []
-    root = next((span for span in spans if span.parent_id is None), None)
+    root = root_span(trace)
     status = getattr(getattr(root, "status", None), "status_code", None)
     if root is None or root.outputs is not None or str(getattr(status, "value", status)) != "ERROR":
         return None
