@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+import mlflow
 import pandas as pd
 import pytest
 from conftest import SECRET_KEY, SHARED_DATA
 from helpers import judge_for
 from markdown_tables import markdown_table
+from mlflow.entities import Feedback
 from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, frame
 from run_traces import cards_per_row
@@ -254,3 +256,41 @@ def test_rows_without_a_category_stay_in_the_per_category_table():
                          "claim_count": [2, 3, 4, 5], "grounding": [0.5, 0.7, 0.9, 0.1]})
     table = _per_category(rows)
     assert set(table.index) == {"sport", NO_CATEGORY} and table.loc[NO_CATEGORY].notna().any()
+
+
+def test_a_candidate_failing_on_some_articles_has_those_rows_failed_in_its_run_and_the_gate_counts_them(tmp_path, scripted_server, mlflow_store, monkeypatch):
+    """A candidate whose endpoint refused most articles was judged (and gated, and registered at alignment 1.0)
+    on the others: its generation errors were left out of its run (and MLflow stops an evaluation whose first row's
+    ``predict_fn`` raises: the study hands it an answered article first). They are failed rows of it now, each with an
+    APPLICATION_ERROR card naming the error, counted in judge_error_rate and against the candidate by the gate."""
+    from mlflow_genai_metrics.testing import Fault
+
+    failing = ("council", "Everton", "striker", "phone")  # the first article, and one of each category
+
+    class Flaky(Endpoint):  # the flaky summarizer writes the good summary, or has its request refused
+        def __call__(self, request):
+            if request.body.get("model") == "flaky-summarizer":
+                if any(word in request.last_user_message for word in failing):
+                    return Fault.http(400, "this prompt was refused")
+                request.body["model"] = "good-summarizer"
+            return super().__call__(request)
+
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+    server = scripted_server(Flaky(), models=(*Endpoint.models, "flaky-summarizer"))
+    candidates = [Candidate("flaky", "flaky-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
+    result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"},
+                       progress=False, artifact_location=tmp_path / "artifacts")
+    table = result.table.set_index("candidate")
+    assert table.loc["flaky", "generation errors"] == 4
+    run = MlflowClient().get_run(result.run_ids["flaky"])
+    assert run.data.metrics["judge_error_rate"] == run.data.metrics["generation_error_rate"] == pytest.approx(4 / 6)
+    assert cards_per_row(result.run_ids["flaky"]) == {row_id: ["claim_alignment", "grounding", "key_point_coverage"] for row_id in ROW_IDS}
+    traces = mlflow.search_traces(locations=[result.experiment_id], run_id=result.run_ids["flaky"], return_type="list")
+    cards = [[a for a in t.info.assessments if isinstance(a, Feedback)] for t in traces]
+    failed = [found for found in cards if any(card.error is not None for card in found)]
+    assert len(failed) == 4
+    for found in failed:  # every card of a failed article names its generation error
+        assert all(card.error.error_code == "APPLICATION_ERROR" and "GenerationError" in card.error.error_message
+                   and "this prompt was refused" in card.error.error_message for card in found)
+    assert not result.gates["flaky"].passed and result.gates["good"].passed
+    assert result.judge_failures["flaky"] == "4 of 6 rows (no summary written 4)"

@@ -90,7 +90,7 @@ def demo_report(result, uri: str, *, local_judge: bool, seconds: float) -> str:
     lines = ["", format_table(result.table), "", "by category (alignment, richness, grounding):"]
     lines.append(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     lines += [
-        f"the judge failed on {failures} of {name}'s summaries: those rows have no score and count in judge_error_rate"
+        f"{name}: {failures} have no score (the judge failed, or no summary was written): counted in judge_error_rate"
         for name, failures in result.judge_failures.items()
     ]
     lines += warning_lines(result.warnings)

@@ -4,7 +4,7 @@ runs are compared, and a gate decides what gets registered."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,8 +65,9 @@ def run_study(
     grounding check (``grounding``, ``grounded_rate``, and ``judge/suspect_rate`` on the judge's verdicts);
     ``judge=None`` runs the study with that check alone, no judge call. ``StudyResult.warnings`` holds each run's
     warnings (a judge that verified almost nothing). The current MLflow tracking URI is used; a new experiment keeps
-    its artifacts in ``artifact_location`` when given. Articles whose generation failed are left out of that
-    candidate's run and counted as generation errors.
+    its artifacts in ``artifact_location`` when given. An article a candidate failed to summarize is a failed row of
+    its run (an ``APPLICATION_ERROR`` card naming the error; ``judge_error_rate`` and a gate count it against the
+    candidate), and counted in ``generation_error_rate`` beside it.
 
     Each run is an ``mlflow.genai.evaluate`` run (``evaluate_summaries``, linked to the candidate's logged model):
     one trace per article and one card per judge on it (``ClaimAlignment``, ``KeyPointCoverage`` with ``coverage``,
@@ -102,11 +103,12 @@ def run_study(
             progress=progress,
         )
         ok = generated["error"] == ""
-        data = articles.assign(summary=generated["summary"])[ok.to_numpy()].reset_index(drop=True)
+        # MLflow tries ``predict_fn`` on the first row and stops the evaluation if it raises: an answered article first
+        data = articles.reset_index(drop=True).iloc[sorted(range(len(articles)), key=lambda i: not ok.iloc[i])]
         with mlflow.start_run(run_name=candidate.name) as run:
             mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
             info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
-            if data.empty:  # every generation failed: nothing to judge; the run says so and the study goes on
+            if not ok.any():  # every generation failed: nothing to judge; the run says so and the study goes on
                 why = f"no summary to judge: every generation failed (the first: {generated['error'].iloc[0]})"
                 mlflow.log_metric("generation_error_rate", float((~ok).mean()))
                 mlflow.set_tag("mgm.error", tag_value(why))
@@ -114,9 +116,10 @@ def run_study(
                 run_ids[candidate.name], failures[candidate.name] = run.info.run_id, why
                 rows.append(study_row(candidate.name, candidate.model, {}, int((~ok).sum())))
                 continue
-            records = table_records(data, id_col="id", category_col="category", reference_col="reference" if "reference" in data.columns else None)
+            records = table_records(data, summary_col=None, id_col="id", category_col="category", reference_col="reference" if "reference" in data.columns else None)
             try:
-                evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id)
+                evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id,
+                                                predict_fn=_replay(articles, generated))
             finally:  # after the evaluation's figures: MLflow's run lists show metric columns in the order first logged
                 mlflow.log_metric("generation_error_rate", float((~ok).mean()))
         run_ids[candidate.name], model_uris[candidate.name] = run.info.run_id, info.model_uri
@@ -143,6 +146,29 @@ def run_study(
         comparison_refused=refused, judge_failures={name: text for name, text in failures.items() if text},
         warnings={name: found for name, found in warnings.items() if found},
     )
+
+
+class GenerationError(RuntimeError):
+    """A candidate's endpoint failed to summarize an article (its error, in words)."""
+
+
+def _replay(articles: pd.DataFrame, generated: pd.DataFrame) -> Callable[..., str]:
+    """The candidate as its evaluation's ``predict_fn``: the summary it wrote for an article, or its generation error
+    raised, so that each article is a trace of the candidate's run and an article it failed on a failed row
+    (``APPLICATION_ERROR`` cards, counted by ``judge_error_rate`` and by a gate against the candidate). Such articles
+    were once left out of the run: a gate read a candidate that wrote nothing on half the articles by the other half."""
+    written = {str(row_id): (text, summary, error) for row_id, text, summary, error in
+               zip(articles["id"], articles["text"], generated["summary"], generated["error"], strict=True)}
+
+    def candidate(text: str, id: object, **_: object) -> str:
+        source, summary, error = written[str(id)]
+        if source != text:  # never another article's summary
+            raise KeyError(f"article {id!r} is not the text the candidate summarized")
+        if error:
+            raise GenerationError(error)
+        return summary
+
+    return candidate
 
 
 def _judges(judge: Judge | None, coverage: bool) -> list:

@@ -15,13 +15,15 @@ COMPARED = ("alignment", "strict_alignment", "richness", "coverage", "grounding"
 
 
 def judge_failure_summary(errors: pd.Series) -> str:
-    """``"6 of 8 rows (no_claims 5, timeout 1)"`` from a per-row ``error`` column; ``""`` when every row was judged."""
+    """``"6 of 8 rows (no_claims 4, timeout 1, no summary written 1)"`` from a per-row ``error`` column (the error's
+    kind; a candidate's generation error is ``no summary written``); ``""`` when every row was judged."""
     failed = errors.fillna("").astype(str)
     failed = failed[failed != ""]
     if failed.empty:
         return ""
-    kinds = failed.str.extract(r"failed: ([a-z_]+)", expand=False).fillna("other").value_counts()
-    return f"{len(failed)} of {len(errors)} rows ({', '.join(f'{kind} {count}' for kind, count in kinds.items())})"
+    kinds = failed.str.extract(r"failed: ([a-z_]+)", expand=False).fillna("other").replace({"application": "no summary written"})
+    counts = kinds.value_counts()
+    return f"{len(failed)} of {len(errors)} rows ({', '.join(f'{kind} {count}' for kind, count in counts.items())})"
 
 
 def warning_lines(warnings: Mapping[str, Sequence[object]]) -> list[str]:
