@@ -107,6 +107,9 @@ def test_the_estimate_prices_every_repetition(scripted_server):
     (["no", "no", "no"], ("no", "because no", 1.0)),
     (["yes", "no", "idk"], ("idk", "because yes", 1 / 3)),  # no majority: the judge could not settle it (first reason)
     (["no", "yes"], ("idk", "because no", 1 / 2)),
+    (["yes", "no", "yes", "idk"], ("idk", "because yes", 1 / 2)),  # half is no majority (a plurality once said yes)
+    (["no", "yes", "no", "idk", "no"], ("no", "because no", 3 / 5)),
+    (["yes", "no", "idk", "yes", "no", "yes"], ("idk", "because yes", 1 / 2)),
 ])
 def test_the_majority_verdict_its_reason_and_its_agreement(verdicts, expected):
     assert majority_verdict([(v, f"because {v}") for v in verdicts]) == expected

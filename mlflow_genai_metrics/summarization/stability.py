@@ -24,12 +24,12 @@ from .records import CheckedClaim, RowJudgement
 
 def majority_verdict(per_repetition: Sequence[tuple[str, str]]) -> tuple[str, str, float]:
     """(verdict, reason) of each repetition -> the majority (verdict, reason of its first repetition, agreement);
-    idk with the first reason when no verdict has more votes than every other."""
+    idk with the first reason when no verdict has more than half the votes (yes twice, no and idk once each at k=4
+    is not settled: a plurality once made it yes)."""
     votes = Counter(verdict for verdict, _ in per_repetition)
-    ranked = votes.most_common()
-    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        return "idk", per_repetition[0][1], max(votes.values()) / len(per_repetition)
-    verdict = ranked[0][0]
+    verdict, count = votes.most_common(1)[0]
+    if 2 * count <= len(per_repetition):
+        return "idk", per_repetition[0][1], count / len(per_repetition)
     reason = next(reason for given, reason in per_repetition if given == verdict)
     return verdict, reason, votes[verdict] / len(per_repetition)
 
