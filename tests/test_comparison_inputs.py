@@ -151,3 +151,23 @@ def test_a_reference_metric_one_run_lacks_leaves_the_others_compared_and_a_left_
     assert "signatures differ (grounding:" in compared.label and "grounding, suspect metrics left out" in compared.label
     assert "on request" not in compared.label
     assert "compared on request" in compare_results(a, other, allow_signature_mismatch=True).label
+
+
+def test_a_plain_comparison_says_which_dropped_pairs_a_side_s_own_output_made_unjudgeable(scripted_server):
+    """A plain comparison leaves out a pair whose side could not be judged for what it wrote (no claim, its
+    application failed), where a decision counts it against that side; the note said only "dropped for judge
+    errors", so a candidate writing nothing on 3 of 8 rows read as an outage of the judge."""
+    server = scripted_server()
+    a = _judged(server)
+    unclaimed = [f"Nothing {i} to say." for i in range(3)]  # words, but the judge lists no claim in them
+    articles = [_article(i) for i in range(ROWS)]
+    server.script = SummarizationJudgeScript(claims={summary: [] for summary in unclaimed})
+    b = judge_summaries(articles, unclaimed + [_summary(i) for i in range(3, ROWS)], judge=judge_for(server),
+                        ids=[f"r{i}" for i in range(ROWS)])
+    assert b.rows["error"].fillna("").str.contains("no_claims").sum() == 3
+    compared = compare_results(a, b, allow_partial=True)
+    assert compared.pairs_dropped_for_errors == 3 and compared.dropped_unreadable == 3
+    assert ("5 pairs used, 3 dropped for judge errors (3 of them for an output of a side that could not be judged, "
+            "which a decision would count against that side)") in compared.label
+    same = compare_results(a, a)
+    assert same.dropped_unreadable == 0 and "could not be judged" not in same.label

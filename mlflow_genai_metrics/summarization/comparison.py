@@ -71,6 +71,7 @@ class Pairing:
     only_in_a: int
     only_in_b: int
     pairs_unreadable: int = 0  # pairs kept with a content failure on a side, counted against it (a decision)
+    dropped_unreadable: int = 0  # of the pairs dropped (not a decision), those a side's own output made unjudgeable
 
     @property
     def pairs_used(self) -> int:
@@ -82,16 +83,19 @@ class Pairing:
         return 2 * self.pairs_used < max(self.rows_in_a, self.rows_in_b)
 
     def describe(self) -> str:
-        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b, self.pairs_unreadable)
+        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b, self.pairs_unreadable,
+                         self.dropped_unreadable)
 
 
-def rows_note(pairs_used: int, dropped_for_errors: int, only_in_a: int, only_in_b: int, unreadable: int = 0) -> str:
-    """What a comparison stands on, in one line (tables, plots and the gate's tags say the same)."""
+def rows_note(pairs_used: int, dropped_for_errors: int, only_in_a: int, only_in_b: int, unreadable: int = 0,
+              dropped_unreadable: int = 0) -> str:
+    """What a comparison stands on, in one line (tables, plots and the gate's tags say the same); pairs dropped for a
+    side's own output (``content_failed``: a decision counts those against the side) said apart."""
     counted = f" ({unreadable} with an output the judge could not read, counted as a failure of its side)" if unreadable else ""
-    return (
-        f"{pairs_used} pairs used{counted}, {dropped_for_errors} dropped for judge errors, "
-        f"{only_in_a} rows only in A, {only_in_b} only in B"
-    )
+    theirs = (f" ({dropped_unreadable} of them for an output of a side that could not be judged, which a decision would count "
+              "against that side)") if dropped_unreadable else ""
+    return (f"{pairs_used} pairs used{counted}, {dropped_for_errors} dropped for judge errors{theirs}, "
+            f"{only_in_a} rows only in A, {only_in_b} only in B")
 
 
 def _keyed(rows: pd.DataFrame, side: str) -> pd.DataFrame:
@@ -105,9 +109,7 @@ def _keyed(rows: pd.DataFrame, side: str) -> pd.DataFrame:
     repeated = keys[keys.duplicated()].unique().tolist()
     if repeated:
         raise ValueError(f"run {side} has repeated row ids {repeated[:10]}: rows cannot be paired")
-    keyed = rows.copy()
-    keyed.index = pd.Index(keys, name="row_key")
-    return keyed
+    return rows.set_axis(pd.Index(keys, name="row_key"))
 
 
 def _failed(rows: pd.DataFrame, decision: bool = False) -> pd.Series:
@@ -144,6 +146,7 @@ def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False, 
         only_in_a=len(keyed_a) - len(shared),
         only_in_b=len(keyed_b) - len(shared),
         pairs_unreadable=sum(1 for key in usable if unreadable_a[key] or unreadable_b[key]),
+        dropped_unreadable=sum(1 for key in shared if key not in usable and (unreadable_a[key] or unreadable_b[key])),
     )
     if pairing.pairs_used == 0:
         raise InsufficientPairsError(f"no usable pair of rows: nothing to compare ({pairing.describe()})")
@@ -299,13 +302,11 @@ class Comparison:
     signature_b: str
     signature_differences: list[str]
     pairs_unreadable: int = 0
+    dropped_unreadable: int = 0  # of the pairs dropped, those a side's own output made unjudgeable (``rows_note``)
     on_request: bool = False  # compared although the signatures differ (``allow_signature_mismatch``)
     families_left_out: tuple[str, ...] = ()  # metric families not compared: the signature parts they read differ
 
-    @property
-    def shared_rows(self) -> int:
-        """The pairs the numbers stand on (``pairs_used``)."""
-        return self.pairs_used
+    shared_rows = property(lambda self: self.pairs_used, doc="The pairs the numbers stand on (``pairs_used``).")
 
     @property
     def signatures_match(self) -> bool:
@@ -313,7 +314,8 @@ class Comparison:
 
     @property
     def rows_note(self) -> str:
-        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b, self.pairs_unreadable)
+        return rows_note(self.pairs_used, self.pairs_dropped_for_errors, self.only_in_a, self.only_in_b, self.pairs_unreadable,
+                         self.dropped_unreadable)
 
     @property
     def label(self) -> str:
@@ -390,6 +392,7 @@ def compare_results(
         signature_b=b.signature,
         signature_differences=differences,
         pairs_unreadable=pairing.pairs_unreadable,
+        dropped_unreadable=pairing.dropped_unreadable,
         on_request=allow_signature_mismatch,
         families_left_out=tuple(sorted(left_out)),
     )
