@@ -71,6 +71,7 @@ class PeopleReport:
     grounding: Recalibration | None = None  # None: the rows carry no grounding score
     run_id: str | None = None
     undecided: int = 0
+    application_failed: int = 0  # of the drawn rows with no verdict, those whose application raised (no output to judge)
 
     @property
     def sentence(self) -> str:
@@ -78,7 +79,10 @@ class PeopleReport:
         head = (f"people's {self.metric}: {e.estimate:.3g}" + (f" [{e.ci_low:.3g}, {e.ci_high:.3g}]" if e.too_few is None else f" ({e.too_few})")
                 + f" from {e.labelled} labels of {e.n} judged rows (PPI++, the judge's own rate {e.judge_rate:.3g})")
         apart = [f"{_count(self.outside_sample, 'label')} on rows not drawn (not used)"] * bool(self.outside_sample)
-        apart += [f"{_count(self.judge_failed, 'drawn row')} the judge failed on (left out)"] * bool(self.judge_failed)
+        judge_failed = self.judge_failed - self.application_failed
+        apart += [f"{_count(judge_failed, 'drawn row')} the judge failed on (left out)"] * bool(judge_failed)
+        apart += [f"{_count(self.application_failed, 'drawn row')} the application failed on (no output; left out here, "
+                  "a gate counts such rows as failures)"] * bool(self.application_failed)
         apart += [f"{_count(self.unlabelled, 'drawn row')} not labelled yet"] * bool(self.unlabelled)
         apart += [f"{_count(self.undecided, 'drawn row')} whose labels decide nothing (people tied, or not yes/no; not used)"] * bool(self.undecided)
         return head + ("; " + "; ".join(apart) if apart else "")
@@ -130,11 +134,13 @@ def _count(number: int, what: str) -> str:
 def people_report(
     metric: str, judge: Mapping[Hashable, bool | None], people: Mapping[Hashable, bool | None], drawn: Sequence[Hashable],
     grounding: Mapping[Hashable, float | None] | None = None, *, run_id: str | None = None, undecided: Collection[Hashable] = (),
+    application: Collection[Hashable] = (),
 ) -> PeopleReport:
     """People's rate of ``metric`` from every row's judge verdict (``judge``: row -> True/False, None where the judge
     failed), people's verdicts (``people``: row -> True/False, None or absent where unlabelled), the drawn rows in
     draw order (``drawn``) and, where the rows have one, each row's grounding score (None: none). ``undecided``: rows
-    with labels that decide no verdict (counted apart from those not labelled)."""
+    with labels that decide no verdict (counted apart from those not labelled); ``application``: rows whose
+    application raised (no verdict: counted apart from those the judge failed on)."""
     drawn_set = set(drawn)
     pairs = [(judge[row], people[row]) for row in drawn if judge.get(row) is not None and people.get(row) is not None]
     scores = grounding or {}
@@ -150,6 +156,7 @@ def people_report(
         grounding=recalibration,
         run_id=run_id,
         undecided=sum(judge.get(row) is not None and people.get(row) is None and row in undecided for row in drawn),
+        application_failed=sum(judge.get(row) is None and row in application for row in drawn),
     )
 
 
@@ -247,6 +254,23 @@ def people_from_table(result: Any, sample: TableSample, labels: pd.DataFrame, *,
     return people_report(metric, judge, people, list(sample.ids), grounding)
 
 
+def _read_as_number(raw_id: Any, known: set[str], id_col: str) -> str:
+    """Where a table read a text id as a number (``pd.read_csv`` reads the sheet's ``"007"`` as 7): the result's id it
+    was, and how to read the table so."""
+    if isinstance(raw_id, str):
+        return ""
+    alike = sorted(k for k in known if _number(k) == _number(raw_id))
+    return (f" (the result has {', '.join(map(repr, alike[:3]))}: the table's ids were read as numbers; read it with "
+            f"pd.read_csv(..., dtype={{{id_col!r}: str}}))") * bool(alike)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _read_labels(labels: pd.DataFrame, label_col: str, id_col: str, known: set[str]) -> dict[str, bool]:
     for column in (id_col, label_col):
         if column not in labels:
@@ -268,7 +292,7 @@ def _read_labels(labels: pd.DataFrame, label_col: str, id_col: str, known: set[s
         if verdict is None:
             problems.append(f"id {row!r} (table row {position}): label {value!r} is not a verdict (yes/no, true/false, 1/0)")
         elif row not in known:
-            problems.append(f"id {row!r} (table row {position}): the result has no row with this id")
+            problems.append(f"id {row!r} (table row {position}): the result has no row with this id{_read_as_number(raw_id, known, id_col)}")
         elif row in found:
             problems.append(f"id {row!r} is labelled twice (table rows {where[row]} and {position})")
         else:

@@ -12,12 +12,15 @@ and leaves the pair. ``comparison.pair_rows`` and ``comparison.paired_table`` re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import binomtest
 
 from ..stats import RatioStatistic, StatisticsOptions
+from .gating import PEOPLE_METRICS
 from .metrics import METRICS, MetricSpec
 from .scoring import estimates, interval_names
 
@@ -95,7 +98,9 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
     "Decisions"): each judged proportion that ``metrics`` name (by itself, an interval bound or its n) counts the rows
     the run's own output made unreadable (``content_failed``) as failures, never leaves them out, and has its interval
     and n again; every other figure is as logged (a mean or ratio cannot score such a row: the judge error rate
-    says how many). Returns those figures and, for each proportion read so, how many rows it counted so."""
+    says how many); people's rate of such a proportion (``people/strict_alignment``, its bounds) likewise, from its
+    logged figures (``_people_counting_failures``). Returns those figures and, for each proportion read so, how many
+    rows it counted so."""
     unreadable = content_failed(rows).to_numpy(dtype=bool) if "error" in rows else np.zeros(0, dtype=bool)
     decided, counted = dict(figures), {}
     if not unreadable.any():
@@ -108,4 +113,24 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
         statistic, _ = counted_against(spec, spec.ratio_statistic(rows), spec.ratio_statistic(rows), rows, rows)
         decided.update(estimates({spec.name: statistic.histogram()}, statistics)[spec.name].as_metrics())
         counted[spec.name] = int(unreadable.sum())
+    for metric in PEOPLE_METRICS:  # people's rate of a judged proportion: its rows are the judge's, read alike
+        name, column = f"people/{metric}", METRICS.aggregate(metric).columns[0]
+        failures = int((unreadable & rows[column].isna().to_numpy()).sum()) if column in rows else 0
+        if failures and not named.isdisjoint((name, *interval_names(name))) and name in figures and f"{name}_n" in figures:
+            decided.update(_people_counting_failures(figures, name, failures))
+            counted[name] = failures
     return decided, counted
+
+
+def _people_counting_failures(figures: Mapping[str, float], name: str, failures: int) -> dict[str, float]:
+    """People's rate ``name`` (over the ``n`` rows the judge read) with ``failures`` more rows counted as failures:
+    the share read, R = n / (n + failures), times people's rate q on them; its interval by MOVER, as ``people``
+    combines the judge's yes-rate with the strata's rates: R's exact interval moves R q by q per unit, q's by R
+    (it covered people's rate with failures as 0 at least 0.959 of 800 seeded draws in each of 8 cells: 12-200 rows,
+    5-50% failures, 4-50 labels; not a benchmark of its own). A NaN (too few labels) stays NaN."""
+    q, low_q, high_q, n = (float(figures.get(k, math.nan)) for k in (name, *interval_names(name)))
+    read = n / (n + failures)
+    low_r, high_r = binomtest(int(n), int(n) + failures).proportion_ci(0.95, method="exact")  # people's one level
+    low = read * q - math.sqrt((read * (q - low_q)) ** 2 + (q * (read - low_r)) ** 2)
+    high = read * q + math.sqrt((read * (high_q - q)) ** 2 + (q * (high_r - read)) ** 2)
+    return {name: read * q, f"{name}_ci_low": max(low, 0.0), f"{name}_ci_high": min(high, 1.0), f"{name}_n": n + failures}

@@ -123,7 +123,7 @@ def register_if_passing(
                          f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
     bases = [_interval_base(rule.metric) for rule in parsed]
     # the run's rows, read once: a rule on an aggregate reads them as a decision does, the champion's comparison pairs them
-    rows = _rows_table(run_id, client) if beat_champion or any(METRICS.aggregate(base) is not None for base in bases) else None
+    rows = _rows_table(run_id, client) if beat_champion or any(METRICS.aggregate(base.removeprefix("people/")) is not None for base in bases) else None
     outcomes = _threshold_outcomes(parsed, bases, metrics, rows, statistics)
     messages: list[str] = []
     comparison_tags: dict[str, str] = {}

@@ -155,7 +155,12 @@ def _review_queue(run, card: str, trace_ids: list[str]) -> tuple[str | None, str
 
         schemas = {s.name: s for s in label_schemas.list_label_schemas(experiment_id=experiment_id)}
         question = CARDS[card][0]
-        schema = schemas.get(card) or label_schemas.create_label_schema(
+        found = schemas.get(card)
+        if found is not None and (found.type != "feedback" or sorted(getattr(found.input, "options", None) or ()) != ["no", "yes"]):
+            # the experiment's own schema under the card's name asks something else (a 1-5 rating: its 1 would read as yes)
+            return None, (f"{fallback} (no review queue: the experiment's label schema {card!r} asks for {found.input}, not yes or "
+                          "no, and people's answers under that name are read as the card's verdicts)")
+        schema = found or label_schemas.create_label_schema(
             name=card, type="feedback", input=label_schemas.InputCategorical(options=["yes", "no"]), instruction=question,
             experiment_id=experiment_id)
         name = f"mgm sample of run {run.info.run_id}"
@@ -181,7 +186,8 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
     drawn = [t.info.trace_id for t in sorted((t for t in traces if SAMPLE_TAG in t.info.tags), key=lambda t: int(t.info.tags[SAMPLE_TAG]))]
     report = people_report(metric, {t: v.judge for t, v in verdicts.items()}, {t: v.human for t, v in verdicts.items()}, drawn,
                            {t.info.trace_id: _grounding_of(t) for t in traces}, run_id=run_id,
-                           undecided={t for t, v in verdicts.items() if v.people and v.human is None})
+                           undecided={t for t, v in verdicts.items() if v.people and v.human is None},
+                           application={t.info.trace_id for t in traces if _application_failed(t, card)})
     if log:
         # below the labels an interval needs, no figure a rule could pass on (the tag says why); one an earlier
         # estimate logged is superseded by NaN
@@ -197,10 +203,16 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
                                                                           for k, line in enumerate(report.lines)))
         client.log_dict(run_id, {
             "card": card, "lines": report.lines, "metrics": {k: None if math.isnan(v) else v for k, v in report.metrics().items()}, "labelled": report.estimate.labelled, "rows": report.estimate.n,
-            "outside_sample": report.outside_sample, "judge_failed": report.judge_failed, "unlabelled": report.unlabelled,
+            "outside_sample": report.outside_sample, "judge_failed": report.judge_failed,
+            "application_failed": report.application_failed, "unlabelled": report.unlabelled,
             "undecided": report.undecided, "calibration": None if report.grounding is None else report.grounding.calibration},
             PEOPLE_REPORT)
     return report
+
+
+def _application_failed(trace, card: str) -> bool:
+    """Whether the trace's judge card says its application raised (``APPLICATION_ERROR``: nothing was judged)."""
+    return any(a.name == card and a.error is not None and a.error.error_code == "APPLICATION_ERROR" for a in trace.info.assessments)
 
 
 def _grounding_of(trace) -> float | None:
