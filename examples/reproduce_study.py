@@ -109,6 +109,7 @@ def main() -> int:
     compared += [f"not compared: {result.comparison_refused}"] if result.comparison_refused else []
     paired = "".join(f"- {line}\n" for line in compared)
     failures = "".join(f"{name}: {text} have no score (the judge failed, or no summary was written).\n" for name, text in result.judge_failures.items())
+    failures += "".join(f"{name}: {text}\n" for name, text in result.cut_off.items())  # max_tokens cut them short
     failures += "".join(f"{line}\n" for line in warning_lines(result.warnings))  # a judge that verified almost nothing
     text = (
         f"{len(articles)} BBC articles, {f'judge `{judge.model}` at {judge.endpoint_label}' if judge else 'no judge'}, {elapsed / 60:.1f} min\n\n"

@@ -123,7 +123,7 @@ def table_records(
     """A flat table (one row per summary) as ``mlflow.genai.evaluate``'s rows: ``inputs`` holds the source under
     ``text`` (and the id and category when their columns are named; without ``id_col`` the row number is the id),
     ``outputs`` the summary (left out when ``summary_col`` is None: ``predict_fn`` writes it), ``expectations``
-    the reference under MLflow's ``expected_response``."""
+    the reference under MLflow's ``expected_response`` (left out on a row without one)."""
     missing = [c for c in (source_col, summary_col, id_col, category_col, reference_col) if c and c not in table.columns]
     if missing:
         raise MissingColumnError(f"the table has no column {missing}; it has {list(table.columns)}")
@@ -141,7 +141,7 @@ def table_records(
         record: dict[str, Any] = {"inputs": inputs}
         if summary_col:
             record["outputs"] = row[summary_col]
-        if reference_col:
-            record["expectations"] = {"expected_response": row[reference_col]}
+        if reference_col and not is_missing(row[reference_col]):  # a gap: no expectations (MLflow stores no None or
+            record["expectations"] = {"expected_response": row[reference_col]}  # NaN one: the whole run was lost)
         records.append(record)
     return records

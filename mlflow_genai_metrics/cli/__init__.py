@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     # MLflow writes the experiment it was set to into $MLFLOW_EXPERIMENT_ID: a later main() in the same process
     # (tests, a notebook) must read the user's setting, not the last command's
     experiment_id = os.environ.get("MLFLOW_EXPERIMENT_ID")
+    # and MLflow's current experiment, which the command sets: the caller's next run goes where it went before
+    current = getattr(sys.modules.get("mlflow.tracking.fluent"), "_active_experiment_id", None)
     try:
         # A cache that could not be written is said once, in one line, after the command kept what it judged
         with quiet_mlflow(), watching_store_writes() as unwritten, warnings.catch_warnings():
@@ -175,3 +177,5 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
         else:
             os.environ["MLFLOW_EXPERIMENT_ID"] = experiment_id
+        if (fluent := sys.modules.get("mlflow.tracking.fluent")) is not None:
+            fluent._active_experiment_id = current

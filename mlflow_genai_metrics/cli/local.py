@@ -88,11 +88,15 @@ def demo_report(result, uri: str, *, local_judge: bool, seconds: float) -> str:
     from ..study import comparison_lines, format_table, run_url, ui_command, warning_lines
 
     lines = ["", format_table(result.table), "", "by category (alignment, richness, grounding):"]
-    lines.append(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if result.by_category.empty:  # pandas' "Empty DataFrame" and its column list, once
+        lines.append("  none: no candidate wrote a summary to judge")
+    else:
+        lines.append(result.by_category.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     lines += [
         f"{name}: {failures} have no score (the judge failed, or no summary was written): counted in judge_error_rate"
         for name, failures in result.judge_failures.items()
     ]
+    lines += [f"{name}: {text}" for name, text in result.cut_off.items()]
     lines += warning_lines(result.warnings)
     if result.comparison_refused:
         lines.append(f"comparison not made: {result.comparison_refused}")

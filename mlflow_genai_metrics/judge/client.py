@@ -124,6 +124,16 @@ class Judge:
         ``judge.batched(poll_s=60)``."""
         return self._copy(batch_settings(self.settings, options or BatchOptions(**option_values)))
 
+    def count_copy(self, copy: Judge) -> None:
+        """Add what ``copy`` asked to this Judge's ``usage`` and ``reported_models``: a run that asks through a copy
+        it makes and lets go (``batch=True``) counts on the Judge it was given (it made 24 calls while ``judge.usage``
+        said 0)."""
+        usage = copy.usage
+        for model, count in copy.reported_models.items():
+            self._reported.record(self.model, model, count)
+        with self._usage_lock:
+            self._usage.add(usage)
+
     def _copy(self, settings: JudgeSettings) -> Judge:
         judge = object.__new__(type(self))
         judge._start(settings, self.endpoint_modes, self.budget)

@@ -171,6 +171,7 @@ def judge_answers(
             return judge_answers(questions, passages, answers, judge=batched, ids=ids, expected=expected, max_source_tokens=max_source_tokens,
                                  statistics=statistics, grounding=grounding, progress=progress, method=method)
         finally:
+            judge.count_copy(batched)  # the Judge given is the one whose usage grows
             batched.close()
     statistics, chunk = checked_arguments("judge_answers", judge, statistics, max_source_tokens)
     rows = prepare_answer_rows(questions, passages, answers, ids, expected)

@@ -44,6 +44,7 @@ class StudyResult:
     comparison_refused: str | None = None  # why the runs were not compared (too few rows judged on both sides, ...)
     judge_failures: dict[str, str] = field(default_factory=dict)  # candidate -> "3 of 8 rows: no_claims 3"
     warnings: dict[str, list[RunWarning]] = field(default_factory=dict)  # candidate -> its run's warnings (only those with one)
+    cut_off: dict[str, str] = field(default_factory=dict)  # candidate -> "2 of 8 summaries cut off at max_tokens 200 (...)"
 
 
 def run_study(
@@ -80,18 +81,23 @@ def run_study(
     from ..summarization.comparison import InsufficientPairsError, SourceMismatchError
     from ..tables import table_records
     from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
+    from ..tracking.evaluate import check_rows
     from ..tracking.run_logging import tag_value
 
     names = [candidate.name for candidate in candidates]
     if repeated := sorted({name for name in names if names.count(name) > 1}):  # each names a run, a model and a gate:
         raise ValueError(f"candidate names must differ: {repeated} repeat (the runs, models and gates are found by name)")
+    if gate_rules:  # a malformed rule or a typo in a metric's name: said before any run, not after every candidate's
+        _check_gate_rules(gate_rules)
+    # the articles as rows, read before any run: a missing or repeated id (1 and "1" too) was refused once the first
+    # candidate had summarized every article, leaving a FAILED run that did not say why
+    frame = articles.reset_index(drop=True)
+    records = table_records(frame, summary_col=None, id_col="id", category_col="category", reference_col="reference" if "reference" in frame.columns else None)
+    check_rows(records, _judges(judge, coverage))
     for candidate in candidates:  # an endpoint that does not serve its candidate: said before any run, in its words
         check_generator(candidate.model, candidate.base_url, fix=f"candidate {candidate.name!r}'s model and base_url")
-    existing = mlflow.get_experiment_by_name(experiment)
-    if existing is None and artifact_location is not None:
-        mlflow.create_experiment(experiment, artifact_location=Path(artifact_location).resolve().as_uri())
-    experiment_id = mlflow.set_experiment(experiment).experiment_id
-    rows, run_ids, model_uris, categories, failures, warnings = [], {}, {}, [], {}, {}
+    experiment_id = study_experiment(experiment, artifact_location)
+    rows, run_ids, model_uris, categories, failures, warnings, cut_off = [], {}, {}, [], {}, {}, {}
     for candidate in candidates:
         generated = summarize(
             list(articles["text"]),
@@ -103,11 +109,16 @@ def run_study(
             progress=progress,
         )
         ok = generated["error"] == ""
+        if cut := int((ok & (generated["finish_reason"] == "length")).sum()):  # judged as written, but said (it was not)
+            cut_off[candidate.name] = (f"{cut} of {len(frame)} summaries cut off at max_tokens {candidate.max_tokens} "
+                                       "(judged as written: raise the candidate's max_tokens for whole summaries)")
         # MLflow tries ``predict_fn`` on the first row and stops the evaluation if it raises: an answered article first
-        data = articles.reset_index(drop=True).iloc[sorted(range(len(articles)), key=lambda i: not ok.iloc[i])]
-        with mlflow.start_run(run_name=candidate.name) as run:
+        data = [records[i] for i in sorted(range(len(frame)), key=lambda i: not ok.iloc[i])]
+        with mlflow.start_run(run_name=candidate.name, experiment_id=experiment_id) as run:
             mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
             info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
+            if candidate.name in cut_off:
+                mlflow.set_tag("mgm.generation.cut_off", cut_off[candidate.name])
             if not ok.any():  # every generation failed: nothing to judge; the run says so and the study goes on
                 why = f"no summary to judge: every generation failed (the first: {generated['error'].iloc[0]})"
                 mlflow.log_metric("generation_error_rate", float((~ok).mean()))
@@ -116,9 +127,8 @@ def run_study(
                 run_ids[candidate.name], failures[candidate.name] = run.info.run_id, why
                 rows.append(study_row(candidate.name, candidate.model, {}, int((~ok).sum())))
                 continue
-            records = table_records(data, summary_col=None, id_col="id", category_col="category", reference_col="reference" if "reference" in data.columns else None)
             try:
-                evaluation = evaluate_summaries(records, _judges(judge, coverage), model_id=info.model_id,
+                evaluation = evaluate_summaries(data, _judges(judge, coverage), model_id=info.model_id,
                                                 predict_fn=_replay(articles, generated))
             finally:  # after the evaluation's figures: MLflow's run lists show metric columns in the order first logged
                 mlflow.log_metric("generation_error_rate", float((~ok).mean()))
@@ -140,12 +150,48 @@ def run_study(
             gates[candidate.name] = register_if_passing(
                 model_uris[candidate.name], registered_name, run_id=run_ids[candidate.name], rules=gate_rules, alias=None
             )
-    by_category = pd.concat(categories, ignore_index=True)[["candidate", "category", *_CATEGORY_COLUMNS.values()]] if categories else pd.DataFrame()
+    columns = ["candidate", "category", *_CATEGORY_COLUMNS.values()]  # its columns even when no candidate wrote a summary
+    by_category = pd.concat(categories, ignore_index=True)[columns] if categories else pd.DataFrame(columns=columns)
     return StudyResult(
         pd.DataFrame(rows), by_category, run_ids, comparison, gates, experiment_id,
         comparison_refused=refused, judge_failures={name: text for name, text in failures.items() if text},
-        warnings={name: found for name, found in warnings.items() if found},
+        warnings={name: found for name, found in warnings.items() if found}, cut_off=cut_off,
     )
+
+
+def _check_gate_rules(rules: Mapping[str, str]) -> None:
+    """The gate's rules, read before any candidate runs: a malformed rule, or a metric no study run logs (a typo), is
+    a ``ValueError`` now. The gate raised it after every candidate had been summarized, judged and logged, and the
+    study's table and comparison were lost with it. The gate still checks each name against the run itself."""
+    from ..summarization.gating import aggregate_names_logged, parse_rules
+    from ..summarization.metrics import METRICS, closest_names
+
+    known = {*aggregate_names_logged(), *(spec.name for spec in METRICS.aggregates()), "generation_error_rate"}
+    unknown = [r.metric for r in parse_rules(rules) if r.metric not in known and not r.metric.startswith("judge/")]
+    if unknown:  # judge/...: the judge's usage, which varies with the judge (batched calls, cost)
+        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, known)} (docs/metrics.md lists "
+                         "every name); no candidate was run")
+
+
+def study_experiment(name: str, artifact_location: str | Path | None = None) -> str:
+    """The id of experiment ``name``, made if missing (its artifacts in ``artifact_location`` when given). The study
+    names it on each run it starts and never makes it MLflow's current experiment: ``mlflow.set_experiment`` here
+    left the caller's next runs (an ``evaluate_summaries`` after the study) in the study's experiment."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    found = mlflow.get_experiment_by_name(name)
+    if found is None:
+        location = Path(artifact_location).resolve().as_uri() if artifact_location is not None else None
+        try:
+            return mlflow.create_experiment(name, artifact_location=location)
+        except MlflowException:  # made meanwhile by another process: theirs stands
+            found = mlflow.get_experiment_by_name(name)
+            if found is None:
+                raise
+    if found.lifecycle_stage != "active":
+        raise ValueError(f"the study's experiment {name!r} is deleted: restore it, or give the study another experiment")
+    return found.experiment_id
 
 
 class GenerationError(RuntimeError):

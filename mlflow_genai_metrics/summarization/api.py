@@ -62,6 +62,7 @@ def judge_summaries(
             return judge_summaries(sources, summaries, judge=batched, ids=ids, references=references, options=options,
                                    statistics=statistics, progress=progress)
         finally:
+            judge.count_copy(batched)  # the Judge given is the one whose usage grows
             batched.close()
     rows = prepare_rows(sources, summaries, ids, references)
     options = options.for_judge(judge)

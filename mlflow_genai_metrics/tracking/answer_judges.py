@@ -28,6 +28,7 @@ from ..summarization.records import JudgePass
 from .answers import AnswerKeys, AnswerPipeline
 from .evaluate import Evaluation, task_door
 from .judges import YES_NO, _Judged, one_setting
+from .spec import one_judge
 
 
 class _AnswerScorer(_Judged):
@@ -57,7 +58,7 @@ class _AnswerScorer(_Judged):
             raise ValueError("ter: answers have no reference summaries to score TER against")
         one_setting(judges, "one judge's settings", lambda j: j.judge)
         keys = one_setting(judges, "where the texts are (question_key, passages_key, id_key, answer_key)", _AnswerScorer.keys)
-        return AnswerPipeline(judges[0].live_judge(), keys=keys, statistics=statistics, parts=parts,
+        return AnswerPipeline(one_judge(judges), keys=keys, statistics=statistics, parts=parts,
                               max_source_tokens=one_setting(judges, "max_source_tokens", lambda j: j.max_source_tokens),
                               method=one_setting(judges, "one method (stability, order_check, examples)", lambda j: j.method()))
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.exceptions import MlflowException
 from mlflow.metrics import MetricValue, make_metric
 from mlflow.models import EvaluationMetric
 from mlflow.tracking import MlflowClient
@@ -83,7 +84,9 @@ def evaluated_sizes(run_id: str | None) -> set[int]:
 class _ClassicAdapter:
     """The judged result of each dataset MLflow hands the metrics, computed once, for the run being evaluated.
 
-    The state is this object's, for one evaluation at a time: a call in another run starts afresh."""
+    The state is this object's, kept per run (the run active in the calling thread): runs evaluated at once in several
+    threads with the same metrics each read their own answers (one reset whenever the run changed made every metric
+    call judge its rows again); a run's answers are let go once it is over and a call comes from another run."""
 
     def __init__(self, judge: Judge | None, *, options: JudgingOptions, statistics: StatisticsOptions, progress: bool | None,
                  traditional: bool, id_col: str | None, category_col: str | None, all_metrics: bool):
@@ -91,9 +94,8 @@ class _ClassicAdapter:
         self.id_col, self.category_col, self.progress = id_col, category_col, progress
         self.options, self.statistics = options.for_judge(judge), statistics  # what judge_rows and build_result take
         self._lock = threading.Lock()
-        self._run_id: str | None = None  # the run the answers belong to
-        # content key -> the result, None (not the evaluation's rows) or the error its rows raised
-        self._answers: dict[str, SummarizationResult | Exception | None] = {}
+        # run id -> content key -> the result, None (not the evaluation's rows) or the error its rows raised
+        self._runs: dict[str | None, dict[str, SummarizationResult | Exception | None]] = {}
 
     def answer(self, columns: dict[str, Any]) -> SummarizationResult | None:
         """The result for the dataset of this call, or None when it is not the evaluation's rows."""
@@ -103,11 +105,13 @@ class _ClassicAdapter:
         run_id = run.info.run_id if run else None
         key = _content_key(columns)
         with self._lock:  # one computation per dataset, even when metrics are called from several threads
-            if run_id != self._run_id:
-                self._run_id, self._answers = run_id, {}
-            if key not in self._answers:
-                self._answers[key] = self._compute(run_id, columns)
-            answer = self._answers[key]
+            answers = self._runs.get(run_id)
+            if answers is None:  # a run met for the first time: the answers of runs that are over are let go
+                self._runs = {other: kept for other, kept in self._runs.items() if other is not None and _running(other)}
+                answers = self._runs[run_id] = {}
+            if key not in answers:
+                answers[key] = self._compute(run_id, columns)
+            answer = answers[key]
         if isinstance(answer, Exception):  # the rows were refused once: every metric says the same
             raise answer
         return answer
@@ -163,6 +167,14 @@ class _ClassicAdapter:
         if name in chosen:
             found[name] = chosen[name]
         return {k: v for k, v in found.items() if v is not None and math.isfinite(v)}
+
+
+def _running(run_id: str) -> bool:
+    """Is ``run_id`` still running (another thread's evaluation may be reading its answers)?"""
+    try:
+        return MlflowClient().get_run(run_id).info.status == "RUNNING"
+    except MlflowException:  # a run the store no longer has
+        return False
 
 
 def _category(position: int, value: Any, column: str) -> str | None:

@@ -50,7 +50,7 @@ from .feedback import aggregated, card_feedback, error_feedback, judge_cost, jud
 from .genai import InputKeys, Pipeline, trace_id_of
 from .pipeline import TaskPipeline
 from .rows import Call, EvaluationRows, unreadable
-from .spec import YES_NO, JudgeSpec, judge_and_spec
+from .spec import YES_NO, JudgeSpec, judge_and_spec, one_judge
 
 # What a summary scorer's card reads of a row: its claims, its source's key points, the grounding check, a rewrite's instruction check.
 CLAIMS, KEY_POINTS, GROUNDING, INSTRUCTION = "claims", "key_points", "grounding", "instruction"
@@ -259,6 +259,7 @@ class _SummaryScorer(_TaskScorer):
         if not judged:
             return Pipeline(None, options=JudgingOptions(coverage=False, ter=ter), statistics=statistics, keys=keys, instruction=instruction)
         one_setting(judged, "one judge's settings", lambda j: j.judge)
+        judge = one_judge(judged)  # every setting, a budget's and a cache's too: the set asks this one Judge
         options = JudgingOptions(
             coverage=any(KEY_POINTS in j.needs for j in judges), ter=ter,
             max_source_tokens=one_setting(judged, "max_source_tokens", lambda j: j.max_source_tokens),
@@ -266,7 +267,7 @@ class _SummaryScorer(_TaskScorer):
             # rewrites are judged without the grounding check (as ``judge_rewrites``), unless a Grounding judge asks for it
             grounding=keys.instruction is None or any(GROUNDING in j.needs for j in judges),
         )
-        return Pipeline(judged[0].live_judge(), options=options, statistics=statistics, keys=keys, instruction=instruction)
+        return Pipeline(judge, options=options, statistics=statistics, keys=keys, instruction=instruction)
 
     @classmethod
     def report_pipeline(cls, judges: Sequence[Any], *, statistics: StatisticsOptions) -> Pipeline:

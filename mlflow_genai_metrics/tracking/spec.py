@@ -4,6 +4,7 @@ the same judge elsewhere, never the key."""
 from __future__ import annotations
 
 import typing
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import pydantic
@@ -70,3 +71,22 @@ def judge_and_spec(judge: Judge | JudgeSpec | dict | None) -> tuple[Judge | None
     and the settings it carries: a ``Judge`` as it is, None as the environment's judge, settings as they are."""
     live = Judge() if judge is None else judge if isinstance(judge, Judge) else None
     return live, JudgeSpec.of(live) if live is not None else judge
+
+
+_SAME_JUDGE_WHATEVER = {"api_key_given", "progress"}  # where the key came from, a progress bar: no other answer or spend
+
+
+def one_judge(scorers: Sequence[Any]) -> Judge:
+    """The one ``Judge`` a set of scorers asks (the first's): a set judges each row once for all of them, so their
+    Judges must have one judge's settings, every one, not only those the scorers carry (``JudgeSpec``): a budget, a
+    cache folder or a key of another scorer's Judge was silently not used (``ValueError`` naming what differs)."""
+    judges = [scorer.live_judge() for scorer in scorers]
+    first = judges[0].settings
+    for scorer, judge in zip(scorers[1:], judges[1:]):
+        differ = [name for name in type(first).model_fields
+                  if name not in _SAME_JUDGE_WHATEVER and getattr(judge.settings, name) != getattr(first, name)]
+        if differ:
+            raise ValueError(f"the judges of one set judge each row once, with one Judge, so they must share one judge's "
+                             f"settings; {scorers[0].name}'s Judge and {scorer.name}'s differ in {', '.join(differ)}: "
+                             "make them with one Judge")
+    return judges[0]
