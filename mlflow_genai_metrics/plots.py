@@ -25,7 +25,9 @@ def _interval(metrics: Mapping[str, float], name: str) -> tuple[float, float]:
     value = metrics.get(name, np.nan)
     low_name, high_name, _ = interval_names(name)
     low, high = metrics.get(low_name, np.nan), metrics.get(high_name, np.nan)
-    return (max(value - low, 0.0) if np.isfinite(low) else 0.0, max(high - value, 0.0) if np.isfinite(high) else 0.0)
+    if not (np.isfinite(low) and np.isfinite(high)):  # no interval: no whisker (a 0 drew caps at the value, a zero-width
+        return (np.nan, np.nan)                        # interval, beside the words "no interval")
+    return (max(value - low, 0.0), max(high - value, 0.0))
 
 
 def _finish(fig, ax, *, legend: bool, note: str | None):
@@ -78,8 +80,10 @@ def alignment_vs_richness(runs: Mapping[str, Mapping[str, float]], *, note: str 
         xerr = np.array([_interval(metrics, "richness")]).T
         yerr = np.array([_interval(metrics, "alignment")]).T
         ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", capsize=3, label=label)
-        # Labels stacked by run, so runs with the same scores stay readable.
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 6 + 11 * index), fontsize=8)
+        # Labels stacked by run, so runs with the same scores stay readable; an axis without an interval says so.
+        bare = [f"{name}: no interval, n={n:.0f}" if np.isfinite(n := metrics.get(interval_names(name)[2], np.nan)) else f"{name}: no interval"
+                for name, value in (("alignment", y), ("richness", x)) if np.isfinite(value) and np.isnan(_interval(metrics, name)[0])]
+        ax.annotate(label + (f" ({'; '.join(bare)})" if bare else ""), (x, y), textcoords="offset points", xytext=(6, 6 + 11 * index), fontsize=8)
     ax.set_xlabel("richness (mean claims per summary)")
     ax.set_ylabel("alignment (share without contradicted claims)")
     ax.set_title("Alignment against richness (95% intervals)", fontsize=10)

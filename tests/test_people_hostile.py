@@ -57,7 +57,7 @@ def test_a_gate_on_people_s_rate_counts_the_rows_the_application_failed_on_as_fa
     # both rules read the 3 failed rows as failures: 7 of 12 (before: people's 0.778 passed where strict_alignment's 0.583 failed)
     people_rule, judge_rule = gate.outcomes
     assert not gate.passed and not people_rule.passed and people_rule.actual == pytest.approx(7 / 12) == judge_rule.actual
-    assert "3 row(s) the judge could not read for what the run wrote counted as failures; logged 0.7778 without them" in people_rule.detail
+    assert "3 row(s) with no output (the application failed on them) counted as failures; logged 0.7778 without them" in people_rule.detail
 
 
 def test_people_s_interval_counting_failures_combines_the_share_read_and_people_s_rate():

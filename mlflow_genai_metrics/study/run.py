@@ -41,7 +41,7 @@ class StudyResult:
     comparison: pd.DataFrame | None
     gates: dict[str, object] = field(default_factory=dict)
     experiment_id: str = ""
-    comparison_refused: str | None = None  # why the runs were not compared (too few rows judged on both sides, ...)
+    comparison_refused: str | None = None  # why the runs (or those left out of it) were not compared (too few rows judged on both sides, ...)
     judge_failures: dict[str, str] = field(default_factory=dict)  # candidate -> "3 of 8 rows: no_claims 3"
     warnings: dict[str, list[RunWarning]] = field(default_factory=dict)  # candidate -> its run's warnings (only those with one)
     cut_off: dict[str, str] = field(default_factory=dict)  # candidate -> "2 of 8 summaries cut off at max_tokens 200 (...)"
@@ -68,7 +68,9 @@ def run_study(
     warnings (a judge that verified almost nothing). The current MLflow tracking URI is used; a new experiment keeps
     its artifacts in ``artifact_location`` when given. An article a candidate failed to summarize is a failed row of
     its run (an ``APPLICATION_ERROR`` card naming the error; ``judge_error_rate`` and a gate count it against the
-    candidate), and counted in ``generation_error_rate`` beside it.
+    candidate), and counted in ``generation_error_rate`` beside it. A candidate judged on fewer than half the articles is
+    left out of the comparison when it would refuse every run: the others are compared, and its run's ``mgm.comparison``
+    tag and the comparison run's ``mgm.left_out`` say why.
 
     Each run is an ``mlflow.genai.evaluate`` run (``evaluate_summaries``, linked to the candidate's logged model):
     one trace per article and one card per judge on it (``ClaimAlignment``, ``KeyPointCoverage`` with ``coverage``,
@@ -82,7 +84,7 @@ def run_study(
     from ..tables import table_records
     from ..tracking import SummarizerModel, compare_runs, evaluate_summaries, register_if_passing
     from ..tracking.evaluate import check_rows
-    from ..tracking.run_logging import tag_value
+    from ..tracking.run_logging import set_note_section, tag_value
 
     names = [candidate.name for candidate in candidates]
     if repeated := sorted({name for name in names if names.count(name) > 1}):  # each names a run, a model and a gate:
@@ -97,7 +99,7 @@ def run_study(
     for candidate in candidates:  # an endpoint that does not serve its candidate: said before any run, in its words
         check_generator(candidate.model, candidate.base_url, fix=f"candidate {candidate.name!r}'s model and base_url")
     experiment_id = study_experiment(experiment, artifact_location)
-    rows, run_ids, model_uris, categories, failures, warnings, cut_off = [], {}, {}, [], {}, {}, {}
+    rows, run_ids, model_uris, categories, failures, warnings, cut_off, scored = [], {}, {}, [], {}, {}, {}, {}
     for candidate in candidates:
         generated = summarize(
             list(articles["text"]),
@@ -116,7 +118,7 @@ def run_study(
         data = [records[i] for i in sorted(range(len(frame)), key=lambda i: not ok.iloc[i])]
         with mlflow.start_run(run_name=candidate.name, experiment_id=experiment_id) as run:
             mlflow.log_params({"candidate.model": candidate.model, "candidate.prompt": candidate.prompt[:500]})
-            info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name="summarizer")
+            info = SummarizerModel(candidate.model, candidate.base_url, prompt=candidate.prompt, input_col="text", max_tokens=candidate.max_tokens).log(name=_model_name(candidate.name))
             if candidate.name in cut_off:
                 mlflow.set_tag("mgm.generation.cut_off", cut_off[candidate.name])
             if not ok.any():  # every generation failed: nothing to judge; the run says so and the study goes on
@@ -137,19 +139,41 @@ def run_study(
         rows.append(study_row(candidate.name, candidate.model, result.metrics, int((~ok).sum())))
         categories.append(_per_category(result.rows).assign(candidate=candidate.name).reset_index())
         failures[candidate.name], warnings[candidate.name] = judge_failure_summary(result.rows["error"]), result.warnings
-    comparison, refused = None, None
+        scored[candidate.name] = int((result.rows["error"].fillna("").astype(str) == "").sum())
+    comparison, refused, not_compared = None, None, []
     judged = [name for name in run_ids if name in model_uris]  # candidates with summaries judged
     if len(judged) > 1:
         try:
             comparison = compare_runs([run_ids[name] for name in judged], log=True)  # the study keeps its comparison run and plots
         except (InsufficientPairsError, SourceMismatchError) as error:  # too few rows judged on both sides: said, not raised
             refused = str(error)
+            # A candidate judged on under half the articles (its endpoint refused the rest) took every other pair's
+            # comparison down with it, and nothing in MLflow said why: the others are compared without it, said.
+            kept = [name for name in judged if 2 * scored[name] >= len(frame)]
+            if isinstance(error, InsufficientPairsError) and 1 < len(kept) < len(judged):
+                left = [name for name in judged if name not in kept]
+                refused = (f"{', '.join(f'{name} (judged on {scored[name]} of {len(frame)} articles)' for name in left)} "
+                           f"against the others: too few articles judged on both sides ({error})")
+                try:
+                    comparison = compare_runs([run_ids[name] for name in kept], log=True)
+                except (InsufficientPairsError, SourceMismatchError) as again:
+                    refused = str(again)
+            client = mlflow.MlflowClient()
+            for name in judged:  # where a person looks for the comparison: on the comparison run and on each run left out
+                if comparison is None or name not in kept:
+                    client.set_tag(run_ids[name], "mgm.comparison", tag_value(f"not compared: {refused}"))
+                    not_compared.append(name)
+            if comparison is not None:
+                client.set_tag(comparison.attrs["comparison_run_id"], "mgm.left_out", tag_value(refused))
+                set_note_section(client, comparison.attrs["comparison_run_id"], "left_out", f"**Left out:** {refused}")
     gates = {}
     if gate_rules:
         for candidate in (c for c in candidates if c.name in model_uris):  # a candidate with no summary is not gated
             gates[candidate.name] = register_if_passing(
                 model_uris[candidate.name], registered_name, run_id=run_ids[candidate.name], rules=gate_rules, alias=None
             )
+    for name in not_compared:  # in the run's description after its gate's decision, which stays above "Show more"
+        set_note_section(mlflow.MlflowClient(), run_ids[name], "comparison", f"**Not compared** with the study's other candidates: {refused}")
     columns = ["candidate", "category", *_CATEGORY_COLUMNS.values()]  # its columns even when no candidate wrote a summary
     by_category = pd.concat(categories, ignore_index=True)[columns] if categories else pd.DataFrame(columns=columns)
     return StudyResult(
@@ -215,6 +239,12 @@ def _replay(articles: pd.DataFrame, generated: pd.DataFrame) -> Callable[..., st
         return summary
 
     return candidate
+
+
+def _model_name(candidate: str) -> str:
+    """The candidate's logged model's name: its own, so the experiment's models page tells the candidates apart (every
+    one was "summarizer"), less what MLflow refuses in a model's name (``gemini-2.5-flash`` -> ``gemini-2-5-flash``)."""
+    return "".join("-" if char in "/:.%\"'" else char for char in candidate)
 
 
 def _judges(judge: Judge | None, coverage: bool) -> list:

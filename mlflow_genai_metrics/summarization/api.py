@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..grounding.model import model_tag
 from ..judge import BatchOptions, Judge, Usage
-from ..reference import statistics_column, traditional_metrics
+from ..reference import corpus_scores, statistics_column, traditional_metrics
 from ..signature import summarization_signature
 from ..stats import StatisticsOptions
 from ..tables import MissingColumnError
@@ -99,8 +99,17 @@ def build_result(
         # sacreBLEU's per-row statistics travel with the rows: corpus BLEU, chrF and TER are compared pair by pair
         sufficient = pd.DataFrame({statistics_column(name): values for name, values in traditional.statistics.items()})
         sufficient["reference_key"] = traditional.reference_keys  # rows compare on these metrics only with the same reference
-        table = pd.concat([table, traditional.rows, sufficient], axis=1)
         corpus, reference_signatures = traditional.metrics, traditional.signatures
+        # A row the application failed on has no output: no ROUGE, BLEU or length of its own (they were 0, an error
+        # read as a score, and the run's rougeL stood on every row while its judge figures left those rows out).
+        # Its statistics stay, for a decision that counts the failure against the candidate.
+        failed = [j.error is not None and j.error.kind == "application" for j in judgements]
+        if any(failed):
+            traditional.rows.loc[failed, :] = float("nan")
+            kept = [i for i, out in enumerate(failed) if not out]
+            summed = {name: [sum(column) for column in zip(*(segments[i] for i in kept))] for name, segments in traditional.statistics.items()}
+            corpus = {**corpus, **(corpus_scores(summed) if kept else dict.fromkeys(summed, float("nan")))}
+        table = pd.concat([table, traditional.rows, sufficient], axis=1)
     histograms = {name: statistic.histogram() for name, statistic in rate_statistics(table).items()}
     found, metrics = result_metrics(
         histograms, usage if judge is not None else None, prices=judge.prices if judge is not None else None, corpus=corpus,

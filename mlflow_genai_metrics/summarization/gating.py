@@ -211,7 +211,8 @@ def check_beat_metrics(metrics: list[str]) -> None:
     unknown = [m for m in metrics if m not in comparable]
     if unknown:
         raise ValueError(f"cannot beat the champion on {closest_names(unknown, comparable)}: a beat metric is an "
-                         "aggregate with an interval, not judge_error_rate (docs/metrics.md)")
+                         "aggregate with an interval registered here (a task's own: METRICS.register it), not "
+                         "judge_error_rate (docs/metrics.md)")
 
 
 def p_text(value: float) -> str:

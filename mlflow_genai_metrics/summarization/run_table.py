@@ -55,7 +55,8 @@ def comparison_table(
             ) from None
     notes = {run_id: _note(comparison) for run_id, comparison in comparisons.items()}
     note = "; ".join(n for n in dict.fromkeys(notes.values()) if n)
-    names = [name for name in metrics or default_metrics() if name not in PEOPLE_NAMES]
+    unregistered = unregistered_aggregates(runs)
+    names = [name for name in metrics or [*default_metrics(), *unregistered] if name not in PEOPLE_NAMES]
     unknown = [name for name in metrics or () if not any(name in run.metrics for run in runs)]
     if unknown:  # a typo would otherwise leave an empty table
         raise ValueError(f"no run compared has the metric(s) {closest_names(unknown, set(base.metrics))}")
@@ -89,7 +90,7 @@ def comparison_table(
                 "direction": direction(name) if METRICS.aggregate(name) is not None else "",
                 "better": "",
                 "pairs": math.nan,
-                "metric_note": "",
+                "metric_note": UNREGISTERED.format(name=name) if name in unregistered else "",
                 "pairs_used": comparison.pairs_used if comparison else math.nan,
                 "pairs_dropped_for_errors": comparison.pairs_dropped_for_errors if comparison else math.nan,
                 "only_in_first": comparison.only_in_a if comparison else math.nan,
@@ -112,6 +113,18 @@ def comparison_table(
     shown_people = [m for m in PEOPLE_NAMES if metrics is None or m in metrics]
     records += people_records(runs, shown_people, cards or {}, notes)
     return pd.DataFrame.from_records(records, columns=COLUMNS), note
+
+
+UNREGISTERED = ("not compared pair by pair: no metric {name!r} is registered in this process (register its MetricSpec "
+                "in summarization.metrics.METRICS, as the process that judged the runs did)")
+
+
+def unregistered_aggregates(runs: Sequence[Any]) -> list[str]:
+    """The figures the runs carry with an n, as every aggregate does, that no metric registered in this process
+    names (a task's own metric, registered where the runs were judged): shown with a note, never left out silently."""
+    found = {name for run in runs for name in run.metrics
+             if interval_names(name)[2] in run.metrics and METRICS.aggregate(name) is None and name not in PEOPLE_NAMES}
+    return sorted(found)
 
 
 COLUMNS = ("run_id", "run_name", "metric", "value", "ci_low", "ci_high", "n", "difference_vs_first", "difference_ci_low", "difference_ci_high",

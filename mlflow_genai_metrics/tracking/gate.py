@@ -38,7 +38,7 @@ from ..summarization.gating import (
 from ..summarization.metrics import METRICS, closest_names
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
-from ..summarization.unreadable import decision_figures, infrastructure_failed
+from ..summarization.unreadable import content_failed, decision_figures, error_kinds, infrastructure_failed
 from . import attempts
 from .compare import evaluated_run, load_run, load_table, quiet_downloads, run_figures, run_report
 from .errors import is_bad_input
@@ -174,13 +174,17 @@ def _threshold_outcomes(parsed: list[Rule], bases: list[str], metrics: dict[str,
     articles read strict_alignment 1 over the other half, and was registered). ``bases``: each rule's aggregate
     (``_interval_base``); ``rows``: the run's rows table (None: the figures as logged)."""
     decided, counted = metrics, {}
+    unwritten = int((error_kinds(rows) == "application").sum()) if rows is not None else 0  # rows with no output at all
+    unread = int(content_failed(rows).sum()) - unwritten if rows is not None else 0  # outputs the judge could not read
     if rows is not None:
         decided, counted = decision_figures(rows, metrics, [r.metric for r in parsed], statistics)
     outcomes = rule_outcomes(parsed, decided)
     for number, (outcome, base) in enumerate(zip(outcomes, bases)):
         if base in counted and outcome.actual is not None:
             logged = metrics.get(outcome.rule.metric)
-            said = (f"{counted[base]} row(s) the judge could not read for what the run wrote counted as failures; "
+            failed = (f"{counted[base]} row(s) with no output (the application failed on them)" if not unread else  # not "what it wrote"
+                      f"{counted[base]} row(s) the judge could not read for what the run wrote" + (f" ({unwritten} with no output)" if unwritten else ""))
+            said = (f"{failed} counted as failures; "
                     + (f"logged {logged:.4g} without them" if logged is not None else "none logged without them"))
             outcomes[number] = dataclasses.replace(outcome, detail="; ".join(d for d in (outcome.detail, said) if d))
     return outcomes

@@ -374,7 +374,9 @@ def rebuilt(settings: dict[str, Any]) -> _TaskScorer:
     """The judge ``settings()`` describe, made anew for each call of the registrable form (nothing reaches another
     call), with no preflight: a wrong model is the call's ``JUDGE_CONFIG_ERROR``, from its first request."""
     fields = dict(settings)
-    judge = kinds()[fields.pop("kind")](**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
+    if (cls := kinds().get(kind := fields.pop("kind"))) is None:  # a task of one's own, its module not imported here
+        raise ValueError(f"no judge of kind {kind!r} is loaded where this registered judge runs: import the module that defines its class first")
+    judge = cls(**fields)  # (Scorer.model_validate reads serialised scorers, not fields)
     judge._check_first = False
     return judge
 

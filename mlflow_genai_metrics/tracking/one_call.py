@@ -8,8 +8,9 @@ structured answer (``result`` yes/no, the numbered claims with their verdicts in
     one_call.register(experiment_id=...)                                           # then .start(), .align(...)
 
 Its value means what ``claim_alignment``'s does: "yes" when the summary makes claims and the source supports every
-one. It is an MLflow judge through and through, so MLflow's machinery takes it (server-side scheduling with
-``register().start()``, ``align()``, ``make_scorer_ensemble``), and it has none of ours: no cache, no chunking of
+one: a "yes" its own rationale denies (no claim listed, or one marked no or idk) or a value other than yes/no is the
+row's error, never a score, and an empty summary is "no" without a call (``answer_problem``). It is an MLflow
+judge through and through, so MLflow's machinery takes it (server-side scheduling with ``register().start()``, ``align()``, ``make_scorer_ensemble``), and it has none of ours: no cache, no chunking of
 long sources, no repair turn, no per-claim table, no signature. docs/judges.md ("Our pipeline or MLflow's
 make_judge") has the measured trade-off.
 
@@ -22,13 +23,16 @@ instructions, model and parameters but not its endpoint (MLflow 3.x stores no ``
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from ..judge import DEFAULT_BASE_URL, Judge
 from ..prompts import load_prompt
+from ..summarization.statements import has_words
 
 if TYPE_CHECKING:
     from mlflow.genai.judges import Judge as MlflowJudge
@@ -56,8 +60,6 @@ def inference_params(judge: Judge) -> dict[str, Any]:
 def make_claim_judge(judge: Judge, *, name: str = ONE_CALL_NAME) -> MlflowJudge:
     """The claim judge built by ``mlflow.genai.judges.make_judge`` for ``judge``'s model and endpoint, named
     ``name``; its description carries the instructions' version (``claims_mlflow:v1-....``)."""
-    from mlflow.genai.judges import make_judge
-
     if not isinstance(judge, Judge):
         raise TypeError(f"judge must be a mlflow_genai_metrics.Judge, not {type(judge).__name__}")
     url = urlsplit(judge.base_url)
@@ -80,12 +82,61 @@ def make_claim_judge(judge: Judge, *, name: str = ONE_CALL_NAME) -> MlflowJudge:
         )
     prompt = load_prompt(ONE_CALL_PROMPT)
     endpoint = None if judge.base_url == DEFAULT_BASE_URL else f"{judge.base_url}/chat/completions"
-    return make_judge(
+    return _checked_judge_class()(
         name=name,
         instructions=one_call_instructions(),
         model=f"openai:/{judge.model}",
         description=f"Is every claim of the summary supported by the source? One call per row ({prompt.tag}).",
         feedback_value_type=Literal["yes", "no"],
+        aggregations=[],  # what make_judge gives a Literal value type
         inference_params=inference_params(judge),
         base_url=endpoint,
     )
+
+
+_VERDICT_NOT_YES = re.compile(r"\b(no|idk)\W{0,3}:", re.IGNORECASE)
+_NUMBERED_ITEM = re.compile(r"^\s*\d+[.)]\s+\S", re.MULTILINE)
+
+
+def answer_problem(value: Any, rationale: str | None) -> str | None:
+    """Why the one-call judge's answer cannot stand as the row's card, or None: a value other than yes/no (MLflow
+    checks no answer against the declared ``Literal["yes", "no"]``), or a "yes" its own rationale denies
+    (no numbered claim listed, or a claim listed with the verdict no or idk: the instructions' rule 4 makes that
+    a "no", and which half of the answer is wrong cannot be told)."""
+    if not isinstance(value, str) or value.strip().lower() not in ("yes", "no"):
+        return f"the judge answered {value!r}, not yes or no"
+    if value.strip().lower() == "no":
+        return None
+    if not _NUMBERED_ITEM.search(rationale or ""):
+        return "the judge answered yes but listed no claim in its rationale (yes needs at least one supported claim)"
+    if _VERDICT_NOT_YES.search(rationale or ""):
+        return "the judge answered yes but its rationale marks a claim no or idk (yes needs every claim supported)"
+    return None
+
+
+@functools.cache
+def _checked_judge_class() -> type:
+    """MLflow's ``InstructionsJudge`` with its answer checked (``answer_problem``) and an empty summary decided
+    without a call, as ``claim_alignment`` decides it (No: no claim, defect empty). Registered and loaded back,
+    or aligned by MLflow, it is MLflow's plain judge again: MLflow rebuilds it from its definition."""
+    from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
+    from mlflow.genai.judges.instructions_judge import InstructionsJudge
+
+    class CheckedClaimJudge(InstructionsJudge):
+        def __call__(self, *, inputs: Any = None, outputs: Any = None, expectations: Any = None, trace: Any = None,
+                     session: Any = None) -> Feedback:
+            if isinstance(outputs, str) and not has_words(outputs):  # the one rule for an empty summary
+                return Feedback(name=self.name, value="no", rationale="**No**: the summary makes no claim (defect: empty).",
+                                source=AssessmentSource(source_type=AssessmentSourceType.CODE, source_id="mlflow_genai_metrics"))
+            feedback = super().__call__(inputs=inputs, outputs=outputs, expectations=expectations, trace=trace, session=session)
+            if feedback.error is not None:
+                return feedback
+            problem = answer_problem(feedback.value, feedback.rationale)
+            if problem is None:
+                feedback.value = feedback.value.strip().lower()
+                return feedback
+            return Feedback(name=feedback.name, error=AssessmentError(error_code="INVALID_JUDGE_ANSWER", error_message=problem),
+                            rationale=feedback.rationale, source=feedback.source, metadata=feedback.metadata)
+
+    return CheckedClaimJudge
+

@@ -51,8 +51,9 @@ class TaskPipeline:
     # -- what a task says ------------------------------------------------------------------------------------------
 
     def parse(self, inputs: Any, outputs: Any, expectations: Any = None, trace: Any = None) -> Any:
-        """The row in MLflow's terms (an object with ``row.id``, ``trace_id`` and ``id_given``); ``ValueError`` naming
-        what is wrong."""
+        """The row in MLflow's terms (an object with ``row.id``, ``trace_id`` and ``id_given``, and a ``failure`` field
+        defaulting to None: ``read``); ``ValueError`` naming what is wrong. ``outputs`` is None where ``evaluate`` reads
+        a row before ``predict_fn`` answers, or where the application failed: read it as an empty output."""
         raise NotImplementedError
 
     judged_as: ClassVar[type[RowJudgement]] = RowJudgement  # the task's judgement (a failed row's too)

@@ -41,6 +41,7 @@ class ParsedTranslation:
     row: RowInput
     trace_id: str | None
     id_given: bool
+    failure: str | None = None  # what the application (``predict_fn``) raised on this row: counted failed, not judged
 
 
 class TranslationPipeline(TaskPipeline):
@@ -49,6 +50,8 @@ class TranslationPipeline(TaskPipeline):
     def parse(self, inputs: Any, outputs: Any, expectations: Any = None, trace: Any = None) -> ParsedTranslation:
         if not isinstance(inputs, dict) or not isinstance(inputs.get(self.keys.source), str):
             raise ValueError(f"the text translated must be `inputs[{self.keys.source!r}]`")
+        if outputs is None:  # with ``predict_fn`` a row is read before the application answers (or when it failed)
+            outputs = ""
         if not isinstance(outputs, str):
             raise ValueError(f"`outputs` must be the translation, not {type(outputs).__name__}")
         row_id = inputs.get(self.keys.id)
