@@ -139,4 +139,3 @@ def _checked_judge_class() -> type:
                             rationale=feedback.rationale, source=feedback.source, metadata=feedback.metadata)
 
     return CheckedClaimJudge
-
