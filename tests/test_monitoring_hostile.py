@@ -110,3 +110,20 @@ def test_a_trace_deleted_between_listing_and_scoring_is_skipped_and_the_others_a
 
 def mlflow_experiment() -> str:
     return mlflow.get_experiment_by_name("mgm-tests").experiment_id
+
+
+def test_a_pass_with_another_judge_than_the_cards_already_there_says_the_experiment_now_mixes_two(scripted_server, mlflow_store):
+    """A pass scores only the traces without a card: after the judge's model changed, the experiment held the
+    verdicts of two judges side by side (3 traces by one, 3 by the other) and no pass said so."""
+    first_judge = scripted_server(Endpoint(), models=Endpoint.models)
+    second_judge = scripted_server(Endpoint(), models=("other-judge",))
+    _app_traces()
+    first = score_traces("mgm-tests", judges=[ClaimAlignment(judge_for(first_judge, cache_dir=None)), Grounding()], max_traces=3)
+    assert first.scored == 3 and first.warnings == ()
+    again = score_traces("mgm-tests", judges=[ClaimAlignment(judge_for(first_judge, cache_dir=None)), Grounding()], max_traces=0)
+    assert again.warnings == ()  # the same judge: nothing to say
+    second = score_traces("mgm-tests", judges=[ClaimAlignment(judge_for(second_judge, cache_dir=None)), Grounding()])
+    assert second.scored == 3
+    (warning,) = [w for w in second.warnings if w.kind == "other_judges"]
+    assert "claim_alignment by openai:/scripted-judge" in str(warning) and "claim_alignment by openai:/other-judge" in str(warning)
+    assert "grounding by" not in str(warning).split("than this pass's")[0]  # the grounding model did not change

@@ -52,6 +52,21 @@ def _judges_feedback(trace: Any, names: set[str]) -> list[Any]:
             if a.name in names and getattr(a, "feedback", None) is not None and a.source.source_type != AssessmentSourceType.HUMAN]
 
 
+def _other_judges(traces: Sequence[Any], judges: Sequence[Any]) -> RunWarning | None:
+    """A warning when the experiment's traces carry cards under these judges' names from another judge (another
+    model, another grounding model): a pass scores only the traces without a card, so the experiment then holds the
+    verdicts of two judges side by side, and any figure over its traces mixes them (once said nowhere)."""
+    mine = {judge.name: judge.source().source_id for judge in judges}
+    others = sorted({f"{card.name} by {card.source.source_id}" for trace in traces for card in _judges_feedback(trace, set(mine))
+                     if card.source.source_id != mine[card.name]})
+    if not others:
+        return None
+    return RunWarning("other_judges", f"these traces also carry cards of another judge ({', '.join(others)}) than this "
+                      f"pass's ({', '.join(f'{n} by {s}' for n, s in sorted(mine.items()))}): figures over the "
+                      "experiment's traces mix the two; score them into an experiment of their own, or delete the "
+                      "other judge's cards first")
+
+
 def _retryable(card: Any) -> bool:
     """An error card a later pass may replace: the judge failed. An ``APPLICATION_ERROR`` card is final: the trace's
     application failed, and no pass can judge an output it never gave (once re-scored on every pass)."""
@@ -156,11 +171,11 @@ def score_traces(
                 if card.name == judge.name:
                     mlflow.delete_assessment(trace_id=parsed.trace_id, assessment_id=card.assessment_id)
     claims = [c.verdict for j in judgements if j.error is None for c in j.claims]
-    warning = verification_warning(len(claims), claims.count("yes"), claims.count("idk"))
+    found = [w for w in (verification_warning(len(claims), claims.count("yes"), claims.count("idk")), _other_judges(traces, judges)) if w]
     return MonitorReport(
         experiment_id=experiment_id, traces_seen=len(traces), unusable=len(unusable) + len(gone),
         already_scored=len(traces) - len(todo) - len(silent) - len(running) + taken,
         scored=len(rows) - taken - len(gone), judge_errors=len(failed), deferred=deferred + len(running),
         retried=sum(bool(stale[parsed.trace_id]) for parsed in rows if parsed.trace_id not in gone),
-        warnings=(warning,) if warning is not None else (), application_errors=len(crashed),
+        warnings=tuple(found), application_errors=len(crashed),
     )
