@@ -140,3 +140,18 @@ def test_an_answers_candidate_gated_against_a_summaries_champion_is_refused_nami
 
     assert not gate.passed and gate.registered_version is None
     assert "run A judged summaries and run B judged answers from passages" in gate.failed[0].detail
+
+
+def test_judges_of_two_tasks_in_one_evaluation_are_refused_naming_each_task_s_judges(scripted_server):
+    """The refusal named the tasks by internal class names (['_AnswerScorer', '_SummaryScorer']); it names the
+    judges of each now, before any call."""
+    from mlflow_genai_metrics.tracking import AnswerFaithfulness, ClaimAlignment, Grounding, evaluate
+
+    server = scripted_server()
+    judge = judge_for(server)
+    with pytest.raises(ValueError) as refused:
+        evaluate([{"inputs": {"text": "A source.", "id": "r1"}, "outputs": "A summary."}],
+                 [ClaimAlignment(judge), Grounding(), AnswerFaithfulness(judge)])
+    assert str(refused.value) == ("evaluate judges one task at a time; these judges are of 2 tasks: "
+                                  "answer_faithfulness | claim_alignment + grounding")
+    assert server.request_count == 0

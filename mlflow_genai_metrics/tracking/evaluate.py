@@ -117,9 +117,11 @@ def task_of(judges: Sequence[Any], door: str) -> tuple[type[_TaskScorer], list[_
     if not ours:
         raise ValueError(f"{door} needs at least one of this package's judges (ClaimAlignment, KeyPointCoverage, Grounding, "
                          "InstructionFollowing; or the answers' judges)")
-    tasks = {next(c for c in type(j).__mro__ if "set_pipeline" in vars(c)) for j in ours}
-    if len(tasks) > 1:
-        raise ValueError(f"{door} judges one task at a time; these judges are of {len(tasks)}: {sorted(t.__name__ for t in tasks)}")
+    of = {id(j): next(c for c in type(j).__mro__ if "set_pipeline" in vars(c)) for j in ours}
+    tasks = set(of.values())
+    if len(tasks) > 1:  # named by their judges (the task's class is internal: '_SummaryScorer' once said nothing)
+        groups = sorted(" + ".join(sorted(j.name for j in ours if of[id(j)] is task)) for task in tasks)
+        raise ValueError(f"{door} judges one task at a time; these judges are of {len(tasks)} tasks: {' | '.join(groups)}")
     return tasks.pop(), ours
 
 
