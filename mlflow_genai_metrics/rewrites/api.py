@@ -53,13 +53,15 @@ def _instructions(instruction: str | Sequence[str], count: int) -> list[str]:
 class _Checks:
     """Each row's instruction request, asked by the row's pipeline once its passes succeeded (``pipeline.After``)."""
 
-    def __init__(self, rows: Sequence[RowInput], instructions: Sequence[str]):
-        self.rows, self.instructions = rows, instructions
+    def __init__(self, rows: Sequence[RowInput], instructions: Sequence[str], max_source_tokens: int | None = None):
+        self.rows, self.instructions, self.max_source_tokens = rows, instructions, max_source_tokens
         self.replies: dict[int, JudgeReply] = {}
 
     def request(self, index: int) -> JudgeRequest | None:
         row = self.rows[index]
-        return instruction_request(self.instructions[index], row.source, row.summary) if has_words(row.summary) else None
+        if not has_words(row.summary):
+            return None
+        return instruction_request(self.instructions[index], row.source, row.summary, self.max_source_tokens)
 
     def answered(self, index: int, reply: JudgeReply) -> None:
         self.replies[index] = reply
@@ -105,15 +107,15 @@ def judge_with_instructions(judge: Judge, rows: Sequence[RowInput], instructions
     """The rows judged (``judge_rows``) with each row's instruction check: its verdict under ``verdicts["instruction"]``,
     or, when the call failed, the row's error (its usage counted either way). A row's check is asked within its share
     of the judge's budget; a row read whole from the cache is asked after, a row that failed not at all."""
-    checks = _Checks(rows, instructions)
+    checks = _Checks(rows, instructions, options.max_source_tokens)  # a long input cut to fit, as its chunks are
     return _with_checks(judge, checks, judge_rows(list(rows), judge, options, progress=progress, claims=claims, after=checks))
 
 
 def check_instructions(judge: Judge, rows: Sequence[RowInput], instructions: Sequence[str],
-                       judgements: Sequence[RowJudgement]) -> list[RowJudgement]:
+                       judgements: Sequence[RowJudgement], max_source_tokens: int | None = None) -> list[RowJudgement]:
     """``judgements`` (judged without the checks: an instruction judge's own rows) with each row's instruction check,
     as ``judge_with_instructions`` says."""
-    return _with_checks(judge, _Checks(rows, instructions), judgements)
+    return _with_checks(judge, _Checks(rows, instructions, max_source_tokens), judgements)
 
 
 def _with_checks(judge: Judge, checks: _Checks, judgements: Sequence[RowJudgement]) -> list[RowJudgement]:

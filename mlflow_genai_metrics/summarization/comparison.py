@@ -129,10 +129,12 @@ def pair_rows(a: pd.DataFrame, b: pd.DataFrame, *, allow_partial: bool = False, 
         if mismatched:
             shown = ", ".join(repr(key) for key in mismatched[:10])
             more = f" and {len(mismatched) - 10} more" if len(mismatched) > 10 else ""
+            fix = ("judge both runs' rewrites under the same instruction for each input, each input and instruction under one id, the same"
+                   if "instruction_followed" in a and "instruction_followed" in b else "give each article the same id")  # ids: no fix there
             raise SourceMismatchError(
                 f"{len(mismatched)} row id(s) name different source texts in the two runs (for rewrites: inputs or "
                 f"instructions; for answers: questions or passages): {shown}{more}. Pairing them would compare outputs "
-                "of different tasks; give each article the same id in every run (e.g. an id column) and evaluate again."
+                f"of different tasks; {fix} in every run (e.g. an id column) and evaluate again."
             )
     failed_a, failed_b = _failed(keyed_a, decision), _failed(keyed_b, decision)
     usable = [key for key in shared if not failed_a[key] and not failed_b[key]]

@@ -140,7 +140,9 @@ class Pipeline(TaskPipeline):
         if judges_rows:
             return judge_rows(asked, self.judge, self.options, progress=False, claims=self.claims)
         judged = [RowJudgement(id=row.id, source_key=row.source_key) for row in asked]  # the instruction alone
-        return check_instructions(self.judge, asked, [p.instruction or "" for p in rows], judged) if self.instruction else judged
+        if not self.instruction:
+            return judged
+        return check_instructions(self.judge, asked, [p.instruction or "" for p in rows], judged, self.options.max_source_tokens)
 
     def build(self, rows: list[ParsedRow], judgements: list[RowJudgement]) -> SummarizationResult:
         categories, references = [p.category for p in rows], [p.reference for p in rows]
