@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from mlflow_genai_metrics import Judge
+from mlflow_genai_metrics.grounding.model import calibration_note
 from mlflow_genai_metrics.local import LocalModelServer
 from mlflow_genai_metrics.study import (
     Candidate,
@@ -114,6 +115,7 @@ def main() -> int:
     text = (
         f"{len(articles)} BBC articles, {f'judge `{judge.model}` at {judge.endpoint_label}' if judge else 'no judge'}, {elapsed / 60:.1f} min\n\n"
         + format_table(result.table)
+        + f"\n(grounding, grounded: {calibration_note()})"  # the data the grounded label holds on, as every run and card say
         + (f"\n\n{failures.rstrip()}" if failures else "")
         + "\n\nPer category (mean of per-row values):\n\n"
         + format_table(by_category.round(3).reset_index())

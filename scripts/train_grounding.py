@@ -15,7 +15,7 @@ sentence) inconsistent, each with weight ``PERTURBED_WEIGHT`` against a person's
 Steps, all deterministic: features per row and per summary sentence; 5-fold cross-validation grouped by source
 document (summaries of one article never straddle folds; the perturbed rows are in every training fold and never
 scored) for out-of-fold scores of people's rows; from those, the calibration (Platt scaling: a logistic regression
-of people's labels on the trees' out-of-fold log-odds, so that ``grounding`` is a probability and ``grounded`` is
+of people's labels on the trees' out-of-fold log-odds, so that ``grounding`` is a probability on this mix and ``grounded`` is
 ``grounding >= 0.5``) and the suspect rule's thresholds (``support_low``: 5th percentile of the calibrated support
 of every sentence of summaries people found fully consistent; ``support_high``: 95th percentile of the weakest
 sentence's support in summaries people found inconsistent); then the final model on every training row, written as

@@ -33,7 +33,8 @@ def serve(args: argparse.Namespace) -> int:
 DEMO_NOTE = (
     "NOTE: the judge here is SmolLM2-135M, a 135-million-parameter model on this CPU. Its verdicts only demonstrate\n"
     "the pipeline: it often returns no claim for a summary that has words, which is recorded as a judge failure\n"
-    "(no_claims) for that row, never as a score. grounding and grounded need no judge: they stand as they are.\n"
+    "(no_claims) for that row, never as a score. grounding and grounded need no judge: they stand without it, for\n"
+    "comparing the candidates on these articles (the data grounding is calibrated on is named under the table).\n"
     "Set MGM_JUDGE_MODEL, MGM_JUDGE_BASE_URL and OPENAI_API_KEY to judge with a real model."
 )
 # The gate: the judge's faithfulness and its error rate, and the model-free check (confident that most summaries
@@ -86,8 +87,9 @@ def demo_report(result, uri: str, *, local_judge: bool, seconds: float) -> str:
     the judge's failures and the runs' warnings, the paired comparison, each gate with every rule's actual value
     against its threshold (so a failed gate says why), and each run's page in the MLflow UI."""
     from ..study import comparison_lines, format_table, run_url, ui_command, warning_lines
+    from .run_output import grounding_caveat
 
-    lines = ["", format_table(result.table), "", "by category (alignment, richness, grounding):"]
+    lines = ["", format_table(result.table), f"(grounding, grounded: {grounding_caveat()})", "", "by category (alignment, richness, grounding):"]
     if result.by_category.empty:  # pandas' "Empty DataFrame" and its column list, once
         lines.append("  none: no candidate wrote a summary to judge")
     else:

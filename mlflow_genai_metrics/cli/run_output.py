@@ -21,6 +21,8 @@ def report_evaluation(run: Any, experiment: Any, evaluation: Any, rows: str) -> 
     print(f"artifacts: {run.info.artifact_uri}")
     for line in summary_lines(evaluation.metrics):
         print(line)
+    if "grounded_rate" in evaluation.metrics:  # what the grounded label holds on, as the run's tag and every card say
+        print(f"  (grounding, grounded_rate: {grounding_caveat()})")
     for line in people_lines(run.info.run_id):  # a run with a labelled sample (mgm label-sample): people's rate
         print(line)
     for warning in evaluation.warnings:
@@ -28,6 +30,14 @@ def report_evaluation(run: Any, experiment: Any, evaluation: Any, rows: str) -> 
     if evaluation.metrics.get("judge_error_rate") == 1.0:
         return evaluation_failed(run.info.run_id, evaluation.result.rows["error"])
     return EXIT_OK
+
+
+def grounding_caveat() -> str:
+    """The data the grounding score (and its 0.5 cut, ``grounded``) was calibrated on, and what that makes it."""
+    from ..grounding.model import calibration_note
+
+    note = calibration_note()
+    return note[:1].lower() + note[1:]
 
 
 def summary_lines(metrics: dict[str, float]) -> list[str]:

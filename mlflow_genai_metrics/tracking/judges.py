@@ -347,7 +347,7 @@ class Grounding(_SummaryScorer):
     """The model-free grounding score in [0, 1]: how much of each summary sentence the source supports (no judge)."""
 
     name: str = "grounding"
-    description: str | None = "Model-free grounding score in [0, 1]: how well the source supports each summary sentence (no judge call)."
+    description: str | None = "Model-free grounding score in [0, 1], calibrated on its training mix (each card names it); no judge call."
     judge_kind: ClassVar[str] = "grounding"
     feedback_value_type: ClassVar[Any] = float
     needs: ClassVar[frozenset[str]] = frozenset({GROUNDING})
