@@ -68,7 +68,7 @@ def main() -> None:
         trace_id = mlflow.search_traces(locations=[experiment.experiment_id], run_id=first, return_type="list")[0].info.trace_id
         with Browser() as browser:
             url = ui.evaluation_runs_url(experiment.experiment_id)
-            names = "document.querySelectorAll('[data-component-id=\"mlflow.eval-runs.run-name-cell\"]').length >= 2"
+            names = "document.querySelectorAll('[data-component-id=\"mlflow.eval-runs.run-name-cell\"], #run-name-cell').length >= 2"
             browser.visit(url, click=[close_assistant], wait_for=[names], screenshot=OUT / "ui-evaluation-runs.png")
             print(f"saved {OUT / 'ui-evaluation-runs.png'}  <- {url}")
             url = ui.trace_url(experiment.experiment_id, trace_id)

@@ -272,14 +272,17 @@ def _rule_lines(outcomes: list[RuleOutcome], *, marks: bool = False) -> list[str
 
 
 def _check_alias(alias: str) -> None:
-    """Refuse an alias MLflow would refuse (``v1``, ``latest``, a space) before anything is registered: MLflow checks
-    it only when the alias is set, after the version exists."""
-    try:
-        from mlflow.utils.validation import _validate_model_alias_name, _validate_model_alias_name_reserved
-    except ImportError:  # pragma: no cover - another MLflow: it says so when the alias is set
-        return
-    _validate_model_alias_name(alias)
-    _validate_model_alias_name_reserved(alias)
+    """Refuse an alias MLflow would refuse (``v1``, ``latest``, a space) before anything is registered: MLflow checks it
+    only when the alias is set, after the version exists. By MLflow's documented rules, and by its own checks where
+    they are found (3.18 renamed them: a fresh install registered the version, then refused its alias)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils import validation
+
+    for name in ("_validate_alias_name", "_validate_model_alias_name", "_validate_alias_name_reserved", "_validate_model_alias_name_reserved"):
+        getattr(validation, name, lambda _: None)(alias)
+    if not isinstance(alias, str) or not re.fullmatch(r"[\w\-]{1,255}", alias) or alias.lower() == "latest" or re.fullmatch(r"[vV]\d+", alias):
+        raise MlflowException(f"Invalid alias name: {alias!r}: letters, digits, '_' and '-' (at most 255), neither 'latest' "
+                              "nor a version's name ('v1')", error_code="INVALID_PARAMETER_VALUE")
 
 
 def _champion_outcomes(

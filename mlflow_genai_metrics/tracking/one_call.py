@@ -23,7 +23,6 @@ instructions, model and parameters but not its endpoint (MLflow 3.x stores no ``
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import warnings
@@ -114,9 +113,8 @@ def answer_problem(value: Any, rationale: str | None) -> str | None:
     return None
 
 
-@functools.cache
 def _checked_judge_class() -> type:
-    """MLflow's ``InstructionsJudge`` with its answer checked (``answer_problem``) and an empty summary decided
+    """(Made at each call: nothing kept at module level.) MLflow's ``InstructionsJudge`` with its answer checked (``answer_problem``) and an empty summary decided
     without a call, as ``claim_alignment`` decides it (No: no claim, defect empty). Registered and loaded back,
     or aligned by MLflow, it is MLflow's plain judge again: MLflow rebuilds it from its definition."""
     from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
