@@ -275,6 +275,19 @@ def proportion_interval(histogram: RatioHistogram, *, confidence: float = 0.95) 
     return float(interval.low), float(interval.high)
 
 
+def rate_counting_failures(rate: float, low: float, high: float, read: int, failures: int, *,
+                           confidence: float = 0.95) -> tuple[float, float, float]:
+    """A rate [``low``, ``high``] over ``read`` rows, with ``failures`` more rows counted as failures (rows a run's own
+    output made unreadable, in a decision on people's rate): the share read R = read / (read + failures) times the
+    rate, its interval by MOVER (R's exact interval moves the product by the rate per unit, the rate's by R), as
+    ``people.ppi_counts`` combines the judge's rate with the strata's. Coverage simulated in tests/test_people_hostile.py."""
+    share = read / (read + failures)
+    exact = scipy_stats.binomtest(read, read + failures).proportion_ci(confidence_level=confidence, method="exact")
+    lower = share * rate - math.sqrt((share * (rate - low)) ** 2 + (rate * (share - exact.low)) ** 2)
+    upper = share * rate + math.sqrt((share * (high - rate)) ** 2 + (rate * (exact.high - share)) ** 2)
+    return share * rate, max(lower, 0.0), min(upper, 1.0)
+
+
 NAN_INTERVAL = (float("nan"), float("nan"))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mlflow_genai_metrics.testing import Reply, SummarizationJudgeScript
+from mlflow_genai_metrics.testing import Fault, Reply, SummarizationJudgeScript
 
 ARTICLES = [
     ("biz/1", "business", "The council approved the budget on Monday. The mayor welcomed the decision. Critics objected."),
@@ -55,3 +55,19 @@ class Endpoint:
             article = request.last_user_message.split("\n\n", 1)[1]
             return Reply(summary_for(model, article))
         return self.judge(request)
+
+
+class Flaky(Endpoint):
+    """``Endpoint`` with a flaky summarizer (``flaky-summarizer``, served beside the others: ``Flaky.models``): it
+    writes the good summary, or has its request refused on the articles naming a word of ``FAILING`` (the first
+    article, and one of each category: 4 of the 6)."""
+
+    FAILING = ("council", "Everton", "striker", "phone")
+    models = (*Endpoint.models, "flaky-summarizer")
+
+    def __call__(self, request):
+        if request.body.get("model") == "flaky-summarizer":
+            if any(word in request.last_user_message for word in self.FAILING):
+                return Fault.http(400, "this prompt was refused")
+            request.body["model"] = "good-summarizer"
+        return super().__call__(request)

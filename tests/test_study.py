@@ -13,7 +13,7 @@ from helpers import judge_for
 from markdown_tables import markdown_table
 from mlflow.entities import Feedback
 from mlflow.tracking import MlflowClient
-from mlflow_helpers import ARTICLES, Endpoint, frame
+from mlflow_helpers import ARTICLES, Endpoint, Flaky, frame
 from run_traces import cards_per_row
 
 from mlflow_genai_metrics.study import (
@@ -263,20 +263,8 @@ def test_a_candidate_failing_on_some_articles_has_those_rows_failed_in_its_run_a
     on the others: its generation errors were left out of its run (and MLflow stops an evaluation whose first row's
     ``predict_fn`` raises: the study hands it an answered article first). They are failed rows of it now, each with an
     APPLICATION_ERROR card naming the error, counted in judge_error_rate and against the candidate by the gate."""
-    from mlflow_genai_metrics.testing import Fault
-
-    failing = ("council", "Everton", "striker", "phone")  # the first article, and one of each category
-
-    class Flaky(Endpoint):  # the flaky summarizer writes the good summary, or has its request refused
-        def __call__(self, request):
-            if request.body.get("model") == "flaky-summarizer":
-                if any(word in request.last_user_message for word in failing):
-                    return Fault.http(400, "this prompt was refused")
-                request.body["model"] = "good-summarizer"
-            return super().__call__(request)
-
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
-    server = scripted_server(Flaky(), models=(*Endpoint.models, "flaky-summarizer"))
+    server = scripted_server(Flaky(), models=Flaky.models)  # refused on 4 of the 6 articles
     candidates = [Candidate("flaky", "flaky-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
     result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"},
                        progress=False, artifact_location=tmp_path / "artifacts")

@@ -10,25 +10,10 @@ import numpy as np
 from conftest import SECRET_KEY
 from helpers import judge_for
 from mlflow.tracking import MlflowClient
-from mlflow_helpers import Endpoint, frame
+from mlflow_helpers import Flaky, frame
 
 from mlflow_genai_metrics import plots
 from mlflow_genai_metrics.study import Candidate, run_study
-
-FAILING = ("council", "Everton", "striker", "phone")  # the flaky candidate's request is refused on 4 of the 6 articles
-
-
-class Flaky(Endpoint):
-    """The flaky summarizer writes the good summary, or has its request refused."""
-
-    def __call__(self, request):
-        from mlflow_genai_metrics.testing import Fault
-
-        if request.body.get("model") == "flaky-summarizer":
-            if any(word in request.last_user_message for word in FAILING):
-                return Fault.http(400, "this prompt was refused")
-            request.body["model"] = "good-summarizer"
-        return super().__call__(request)
 
 
 def test_an_article_the_candidate_wrote_nothing_for_has_no_rouge_and_the_runs_rouge_stands_on_what_it_wrote(tmp_path, scripted_server, mlflow_store, monkeypatch):
@@ -37,7 +22,7 @@ def test_an_article_the_candidate_wrote_nothing_for_has_no_rouge_and_the_runs_ro
     writing the good summaries on the articles it answered looked three times worse than the good one on ROUGE. Its
     gate's reason said those rows were ones "the judge could not read for what the run wrote": it wrote nothing."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
-    server = scripted_server(Flaky(), models=(*Endpoint.models, "flaky-summarizer"))
+    server = scripted_server(Flaky(), models=Flaky.models)
     candidates = [Candidate("flaky", "flaky-summarizer", server.base_url), Candidate("good", "good-summarizer", server.base_url)]
     result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"},
                        progress=False, artifact_location=tmp_path / "artifacts")
@@ -69,7 +54,7 @@ def test_a_candidate_judged_on_under_half_the_articles_is_left_out_of_the_compar
     was never compared, no comparison run was logged, and nothing in MLflow said why. Now good and bad are compared
     (the comparison run names what was left out and why) and the flaky run says it was not compared, and why."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
-    server = scripted_server(Flaky(), models=(*Endpoint.models, "flaky-summarizer"))
+    server = scripted_server(Flaky(), models=Flaky.models)
     candidates = [Candidate(name, f"{name}-summarizer", server.base_url) for name in ("flaky", "good", "bad")]
     result = run_study(frame().drop(columns=["summary"]), candidates, judge_for(server), gate_rules={"alignment": ">= 0.9"},
                        progress=False, artifact_location=tmp_path / "artifacts")

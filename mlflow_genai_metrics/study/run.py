@@ -187,14 +187,13 @@ def _check_gate_rules(rules: Mapping[str, str]) -> None:
     """The gate's rules, read before any candidate runs: a malformed rule, or a metric no study run logs (a typo), is
     a ``ValueError`` now. The gate raised it after every candidate had been summarized, judged and logged, and the
     study's table and comparison were lost with it. The gate still checks each name against the run itself."""
-    from ..summarization.gating import aggregate_names_logged, parse_rules
-    from ..summarization.metrics import METRICS, closest_names
+    from ..summarization.gating import parse_rules, refuse_unknown_metrics
+    from ..summarization.metrics import METRICS
 
-    known = {*aggregate_names_logged(), *(spec.name for spec in METRICS.aggregates()), "generation_error_rate"}
-    unknown = [r.metric for r in parse_rules(rules) if r.metric not in known and not r.metric.startswith("judge/")]
-    if unknown:  # judge/...: the judge's usage, which varies with the judge (batched calls, cost)
-        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, known)} (docs/metrics.md lists "
-                         "every name); no candidate was run")
+    # judge/...: the judge's usage, which varies with the judge (batched calls, cost): the gate checks it on the run
+    judged = [rule for rule in parse_rules(rules) if not rule.metric.startswith("judge/")]
+    known = {*(spec.name for spec in METRICS.aggregates()), "generation_error_rate"}
+    refuse_unknown_metrics(judged, known, "(docs/metrics.md lists every name); no candidate was run")
 
 
 def study_experiment(name: str, artifact_location: str | Path | None = None) -> str:

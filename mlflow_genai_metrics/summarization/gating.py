@@ -34,6 +34,14 @@ def aggregate_names_logged() -> frozenset[str]:
     return frozenset((*(name for base in aggregate_names() for name in (base, *interval_names(base))), *people, *RECALIBRATED))
 
 
+def refuse_unknown_metrics(rules: Sequence[Rule], known: set[str], said: str) -> None:
+    """``ValueError`` naming each rule's metric that is neither in ``known`` nor logged under an aggregate's name, with
+    the closest names, then ``said`` (what the names were checked against, in words): a typo, or a metric no run logs."""
+    known = known | aggregate_names_logged()
+    unknown = [rule.metric for rule in rules if rule.metric not in known]
+    if unknown:
+        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, known)} {said}")
+
 
 @dataclass(frozen=True)
 class Rule:

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
 
-from ..stats import RatioStatistic, StatisticsOptions
+from ..people import CONFIDENCE
+from ..stats import RatioStatistic, StatisticsOptions, rate_counting_failures
 from .gating import PEOPLE_METRICS
 from .metrics import METRICS, MetricSpec
 from .scoring import estimates, interval_names
@@ -123,14 +123,8 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
 
 
 def _people_counting_failures(figures: Mapping[str, float], name: str, failures: int) -> dict[str, float]:
-    """People's rate ``name`` (over the ``n`` rows the judge read) with ``failures`` more rows counted as failures:
-    the share read, R = n / (n + failures), times people's rate q on them; its interval by MOVER, as ``people``
-    combines the judge's yes-rate with the strata's rates: R's exact interval moves R q by q per unit, q's by R
-    (it covered people's rate with failures as 0 at least 0.959 of 800 seeded draws in each of 8 cells: 12-200 rows,
-    5-50% failures, 4-50 labels; not a benchmark of its own). A NaN (too few labels) stays NaN."""
-    q, low_q, high_q, n = (float(figures.get(k, math.nan)) for k in (name, *interval_names(name)))
-    read = n / (n + failures)
-    low_r, high_r = binomtest(int(n), int(n) + failures).proportion_ci(0.95, method="exact")  # people's one level
-    low = read * q - math.sqrt((read * (q - low_q)) ** 2 + (q * (read - low_r)) ** 2)
-    high = read * q + math.sqrt((read * (high_q - q)) ** 2 + (q * (high_r - read)) ** 2)
-    return {name: read * q, f"{name}_ci_low": max(low, 0.0), f"{name}_ci_high": min(high, 1.0), f"{name}_n": n + failures}
+    """People's rate ``name`` (over the ``n`` rows the judge read) with ``failures`` more rows counted as failures
+    (``stats.rate_counting_failures``, at people's one level). A NaN (too few labels) stays NaN."""
+    rate, low, high, n = (float(figures.get(k, math.nan)) for k in (name, *interval_names(name)))
+    value, low, high = rate_counting_failures(rate, low, high, int(n), failures, confidence=CONFIDENCE)
+    return {name: value, f"{name}_ci_low": low, f"{name}_ci_high": high, f"{name}_n": n + failures}

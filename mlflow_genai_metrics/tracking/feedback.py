@@ -55,6 +55,15 @@ def judge_cost(judgement: Any, judge_pass: JudgePass, *, priced: bool) -> dict[s
     return metadata
 
 
+APPLICATION_ERROR = "APPLICATION_ERROR"  # a card's error code where the row's application raised: nothing was judged
+
+
+def application_card(card: Any) -> bool:
+    """Whether a card (a feedback, read back or made now) is an ``APPLICATION_ERROR``: final, never asked again."""
+    error = getattr(card, "error", None)
+    return error is not None and getattr(error, "error_code", None) == APPLICATION_ERROR
+
+
 def error_feedback(name: str, message: str, source: AssessmentSource, *, code: str = "JUDGE_ERROR", metadata: dict[str, Any] | None = None) -> Feedback:
     """The one feedback of a row the judge failed on: the error, no value (``metadata``: what its calls cost)."""
     return Feedback(name=name, error=AssessmentError(error_code=code, error_message=message), source=source, metadata=metadata or None)

@@ -29,13 +29,13 @@ from ..summarization.gating import (
     GateResult,
     Rule,
     RuleOutcome,
-    aggregate_names_logged,
     check_beat_metrics,
     p_text,
     parse_rules,
+    refuse_unknown_metrics,
     rule_outcomes,
 )
-from ..summarization.metrics import METRICS, closest_names
+from ..summarization.metrics import METRICS
 from ..summarization.options import resolve
 from ..summarization.stability import counted_against
 from ..summarization.unreadable import content_failed, decision_figures, error_kinds, infrastructure_failed
@@ -117,10 +117,7 @@ def register_if_passing(
     metrics = run_figures(run, client, report)
     # A judge aggregate that the run lacks had no row to stand on (every row failed): the rule fails, with the
     # reason. Any other missing name is a typo or a metric this run never logs: an error before anything happens.
-    unknown = [r.metric for r in parsed if r.metric not in metrics and r.metric not in aggregate_names_logged()]
-    if unknown:
-        raise ValueError(f"unknown metric(s) in the gate's rules: {closest_names(unknown, set(metrics) | set(aggregate_names_logged()))} "
-                         f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
+    refuse_unknown_metrics(parsed, set(metrics), f"(run {run_id} has {len(metrics)} figures; docs/metrics.md lists every name)")
     bases = [_interval_base(rule.metric) for rule in parsed]
     # the run's rows, read once: a rule on an aggregate reads them as a decision does, the champion's comparison pairs them
     rows = _rows_table(run_id, client) if beat_champion or any(METRICS.aggregate(base.removeprefix("people/")) is not None for base in bases) else None

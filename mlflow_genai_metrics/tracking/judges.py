@@ -46,7 +46,7 @@ from ..summarization.cards import Card, claim_card, coverage_card, grounding_car
 from ..summarization.method import Method
 from ..summarization.options import JudgingOptions
 from ..summarization.records import JudgePass, RowJudgement
-from .feedback import aggregated, card_feedback, error_feedback, judge_cost, judge_source
+from .feedback import APPLICATION_ERROR, aggregated, card_feedback, error_feedback, judge_cost, judge_source
 from .genai import InputKeys, Pipeline, trace_id_of
 from .pipeline import TaskPipeline
 from .rows import Call, EvaluationRows, unreadable
@@ -135,7 +135,7 @@ class _TaskScorer(Scorer):
     def feedback(self, judgement: Any) -> Feedback:
         """This judge's one feedback for a judged row, with the row's id (an error card's too)."""
         if judgement.error is not None and judgement.error.kind == "application":  # no card of this judge: the row has no output
-            return error_feedback(self.name, str(judgement.error), self.source(), code="APPLICATION_ERROR", metadata={"row_id": str(judgement.id)})
+            return error_feedback(self.name, str(judgement.error), self.source(), code=APPLICATION_ERROR, metadata={"row_id": str(judgement.id)})
         cost = judge_cost(judgement, self.judge_pass, priced=self.priced()) if self.judge_pass else {}
         return card_feedback(self.name, self.card(judgement), self.source(), {"row_id": str(judgement.id), **cost})
 

@@ -56,6 +56,7 @@ from mlflow.tracking import MlflowClient
 from ..people import PeopleDifference, PeopleEstimate, estimate_difference
 from ..people_labels import CARDS, PeopleReport, people_report
 from ..summarization.verdicts import latest_feedback, trace_verdicts
+from .feedback import application_card
 from .pipeline import root_span
 from .run_logging import ARTIFACT_DIR, set_note_section, set_tags, tag_value
 
@@ -212,7 +213,7 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
 
 def _application_failed(trace, card: str) -> bool:
     """Whether the trace's judge card says its application raised (``APPLICATION_ERROR``: nothing was judged)."""
-    return any(a.name == card and a.error is not None and a.error.error_code == "APPLICATION_ERROR" for a in trace.info.assessments)
+    return any(a.name == card and application_card(a) for a in trace.info.assessments)
 
 
 def _grounding_of(trace) -> float | None:

@@ -25,6 +25,7 @@ from mlflow.entities import AssessmentSourceType
 
 from ..stats import StatisticsOptions
 from ..summarization.warnings import RunWarning, verification_warning
+from .feedback import application_card
 from .genai import trace_rows
 from .pipeline import application_failure, root_span
 
@@ -70,8 +71,7 @@ def _other_judges(traces: Sequence[Any], judges: Sequence[Any]) -> RunWarning | 
 def _retryable(card: Any) -> bool:
     """An error card a later pass may replace: the judge failed. An ``APPLICATION_ERROR`` card is final: the trace's
     application failed, and no pass can judge an output it never gave (once re-scored on every pass)."""
-    error = getattr(card, "error", None)
-    return error is not None and getattr(error, "error_code", None) != "APPLICATION_ERROR"
+    return getattr(card, "error", None) is not None and not application_card(card)
 
 
 def _ours(trace: Any, names: set[str]) -> set[str]:
@@ -163,7 +163,7 @@ def score_traces(
             feedback = judge.feedback(judgement)
             if feedback.error is not None and feedback.error.error_code == "JUDGE_ERROR":  # (not "no expected answer")
                 failed.add(parsed.trace_id)
-            if feedback.error is not None and feedback.error.error_code == "APPLICATION_ERROR":
+            if application_card(feedback):
                 crashed.add(parsed.trace_id)
             feedback.span_id = roots[parsed.trace_id].span_id  # on the root span, where evaluations put theirs
             mlflow.log_assessment(trace_id=parsed.trace_id, assessment=feedback)

@@ -114,9 +114,10 @@ def answer_problem(value: Any, rationale: str | None) -> str | None:
 
 
 def _checked_judge_class() -> type:
-    """(Made at each call: nothing kept at module level.) MLflow's ``InstructionsJudge`` with its answer checked (``answer_problem``) and an empty summary decided
-    without a call, as ``claim_alignment`` decides it (No: no claim, defect empty). Registered and loaded back,
-    or aligned by MLflow, it is MLflow's plain judge again: MLflow rebuilds it from its definition."""
+    """MLflow's ``InstructionsJudge`` with its answer checked (``answer_problem``) and an empty summary decided without
+    a call, as ``claim_alignment`` decides it (No: no claim, defect empty); made at each call, nothing kept at module
+    level. Registered and loaded back, or aligned by MLflow, it is MLflow's plain judge again: MLflow rebuilds it
+    from its definition."""
     from mlflow.entities import AssessmentError, AssessmentSource, AssessmentSourceType, Feedback
     from mlflow.genai.judges.instructions_judge import InstructionsJudge
 
