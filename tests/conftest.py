@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ from mlflow_genai_metrics.testing import Reply, ScriptedJudgeServer, ScriptedReq
 SECRET_KEY = "sk-mgm-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 _STARTED = pytest.StashKey[tuple[float, set[str]]]()
+_SERVERS = pytest.StashKey[list[ScriptedJudgeServer]]()
 
 # Two workers on two cores: a local model server computes on one thread, not one per core. llama.cpp's threads wait
 # for each other by spinning, so beside the other worker's test two threads took 12.1 s where one took 8.4 s (two
@@ -67,9 +69,14 @@ def isolated_environment(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
 
 
 @pytest.fixture
-def scripted_server() -> Iterator[Callable[..., ScriptedJudgeServer]]:
-    """Factory: ``scripted_server(script, **options)`` starts a server that stops after the test."""
-    started: list[ScriptedJudgeServer] = []
+def scripted_server(request: pytest.FixtureRequest) -> Iterator[Callable[..., ScriptedJudgeServer]]:
+    """Factory: ``scripted_server(script, **options)`` starts a server that stops after the test. While it runs the
+    judge's retries are logged (INFO), so a failed test's captured log says why a request was sent again, beside
+    the requests the servers saw more than once (``pytest_runtest_makereport``)."""
+    started: list[ScriptedJudgeServer] = request.node.stash.setdefault(_SERVERS, [])
+    retries = logging.getLogger("mlflow_genai_metrics.judge.transport")
+    level = retries.level
+    retries.setLevel(logging.INFO)
 
     def start(script: Callable[[ScriptedRequest], object] = always(verdict_json()), **options) -> ScriptedJudgeServer:
         options.setdefault("models", ("scripted-judge",))
@@ -78,8 +85,29 @@ def scripted_server() -> Iterator[Callable[..., ScriptedJudgeServer]]:
         return server
 
     yield start
+    retries.setLevel(level)
     for server in started:
         server.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed test that started scripted servers reports the requests they saw more than once (when each came and
+    went, its answer's status, the caller's port: a retry on a new connection has a new one)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for number, server in enumerate(item.stash.get(_SERVERS, [])):
+        seen: dict[str, list] = {}
+        for logged in server.requests:
+            seen.setdefault(json.dumps(logged.body, sort_keys=True), []).append(logged)
+        repeated = [
+            f"#{r.index} {r.purpose} status {r.status} port {r.client_port} arrived {r.arrived:.3f} finished {r.finished:.3f}"
+            for group in seen.values() if len(group) > 1 for r in group
+        ]
+        if repeated:
+            report.sections.append((f"scripted server {number}: requests sent more than once", "\n".join(repeated)))
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:

@@ -45,11 +45,11 @@ def probe_rows(monkeypatch, rows: int | None) -> None:
     monkeypatch.setattr(BuiltInEvaluator, "_test_first_row", probe)
 
 
-def evaluate(server, data: pd.DataFrame, **options) -> tuple[str, mlflow.models.EvaluationResult]:
+def evaluate(server, data: pd.DataFrame, judge=None, **options) -> tuple[str, mlflow.models.EvaluationResult]:
     with mlflow.start_run() as run:
         evaluation = mlflow.models.evaluate(
             data=data, predictions="summary", targets="reference",
-            extra_metrics=summarization_metrics(judge_for(server), source_col="text", id_col="id", **options),
+            extra_metrics=summarization_metrics(judge or judge_for(server), source_col="text", id_col="id", **options),
         )
     return run.info.run_id, evaluation
 
@@ -60,10 +60,12 @@ def report_of(run_id: str) -> dict:
 
 def test_each_row_is_validated_once_judged_once_and_the_run_logged_once(scripted_server, mlflow_store, counted):
     server = scripted_server(Endpoint(), models=Endpoint.models)
-    run_id, evaluation = evaluate(server, frame())
+    run_id, evaluation = evaluate(server, frame(), judge := judge_for(server))
     assert counted["validated"] == [len(ARTICLES)]  # MLflow's test of every metric on the first row validates nothing
     assert counted["logged"] == [len(ARTICLES)]
-    assert server.request_count == 4 * len(ARTICLES)  # claims, verdicts, key points, coverage: one pass per row
+    # claims, verdicts, key points, coverage: one pass per row; beside them only the retries the judge counted (a
+    # loaded CI machine once saw 25 requests for 24: a request sent again, logged at INFO, counted in usage.retries)
+    assert server.request_count == 4 * len(ARTICLES) + judge.usage.retries
     assert report_of(run_id)["rows"] == len(ARTICLES)
     assert evaluation.metrics["alignment"] == 1.0
 
@@ -87,9 +89,9 @@ def test_without_mlflow_s_probe_the_results_are_the_same(scripted_server, mlflow
 def test_a_two_row_probe_is_answered_empty_and_costs_nothing(scripted_server, mlflow_store, counted, monkeypatch):
     server = scripted_server(Endpoint(), models=Endpoint.models)
     probe_rows(monkeypatch, 2)
-    run_id, evaluation = evaluate(server, frame())
+    run_id, evaluation = evaluate(server, frame(), judge := judge_for(server))
     assert counted["validated"] == counted["logged"] == [len(ARTICLES)]
-    assert server.request_count == 4 * len(ARTICLES) and report_of(run_id)["rows"] == len(ARTICLES)
+    assert server.request_count == 4 * len(ARTICLES) + judge.usage.retries and report_of(run_id)["rows"] == len(ARTICLES)
     assert evaluation.metrics["alignment_n"] == len(ARTICLES)
 
 

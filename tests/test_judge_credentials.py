@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import SECRET_KEY, files_containing
+from conftest import SECRET_KEY, files_containing, verdict_json
 from helpers import ask_about
 
 from mlflow_genai_metrics import Judge, JudgeConfigError
@@ -77,6 +77,13 @@ def test_log_lines_hide_the_password(scripted_server, caplog):
     with caplog.at_level(logging.DEBUG, logger="mlflow_genai_metrics"):
         assert judge_with_password(server).ask(ask_about("claim")).ok
     assert "rejected response mode" in caplog.text and PASSWORD not in caplog.text
+
+
+def test_a_retry_s_log_line_hides_the_password(scripted_server, caplog):
+    server = scripted_server(lambda r: Fault.server_error(503) if r.attempt == 0 else Reply(verdict_json()))
+    with caplog.at_level(logging.INFO, logger="mlflow_genai_metrics"):
+        assert judge_with_password(server).ask(ask_about("claim")).ok
+    assert "retrying a call to" in caplog.text and "***@127.0.0.1" in caplog.text and PASSWORD not in caplog.text
 
 
 def test_a_key_beside_url_credentials_is_refused_naming_why(monkeypatch):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 
 import pytest
 from conftest import SECRET_KEY, verdict_json
@@ -32,6 +33,16 @@ def test_server_error_is_retried(scripted_server):
     assert reply.ok
     assert [r.status for r in server.requests] == [503, 200]
     assert reply.usage.calls == 2 and reply.usage.failed_calls == 1
+
+
+def test_each_retry_is_logged_with_why_as_the_openai_client_logs_its_own(scripted_server, caplog):
+    """An INFO line per retry (the kind of failure, the wait), the key never in it: what a user reading logs, or a
+    failed test's captured log, needs to tell a retry from a second judgement."""
+    server = scripted_server(first_attempt_fails(Fault.server_error(503)))
+    with caplog.at_level(logging.INFO, logger="mlflow_genai_metrics.judge"):
+        assert judge_for(server).ask(ask_about("claim")).ok
+    (line,) = [r.getMessage() for r in caplog.records if r.name.startswith("mlflow_genai_metrics.judge")]
+    assert "attempt 1 failed (server_error)" in line and f"127.0.0.1:{server.port}" in line and SECRET_KEY not in line
 
 
 def test_backoff_grows_exponentially_between_retries(scripted_server):

@@ -11,6 +11,7 @@ through their passes each at its own pace without the transport changing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import time
@@ -40,6 +41,8 @@ from .records import JudgeError, Usage
 from .replies import BadReply, CallResult, read_completion
 from .runner import run_sync, started_loop
 from .settings import JudgeSettings
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -186,8 +189,12 @@ class Transport:
                 return False  # an endpoint that never answered: fail fast with one clear message, not after retries
             return is_retryable(exc) and not (call.probing and is_mode_rejection(exc))
 
-        def count_retry(_: Any) -> None:
+        def count_retry(state: Any) -> None:
             usage.retries += 1
+            # What the openai client logs of its own retries (at INFO): why, and when the next attempt goes.
+            failed = state.outcome.exception()
+            logger.info("retrying a call to %s in %.2f s after attempt %d failed (%s): %s", self.settings.shown_url,
+                        state.next_action.sleep, state.attempt_number, row_error_kind(failed), self.settings.redact(str(failed)))
 
         return {
             "retry": retry_if_exception(should_retry),
