@@ -228,6 +228,8 @@ def draw_sample(result: Any, n: int, *, seed: int | None = None, card: str | Non
     rows = _rows_of(result)
     chosen = _card_of(result, rows, card)
     ids = sorted(_ids(rows))
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n={n!r}: the number of rows to draw is a whole number (between 1 and {len(ids)})")
     if not 1 <= n <= len(ids):
         raise ValueError(f"n={n}: the result has {len(ids)} rows; draw between 1 and {len(ids)}")
     seed = secrets.randbelow(2**31) if seed is None else int(seed)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 Part = Literal["judge", "coverage", "reference", "grounding", "statistics"]
 _COVERAGE_FIELDS = ("keypoints", "coverage")  # the key-point prompts: only the coverage metrics read their answers
 _JUDGE_FIELDS = ("judge", "base", "mode", "max_tokens", *(n for n in PROMPT_NAMES if n not in _COVERAGE_FIELDS), "chunk", "temp",
-                 "seed", "stability", "examples")
+                 "seed", "stability", "examples", "task")
 _ALL_PARTS: tuple[Part, ...] = ("judge", "coverage", "reference", "grounding", "statistics")
 _REFERENCE_FIELDS = ("rouge", "bleu", "chrf", "ter")
 _STATISTICS_FIELDS = ("resamples", "confidence", "bootstrap_seed")
@@ -67,13 +67,17 @@ class TaskMismatchError(SignatureMismatchError):
 # The prompts only one task's judge asks: a signature naming one was judged on that task (else on summaries).
 _TASK_PROMPTS = (("rewrites", ("instruction",)),
                  ("answers from passages", ("verify_passages", "verify_passages_examples", "relevance", "facts")))
+PACKAGE_TASKS = ("summaries", *(task for task, _ in _TASK_PROMPTS))  # what ``task_of`` says of the package's own
 
 
 def task_of(signature: Signature) -> str | None:
-    """The task a signature's judge judged: ``"rewrites"``, ``"answers from passages"`` or ``"summaries"`` (None: no
-    judge, the grounding check alone, whose task the signature does not say)."""
+    """The task a signature's judge judged: the one it names (a task of the user's: ``JudgingOptions.task``), else
+    ``"rewrites"``, ``"answers from passages"`` or ``"summaries"`` by its prompts (None: no judge, the grounding
+    check alone, whose task the signature does not say)."""
     if signature.judge is None:
         return None
+    if signature.judge.task:
+        return signature.judge.task
     return next((task for task, prompts in _TASK_PROMPTS if any(p in signature.judge.prompts for p in prompts)), "summaries")
 
 
@@ -102,6 +106,7 @@ class JudgePart(BaseModel):
     seed: str = "none"
     stability: int | None = None  # each verification asked this many times, the majority kept (None: once)
     examples: str | None = None  # the tag of people's corrected verdicts shown as examples (None: none)
+    task: str | None = None  # a task of the user's on the claim engine, by its name (None: the prompts say the task)
 
 
 class Signature(BaseModel):
@@ -130,6 +135,8 @@ class Signature(BaseModel):
                 out["stability"] = str(self.judge.stability)
             if self.judge.examples:
                 out["examples"] = self.judge.examples
+            if self.judge.task:
+                out["task"] = self.judge.task
         for name, value in (self.reference or {}).items():
             out[name] = value.replace("|", ",").replace(":", "=")
         if self.grounding is not None:
@@ -157,7 +164,7 @@ class Signature(BaseModel):
                 model=fields["judge"], base=fields.get("base", ""), mode=fields.get("mode", "unknown"),
                 max_tokens=fields.get("max_tokens", "default"), prompts=prompts, chunk=int(chunk) if chunk else None,
                 temp=fields.get("temp", "0"), seed=fields.get("seed", "none"), stability=int(stability) if stability else None,
-                examples=fields.get("examples"),
+                examples=fields.get("examples"), task=fields.get("task"),
             )
         reference = {name: fields[name] for name in _REFERENCE_FIELDS if name in fields} or None
         statistics = {name: fields[name] for name in _STATISTICS_FIELDS if name in fields}
@@ -217,6 +224,7 @@ def summarization_signature(
     statistics: StatisticsOptions | None = None,
     prompts: Sequence[str] | None = None,
     method: Any = None,
+    task: str | None = None,
 ) -> str:
     """The formatted signature of a result judged by ``judge`` (None: no judge part) with these settings;
     ``prompts`` the names of the prompts asked (default: a summary's, with coverage's when ``coverage``);
@@ -225,7 +233,8 @@ def summarization_signature(
     ``response_mode`` is the mode the judge's replies came in (default: the one the endpoint is known to accept);
     ``method`` how claims were verified (a ``summarization.method.Method``, read for its ``stability`` and
     ``examples``, never imported: the engine sits above this module; None: each once, no examples): its stability
-    and the examples' tag are signed."""
+    and the examples' tag are signed; ``task`` the name of a task of the user's judged on the claim engine (None: the
+    prompts say which of the package's tasks it is)."""
     judge_part = None
     if judge is not None:
         examples = method.examples if method is not None else None
@@ -238,7 +247,7 @@ def summarization_signature(
             model=judge.model, base=judge.endpoint_label, mode=mode,
             max_tokens=str(judge.max_tokens) if judge.max_tokens else "default", prompts=prompts,
             chunk=max_source_tokens or None, temp=f"{judge.temperature:g}", seed="none" if judge.seed is None else str(judge.seed),
-            stability=stability, examples=examples.tag if examples is not None else None,
+            stability=stability, examples=examples.tag if examples is not None else None, task=task,
         )
     return Signature(
         judge=judge_part, reference=reference, grounding=grounding.removeprefix("grounding:") if grounding else None,

@@ -15,7 +15,9 @@ from helpers import judge_for, same_metrics
 from mlflow.tracking import MlflowClient
 from run_traces import cards_per_row
 
+from mlflow_genai_metrics.signature import TaskMismatchError, signature_differences
 from mlflow_genai_metrics.summarization.api import judge_summaries
+from mlflow_genai_metrics.summarization.comparison import compare_results
 from mlflow_genai_metrics.testing import SummarizationJudgeScript
 from mlflow_genai_metrics.tracking import evaluate, log_results
 from mlflow_genai_metrics.tracking.judges import kinds, rebuilt
@@ -46,7 +48,11 @@ def test_the_one_door_judges_a_fourth_task_into_a_run_with_its_cards_and_figures
     # the claim engine's own figures for these rows, as the summaries' door computes them
     direct = judge_summaries([s for _, s, _ in ROWS], [t for _, _, t in ROWS], ids=[i for i, _, _ in ROWS], judge=judge_for(server),
                              coverage=False, grounding=False)
-    assert same_metrics(metrics, direct.metrics) and evaluation.result.signature == direct.signature
+    assert same_metrics(metrics, direct.metrics)
+    # signed as its task: the same judge part but for its name, so never compared with the summaries of those rows
+    assert signature_differences(direct.signature, evaluation.result.signature) == ["task: (absent) != translations"]
+    with pytest.raises(TaskMismatchError, match="run A judged summaries and run B judged translations"):
+        compare_results(direct, evaluation.result, allow_signature_mismatch=True)
     assert MlflowClient().get_run(run.info.run_id).data.metrics["strict_alignment"] == pytest.approx(1 / 3)
     cards = {t.data.spans[0].inputs["id"]: next(a for a in t.info.assessments if a.name == "translation_faithfulness")
              for t in mlflow.search_traces(run_id=run.info.run_id, return_type="list")}

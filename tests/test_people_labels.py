@@ -124,6 +124,13 @@ def test_a_label_table_it_cannot_use_is_refused_naming_each_row(result):
         people_from_table(result, sample, bad, label_col="verdict")
 
 
+@pytest.mark.parametrize("n", [5.0, "5", True, None])
+def test_a_number_of_rows_that_is_not_a_whole_number_is_refused_saying_so(result, n):
+    with pytest.raises(TypeError, match=f"n={n!r}: the number of rows to draw is a whole number \\(between 1 and {ROWS}\\)"):
+        draw_sample(result, n, seed=1)
+    assert draw_sample(result, np.int64(5), seed=1).ids == draw_sample(result, 5, seed=1).ids
+
+
 def test_a_sample_of_other_rows_is_refused(result, scripted_server):
     articles, summaries, ids = texts()
     other = judge_summaries(articles[:-1], summaries[:-1], judge=judge_for(scripted_server(SummarizationJudgeScript())), ids=ids[:-1], progress=False)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mlflow_genai_metrics import Judge
-from mlflow_genai_metrics.signature import Signature, parse_signature, signature_differences, summarization_signature
+from mlflow_genai_metrics.signature import Signature, parse_signature, signature_differences, summarization_signature, task_of
+from mlflow_genai_metrics.summarization.options import JudgingOptions
 
 
 def _signature(model: str, base_url: str = "https://api.openai.com/v1") -> str:
@@ -97,3 +98,18 @@ def test_two_endpoints_on_one_host_are_not_one_judge(a, b):
 def test_the_endpoint_is_signed_by_host_port_and_path(url, base):
     signature = _signature("m", url)
     assert parse_signature(signature)["base"] == base and Signature.parse(signature).format() == signature
+
+
+@pytest.mark.parametrize("task", ["translations", "legal|briefs:v2"])
+def test_a_task_of_the_user_s_is_signed_read_back_and_never_one_of_the_package_s(task):
+    judge = Judge("m", "https://api.openai.com/v1", "sk-test", check_model=False, cache_dir=None)
+    signed = summarization_signature(judge, task=task)
+    parsed = Signature.parse(signed)
+    assert parsed.format() == signed and task_of(parsed) == task
+    assert task_of(Signature.parse(summarization_signature(judge))) == "summaries"  # no field: the prompts say it
+
+
+@pytest.mark.parametrize("task", ["summaries", "rewrites", "answers from passages", "", "  ", 7])
+def test_a_task_name_that_is_the_package_s_own_or_no_name_is_refused(task):
+    with pytest.raises(ValueError, match="task must be None or the name of a task of yours"):
+        JudgingOptions(task=task)

@@ -124,7 +124,7 @@ def build_result(
         signature=summarization_signature(
             judge, coverage=options.coverage, max_source_tokens=options.max_source_tokens, response_mode=response_mode_of(usage),
             reference=reference_signatures, grounding=model_tag() if options.grounding else None, statistics=statistics,
-            method=options.method,
+            method=options.method, task=options.task,
         ),
         judgements=list(judgements),
         usage=usage,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 from ..judge import Judge
+from ..signature import PACKAGE_TASKS
 from ..stats import StatisticsOptions
 from .chunking import MIN_CHUNK_TOKENS
 from .method import Method
@@ -44,8 +45,9 @@ class JudgingOptions:
     sources longer than this are verified chunk by chunk and the verdicts combined (``chunking``); None: what the
     judge's ``context_window`` leaves room for (``source_token_budget``), no limit when that is unknown; else an
     integer >= ``MIN_CHUNK_TOKENS``; ``method``: how claims are verified (``method.Method``: ``stability``,
-    ``order_check``, ``examples``, which a door also takes as keywords). A bad value is refused here, before any judge
-    call.
+    ``order_check``, ``examples``, which a door also takes as keywords); ``task``: the name a task of the user's on the
+    claim engine signs its runs with (None: summaries), so that its runs are never compared with another task's.
+    A bad value is refused here, before any judge call.
     """
 
     coverage: bool = True
@@ -53,6 +55,7 @@ class JudgingOptions:
     ter: bool = False
     max_source_tokens: int | None = None
     method: Method = field(default_factory=Method)
+    task: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("coverage", "grounding", "ter"):
@@ -61,6 +64,8 @@ class JudgingOptions:
         tokens = self.max_source_tokens
         if tokens is not None and (not isinstance(tokens, numbers.Integral) or isinstance(tokens, bool) or tokens < MIN_CHUNK_TOKENS):
             raise ValueError(f"max_source_tokens must be None or an integer >= {MIN_CHUNK_TOKENS}, got {tokens!r}")
+        if self.task is not None and (not isinstance(self.task, str) or not self.task.strip() or self.task in PACKAGE_TASKS):
+            raise ValueError(f"task must be None or the name of a task of yours (not one of {', '.join(PACKAGE_TASKS)}), got {self.task!r}")
         if not isinstance(self.method, Method):
             raise ValueError(f"method must be a Method (stability, order_check, examples), got {self.method!r}")
 

@@ -27,7 +27,7 @@ from mlflow_genai_metrics.tracking.genai import trace_id_of
 from mlflow_genai_metrics.tracking.judges import YES_NO, _Judged
 from mlflow_genai_metrics.tracking.pipeline import TaskPipeline
 
-OPTIONS = JudgingOptions(coverage=False, grounding=False)
+OPTIONS = JudgingOptions(coverage=False, grounding=False, task="translations")  # signed: never compared with summaries
 
 
 @dataclass(frozen=True)
