@@ -72,6 +72,7 @@ class PeopleReport:
     run_id: str | None = None
     undecided: int = 0
     application_failed: int = 0  # of the drawn rows with no verdict, those whose application raised (no output to judge)
+    other_sources: int = 0  # drawn rows with no person's label but feedback under the card from another source (CODE): not used
 
     @property
     def sentence(self) -> str:
@@ -84,6 +85,8 @@ class PeopleReport:
         apart += [f"{_count(self.application_failed, 'drawn row')} the application failed on (no output; left out here, "
                   "a gate counts such rows as failures)"] * bool(self.application_failed)
         apart += [f"{_count(self.unlabelled, 'drawn row')} not labelled yet"] * bool(self.unlabelled)
+        apart += [f"{_count(self.other_sources, 'drawn row')} labelled by a source that is not a person (not used: a person's label "
+                  "needs source=AssessmentSource(source_type='HUMAN', ...); mlflow.log_feedback's default is CODE)"] * bool(self.other_sources)
         apart += [f"{_count(self.undecided, 'drawn row')} whose labels decide nothing (people tied, or not yes/no; not used)"] * bool(self.undecided)
         return head + ("; " + "; ".join(apart) if apart else "")
 
@@ -134,13 +137,14 @@ def _count(number: int, what: str) -> str:
 def people_report(
     metric: str, judge: Mapping[Hashable, bool | None], people: Mapping[Hashable, bool | None], drawn: Sequence[Hashable],
     grounding: Mapping[Hashable, float | None] | None = None, *, run_id: str | None = None, undecided: Collection[Hashable] = (),
-    application: Collection[Hashable] = (),
+    application: Collection[Hashable] = (), other_sources: Collection[Hashable] = (),
 ) -> PeopleReport:
     """People's rate of ``metric`` from every row's judge verdict (``judge``: row -> True/False, None where the judge
     failed), people's verdicts (``people``: row -> True/False, None or absent where unlabelled), the drawn rows in
     draw order (``drawn``) and, where the rows have one, each row's grounding score (None: none). ``undecided``: rows
     with labels that decide no verdict (counted apart from those not labelled); ``application``: rows whose
-    application raised (no verdict: counted apart from those the judge failed on)."""
+    application raised (no verdict: counted apart from those the judge failed on); ``other_sources``: rows whose only
+    feedback beside the judge's is from a source that is not a person (counted apart from those not labelled)."""
     drawn_set = set(drawn)
     pairs = [(judge[row], people[row]) for row in drawn if judge.get(row) is not None and people.get(row) is not None]
     scores = grounding or {}
@@ -152,11 +156,12 @@ def people_report(
         ppi_proportion([v for v in judge.values() if v is not None], [j for j, _ in pairs], [h for _, h in pairs]),
         outside_sample=sum(v is not None for row, v in people.items() if row not in drawn_set),
         judge_failed=sum(judge.get(row) is None for row in drawn),
-        unlabelled=sum(judge.get(row) is not None and people.get(row) is None and row not in undecided for row in drawn),
+        unlabelled=sum(judge.get(row) is not None and people.get(row) is None and row not in undecided and row not in other_sources for row in drawn),
         grounding=recalibration,
         run_id=run_id,
         undecided=sum(judge.get(row) is not None and people.get(row) is None and row in undecided for row in drawn),
         application_failed=sum(judge.get(row) is None and row in application for row in drawn),
+        other_sources=sum(judge.get(row) is not None and people.get(row) is None and row not in undecided and row in other_sources for row in drawn),
     )
 
 

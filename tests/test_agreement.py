@@ -95,8 +95,9 @@ def test_agreement_figures_match_the_hand_computed_confusion_matrix(planted):
 
 def test_each_trace_lands_in_exactly_one_count(planted):
     counts = judge_agreement("mgm-tests", log=False).counts
-    assert counts == {"traces_seen": 14, "pairs_used": 7, "judge_only": 1, "human_only": 1, "judge_error": 1,
-                      "unusable_values": 2, "human_ties": 1, "unlabelled": 1, "people": 3}
+    assert counts == {"traces_seen": 14, "pairs_used": 7, "judge_only": 1, "human_only": 1, "judge_error": 1, "application_error": 0,
+                      "unusable_values": 2, "human_ties": 1, "unlabelled": 1, "people": 3, "votes_not_verdicts": 1,
+                      "other_sources": 0, "judges": 1}
 
 
 def test_each_person_counts_once_with_their_latest_verdict(mlflow_store):

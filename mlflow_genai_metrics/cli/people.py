@@ -100,7 +100,7 @@ def agreement(args: argparse.Namespace) -> int:
     from ..tracking.agreement import log_agreement
 
     set_tracking(args)
-    report = judge_agreement(args.experiment, run_id=args.run_id, name=args.name, log=False)
+    report = judge_agreement(args.experiment, run_id=args.run_id, name=args.name, judge_source_id=args.judge_source, log=False)
     source = f"run {report.source_run_id}" if report.source_run_id else f"experiment {args.experiment or report.experiment_id}"
     if not report.counts["pairs_used"]:
         counts = ", ".join(f"{k} {v}" for k, v in report.counts.items() if v)
@@ -111,6 +111,8 @@ def agreement(args: argparse.Namespace) -> int:
     for key, value in report.counts.items():
         print(f"  {key:<24} {value}")
     print(report.confusion.to_string())
+    for note in report.notes:
+        print(f"NOTE: {note}")
     for line in sampled_people_lines(report, log=not args.no_log):
         print(line)
     if not args.no_log:
@@ -146,6 +148,9 @@ def align(args: argparse.Namespace) -> int:
     counts = report.counts
     print(f"{counts['examples']} examples from people's feedback on {args.name!r} written to {report.output} ({report.examples.tag}); "
           f"{counts['held_out']} labelled traces held back to measure on")
+    if counts["labelled_without_texts"]:
+        print(f"{counts['labelled_without_texts']} labelled traces have no source and summary (the application failed on them, or they "
+              "are not a summary of a source): not used")
     for label, metrics in (("without examples", report.before), ("with examples", report.after)):
         print(f"agreement with people on the held-back traces, {label}:")
         for name in ("balanced_accuracy", "cohen_kappa"):
@@ -230,6 +235,8 @@ def add_commands(commands) -> None:
     source.add_argument("--experiment", default=None, help="experiment (name or id) whose traces to read (default: $MLFLOW_EXPERIMENT_NAME)")
     source.add_argument("--run-id", default=None, help="read the traces of this run only, e.g. an evaluation run (default: every trace of the experiment)")
     agreement_parser.add_argument("--name", default="claim_alignment", help="feedback name")
+    agreement_parser.add_argument("--judge-source", default=None, metavar="SOURCE_ID",
+                                  help="read this judge's verdicts only (its feedback's source id, e.g. the model) when several judged")
     agreement_parser.set_defaults(run=agreement)
     for reporting in (meta_parser, agreement_parser):  # both log their report as a run
         reporting.add_argument("--no-log", action="store_true", help="print the report only; log no MLflow run")

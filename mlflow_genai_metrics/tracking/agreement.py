@@ -15,7 +15,9 @@ Per trace, under the feedback name ``name``:
 - **the judge's verdict**: the latest feedback from an ``LLM_JUDGE`` source that has no error, also when a person
   overrode it (``mlflow.override_feedback`` marks it not valid: it is still what the judge said, and the override
   is that person's vote); a feedback with an error is not a verdict (a later error never erases an earlier
-  verdict), and a trace whose judge feedback are all errors counts as ``judge_error``;
+  verdict), and a trace whose judge feedback are all errors counts as ``judge_error``, or as ``application_error``
+  where one of them is an ``APPLICATION_ERROR`` card (the row's application failed: nothing was judged, so it is
+  not the judge's error; left out of the figures and counted, as the judge's are);
 - **the people's verdict**: each person's (``HUMAN`` source id) latest valid feedback is their vote (an overridden
   one was replaced); the majority of the votes decides, a tie is left out and counted (``human_ties``);
 - a value is a verdict when it is "yes"/"no", "true"/"false" (any case), True/False or 1/0; anything else (a
@@ -23,8 +25,12 @@ Per trace, under the feedback name ``name``:
   every vote is such counts as ``unusable_values``.
 
 Each trace lands in exactly one count: ``pairs_used``, ``judge_only`` (no person labelled it), ``human_only`` (no
-judge feedback), ``judge_error``, ``unusable_values``, ``human_ties`` or ``unlabelled`` (no feedback under
-``name``); they add up to ``traces_seen``. Balanced accuracy and Cohen's kappa (``meta.binary_agreement``: the
+judge feedback), ``judge_error``, ``application_error``, ``unusable_values``, ``human_ties`` or ``unlabelled`` (no
+feedback under ``name`` from a judge or a person); they add up to ``traces_seen``. Beside them, never silently:
+``votes_not_verdicts`` (people's values that are not yes/no, no vote), ``other_sources`` (traces with feedback under
+``name`` from neither a judge nor a person, e.g. ``mlflow.log_feedback`` without ``source=``, a ``CODE`` source: not
+used) and ``judges`` (the judges whose verdicts were paired; more than one without ``judge_source_id`` mixes them),
+each said in ``notes``. Balanced accuracy and Cohen's kappa (``meta.binary_agreement``: the
 people are the truth, intervals from the pairs' bootstrap) are logged as an MLflow run in the source experiment
 with the counts, the confusion matrix and the per-trace table (``mlflow.log_table``) and tags naming the source.
 """
@@ -46,7 +52,8 @@ from mlflow.tracking import MlflowClient
 
 from ..meta_evaluation import binary_agreement_metrics, confusion_frame
 from ..summarization.verdicts import COMBINE_RULE, OUTCOMES, trace_verdicts
-from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics
+from .feedback import application_card
+from .run_logging import ARTIFACT_DIR, SIGNATURE_TAG, loggable_metrics, tag_value
 
 CONFUSION_TABLE = f"{ARTIFACT_DIR}/agreement_confusion.json"
 TRACES_TABLE = f"{ARTIFACT_DIR}/agreement_traces.json"
@@ -55,7 +62,7 @@ TRACES_TABLE = f"{ARTIFACT_DIR}/agreement_traces.json"
 @dataclass
 class AgreementReport:
     """``metrics``: balanced accuracy and Cohen's kappa with ``_ci_low``/``_ci_high``/``_n``; ``counts``: traces
-    per outcome, ``traces_seen`` and ``people``; ``confusion``: people (rows) by judge (columns); ``traces``: one row
+    per outcome, ``traces_seen``, ``people`` and those beside them (module doc); ``notes``: what they say, in words; ``confusion``: people (rows) by judge (columns); ``traces``: one row
     per trace; ``run_id``: the MLflow run the report was logged as (None with ``log=False``)."""
 
     name: str
@@ -67,6 +74,7 @@ class AgreementReport:
     confusion: pd.DataFrame
     traces: pd.DataFrame
     run_id: str | None = None
+    notes: tuple[str, ...] = ()  # what was left out or mixed, in sentences (``mgm agreement`` prints them)
 
 
 def _not_found(error: MlflowException) -> bool:
@@ -126,7 +134,8 @@ def judge_agreement(
     traces = mlflow.search_traces(
         locations=[experiment_id], run_id=source_run_id, max_results=max_traces, return_type="list", include_spans=False, flush=True
     )
-    sorted_traces = [trace_verdicts(t.info.trace_id, t.info.assessments or [], name, judge_source_id) for t in traces]
+    sorted_traces = [trace_verdicts(t.info.trace_id, t.info.assessments or [], name, judge_source_id, application_card=application_card)
+                     for t in traces]
     pairs = [t for t in sorted_traces if t.outcome == "pairs_used"]
     matrix = [[0, 0], [0, 0]]
     for pair in pairs:
@@ -135,15 +144,39 @@ def judge_agreement(
     outcomes = Counter(t.outcome for t in sorted_traces)
     counts = {"traces_seen": len(sorted_traces), **{o: outcomes[o] for o in OUTCOMES}}
     counts["people"] = len({p for t in sorted_traces for p in t.people})
+    counts["votes_not_verdicts"] = sum(v is None for t in sorted_traces for v in t.people.values())
+    counts["other_sources"] = sum(bool(t.other_sources) for t in sorted_traces)
+    judges = sorted({t.judge_source for t in pairs if t.judge_source is not None})
+    counts["judges"] = len(judges)
     table = pd.DataFrame(
-        [{"trace_id": t.trace_id, "judge": t.judge, "human": t.human, "people": json.dumps(t.people), "outcome": t.outcome} for t in sorted_traces],
-        columns=["trace_id", "judge", "human", "people", "outcome"],
+        [{"trace_id": t.trace_id, "judge": t.judge, "human": t.human, "people": json.dumps(t.people), "outcome": t.outcome,
+          "judge_source": t.judge_source} for t in sorted_traces],
+        columns=["trace_id", "judge", "human", "people", "outcome", "judge_source"],
     )
     confusion = confusion_frame(matrix, people=("no", "yes"), judge=("no", "yes"))
-    report = AgreementReport(name, experiment_id, source_run_id, judge_source_id, metrics, counts, confusion, table)
+    notes = _notes(name, counts, judges, sorted({s for t in sorted_traces for s in t.other_sources}), judge_source_id)
+    report = AgreementReport(name, experiment_id, source_run_id, judge_source_id, metrics, counts, confusion, table, notes=notes)
     if log:
         log_agreement(report)
     return report
+
+
+def _notes(name: str, counts: dict[str, int], judges: list[str], others: list[str], judge_source_id: str | None) -> tuple[str, ...]:
+    """Sentences for what the figures leave out or mix (nothing when there is nothing to say)."""
+    notes = []
+    if counts["application_error"]:
+        notes.append(f"{counts['application_error']} labelled traces whose application failed (APPLICATION_ERROR cards: nothing was "
+                     "judged) are left out of the figures: not the judge's errors")
+    if counts["votes_not_verdicts"]:
+        notes.append(f"{counts['votes_not_verdicts']} of people's values under {name!r} are not yes/no: never guessed, no vote")
+    if counts["other_sources"]:
+        notes.append(f"{counts['other_sources']} traces carry feedback under {name!r} from neither a judge nor a person "
+                     f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}): not used; a person's label needs "
+                     "source=AssessmentSource(source_type='HUMAN', source_id=...) (mlflow.log_feedback's default is CODE)")
+    if len(judges) > 1 and judge_source_id is None:
+        notes.append(f"the pairs mix the verdicts of {len(judges)} judges ({', '.join(judges[:3])}{', ...' if len(judges) > 3 else ''}): "
+                     "the figures describe no one judge; name one with judge_source_id= (mgm agreement --judge-source)")
+    return tuple(notes)
 
 
 def log_agreement(report: AgreementReport) -> str:
@@ -154,6 +187,8 @@ def log_agreement(report: AgreementReport) -> str:
         tags["mgm.agreement.source_run"] = report.source_run_id
     if report.judge_source_id:
         tags["mgm.agreement.judge_source"] = report.judge_source_id
+    if report.notes:
+        tags["mgm.agreement.notes"] = tag_value("; ".join(report.notes))
     report.run_id = log_report_run(
         side_experiment(report.experiment_id, "agreement"), f"agreement {report.name}", {**report.metrics, **report.counts},
         params={"mgm.agreement.combine": COMBINE_RULE}, tags=tags,

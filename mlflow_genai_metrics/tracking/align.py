@@ -68,6 +68,13 @@ class AlignmentReport:
 
 def labelled_traces(experiment_id: str, run_id: str | None, name: str, source_key: str = "text") -> list[LabelledTrace]:
     """Each trace of the experiment (or run) whose people's verdict under ``name`` is decided, with its texts."""
+    return _labelled_traces(experiment_id, run_id, name, source_key)[0]
+
+
+def _labelled_traces(experiment_id: str, run_id: str | None, name: str, source_key: str) -> tuple[list[LabelledTrace], int]:
+    """``labelled_traces``, and how many traces with a decided people's verdict have no source and summary to show
+    (the application failed on them, or they are not a summary of a source): counted, never an example."""
+    skipped = 0
     traces = mlflow.search_traces(locations=[experiment_id], run_id=run_id, return_type="list", include_spans=True, flush=True)
     found = []
     for trace in traces:
@@ -78,9 +85,10 @@ def labelled_traces(experiment_id: str, run_id: str | None, name: str, source_ke
         inputs, outputs = (root.inputs, root.outputs) if root is not None else (None, None)
         source = inputs if isinstance(inputs, str) else inputs.get(source_key) if isinstance(inputs, dict) else None
         if not isinstance(source, str) or not source.strip() or not isinstance(outputs, str) or not outputs.strip():
+            skipped += 1
             continue  # not a summary of a source: nothing to show as an example
         found.append(LabelledTrace(trace.info.trace_id, source, outputs, verdicts.human, _reason(trace.info.assessments, name, verdicts.human)))
-    return sorted(found, key=lambda t: t.trace_id)
+    return sorted(found, key=lambda t: t.trace_id), skipped
 
 
 def _reason(assessments: list, name: str, verdict: bool) -> str:
@@ -121,14 +129,16 @@ def align_judge(
     if not 0 < held_out < 1:
         raise ValueError(f"held_out={held_out}: the share of labelled traces held back must be between 0 and 1")
     experiment_id, source_run_id = _source(MlflowClient(), experiment_id_or_name, run_id)
-    labelled = labelled_traces(experiment_id, source_run_id, name, source_key)
+    labelled, without_texts = _labelled_traces(experiment_id, source_run_id, name, source_key)
     held = held_back([t.trace_id for t in labelled], held_out, seed)
     test = [t for t in labelled if t.trace_id in held]
     train = [t for t in labelled if t.trace_id not in held]
     if not train or not test:
         raise ValueError(
-            f"{len(labelled)} traces carry a decided people's verdict under {name!r}: too few to build examples from some and "
-            f"measure on the others (held back {len(test)}, left {len(train)}); label more traces"
+            f"{len(labelled)} traces carry a decided people's verdict under {name!r} and a source and summary: too few to build examples "
+            f"from some and measure on the others (held back {len(test)}, left {len(train)}); label more traces"
+            + (f" ({without_texts} labelled traces have no source and summary: the application failed on them, or they are not a "
+               f"summary of a {source_key!r} input)" if without_texts else "")
         )
     examples = ExampleSet(
         examples=tuple(CorrectedVerdict(source=t.source, statement=t.summary, verdict="yes" if t.human else "no", rationale=t.rationale,
@@ -138,7 +148,7 @@ def align_judge(
     written = examples.write(output)
     before, failed_before = _agreement(judge, test)
     after, failed_after = _agreement(judge, test, examples)
-    counts = {"labelled_traces": len(labelled), "examples": len(train), "held_out": len(test),
+    counts = {"labelled_traces": len(labelled), "labelled_without_texts": without_texts, "examples": len(train), "held_out": len(test),
               "judge_failed_before": failed_before, "judge_failed_after": failed_after}
     signature = summarization_signature(judge, coverage=False, method=Method(examples=examples))
     report = AlignmentReport(examples, written, before, after, counts, signature, [t.trace_id for t in test])

@@ -188,7 +188,8 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
     report = people_report(metric, {t: v.judge for t, v in verdicts.items()}, {t: v.human for t, v in verdicts.items()}, drawn,
                            {t.info.trace_id: _grounding_of(t) for t in traces}, run_id=run_id,
                            undecided={t for t, v in verdicts.items() if v.people and v.human is None},
-                           application={t.info.trace_id for t in traces if _application_failed(t, card)})
+                           application={t.info.trace_id for t in traces if _application_failed(t, card)},
+                           other_sources={t for t, v in verdicts.items() if v.other_sources and not v.people})
     if log:
         # below the labels an interval needs, no figure a rule could pass on (the tag says why); one an earlier
         # estimate logged is superseded by NaN
@@ -206,7 +207,7 @@ def people_estimate(run_id: str, *, log: bool = True) -> PeopleReport:
             "card": card, "lines": report.lines, "metrics": {k: None if math.isnan(v) else v for k, v in report.metrics().items()}, "labelled": report.estimate.labelled, "rows": report.estimate.n,
             "outside_sample": report.outside_sample, "judge_failed": report.judge_failed,
             "application_failed": report.application_failed, "unlabelled": report.unlabelled,
-            "undecided": report.undecided, "calibration": None if report.grounding is None else report.grounding.calibration},
+            "undecided": report.undecided, "other_sources": report.other_sources, "calibration": None if report.grounding is None else report.grounding.calibration},
             PEOPLE_REPORT)
     return report
 
