@@ -10,7 +10,7 @@ Also ``mgm meta-eval FILE --sample N``. The grounding check (no judge) is measur
 ``grounding_meta_evaluate`` (``mgm meta-eval FILE --grounding-only``): AUC of ``grounding`` and balanced accuracy
 of ``grounded`` against the binary label, Spearman of ``grounding`` against the graded label, beside the untrained
 rule of issue 15, on the rows of a file that the model was not trained on. Reported: balanced accuracy and Cohen's kappa of ``aligned`` against the
-binary human label (1 = the summary is fully consistent), with intervals (balanced accuracy's exact, kappa's a bootstrap) and n (``binary_agreement``, which
+binary human label (1 = the summary is fully consistent), with exact intervals and n (``binary_agreement``, which
 ``tracking.judge_agreement`` shares for feedback people leave on traces), Spearman and Kendall correlation of ``support_rate``
 with the graded human label, the confusion matrix, and how many rows the judge failed on (left out, counted).
 This measures the study's ``aligned`` (no claim contradicted); the MLflow card, and so ``judge_agreement``, is the
@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats as scipy_stats
 
 from .judge import Judge
-from .stats import StatisticsOptions, calibration_error, category_bootstrap_interval, mean_of_two_proportions_interval
+from .stats import StatisticsOptions, calibration_error, mean_of_two_proportions_interval
 from .summarization import judge_summaries
 from .summarization.scoring import Estimate
 from .tables import load_labelled as load_labelled  # part of meta-evaluation's API: the labelled sets it reads
@@ -92,14 +93,45 @@ def _cohen_kappa(cells: np.ndarray) -> np.ndarray:
         return np.where(one_class, np.nan, (n * (tp + tn) - chance) / (n * n - chance))
 
 
+def _kappa_of(yes_rate: np.ndarray, recall_yes: float, recall_no: float) -> np.ndarray:
+    """Cohen's kappa of a judge with these recalls on people's two classes, where people say yes at ``yes_rate``."""
+    agree = yes_rate * recall_yes + (1 - yes_rate) * recall_no
+    judge_yes = yes_rate * recall_yes + (1 - yes_rate) * (1 - recall_no)
+    chance = yes_rate * judge_yes + (1 - yes_rate) * (1 - judge_yes)
+    return (agree - chance) / (1 - chance)
+
+
+def kappa_interval(cells: np.ndarray, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Cohen's kappa's interval from the four cells (tn, fp, fn, tp): its range over a box that holds the truth with
+    probability at least ``confidence`` (Bonferroni): exact Clopper-Pearson intervals, each at 1 - (1 - confidence)
+    / 3, for people's yes-rate and for the judge's recall on each of people's classes (given the class sizes, each
+    recall's count is binomial). At any yes-rate kappa rises with either recall, so its lower bound is at both
+    recalls' lower bounds and its upper at their upper bounds, each over the yes-rate's interval (kappa can dip or
+    peak inside it: searched on a grid of 2,001 rates). So it holds its level at every n and every cell mix by
+    construction. The percentile bootstrap it replaced covered 0.73 at 20 pairs with people's "no" a tenth of them,
+    0.87 at 10 pairs and 0.91 at 40 balanced ones. (nan, nan) where people used one class only (no recall to bound
+    for the other), or under 2 pairs."""
+    tn, fp, fn, tp = (int(c) for c in np.asarray(cells).reshape(4))
+    yes, no = tp + fn, tn + fp
+    if yes < 1 or no < 1:
+        return (math.nan, math.nan)
+    level = 1 - (1 - confidence) / 3
+    rate, recall_yes, recall_no = (scipy_stats.binomtest(x, n).proportion_ci(confidence_level=level, method="exact")
+                                   for x, n in ((yes, yes + no), (tp, yes), (tn, no)))
+    rates = np.linspace(rate.low, rate.high, 2001)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.nanmin(_kappa_of(rates, recall_yes.low, recall_no.low))
+        high = np.nanmax(_kappa_of(rates, recall_yes.high, recall_no.high))
+    return (float(low), float(high))
+
+
 def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOptions()) -> dict[str, Estimate]:
     """Balanced accuracy and Cohen's kappa of a judge against people from the 2 x 2 confusion matrix (rows: people
-    no/yes, columns: judge no/yes), each with its interval and n, the pairs it stands on. Balanced accuracy's is
-    exact (``stats.mean_of_two_proportions_interval``: each class's recall with its Clopper-Pearson interval at 97.5%,
-    averaged; it holds 95% at every class size); kappa's a percentile bootstrap (pairs resampled: a multinomial draw
-    over the four cells, ``stats.category_bootstrap_interval``). Where every resample gives the same kappa (a few
-    pairs that all agree) there is no interval (NaN), never a zero-width one; where people or the judge used one
-    class only, the figure itself is undefined (NaN).
+    no/yes, columns: judge no/yes), each with its interval and n, the pairs it stands on. Both intervals are exact by
+    construction: balanced accuracy's (``stats.mean_of_two_proportions_interval``: each class's recall with its
+    Clopper-Pearson interval at 97.5%, averaged) and kappa's (``kappa_interval``: its range over exact intervals of
+    people's yes-rate and both recalls) hold 95% at every class size. Where people or the judge used one class only,
+    kappa itself is undefined (NaN), and so is its interval.
 
         binary_agreement([[3, 1], [0, 4]])["cohen_kappa"].value  # 0.75
     """
@@ -107,10 +139,9 @@ def binary_agreement(confusion, statistics: StatisticsOptions = StatisticsOption
     tn, fp, fn, tp = (int(c) for c in cells)
     low, high = mean_of_two_proportions_interval((tp, tn), (tp + fn, tn + fp), confidence=statistics.confidence)
     found = {"balanced_accuracy": Estimate("balanced_accuracy", float(_balanced_accuracy(cells)), low, high, int(cells.sum()), "exact")}
-    low, high = category_bootstrap_interval(cells, _cohen_kappa, resamples=statistics.resamples, seed=statistics.seed, confidence=statistics.confidence)
-    if not high - low > 0:  # every resample agrees (3 of 3 on the diagonal): no interval rather than [1, 1]
-        low, high = math.nan, math.nan
-    found["cohen_kappa"] = Estimate("cohen_kappa", float(_cohen_kappa(cells)), low, high, int(cells.sum()), "bootstrap")
+    kappa = float(_cohen_kappa(cells))
+    low, high = kappa_interval(cells, confidence=statistics.confidence) if not math.isnan(kappa) else (math.nan, math.nan)
+    found["cohen_kappa"] = Estimate("cohen_kappa", kappa, low, high, int(cells.sum()), "exact")
     return found
 
 

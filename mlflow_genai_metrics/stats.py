@@ -229,35 +229,6 @@ def bca_interval(
     return float(low), float(high)
 
 
-def category_bootstrap_interval(
-    counts: np.ndarray,
-    statistic: Callable[[np.ndarray], np.ndarray],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    confidence: float = 0.95,
-) -> tuple[float, float]:
-    """The percentile bootstrap interval of a statistic of rows that each fall in one of a few categories (a
-    histogram's distinct pairs, a confusion matrix's cells), given the rows per category (``counts``).
-
-    Drawing N rows with replacement is a multinomial draw of N over the categories, so this is the row bootstrap
-    at a cost set by the number of categories. ``statistic`` maps drawn counts (resamples x categories) to one
-    value per resample; a resample it is undefined on (NaN) is ignored. Fewer than 2 rows give (nan, nan).
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    rows = int(counts.sum())
-    if rows < 2:
-        return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    shares = counts / rows
-    parts = []
-    for start in range(0, resamples, _BATCH):
-        drawn = rng.multinomial(rows, shares, size=min(_BATCH, resamples - start))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            parts.append(np.asarray(statistic(drawn), dtype=float))
-    return _percentiles(np.concatenate(parts), confidence)
-
-
 def proportion_interval(histogram: RatioHistogram, *, confidence: float = 0.95) -> tuple[float, float]:
     """The exact Clopper-Pearson interval of a proportion whose rows each count 0 or 1 success out of 0 or 1 trial
     (``scipy.stats.binomtest(...).proportion_ci(method="exact")``).
@@ -344,15 +315,6 @@ def ratio_interval(histogram: RatioHistogram, *, confidence: float = 0.95, min_r
     half = _t_quantile(rows, confidence) * math.sqrt(variance) / (value * (1 - value))
     centre = math.log(value / (1 - value))
     return float(expit(centre - half)), float(expit(centre + half))
-
-
-def _percentiles(distribution: np.ndarray, confidence: float) -> tuple[float, float]:
-    finite = distribution[np.isfinite(distribution)]
-    if finite.size == 0:
-        return (float("nan"), float("nan"))
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
-    return float(low), float(high)
 
 
 def calibration_error(labels, probabilities, bins: int = 10) -> float:

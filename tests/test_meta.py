@@ -65,8 +65,8 @@ def test_mgm_meta_eval_prints_the_agreement_and_logs_nothing_with_no_log(scripte
     monkeypatch.setenv("MGM_JUDGE_BASE_URL", server.base_url)
     assert mgm(["meta-eval", str(path), "--sample", "6", "--plot", str(tmp_path / "cm.png"), "--no-log"]) == 0
     out = capsys.readouterr().out
-    # 6 of 6 agree: no zero-width [1.000, 1.000] (what it once printed), a sentence saying why there is no interval
-    assert "cohen_kappa              1.000  no interval  n=6: too few rows for one that holds its coverage, or rows that all agree" in out
+    # 6 of 6 agree: no zero-width [1.000, 1.000] (what it once printed) but the exact interval of so few pairs
+    assert "cohen_kappa              1.000  [-0.595, 1.000]  n=6" in out
     assert "balanced_accuracy        1.000  [0.232, 1.000]  n=6" in out  # exact: each class's 3 of 3 at 97.5%, averaged
     assert (tmp_path / "cm.png").exists()
     assert "logged as run" not in out and mlflow.get_experiment_by_name("mgm-meta-eval") is None

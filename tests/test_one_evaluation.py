@@ -22,6 +22,7 @@ import mlflow
 import pytest
 import sqlalchemy
 from helpers import judge_for
+from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 from mlflow.tracing.constant import TraceTagKey
 from mlflow.tracking import MlflowClient
 from mlflow_helpers import ARTICLES, Endpoint, first_sentence
@@ -186,25 +187,37 @@ def test_no_scorer_leaves_state_on_mlflow_s_objects(judge_server, mlflow_store):
 
 
 def test_a_run_whose_rows_mlflow_could_not_store_fails_saying_so(judge_server, tmp_path, monkeypatch, new_mlflow_database):
-    """MLflow's default of 10 predict and 10 score threads runs out of the SQLite store's connections (here 5 of
-    them, to run out sooner), and the rows whose traces it could not write are not in the run: the run says so,
-    with both counts, instead of logging a smaller n."""
-    monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_POOL_SIZE", "2")
-    monkeypatch.setenv("MLFLOW_SQLALCHEMYSTORE_MAX_OVERFLOW", "3")
-    # A thread finding no free connection gives up after 2 s instead of SQLAlchemy's 30 (MLflow has no setting for
-    # it): the same lost rows, half a minute sooner.
-    create_engine = sqlalchemy.create_engine
-    monkeypatch.setattr(sqlalchemy, "create_engine", lambda *args, **kwargs: create_engine(*args, **{"pool_timeout": 2, **kwargs}))
-    mlflow.set_tracking_uri(new_mlflow_database(tmp_path / "small-pool.db"))
+    """MLflow's default of 10 predict and 10 score threads can run out of a SQLite store's connections: MLflow then
+    warns "Failed to send trace to MLflow backend" and drops the trace, and the row is not in the run. The run says
+    so, with both counts, instead of logging a smaller n. Which traces an exhausted pool drops depends on timing
+    (under MLflow 3.18 a trace whose info failed was sometimes still stored through its spans, and a CI run lost
+    none), so the store drops every fourth trace it meets here, on both of MLflow's ways in, with the pool's own
+    error: 3 of 12, whatever the threads' order."""
+    lost: dict[str, bool] = {}
+    guard = threading.Lock()
+
+    def dropped(trace_id: str) -> bool:
+        with guard:
+            return lost.setdefault(trace_id, len(lost) % 4 == 3)
+
+    def refuse(trace_id: str) -> None:
+        if dropped(trace_id):
+            raise sqlalchemy.exc.TimeoutError("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
+
+    start_trace, log_spans = SqlAlchemyStore.start_trace, SqlAlchemyStore.log_spans
+    monkeypatch.setattr(SqlAlchemyStore, "start_trace", lambda self, info, *a, **k: (refuse(info.trace_id), start_trace(self, info, *a, **k))[1])
+    monkeypatch.setattr(SqlAlchemyStore, "log_spans", lambda self, location, spans, *a, **k: (
+        [refuse(span.trace_id) for span in spans], log_spans(self, location, spans, *a, **k))[1])
+    mlflow.set_tracking_uri(new_mlflow_database(tmp_path / "dropping.db"))
     try:
-        mlflow.set_experiment(experiment_id=mlflow.create_experiment("small pool", artifact_location=(tmp_path / "a").as_uri()))
+        mlflow.set_experiment(experiment_id=mlflow.create_experiment("dropping", artifact_location=(tmp_path / "a").as_uri()))
         judge = judge_for(judge_server)
         scorers = [ClaimAlignment(judge), KeyPointCoverage(judge), Grounding()]
         result = mlflow.genai.evaluate(data=rows_for("pool", 12), scorers=scorers)
         mlflow.flush_trace_async_logging()
         listed = len(mlflow.search_traces(run_id=result.run_id, include_spans=False, return_type="list"))
-        assert listed < 12  # MLflow lost rows
-        with pytest.raises(RunRowsMismatch, match=f"the run evaluated 12 rows, {listed} of their traces can be read back"):
+        assert listed == 9 and sum(lost.values()) == 3  # MLflow lost 3 rows
+        with pytest.raises(RunRowsMismatch, match="the run evaluated 12 rows, 9 of their traces can be read back"):
             log_results(result.run_id, scorers)
         run = MlflowClient().get_run(result.run_id)
         assert "alignment_n" not in run.data.metrics and "the run evaluated 12 rows" in run.data.tags[ERROR_TAG]

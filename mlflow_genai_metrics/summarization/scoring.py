@@ -290,7 +290,7 @@ class Estimate:
     ci_low: float
     ci_high: float
     n: int
-    method: str  # "clopper-pearson" (proportions), "bca" (means), "logit delta" (ratios), "bootstrap" (percentile: kappa), "exact" (balanced accuracy)
+    method: str  # "clopper-pearson" (proportions), "bca" (means), "logit delta" (ratios), "bootstrap" (percentile), "exact" (balanced accuracy, kappa)
 
     def as_metrics(self) -> dict[str, float]:
         """``{name: value, name_ci_low: .., name_ci_high: .., name_n: ..}``: the names every MLflow store accepts."""

@@ -31,7 +31,7 @@ feedback under ``name`` from a judge or a person); they add up to ``traces_seen`
 ``name`` from neither a judge nor a person, e.g. ``mlflow.log_feedback`` without ``source=``, a ``CODE`` source: not
 used) and ``judges`` (the judges whose verdicts were paired; more than one without ``judge_source_id`` mixes them),
 each said in ``notes``. Balanced accuracy and Cohen's kappa (``meta.binary_agreement``: the
-people are the truth, intervals from the pairs' bootstrap) are logged as an MLflow run in the source experiment
+people are the truth, exact intervals) are logged as an MLflow run in the source experiment
 with the counts, the confusion matrix and the per-trace table (``mlflow.log_table``) and tags naming the source.
 """
 
