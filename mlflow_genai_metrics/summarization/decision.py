@@ -10,7 +10,9 @@ as that side's failures, infrastructure failures left out) and gives one ``RuleO
 - beside them, "not worse" rules: the judge error rate (the failures each side's outputs caused) always, and
   ``strict_alignment`` beside a mean or ratio beat rule. Each fails when the candidate is significantly worse: the
   exact one-sided McNemar test of "worse" at the user's level;
-- infrastructure failures beyond ``infrastructure_allowance`` refuse every rule: the missing pairs could decide it.
+- infrastructure failures beyond ``infrastructure_allowance`` refuse every rule: the missing pairs could decide it;
+  within it, a proportion's beat rule must hold with them counted as pairs the champion won (``_lost_against``),
+  and a mean's or ratio's is refused.
 
 ``tracking.gate`` loads the runs, counts the attempts against the champion (each spends its own level:
 ``attempt_level``) and records the outcome where people look.
@@ -106,7 +108,8 @@ def decide(
         if metric not in beat_table.index:
             outcomes.append(RuleOutcome(rule, None, False, f"{metric} cannot be compared row by row (neither run has it for the same pairs)"))
             continue
-        outcomes.append(_beat(rule, metric, beat_table.loc[metric], alpha, champion, champion_judged, comparison.rows_note))
+        outcomes.append(_beat(rule, metric, beat_table.loc[metric], alpha, champion, champion_judged, comparison.rows_note,
+                              comparison.pairs_dropped_for_errors))
     for rule, metric in zip(worse_rules, not_worse):
         if metric == ERROR_RATE and metric not in table.index and not any(map(_judged, (comparison.signature_a, comparison.signature_b))):
             # the grounding check alone on both sides (``judge=None``): no judge, so no failure of one to compare
@@ -130,9 +133,11 @@ def _test_fields(row) -> dict:
                 direction=str(row["direction"]))
 
 
-def _beat(rule: Rule, metric: str, row, alpha: float, champion: str, champion_judged: int, pairs: str) -> RuleOutcome:
+def _beat(rule: Rule, metric: str, row, alpha: float, champion: str, champion_judged: int, pairs: str, lost: int = 0) -> RuleOutcome:
     """Better in the metric's direction with the Holm-adjusted one-sided p-value below ``alpha``; never a worse one;
-    never on fewer pairs than the rule's kind needs."""
+    never on fewer pairs than the rule's kind needs; on a proportion, better also with the ``lost`` pairs (left out for
+    the infrastructure's failures, within the allowance) counted as pairs the champion won (``_lost_against``); on a
+    mean or ratio, none lost (a few rows can carry one, and nothing bounds what a lost row would have shown)."""
     adjusted, difference, n = float(row["p_holm"]), float(row["difference"]), int(row["n"])
     fields = _test_fields(row)
     where = (f"{champion}: difference {difference:+.4g} ({row['direction']} is better), {row['test']}, one-sided "
@@ -148,10 +153,40 @@ def _beat(rule: Rule, metric: str, row, alpha: float, champion: str, champion_ju
     if kind in ("mean", "ratio") and n < MIN_MEAN_PAIRS:
         return RuleOutcome(rule, difference, False, f"refused: too few pairs for a decision on a {kind} ({n}; it needs "
                            f"{MIN_MEAN_PAIRS}: a few long rows can carry a {kind} on fewer); {where}", **fields)
+    if kind in ("mean", "ratio") and lost:  # an equal candidate whose 10 worst rows of 200 timed out: registered half the time
+        return RuleOutcome(rule, difference, False, f"refused: {lost} pair(s) left out for the infrastructure's failures "
+                           f"(timeouts, server errors, the budget), and a few rows can carry a {kind}: judge them again (the "
+                           f"cache keeps what was answered); {where}", **fields)
     if math.isnan(float(row["p_value"])):
         return RuleOutcome(rule, difference, False, f"{row['note'] or 'too few pairs to test'}; {where}", **fields)
+    discordant = int(row["informative"])
+    if kind == "proportion" and 0.5**discordant >= alpha:  # the table's cut is at the user's level, an attempt's is lower
+        # (5 discordant pairs all the candidate's way give p = 0.031: it said "not significantly better" at 0.025, as if
+        # the candidate had been tested and found wanting); the look still counts as an attempt: it showed the outcome
+        needs = math.floor(math.log2(1 / alpha)) + 1
+        return RuleOutcome(rule, difference, False, f"too few pairs to test at this attempt's level {alpha:.3g}: even if all "
+                           f"{discordant} discordant pairs went the candidate's way, one-sided p would be {0.5**discordant:.3g}; "
+                           f"it needs {needs} discordant pairs; {where}", **fields)
     passed = row["better"] == "B" and adjusted < alpha
+    if passed and kind == "proportion" and lost:
+        worst = _lost_against(discordant, difference, n, lost, adjusted / max(float(row["p_value"]), 1e-300))
+        if worst >= alpha:
+            return RuleOutcome(rule, difference, False, f"not significantly better once the {lost} pair(s) left out for the "
+                               f"infrastructure's failures count against the candidate (Holm-adjusted p {worst:.3g}): those "
+                               f"rows could decide it, judge them again (the cache keeps what was answered); {where}", **fields)
     return RuleOutcome(rule, difference, passed, where if passed else f"not significantly better; {where}", **fields)
+
+
+def _lost_against(discordant: int, difference: float, n: int, lost: int, holm_factor: float) -> float:
+    """The Holm-adjusted one-sided McNemar p-value had each of the ``lost`` pairs gone the champion's way. Pairs left
+    out for timeouts or server errors are not a random few: a judge times out on the long summaries, which are the
+    ones that go wrong, so an equal candidate whose 3 worst rows of 60 timed out (within the allowance) was
+    registered 16% of the time at a level of 0.025 (tests/test_gate_level_hostile.py). The decision must hold
+    whatever they would have shown."""
+    from scipy.stats import binomtest
+
+    better = round((discordant + abs(difference) * n) / 2)
+    return min(1.0, holm_factor * float(binomtest(better, discordant + lost, 0.5, alternative="greater").pvalue))
 
 
 def _not_worse(rule: Rule, metric: str, row, champion: str, alpha: float) -> RuleOutcome:

@@ -72,20 +72,41 @@ def _unreadable(spec: MetricSpec, rows: pd.DataFrame, other: pd.DataFrame) -> np
 def counted_against(spec: MetricSpec, a: RatioStatistic, b: RatioStatistic, rows_a: pd.DataFrame, rows_b: pd.DataFrame,
                     ) -> tuple[RatioStatistic, RatioStatistic]:
     """A decision's view of one metric over paired rows (guide "Decisions"): a row a side's output made unreadable
-    is a failure of that side on a proportion (0 where higher is better, 1 where lower is), never left out; a mean
-    or a ratio cannot score such a row, so the pair leaves it (and the not-worse rules beside it catch the
-    failures). The judge error rate itself needs nothing: its rows are already 1 where the judge failed."""
+    is a failure of that side on a proportion (0 where higher is better, 1 where lower is), never left out; on a
+    judged mean or ratio likewise (``_worst``: a mean's lowest value, a ratio's claims all unsupported, weighed as
+    the largest row read), since leaving the pair out let a candidate whose long, bad summaries the judge could not
+    read be decided on its good rows alone (registered 14 of 60 times at 200 pairs, equal once those rows were
+    judged: tests/test_gate_level_hostile.py). A figure the judge does not give (reference, length) cannot be
+    scored so: its pair leaves. The judge error rate itself needs nothing: its rows are already 1 where it failed."""
     if spec.name == "judge_error_rate" or spec.kind == "corpus":
         return a, b
     unreadable_a, unreadable_b = _unreadable(spec, rows_a, rows_b), _unreadable(spec, rows_b, rows_a)
     if spec.kind != "proportion":
-        keep = ~(unreadable_a | unreadable_b)
-        return tuple(RatioStatistic(s.numerator * keep, s.denominator * keep) for s in (a, b))  # type: ignore[return-value]
+        if spec.family in _NOT_JUDGED - {"grounding"}:
+            keep = ~(unreadable_a | unreadable_b)
+            return tuple(RatioStatistic(s.numerator * keep, s.denominator * keep) for s in (a, b))  # type: ignore[return-value]
+        return _worst(spec, a, b, unreadable_a), _worst(spec, b, a, unreadable_b)
     failure = 0.0 if spec.greater_is_better else 1.0
     return tuple(  # type: ignore[return-value]
         RatioStatistic(np.where(unreadable, failure, s.numerator), np.where(unreadable, 1.0, s.denominator))
         for s, unreadable in ((a, unreadable_a), (b, unreadable_b))
     )
+
+
+def _worst(spec: MetricSpec, mine: RatioStatistic, theirs: RatioStatistic, unreadable: np.ndarray) -> RatioStatistic:
+    """``mine`` with its ``unreadable`` rows scored as failures: a mean's worst value (0, or the worst row either side
+    got where that is worse), a ratio's numerator none (higher is better) or all (lower is) of a denominator as
+    large as the largest of a row either side was read on (1 where none was): a text the judge could not read is
+    as often a long one (cut off at ``max_tokens``, past the context window), and weighed as the pair's other row a
+    candidate much better on its short rows still read as better with its long ones hidden."""
+    if spec.kind == "mean":
+        values = [s.numerator[s.denominator > 0] / s.denominator[s.denominator > 0] for s in (mine, theirs)]
+        seen = np.concatenate(values)
+        worst = min(0.0, float(seen.min(initial=0.0))) if spec.greater_is_better else float(seen.max(initial=0.0))
+        return RatioStatistic(np.where(unreadable, worst, mine.numerator), np.where(unreadable, 1.0, mine.denominator))
+    weight = max(1.0, float(np.max(np.concatenate([mine.denominator, theirs.denominator]), initial=0.0)))
+    failed = 0.0 if spec.greater_is_better else weight
+    return RatioStatistic(np.where(unreadable, failed, mine.numerator), np.where(unreadable, weight, mine.denominator))
 
 
 # Families whose figures the judge's reading of the run's own text gives (what a content failure leaves unscored).
