@@ -6,12 +6,14 @@ candidate is gated with ``beat_champion=True``."""
 from __future__ import annotations
 
 import pytest
+from helpers import judge_for
 from mlflow.tracking import MlflowClient
 from scipy.stats import binomtest
 from test_gate_release import BAD, GOOD, REFUSAL, VAGUE, _champion, _champion_version, _gate, _logged, _outcome  # one way to log a judged run
 
 from mlflow_genai_metrics import register_if_passing
 from mlflow_genai_metrics.cli import main as mgm
+from mlflow_genai_metrics.testing import Fault
 from mlflow_genai_metrics.tracking import attempts
 
 
@@ -117,6 +119,25 @@ def test_a_rule_on_the_lower_bound_of_an_interval_fails_on_two_rows(scripted_ser
     assert gate.failed[0].detail == (
         "no interval: claim_support_rate stands on 2 rows, and an interval that holds its coverage needs 10 rows with claims"
     )
+
+
+def test_a_threshold_rule_counts_the_rows_the_judge_did_not_answer_as_failures(scripted_server, mlflow_store):
+    """With no champion to pair them against, rows the judge did not answer (timeouts, server errors) are the worst
+    they could have shown: a judge times out on the long summaries, the ones that go wrong. Here the 4 contradicted
+    summaries of 40 got HTTP 503 at every retry: left out, the run read strict_alignment 1 [0.903, 1] over the other 36
+    and passed ``_ci_low >= 0.85``."""
+    server = scripted_server()
+    refused = Fault.server_error(503)
+    summaries = [BAD.format(i=i) if i % 10 == 0 else GOOD.format(i=i) for i in range(40)]
+    run_id, uri = _logged(server, summaries, run_name="times out on its worst", judge=judge_for(server, max_retries=1),
+                          fault=lambda request, kind: refused if "rejected" in request.prompt_text else None)
+    rules = {"strict_alignment_ci_low": ">= 0.85", "strict_alignment_n": ">= 40"}
+    gate = register_if_passing(uri, "summarizer", run_id=run_id, rules=rules)
+    low, n = (_outcome(gate, metric) for metric in rules)
+    assert not gate.passed and gate.registered_version is None
+    assert low.actual == pytest.approx(binomtest(36, 40).proportion_ci(method="exact").low) and not low.passed
+    assert low.detail.startswith("4 row(s) the judge did not answer or could not read (4 unanswered: timeouts or server errors")
+    assert low.detail.endswith("logged 0.9026 without them") and n.actual == 40 and n.passed
 
 
 def test_mgm_gate_takes_beat_metrics(scripted_server, mlflow_store, capsys):

@@ -66,9 +66,10 @@ def test_people_s_interval_counting_failures_combines_the_share_read_and_people_
     rows = pd.DataFrame({"id": [str(k) for k in range(40)], "strictly_aligned": [1] * 30 + [None] * 10,
                          "error": [""] * 30 + ["the application failed: application: boom"] * 8 + ["verify failed: timeout: slow"] * 2})
     decided, counted = decision_figures(rows, figures, ["people/strict_alignment_ci_low"], StatisticsOptions())
-    assert counted == {"people/strict_alignment": 8}  # the 2 timeouts are the infrastructure's: left out
-    read = 30 / 38
-    assert decided["people/strict_alignment"] == pytest.approx(read * 0.8) and decided["people/strict_alignment_n"] == 38
+    # the 2 timeouts too: with no champion to pair them against, a rule reads them as the worst they could have shown
+    assert counted == {"people/strict_alignment": 10}
+    read = 30 / 40
+    assert decided["people/strict_alignment"] == pytest.approx(read * 0.8) and decided["people/strict_alignment_n"] == 40
     # wider than people's interval scaled by the share read (the share itself is a sample's), never past [0, 1]
     assert 0 < decided["people/strict_alignment_ci_low"] < read * 0.6 and read * 0.9 < decided["people/strict_alignment_ci_high"] < 1
     assert decided["people/strict_alignment_labelled"] == 10

@@ -117,14 +117,18 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
                      statistics: StatisticsOptions) -> tuple[dict[str, float], dict[str, int]]:
     """A run's ``figures`` as a decision on that run alone reads them (a threshold rule of the registry gate, guide
     "Decisions"): each judged proportion that ``metrics`` name (by itself, an interval bound or its n) counts the rows
-    the run's own output made unreadable (``content_failed``) as failures, never leaves them out, and has its interval
-    and n again; every other figure is as logged (a mean or ratio cannot score such a row: the judge error rate
+    the run's own output made unreadable (``content_failed``), and those the judge did not answer
+    (``infrastructure_failed``), as failures, never leaves them out, and has its interval and n again; every other figure is as logged (a mean or ratio cannot score such a row: the judge error rate
     says how many); people's rate of such a proportion (``people/strict_alignment``, its bounds) likewise, from its
     logged figures (``_people_counting_failures``). Returns those figures and, for each proportion read so, how many
     rows it counted so."""
     unreadable = content_failed(rows).to_numpy(dtype=bool) if "error" in rows else np.zeros(0, dtype=bool)
+    # rows the judge did not answer (timeouts, server errors, the budget) count as failures too: with no champion to
+    # pair them against, the worst they could have shown (a judge times out on the long summaries, the ones that go
+    # wrong: left out, they lifted the rate of exactly the candidates that write them)
+    unanswered = infrastructure_failed(rows).to_numpy(dtype=bool) if "error" in rows else np.zeros(0, dtype=bool)
     decided, counted = dict(figures), {}
-    if not unreadable.any():
+    if not (unreadable.any() or unanswered.any()):
         return decided, counted
     named = set(metrics)
     for spec in METRICS.aggregates():
@@ -132,11 +136,13 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
                 or named.isdisjoint((spec.name, *interval_names(spec.name))) or not all(c in rows for c in spec.columns)):
             continue
         statistic, _ = counted_against(spec, spec.ratio_statistic(rows), spec.ratio_statistic(rows), rows, rows)
+        failure = 0.0 if spec.greater_is_better else 1.0
+        statistic = RatioStatistic(np.where(unanswered, failure, statistic.numerator), np.where(unanswered, 1.0, statistic.denominator))
         decided.update(estimates({spec.name: statistic.histogram()}, statistics)[spec.name].as_metrics())
-        counted[spec.name] = int(unreadable.sum())
+        counted[spec.name] = int((unreadable | unanswered).sum())
     for metric in PEOPLE_METRICS:  # people's rate of a judged proportion: its rows are the judge's, read alike
         name, column = f"people/{metric}", METRICS.aggregate(metric).columns[0]
-        failures = int((unreadable & rows[column].isna().to_numpy()).sum()) if column in rows else 0
+        failures = int(((unreadable | unanswered) & rows[column].isna().to_numpy()).sum()) if column in rows else 0
         if failures and not named.isdisjoint((name, *interval_names(name))) and name in figures and f"{name}_n" in figures:
             decided.update(_people_counting_failures(figures, name, failures))
             counted[name] = failures

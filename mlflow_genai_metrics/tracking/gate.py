@@ -167,12 +167,12 @@ def _rows_table(run_id: str, client: MlflowClient) -> pd.DataFrame | None:
 def _threshold_outcomes(parsed: list[Rule], bases: list[str], metrics: dict[str, float], rows: pd.DataFrame | None,
                         statistics: StatisticsOptions) -> list[RuleOutcome]:
     """The rules against the run's figures as a decision reads them (``unreadable.decision_figures``): a proportion
-    counts the rows the judge could not read for what the run wrote as failures (a candidate refusing half its
-    articles read strict_alignment 1 over the other half, and was registered). ``bases``: each rule's aggregate
+    counts the rows the judge could not read for what the run wrote, or did not answer, as failures (a candidate
+    refusing half its articles read strict_alignment 1 over the other half, and was registered). ``bases``: each rule's aggregate
     (``_interval_base``); ``rows``: the run's rows table (None: the figures as logged)."""
-    decided, counted = metrics, {}
-    unwritten = int((error_kinds(rows) == "application").sum()) if rows is not None else 0  # rows with no output at all
+    decided, counted, unwritten = metrics, {}, int((error_kinds(rows) == "application").sum()) if rows is not None else 0  # no output
     unread = int(content_failed(rows).sum()) - unwritten if rows is not None else 0  # outputs the judge could not read
+    unanswered = int(infrastructure_failed(rows).sum()) if rows is not None and "error" in rows else 0  # timeouts, 5xx, budget
     if rows is not None:
         decided, counted = decision_figures(rows, metrics, [r.metric for r in parsed], statistics)
     outcomes = rule_outcomes(parsed, decided)
@@ -181,6 +181,10 @@ def _threshold_outcomes(parsed: list[Rule], bases: list[str], metrics: dict[str,
             logged = metrics.get(outcome.rule.metric)
             failed = (f"{counted[base]} row(s) with no output (the application failed on them)" if not unread else  # not "what it wrote"
                       f"{counted[base]} row(s) the judge could not read for what the run wrote" + (f" ({unwritten} with no output)" if unwritten else ""))
+            if unanswered:
+                failed = (f"{counted[base]} row(s) the judge did not answer or could not read ({unanswered} unanswered: timeouts or server errors, "
+                          "the worst they could have shown; judge them again, the cache keeps what was answered" + "".join(
+                              f"; {k} {what}" for k, what in ((unread, "unreadable for what the run wrote"), (unwritten, "with no output")) if k > 0) + ")")
             said = (f"{failed} counted as failures; "
                     + (f"logged {logged:.4g} without them" if logged is not None else "none logged without them"))
             outcomes[number] = dataclasses.replace(outcome, detail="; ".join(d for d in (outcome.detail, said) if d))
