@@ -136,6 +136,8 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
                 or named.isdisjoint((spec.name, *interval_names(spec.name))) or not all(c in rows for c in spec.columns)):
             continue
         statistic, _ = counted_against(spec, spec.ratio_statistic(rows), spec.ratio_statistic(rows), rows, rows)
+        if not statistic.denominator.sum():  # no row judged or unreadable: no figure to bound (the rule says why)
+            continue
         failure = 0.0 if spec.greater_is_better else 1.0
         statistic = RatioStatistic(np.where(unanswered, failure, statistic.numerator), np.where(unanswered, 1.0, statistic.denominator))
         decided.update(estimates({spec.name: statistic.histogram()}, statistics)[spec.name].as_metrics())
