@@ -86,11 +86,14 @@ def counted_against(spec: MetricSpec, a: RatioStatistic, b: RatioStatistic, rows
             keep = ~(unreadable_a | unreadable_b)
             return tuple(RatioStatistic(s.numerator * keep, s.denominator * keep) for s in (a, b))  # type: ignore[return-value]
         return _worst(spec, a, b, unreadable_a), _worst(spec, b, a, unreadable_b)
+    return _failed_proportion(spec, a, unreadable_a), _failed_proportion(spec, b, unreadable_b)
+
+
+def _failed_proportion(spec: MetricSpec, statistic: RatioStatistic, failed: np.ndarray) -> RatioStatistic:
+    """A proportion's ``statistic`` with its ``failed`` rows each one trial gone wrong (0 where higher is better, 1
+    where lower is)."""
     failure = 0.0 if spec.greater_is_better else 1.0
-    return tuple(  # type: ignore[return-value]
-        RatioStatistic(np.where(unreadable, failure, s.numerator), np.where(unreadable, 1.0, s.denominator))
-        for s, unreadable in ((a, unreadable_a), (b, unreadable_b))
-    )
+    return RatioStatistic(np.where(failed, failure, statistic.numerator), np.where(failed, 1.0, statistic.denominator))
 
 
 def _worst(spec: MetricSpec, mine: RatioStatistic, theirs: RatioStatistic, unreadable: np.ndarray) -> RatioStatistic:
@@ -138,8 +141,7 @@ def decision_figures(rows: pd.DataFrame, figures: dict[str, float], metrics: Seq
         statistic, _ = counted_against(spec, spec.ratio_statistic(rows), spec.ratio_statistic(rows), rows, rows)
         if not statistic.denominator.sum():  # no row judged or unreadable: no figure to bound (the rule says why)
             continue
-        failure = 0.0 if spec.greater_is_better else 1.0
-        statistic = RatioStatistic(np.where(unanswered, failure, statistic.numerator), np.where(unanswered, 1.0, statistic.denominator))
+        statistic = _failed_proportion(spec, statistic, unanswered)
         decided.update(estimates({spec.name: statistic.histogram()}, statistics)[spec.name].as_metrics())
         counted[spec.name] = int((unreadable | unanswered).sum())
     for metric in PEOPLE_METRICS:  # people's rate of a judged proportion: its rows are the judge's, read alike
